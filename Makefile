@@ -1,0 +1,52 @@
+# plexus - the two commands a fresh machine needs are `make demo` and `make test`.
+# This Makefile wraps CMake; every target installs what is missing first.
+
+BUILD      ?= build
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_ARGS ?=
+PREFIX     ?= /usr/local
+CTEST_ARGS ?= --output-on-failure
+
+.PHONY: all build deps deps-bench demo test bench bench-quick test-asan test-tsan install clean
+
+all: build
+
+deps:
+	@sh scripts/install-deps.sh
+
+deps-bench:
+	@sh scripts/install-deps.sh --bench
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_ARGS)
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	$(BUILD)/bin/plexus demo
+
+test: build
+	cd $(BUILD) && ctest $(CTEST_ARGS) -j 2
+
+bench: deps-bench build
+	@for b in $(BUILD)/bin/bench_*; do echo "== $$b"; $$b || exit 1; done
+
+bench-quick: deps-bench build
+	@for b in $(BUILD)/bin/bench_*; do echo "== $$b"; $$b --quick || exit 1; done
+
+test-asan: deps
+	cmake -S . -B build-asan -DPX_SANITIZE=address $(CMAKE_ARGS)
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && PLEXUS_TEST_SLACK=10 ctest $(CTEST_ARGS) -j 2
+
+test-tsan: deps
+	cmake -S . -B build-tsan -DPX_SANITIZE=thread $(CMAKE_ARGS)
+	cmake --build build-tsan -j $(JOBS)
+	cd build-tsan && PLEXUS_TEST_SLACK=20 TSAN_OPTIONS=halt_on_error=1 ctest $(CTEST_ARGS) -j 2
+
+install: build
+	cmake --install $(BUILD)
+
+clean:
+	rm -rf $(BUILD) build-asan build-tsan

@@ -1,0 +1,107 @@
+/*
+ * driver.c - the one way an example is executed, shared by the command line and the tests.
+ *
+ * px_example_exec() makes a worker from the caller's configuration, lets the example
+ * register its kernels and host data, runs it, checks it and tears everything down in
+ * reverse order. Runtime failures come back as a status with px_last_error() untouched; a
+ * check that does not match is not a runtime failure and is reported in the result.
+ */
+#include "examples.h"
+
+#include <string.h>
+
+px_status px_example_defaults(const px_example *ex, const px_example_opts *o, px_example_opts *out)
+{
+    px_example_opts d = {0};
+
+    if (o != NULL)
+        d = *o;
+    if (d.size == 0)
+        d.size = ex->default_size;
+    if (d.iters == 0)
+        d.iters = 1;
+    if (d.tile == 0)
+        d.tile = ex->default_tile;
+    *out = d;
+    return PX_OK;
+}
+
+/* Builds the worker configuration: cfg (or the environment's) plus the example's needs. */
+static px_status example_config(const px_example *ex, const px_config *cfg,
+                                const px_example_opts *o, px_config *c)
+{
+    px_status st = PX_OK;
+
+    if (cfg != NULL)
+        *c = *cfg;
+    else
+        st = px_config_default(c);
+    if (st != PX_OK)
+        return st;
+    if (o->cores < 0)
+        return px_set_error(PX_EINVAL,
+                            "example %s: cores %d is negative; use 0 for the "
+                            "configuration's value or a positive count",
+                            ex->name, o->cores);
+    if (o->cores > 0)
+        c->cores = o->cores;
+    if (ex->level != 0)
+        c->level = ex->level;
+    return PX_OK;
+}
+
+px_status px_example_exec(const px_example *ex, const px_config *cfg, const px_example_opts *o,
+                          px_example_result *r)
+{
+    px_example_opts eo;
+    px_config c;
+    px_worker *w = NULL;
+    void *state = NULL;
+    px_status st, st_destroy;
+
+    memset(r, 0, sizeof(*r));
+    px_example_defaults(ex, o, &eo);
+    r->size = eo.size;
+    r->iters = eo.iters;
+    r->tile = eo.tile;
+    st = example_config(ex, cfg, &eo, &c);
+    if (st != PX_OK)
+        return st;
+    st = px_worker_create(&c, &w);
+    if (st != PX_OK)
+        return st;
+    r->cores = px_worker_cores(w);
+    st = ex->reg(w, &eo, &state);
+    if (st != PX_OK)
+        goto out_destroy;
+    st = px_worker_init(w);
+    if (st != PX_OK)
+        goto out_fini;
+    st = ex->run(w, state, r);
+    if (st != PX_OK)
+        goto out_fini;
+    r->check_ok = ex->check(state, r, r->check, sizeof(r->check));
+out_fini:
+    ex->fini(state);
+out_destroy:
+    st_destroy = px_worker_destroy(w);
+    return st != PX_OK ? st : st_destroy;
+}
+
+px_status px_example_run_once(px_worker *w, px_orch_fn fn, const px_task_args *args, void *state,
+                              px_example_result *r)
+{
+    px_run_stats s;
+    px_status st = px_run(w, fn, args, state);
+
+    if (st != PX_OK)
+        return st;
+    st = px_run_stats_get(w, &s);
+    if (st != PX_OK)
+        return st;
+    r->tasks += s.tasks;
+    r->edges += s.edges;
+    r->seconds += (double)s.wall_ns * 1e-9;
+    r->runs++;
+    return PX_OK;
+}

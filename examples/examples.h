@@ -1,0 +1,96 @@
+/*
+ * examples.h - the example programs shared by the `plexus` command line and the tests.
+ *
+ * An example is a small plexus program described by callbacks: `reg` registers its kernels
+ * and prepares host data, `orchestrate` submits its tasks inside px_run, `run` builds the host
+ * arguments and calls px_run (through px_example_run_once, which adds the run's statistics
+ * to the result), `check` compares the output with a host computation and the task and edge
+ * counts with the ones worked out by hand, and `fini` frees what `reg` made.
+ *
+ * px_examples[] (table.c) lists every example in the order `plexus help` shows them; a new
+ * example (a level-3 `multi_chip` one, say) only adds a row there. px_example_exec() is the
+ * one driver: it creates the worker, calls the callbacks in order and destroys the worker.
+ */
+#ifndef PX_EXAMPLES_H
+#define PX_EXAMPLES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <plexus/plexus.h>
+
+/* What the user asked for; 0 in a field means "the example's default". */
+typedef struct px_example_opts {
+    int cores;    /* core threads per chip; 0: the configuration's value */
+    int64_t size; /* problem size (see px_example.size_doc); 0: default_size */
+    int iters;    /* repetitions inside the one orchestration; 0: 1 */
+    int64_t tile; /* tile edge for tiled examples; 0: the example's default */
+} px_example_opts;
+
+#define PX_EXAMPLE_WHY_MAX 512
+
+/* What one execution produced. Counts and time are sums over the example's px_run calls. */
+typedef struct px_example_result {
+    uint64_t tasks;                 /* tasks submitted, from px_run_stats_get */
+    uint64_t edges;                 /* dependencies inferred, from px_run_stats_get */
+    double seconds;                 /* wall time of the px_run calls */
+    int runs;                       /* px_run calls made */
+    int cores;                      /* core threads of the worker */
+    int64_t size;                   /* effective size */
+    int iters;                      /* effective iterations */
+    int64_t tile;                   /* effective tile (0 when the example has none) */
+    int check_ok;                   /* 1 when check() passed */
+    char check[PX_EXAMPLE_WHY_MAX]; /* check()'s one-line verdict: what matched, or why not */
+} px_example_result;
+
+typedef struct px_example {
+    const char *name;     /* command-line name ("vector") */
+    const char *doc;      /* one line for `plexus help` */
+    int level;            /* worker level it needs: 2 (one chip) or 3 (chips of a host) */
+    int64_t default_size; /* used when opts.size is 0 */
+    int64_t default_tile; /* used when opts.tile is 0; 0 when the example is not tiled */
+    const char *size_doc; /* what --size means for it ("floats per vector") */
+
+    /* Validates o (already defaulted), registers kernels on w, makes host data in *state. */
+    px_status (*reg)(px_worker *w, const px_example_opts *o, void **state);
+    /* The orchestration passed to px_run; user is the example's state. */
+    px_status (*orchestrate)(px_orch *o, const px_task_args *args, void *state);
+    /* Builds host args and runs (px_example_run_once); may run more than once. */
+    px_status (*run)(px_worker *w, void *state, px_example_result *r);
+    /*
+     * Compares outputs with the host computation and r's counts with the hand-worked ones.
+     * Writes a one-line verdict into why (n bytes) and returns 1 on success, 0 on mismatch.
+     */
+    int (*check)(void *state, const px_example_result *r, char *why, size_t n);
+    /* Frees the state; NULL is accepted. */
+    void (*fini)(void *state);
+} px_example;
+
+/* Every example, in display order, terminated by NULL. */
+extern const px_example *const px_examples[];
+
+/* Returns the example called name, or NULL when there is none. */
+const px_example *px_example_find(const char *name);
+
+/*
+ * Fills out with o's values, each 0 replaced by the example's default. Returns PX_OK.
+ */
+px_status px_example_defaults(const px_example *ex, const px_example_opts *o, px_example_opts *out);
+
+/*
+ * Runs example ex once on a new worker made from cfg (NULL: px_config_default()) and o:
+ * create, reg, run, check, fini, destroy. Returns the first runtime failure (px_last_error()
+ * holds its message); PX_OK means everything ran, and r->check_ok says whether the check
+ * passed. r is always filled with what is known.
+ */
+px_status px_example_exec(const px_example *ex, const px_config *cfg, const px_example_opts *o,
+                          px_example_result *r);
+
+/*
+ * Calls px_run(w, fn, args, state) and adds the run's task and edge counts and wall time to
+ * r. Returns px_run's status (or px_run_stats_get's).
+ */
+px_status px_example_run_once(px_worker *w, px_orch_fn fn, const px_task_args *args, void *state,
+                              px_example_result *r);
+
+#endif

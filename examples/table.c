@@ -1,0 +1,30 @@
+/*
+ * table.c - the one ordered table of example programs.
+ *
+ * The command line lists, runs and documents exactly the rows below, in this order; tests
+ * reach examples through px_example_find(). Adding an example means writing its file and
+ * adding one row.
+ */
+#include "examples.h"
+
+#include <string.h>
+
+extern const px_example px_example_vector;
+extern const px_example px_example_matmul;
+
+const px_example *const px_examples[] = {
+    &px_example_vector,
+    &px_example_matmul,
+    NULL,
+};
+
+/* Returns the row whose name is name, or NULL. */
+const px_example *px_example_find(const char *name)
+{
+    if (name == NULL)
+        return NULL;
+    for (int i = 0; px_examples[i] != NULL; i++)
+        if (strcmp(px_examples[i]->name, name) == 0)
+            return px_examples[i];
+    return NULL;
+}

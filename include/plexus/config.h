@@ -1,0 +1,58 @@
+/*
+ * plexus/config.h - run-time configuration of a worker.
+ *
+ * px_config_default() fills every field with its default and then applies the PLEXUS_*
+ * environment variables (one table in src/util/config.c lists them all; `plexus doctor
+ * --config` prints it). Command-line tools apply their options on top of that.
+ */
+#ifndef PLEXUS_CONFIG_H
+#define PLEXUS_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <plexus/status.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PX_PROFILE_NAME_MAX 32
+
+typedef struct px_config {
+    int level;                                 /* 2: one chip (default); 3: chips per host */
+    int cores;                                 /* core threads per chip; 0: online CPUs */
+    int chips;                                 /* chips of a level-3 worker (default 2) */
+    char device_profile[PX_PROFILE_NAME_MAX];  /* sim device profile (PLEXUS_DEVICE_PROFILE) */
+    uint64_t device_mem;                       /* device arena bytes (PLEXUS_DEVICE_MEM) */
+    uint64_t heap_ring;                        /* heap ring bytes (PLEXUS_HEAP_RING) */
+    uint32_t task_ring;                        /* task slots, a power of two (PLEXUS_TASK_RING) */
+    uint32_t dep_ring;                         /* dependency records (PLEXUS_DEP_RING) */
+    double timeout_s;                          /* deadline of every runtime wait */
+    uint32_t spin_ns;                          /* spin before sleeping on a futex */
+    int hugepages;                             /* 0 hides reserved huge pages from the probe */
+    int log_level;                             /* 0 error, 1 warn, 2 info, 3 debug */
+} px_config;
+
+/*
+ * Fills c with defaults, then applies PLEXUS_* environment variables. Returns PX_OK, or
+ * PX_EINVAL when a variable has a bad value (px_last_error() shows the expected form; the
+ * other fields still hold valid values). Unknown PLEXUS_* variables draw a warning.
+ */
+PX_API px_status px_config_default(px_config *c);
+
+/*
+ * Sets one knob by its environment name ("PLEXUS_CORES") from text. Returns PX_EINVAL with
+ * the expected form on a bad value, PX_ENOENT for an unknown name.
+ */
+PX_API px_status px_config_set(px_config *c, const char *name, const char *value);
+
+/* Checks cross-field rules (ring sizes, heap ring inside device memory). */
+PX_API px_status px_config_validate(const px_config *c);
+
+/* Prints the knob table (name, value, default, description) to f. */
+PX_API void px_config_print(const px_config *c, FILE *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,119 @@
+/*
+ * plexus/worker.h - workers, kernels, runs and the orchestration API (level 2).
+ *
+ * A worker owns one chip: a device arena and its core threads. A run copies the host tensors
+ * of its args into device memory, calls the orchestration on the caller's thread (it submits
+ * tasks while cores execute earlier ones), waits for the graph to drain, and copies OUT and
+ * INOUT tensors back.
+ */
+#ifndef PLEXUS_WORKER_H
+#define PLEXUS_WORKER_H
+
+#include <stdint.h>
+#include <plexus/args.h>
+#include <plexus/config.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct px_worker px_worker;
+typedef struct px_orch px_orch;
+typedef struct px_core_ctx px_core_ctx;
+typedef int32_t px_kernel_id;
+typedef uint64_t px_task_id;
+
+#define PX_KERNEL_NAME_MAX 48
+
+/* A kernel runs on one core. Returning non-zero fails the task (see px_set_error). */
+typedef px_status (*px_kernel_fn)(px_core_ctx *ctx, const px_task_args *args);
+
+/* An orchestration submits tasks; args hold device tensors. */
+typedef px_status (*px_orch_fn)(px_orch *o, const px_task_args *args, void *user);
+
+/* Statistics of a worker's most recent run. */
+typedef struct px_run_stats {
+    uint64_t tasks;            /* tasks submitted */
+    uint64_t edges;            /* dependencies inferred: distinct (producer, consumer) pairs */
+    uint64_t edges_wired;      /* of those, producers still running when wired */
+    uint64_t task_ring_waits;  /* times the orchestration waited for a task slot */
+    uint64_t heap_ring_waits;  /* times it waited for heap memory */
+    uint64_t dep_ring_waits;   /* times it waited for dependency records */
+    uint64_t heap_peak;        /* most heap-ring bytes live at once */
+    uint64_t wall_ns;          /* from px_run entry to its return */
+} px_run_stats;
+
+/* Creates a worker from c (NULL: px_config_default()). Starts its core threads. */
+PX_API px_status px_worker_create(const px_config *c, px_worker **w);
+
+/* Level 3: forks the chips. At level 2 it only checks the worker; calling it is optional. */
+PX_API px_status px_worker_init(px_worker *w);
+
+/* Stops the core threads and frees the worker. NULL is accepted. */
+PX_API px_status px_worker_destroy(px_worker *w);
+
+/*
+ * Registers a kernel under a unique name. sig may be NULL (arguments are then not checked).
+ * Returns PX_EINVAL for a duplicate or over-long name.
+ */
+PX_API px_status px_kernel_register(px_worker *w, const char *name, px_kernel_fn fn,
+                                    const px_signature *sig, px_kernel_id *id);
+
+/* Looks a kernel up by name; PX_ENOENT if none. */
+PX_API px_status px_kernel_lookup(px_worker *w, const char *name, px_kernel_id *id);
+
+/*
+ * Runs fn on this thread with device copies of args' host tensors, waits for every task,
+ * copies OUT/INOUT back. Returns the orchestration's error, else the first task error (its
+ * message names task id and kernel), else PX_OK. The next run starts clean either way.
+ */
+PX_API px_status px_run(px_worker *w, px_orch_fn fn, const px_task_args *args, void *user);
+
+/* Copies the statistics of the worker's most recent run into s. */
+PX_API px_status px_run_stats_get(const px_worker *w, px_run_stats *s);
+
+/* Number of core threads of the worker's chip. */
+PX_API int px_worker_cores(const px_worker *w);
+
+/* ---- orchestration side ---- */
+
+/*
+ * Allocates a contiguous device tensor owned by the enclosing scope. Its memory returns to
+ * the heap ring once the scope has ended and every task submitted before that has finished.
+ */
+PX_API px_status px_tensor_alloc(px_orch *o, px_dtype dt, int ndim, const int64_t *shape,
+                                 px_tensor *t);
+
+/*
+ * Submits a task. Checks a against the kernel's signature, allocates OUT tensors that have
+ * no address (writing the address back into a), infers dependencies, and publishes the task.
+ * Waits (bounded) when the task, heap or dependency ring is full. Returns PX_EABORTED once a
+ * task of this run has failed. id may be NULL.
+ */
+PX_API px_status px_submit(px_orch *o, px_kernel_id k, px_task_args *a, px_task_id *id);
+
+/* As px_submit, plus explicit edges from each task in deps (earlier tasks of this run). */
+PX_API px_status px_submit_after(px_orch *o, px_kernel_id k, px_task_args *a,
+                                 const px_task_id *deps, int ndeps, px_task_id *id);
+
+/* Opens a scope: memory allocated until the matching end belongs to it. */
+PX_API px_status px_scope_begin(px_orch *o);
+
+/* Ends the innermost scope. PX_ESTATE when no scope is open. */
+PX_API px_status px_scope_end(px_orch *o);
+
+/* The worker an orchestration runs on. */
+PX_API px_worker *px_orch_worker(px_orch *o);
+
+/* ---- kernel side ---- */
+
+/* Index of the core running the kernel (0 .. cores-1). */
+PX_API int px_core_index(const px_core_ctx *ctx);
+
+/* Id of the task the kernel runs for. */
+PX_API px_task_id px_core_task_id(const px_core_ctx *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,31 @@
+#!/bin/sh
+# install-deps.sh - installs the Debian packages plexus needs, only those that are missing.
+#   scripts/install-deps.sh          build and test dependencies
+#   scripts/install-deps.sh --bench  plus the benchmark anchors (StarPU)
+# Quiet and idempotent when everything is present; runs apt-get update only before an
+# install; never prompts.
+set -eu
+
+pkgs="gcc make cmake pkg-config libcmocka-dev python3"
+if [ "${1:-}" = "--bench" ]; then
+    pkgs="$pkgs libstarpu-dev"
+fi
+
+missing=""
+for p in $pkgs; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+[ -z "$missing" ] && exit 0
+
+echo "install-deps: installing:$missing"
+SUDO=""
+if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null 2>&1 || { echo "install-deps: need root or sudo to install:$missing" >&2; exit 1; }
+    SUDO="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null

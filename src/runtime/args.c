@@ -1,0 +1,154 @@
+/*
+ * args.c - building task arguments with typed calls, and the accessors kernels use.
+ */
+#include <plexus/args.h>
+
+#include <string.h>
+
+static const char *const px_tag_names[PX_TAG_COUNT] = {
+    [PX_TAG_NONE] = "none",
+#define PX_TAG_NAME_(e, n) [e] = n,
+    PX_TAG_MAP(PX_TAG_NAME_)
+#undef PX_TAG_NAME_
+};
+
+const char *px_tag_name(px_tag t)
+{
+    if ((int)t < 0 || t >= PX_TAG_COUNT)
+        return "?";
+    return px_tag_names[t];
+}
+
+void px_args_init(px_task_args *a)
+{
+    a->n = 0;
+    a->overflow = 0;
+}
+
+/* Returns the next free argument, or NULL (counting the overflow) when a is full. */
+static px_arg *px_args_next(px_task_args *a)
+{
+    px_arg *arg;
+
+    if (a->n >= PX_MAX_ARGS) {
+        a->overflow++;
+        return NULL;
+    }
+    arg = &a->a[a->n++];
+    memset(arg, 0, sizeof(*arg));
+    return arg;
+}
+
+static void px_args_tensor(px_task_args *a, const px_tensor *t, px_tag tag)
+{
+    px_arg *arg = px_args_next(a);
+
+    if (arg == NULL)
+        return;
+    arg->tag = (uint8_t)tag;
+    if (t == NULL)
+        arg->null_tensor = 1;
+    else
+        arg->v.t = *t;
+}
+
+void px_args_in(px_task_args *a, const px_tensor *t)
+{
+    px_args_tensor(a, t, PX_TAG_IN);
+}
+
+void px_args_out(px_task_args *a, const px_tensor *t)
+{
+    px_args_tensor(a, t, PX_TAG_OUT);
+}
+
+void px_args_inout(px_task_args *a, const px_tensor *t)
+{
+    px_args_tensor(a, t, PX_TAG_INOUT);
+}
+
+void px_args_output_existing(px_task_args *a, const px_tensor *t)
+{
+    px_args_tensor(a, t, PX_TAG_OUTPUT_EXISTING);
+}
+
+void px_args_no_dep(px_task_args *a, const px_tensor *t)
+{
+    px_args_tensor(a, t, PX_TAG_NO_DEP);
+}
+
+static px_arg *px_args_scalar(px_task_args *a, px_scalar_kind k)
+{
+    px_arg *arg = px_args_next(a);
+
+    if (arg != NULL) {
+        arg->tag = PX_TAG_SCALAR;
+        arg->scalar_kind = (uint8_t)k;
+    }
+    return arg;
+}
+
+void px_args_scalar_u64(px_task_args *a, uint64_t v)
+{
+    px_arg *arg = px_args_scalar(a, PX_SCALAR_U64);
+
+    if (arg)
+        arg->v.u64 = v;
+}
+
+void px_args_scalar_i64(px_task_args *a, int64_t v)
+{
+    px_arg *arg = px_args_scalar(a, PX_SCALAR_I64);
+
+    if (arg)
+        arg->v.i64 = v;
+}
+
+void px_args_scalar_f64(px_task_args *a, double v)
+{
+    px_arg *arg = px_args_scalar(a, PX_SCALAR_F64);
+
+    if (arg)
+        arg->v.f64 = v;
+}
+
+void px_args_mark(px_task_args *a)
+{
+    if (a->n > 0 && a->overflow == 0)
+        a->a[a->n - 1].marked = 1;
+}
+
+int px_arg_count(const px_task_args *a)
+{
+    return a->n;
+}
+
+const px_tensor *px_arg_tensor(const px_task_args *a, int i)
+{
+    return &a->a[i].v.t;
+}
+
+void *px_arg_data(const px_task_args *a, int i)
+{
+    return px_tensor_data(&a->a[i].v.t);
+}
+
+int64_t px_arg_numel(const px_task_args *a, int i)
+{
+    return px_tensor_numel(&a->a[i].v.t);
+}
+
+uint64_t px_arg_u64(const px_task_args *a, int i)
+{
+    return a->a[i].v.u64;
+}
+
+int64_t px_arg_i64(const px_task_args *a, int i)
+{
+    return a->a[i].v.i64;
+}
+
+double px_arg_f64(const px_task_args *a, int i)
+{
+    return a->a[i].v.f64;
+}

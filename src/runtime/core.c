@@ -1,0 +1,188 @@
+/*
+ * core.c - core threads: pop a ready task, run its kernel, release its consumers.
+ *
+ * There is no scheduler thread. A core that finishes a task closes the task's fanout list,
+ * decrements each consumer's fanin, keeps the first consumer that became ready for itself and
+ * queues the rest. An idle core spins for about PLEXUS_SPIN_NS, then sleeps on a futex with a
+ * deadline; a pusher issues FUTEX_WAKE only when a core announced that it sleeps.
+ */
+#include "runtime.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "util/clock.h"
+#include "util/futex.h"
+#include "util/log.h"
+
+#define PX_IDLE_SLEEP_NS 100000000ll /* re-check shutdown at least every 100 ms */
+
+/*
+ * A core that is spinning will find the task by itself, so a sleeper is woken only when no
+ * core spins or when more tasks wait than the spinners can take at once. The spinner's
+ * protocol (decrement spinning, announce sleeping, re-check the queue, all seq_cst) makes
+ * sure a task pushed while the last spinner goes to sleep is seen by that spinner.
+ */
+void px_task_ready(px_worker *w, px_task *t)
+{
+    uint32_t sleepers, spinning;
+
+    px_readyq_push(&w->readyq, t);
+    atomic_thread_fence(memory_order_seq_cst);
+    sleepers = atomic_load_explicit(&w->sleepers, memory_order_relaxed);
+    if (sleepers == 0)
+        return;
+    spinning = atomic_load_explicit(&w->spinning, memory_order_relaxed);
+    if (spinning == 0 || px_readyq_depth(&w->readyq) > spinning) {
+        atomic_fetch_add_explicit(&w->wake_seq, 1, memory_order_relaxed);
+        px_futex_wake(&w->wake_seq, 1, 0);
+    }
+}
+
+/* Marks t finished and wakes the orchestration if it sleeps on t. */
+static void px_task_finish(px_task *t)
+{
+    atomic_store_explicit(&t->state, PX_TASK_DONE, memory_order_seq_cst);
+    if (atomic_load_explicit(&t->waiters, memory_order_seq_cst))
+        px_futex_wake(&t->state, 1, 0);
+}
+
+/*
+ * Releases t's consumers. Returns the first consumer that became ready (for this core to run
+ * next); the others go to the ready queue.
+ */
+static px_task *px_task_release(px_worker *w, px_task *t, int failed)
+{
+    px_edge *e = atomic_exchange_explicit(&t->fanout, PX_FANOUT_CLOSED, memory_order_acq_rel);
+    px_task *keep = NULL;
+
+    while (e != NULL) {
+        px_edge *next = e->next; /* read before the consumer can finish and recycle e */
+        px_task *c = e->consumer;
+
+        if (failed)
+            atomic_store_explicit(&c->poisoned, 1, memory_order_relaxed);
+        if (atomic_fetch_sub_explicit(&c->fanin, 1, memory_order_acq_rel) == 1) {
+            if (keep == NULL)
+                keep = c;
+            else
+                px_task_ready(w, c);
+        }
+        e = next;
+    }
+    return keep;
+}
+
+/* Runs t (unless poisoned), releases it; returns the task to run next or NULL. */
+static px_task *px_task_execute(px_core_ctx *ctx, px_task *t)
+{
+    px_worker *w = ctx->w;
+    int failed = atomic_load_explicit(&t->poisoned, memory_order_acquire) != 0;
+    px_task *next;
+
+    if (!failed) {
+        const px_kernel *k = &w->kernels[t->kernel];
+        px_status st;
+
+        ctx->task = t->id;
+        px_clear_error();
+        st = k->fn(ctx, &t->args);
+        if (PX_UNLIKELY(st != PX_OK)) {
+            failed = 1;
+            px_worker_fail(w, st, t->id, "task %llu (kernel \"%s\") failed with %s: %s",
+                           (unsigned long long)t->id, k->name, px_status_name(st),
+                           px_last_error()[0] ? px_last_error() : px_status_str(st));
+        }
+    }
+    next = px_task_release(w, t, failed);
+    ctx->executed++;
+    px_task_finish(t);
+    return next;
+}
+
+/* Waits for a ready task: spin, then sleep. Returns NULL when the worker shuts down. */
+static px_task *px_core_wait(px_core_ctx *ctx)
+{
+    px_worker *w = ctx->w;
+    uint64_t until = px_ticks() + w->spin_ticks;
+    px_task *t;
+
+    for (;;) {
+        atomic_fetch_add_explicit(&w->spinning, 1, memory_order_seq_cst);
+        do {
+            t = px_readyq_pop(&w->readyq);
+            if (t) {
+                atomic_fetch_sub_explicit(&w->spinning, 1, memory_order_relaxed);
+                return t;
+            }
+            px_cpu_relax();
+        } while (px_ticks() < until);
+        atomic_fetch_sub_explicit(&w->spinning, 1, memory_order_seq_cst);
+        if (atomic_load_explicit(&w->shutdown, memory_order_acquire))
+            return NULL;
+
+        atomic_fetch_add_explicit(&w->sleepers, 1, memory_order_seq_cst);
+        uint32_t seq = atomic_load_explicit(&w->wake_seq, memory_order_seq_cst);
+        t = px_readyq_pop(&w->readyq);
+        if (t == NULL && !atomic_load_explicit(&w->shutdown, memory_order_acquire))
+            px_futex_wait(&w->wake_seq, seq, PX_IDLE_SLEEP_NS, 0);
+        atomic_fetch_sub_explicit(&w->sleepers, 1, memory_order_relaxed);
+        if (t)
+            return t;
+        until = px_ticks() + w->spin_ticks;
+    }
+}
+
+static void *px_core_main(void *arg)
+{
+    px_core_ctx *ctx = arg;
+    px_task *t = NULL;
+
+    for (;;) {
+        if (t == NULL)
+            t = px_core_wait(ctx);
+        if (t == NULL)
+            break;
+        t = px_task_execute(ctx, t);
+    }
+    return NULL;
+}
+
+px_status px_cores_start(px_worker *w)
+{
+    for (int i = 0; i < w->ncores; i++) {
+        px_core_ctx *ctx = &w->cores[i];
+        int rc;
+
+        ctx->w = w;
+        ctx->index = i;
+        rc = pthread_create(&ctx->thread, NULL, px_core_main, ctx);
+        if (rc != 0) {
+            w->ncores = i;
+            px_cores_stop(w);
+            return px_set_error(PX_ENOMEM, "cannot start core thread %d of %d: %s; lower "
+                                "--cores / PLEXUS_CORES", i, w->ncores, strerror(rc));
+        }
+    }
+    return PX_OK;
+}
+
+void px_cores_stop(px_worker *w)
+{
+    atomic_store_explicit(&w->shutdown, 1, memory_order_seq_cst);
+    atomic_fetch_add_explicit(&w->wake_seq, 1, memory_order_seq_cst);
+    px_futex_wake(&w->wake_seq, w->ncores + 1, 0);
+    for (int i = 0; i < w->ncores; i++)
+        pthread_join(w->cores[i].thread, NULL);
+}
+
+int px_core_index(const px_core_ctx *ctx)
+{
+    return ctx->index;
+}
+
+px_task_id px_core_task_id(const px_core_ctx *ctx)
+{
+    return ctx->task;
+}

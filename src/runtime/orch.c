@@ -1,0 +1,595 @@
+/*
+ * orch.c - the orchestration side of a run: submit, scopes, tensor allocation, ring waits.
+ *
+ * Only the thread that called px_run executes this file's functions, so the task ring's
+ * head, the watermark, the dep ring, the heap ring and the tensor map need no locks. Cores
+ * touch a task only through its atomic fields (fanin, fanout, state, poisoned).
+ *
+ * Submit: check the args, allocate missing outputs, take a task slot (waiting while the ring
+ * is full), copy the args, let the tensor map report producers, wire an edge to each producer
+ * still running, drop the wiring guard, publish the task if nothing is left to wait for.
+ */
+#include "runtime.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/clock.h"
+#include "util/futex.h"
+#include "util/log.h"
+
+#define PX_WAIT_SLICE_NS 100000000ll
+
+/* ---- watermark and bounded waits ---- */
+
+/* Moves the watermark over finished tasks, freeing their dep records and heap memory. */
+static void px_orch_advance(px_orch *o)
+{
+    px_worker *w = o->w;
+    px_task_id wm = o->wm;
+
+    while (wm < o->next_id) {
+        px_task *t = px_task_slot(w, wm);
+
+        if (atomic_load_explicit(&t->state, memory_order_acquire) != PX_TASK_DONE)
+            break;
+        o->dep_tail = t->dep_end;
+        wm++;
+    }
+    o->wm = wm;
+    px_heap_reclaim(&w->heap, wm);
+}
+
+static px_status px_orch_timeout(px_orch *o, px_task_id id, double waited, const char *why)
+{
+    px_worker *w = o->w;
+    px_task *t = px_task_slot(w, id);
+
+    return px_set_error(PX_ETIMEDOUT, "waited %.1f s for task %llu (kernel \"%s\") to finish "
+                        "%s; it is still running or waiting for its inputs. Raise "
+                        "PLEXUS_TIMEOUT_S (now %g s) if kernels run this long", waited,
+                        (unsigned long long)id, w->kernels[t->kernel].name, why,
+                        w->cfg.timeout_s);
+}
+
+/* Waits until task id has finished, at most until deadline_ns. Spins first, then sleeps. */
+static px_status px_orch_wait_task(px_orch *o, px_task_id id, uint64_t deadline_ns,
+                                   const char *why)
+{
+    px_worker *w = o->w;
+    px_task *t = px_task_slot(w, id);
+    uint64_t until = px_ticks() + w->spin_ticks, start;
+
+    while (atomic_load_explicit(&t->state, memory_order_acquire) != PX_TASK_DONE) {
+        if (px_ticks() >= until)
+            goto sleep;
+        px_cpu_relax();
+    }
+    return PX_OK;
+sleep:
+    start = px_now_ns();
+    atomic_store_explicit(&t->waiters, 1, memory_order_seq_cst);
+    while (atomic_load_explicit(&t->state, memory_order_seq_cst) != PX_TASK_DONE) {
+        uint64_t now = px_now_ns();
+        int64_t left = (int64_t)(deadline_ns - now);
+
+        if (now >= deadline_ns)
+            return px_orch_timeout(o, id, (double)(now - start) / 1e9, why);
+        px_futex_wait(&t->state, PX_TASK_PENDING, left < PX_WAIT_SLICE_NS ? left :
+                      PX_WAIT_SLICE_NS, 0);
+    }
+    atomic_store_explicit(&t->waiters, 0, memory_order_relaxed);
+    return PX_OK;
+}
+
+static uint64_t px_orch_deadline(const px_orch *o)
+{
+    return px_now_ns() + (uint64_t)(o->w->cfg.timeout_s * 1e9);
+}
+
+/* Waits for the oldest unfinished task, then advances the watermark. */
+static px_status px_orch_wait_oldest(px_orch *o, const char *why)
+{
+    px_status st = px_orch_wait_task(o, o->wm, px_orch_deadline(o), why);
+
+    if (st == PX_OK)
+        px_orch_advance(o);
+    return st;
+}
+
+/* ---- errors of the run ---- */
+
+static px_status px_orch_aborted(px_worker *w)
+{
+    px_status st;
+
+    pthread_mutex_lock(&w->fail_lock);
+    st = px_set_error(PX_EABORTED, "run aborted, no more tasks accepted: %s", w->fail_msg);
+    pthread_mutex_unlock(&w->fail_lock);
+    return st;
+}
+
+/* ---- argument checks ---- */
+
+static int px_tag_is_tensor(int tag)
+{
+    return tag >= PX_TAG_IN && tag <= PX_TAG_NO_DEP;
+}
+
+static int px_tag_writes(int tag)
+{
+    return tag == PX_TAG_OUT || tag == PX_TAG_INOUT || tag == PX_TAG_OUTPUT_EXISTING;
+}
+
+/* Returns 1 when an argument tagged `tag` may fill a parameter declared `want`. */
+static int px_tag_fits(int want, int tag)
+{
+    if (want == PX_TAG_SCALAR || tag == PX_TAG_SCALAR)
+        return want == tag;
+    if (tag == PX_TAG_NO_DEP || want == PX_TAG_NO_DEP)
+        return 1;
+    if (want == PX_TAG_OUT || want == PX_TAG_OUTPUT_EXISTING)
+        return tag == PX_TAG_OUT || tag == PX_TAG_OUTPUT_EXISTING;
+    return want == tag;
+}
+
+static px_status px_check_sig(const px_kernel *k, const px_task_args *a)
+{
+    const px_signature *s = &k->sig;
+
+    if (a->n != s->nargs)
+        return px_set_error(PX_EINVAL, "kernel \"%s\" expects %d arguments, got %d", k->name,
+                            s->nargs, a->n);
+    for (int i = 0; i < a->n; i++) {
+        const px_arg *arg = &a->a[i];
+
+        if (!px_tag_fits(s->params[i].tag, arg->tag))
+            return px_set_error(PX_EINVAL, "kernel \"%s\" argument %d: expected tag %s, got %s",
+                                k->name, i, px_tag_name(s->params[i].tag),
+                                px_tag_name(arg->tag));
+        if (arg->tag != PX_TAG_SCALAR && !arg->null_tensor &&
+            s->params[i].dtype != PX_DTYPE_ANY && s->params[i].dtype != arg->v.t.dtype)
+            return px_set_error(PX_EINVAL, "kernel \"%s\" argument %d: expected dtype %s, got "
+                                "%s", k->name, i, px_dtype_name(s->params[i].dtype),
+                                px_dtype_name(arg->v.t.dtype));
+    }
+    return PX_OK;
+}
+
+/* Checks one tensor argument: well formed, and (if it has an address) in device memory. */
+static px_status px_check_tensor(const px_orch *o, const px_kernel *k, int i, const px_arg *arg)
+{
+    const px_tensor *t = &arg->v.t;
+    const char *dev = o->w->dev_base;
+    int64_t lo, hi;
+    px_status st;
+
+    if (arg->null_tensor)
+        return px_set_error(PX_EINVAL, "kernel \"%s\" argument %d (%s): NULL tensor pointer",
+                            k->name, i, px_tag_name(arg->tag));
+    st = px_tensor_span(t, &lo, &hi);
+    if (st != PX_OK)
+        return px_set_error(st, "kernel \"%s\" argument %d (%s): %s", k->name, i,
+                            px_tag_name(arg->tag), px_last_error());
+    if (t->addr == NULL) {
+        if (arg->tag == PX_TAG_OUT)
+            return PX_OK; /* allocated by the runtime */
+        return px_set_error(PX_EINVAL, "kernel \"%s\" argument %d (%s): tensor has no address; "
+                            "only OUT tensors are allocated by the runtime", k->name, i,
+                            px_tag_name(arg->tag));
+    }
+    if ((const char *)t->addr + lo < dev ||
+        (const char *)t->addr + hi > dev + o->w->cfg.device_mem)
+        return px_set_error(PX_EINVAL, "kernel \"%s\" argument %d (%s): bytes [%p, %p) are not "
+                            "device memory; inside an orchestration use px_run's args, "
+                            "px_tensor_alloc or runtime-allocated outputs", k->name, i,
+                            px_tag_name(arg->tag), (void *)((char *)t->addr + lo),
+                            (void *)((char *)t->addr + hi));
+    return PX_OK;
+}
+
+static px_status px_orch_check(px_orch *o, px_kernel_id kid, const px_task_args *a,
+                               const px_task_id *deps, int ndeps)
+{
+    px_worker *w = o->w;
+    const px_kernel *k;
+    px_status st;
+
+    if (kid < 0 || kid >= w->nkernels)
+        return px_set_error(PX_EINVAL, "unknown kernel id %d: %d kernels are registered on this "
+                            "worker", (int)kid, w->nkernels);
+    k = &w->kernels[kid];
+    if (a->overflow)
+        return px_set_error(PX_EINVAL, "kernel \"%s\": %d arguments given, at most %d allowed "
+                            "(PX_MAX_ARGS)", k->name, a->n + a->overflow, PX_MAX_ARGS);
+    if (a->n < 0 || a->n > PX_MAX_ARGS)
+        return px_set_error(PX_EINVAL, "kernel \"%s\": argument count %d is out of range; build "
+                            "args with px_args_init and px_args_*", k->name, a->n);
+    if (k->has_sig && (st = px_check_sig(k, a)) != PX_OK)
+        return st;
+    for (int i = 0; i < a->n; i++) {
+        int tag = a->a[i].tag;
+
+        if (tag == PX_TAG_SCALAR)
+            continue;
+        if (!px_tag_is_tensor(tag))
+            return px_set_error(PX_EINVAL, "kernel \"%s\" argument %d: invalid tag %d", k->name,
+                                i, tag);
+        if ((st = px_check_tensor(o, k, i, &a->a[i])) != PX_OK)
+            return st;
+    }
+    if (ndeps < 0 || (ndeps > 0 && deps == NULL))
+        return px_set_error(PX_EINVAL, "kernel \"%s\": %d explicit dependencies with a %s list",
+                            k->name, ndeps, deps ? "valid" : "NULL");
+    for (int i = 0; i < ndeps; i++)
+        if (deps[i] < o->first_id || deps[i] >= o->next_id)
+            return px_set_error(PX_EINVAL, "kernel \"%s\": explicit dependency %d is task %llu, "
+                                "which is not an earlier task of this run (ids %llu..%llu)",
+                                k->name, i, (unsigned long long)deps[i],
+                                (unsigned long long)o->first_id,
+                                (unsigned long long)o->next_id);
+    return PX_OK;
+}
+
+/* ---- heap ring ---- */
+
+static px_status px_orch_heap_full(px_orch *o, uint64_t n)
+{
+    px_heap *h = &o->w->heap;
+
+    return px_set_error(PX_ENOMEM, "heap ring full: cannot allocate %llu bytes; %llu of %llu "
+                        "bytes are held by %u allocations whose scopes are still open (scope "
+                        "depth %d). Raise PLEXUS_HEAP_RING or end scopes sooner",
+                        (unsigned long long)n, (unsigned long long)px_heap_live(h),
+                        (unsigned long long)h->size, px_heap_live_records(h), o->nscopes - 1);
+}
+
+/* Allocates n bytes from the heap ring, waiting (bounded) for retired scopes' tasks. */
+static px_status px_orch_heap_alloc(px_orch *o, uint64_t n, void **out)
+{
+    px_worker *w = o->w;
+    int oom, waited = 0;
+    void *p = NULL;
+
+    if (n > w->heap.size)
+        return px_set_error(PX_ENOMEM, "cannot allocate %llu bytes: larger than the whole heap "
+                            "ring (%llu bytes, PLEXUS_HEAP_RING)", (unsigned long long)n,
+                            (unsigned long long)w->heap.size);
+    for (;;) {
+        p = px_heap_try_alloc(&w->heap, n, &oom);
+        if (p != NULL)
+            break;
+        if (oom)
+            return px_set_error(PX_ENOMEM, "out of host memory for heap ring records");
+        px_orch_advance(o);
+        if ((p = px_heap_try_alloc(&w->heap, n, &oom)) != NULL)
+            break;
+        if (px_heap_oldest_open(&w->heap) || px_heap_oldest_retire(&w->heap) <= o->wm)
+            return px_orch_heap_full(o, n);
+        if (!waited++)
+            o->stats.heap_ring_waits++;
+        px_status st = px_orch_wait_oldest(o, "to free heap-ring memory");
+        if (st != PX_OK)
+            return st;
+    }
+    px_tmap_forget(&w->tmap, (uintptr_t)p, (uintptr_t)p + n);
+    if (w->heap.peak > o->stats.heap_peak)
+        o->stats.heap_peak = w->heap.peak;
+    *out = p;
+    return PX_OK;
+}
+
+px_status px_tensor_alloc(px_orch *o, px_dtype dt, int ndim, const int64_t *shape, px_tensor *t)
+{
+    px_tensor v;
+    px_status st;
+    void *p = NULL;
+
+    if (o == NULL || t == NULL)
+        return px_set_error(PX_EINVAL, "px_tensor_alloc: orchestration or tensor is NULL");
+    st = px_tensor_make(&v, NULL, dt, ndim, shape);
+    if (st != PX_OK)
+        return st;
+    st = px_orch_heap_alloc(o, (uint64_t)px_tensor_numel(&v) * px_dtype_size(dt), &p);
+    if (st != PX_OK)
+        return st;
+    v.addr = p;
+    *t = v;
+    return PX_OK;
+}
+
+/* Allocates every OUT tensor of a that has no address, writing the address back. */
+static px_status px_orch_alloc_outputs(px_orch *o, px_task_args *a)
+{
+    for (int i = 0; i < a->n; i++) {
+        px_tensor *t = &a->a[i].v.t;
+        px_status st;
+
+        if (a->a[i].tag != PX_TAG_OUT || t->addr != NULL)
+            continue;
+        st = px_tensor_alloc(o, t->dtype, t->ndim, t->shape, t);
+        if (st != PX_OK)
+            return st;
+    }
+    return PX_OK;
+}
+
+/* ---- scopes ---- */
+
+px_status px_scope_begin(px_orch *o)
+{
+    if (o == NULL)
+        return px_set_error(PX_EINVAL, "px_scope_begin: orchestration is NULL");
+    if (o->nscopes == PX_MAX_SCOPES)
+        return px_set_error(PX_ESTATE, "px_scope_begin: scopes nest deeper than %d",
+                            PX_MAX_SCOPES - 1);
+    o->scopes[o->nscopes++].first_rec = px_heap_next_rec(&o->w->heap);
+    return PX_OK;
+}
+
+px_status px_scope_end(px_orch *o)
+{
+    if (o == NULL)
+        return px_set_error(PX_EINVAL, "px_scope_end: orchestration is NULL");
+    if (o->nscopes <= 1)
+        return px_set_error(PX_ESTATE, "px_scope_end without a matching px_scope_begin");
+    o->nscopes--;
+    px_heap_end_scope(&o->w->heap, o->scopes[o->nscopes].first_rec, o->next_id);
+    px_orch_advance(o);
+    return PX_OK;
+}
+
+/* ---- dependencies ---- */
+
+/* Inserts id into this submit's producer set; returns 1 if it was new. */
+static int px_dedup_insert(px_dedup *d, px_task_id stamp, px_task_id id)
+{
+    uint32_t mask, i;
+
+    if ((d->n + 1) * 2 > d->cap) {
+        uint32_t cap = d->cap ? d->cap * 2 : 64;
+        px_task_id *k = malloc(cap * sizeof(*k)), *s = malloc(cap * sizeof(*s));
+
+        if (k == NULL || s == NULL) {
+            free(k);
+            free(s);
+            return -1;
+        }
+        for (uint32_t j = 0; j < cap; j++)
+            s[j] = PX_TASK_NONE;
+        for (uint32_t j = 0; j < d->cap; j++) {
+            if (d->stamps[j] != stamp)
+                continue;
+            i = (uint32_t)(d->keys[j] * 0x9E3779B97F4A7C15ull >> 40) & (cap - 1);
+            while (s[i] == stamp)
+                i = (i + 1) & (cap - 1);
+            k[i] = d->keys[j];
+            s[i] = stamp;
+        }
+        free(d->keys);
+        free(d->stamps);
+        d->keys = k;
+        d->stamps = s;
+        d->cap = cap;
+    }
+    mask = d->cap - 1;
+    i = (uint32_t)(id * 0x9E3779B97F4A7C15ull >> 40) & mask;
+    while (d->stamps[i] == stamp) {
+        if (d->keys[i] == id)
+            return 0;
+        i = (i + 1) & mask;
+    }
+    d->keys[i] = id;
+    d->stamps[i] = stamp;
+    d->n++;
+    return 1;
+}
+
+/* Makes room in the dep ring for one record, waiting for old tasks if needed. */
+static px_status px_orch_dep_room(px_orch *o)
+{
+    px_worker *w = o->w;
+    int waited = 0;
+
+    while (o->dep_head - o->dep_tail >= w->dep_size) {
+        px_orch_advance(o);
+        if (o->dep_head - o->dep_tail < w->dep_size)
+            break;
+        if (o->wm >= o->cur->id)
+            return px_set_error(PX_ENOMEM, "task %llu depends on more than %llu running tasks; "
+                                "raise PLEXUS_DEP_RING", (unsigned long long)o->cur->id,
+                                (unsigned long long)w->dep_size);
+        if (!waited++)
+            o->stats.dep_ring_waits++;
+        px_status st = px_orch_wait_oldest(o, "to free dependency records");
+        if (st != PX_OK)
+            return st;
+    }
+    return PX_OK;
+}
+
+/* Tensor-map callback: counts the edge and wires it if the producer is still running. */
+static int px_orch_dep_cb(void *ctx, px_task_id pid)
+{
+    px_orch *o = ctx;
+    px_worker *w = o->w;
+    px_task *t = o->cur, *p = px_task_slot(w, pid);
+    px_edge *e, *h;
+    int r = px_dedup_insert(&o->dedup, t->id, pid);
+
+    if (r <= 0) {
+        if (r < 0)
+            o->dep_err = px_set_error(PX_ENOMEM, "out of host memory deduplicating edges");
+        return r;
+    }
+    o->stats.edges++;
+    if (p->id != pid || atomic_load_explicit(&p->state, memory_order_acquire) == PX_TASK_DONE)
+        return 0;
+    if (o->dep_head - o->dep_tail >= w->dep_size && (o->dep_err = px_orch_dep_room(o)) != PX_OK)
+        return 1;
+    e = &w->edges[o->dep_head % w->dep_size];
+    e->consumer = t;
+    atomic_fetch_add_explicit(&t->fanin, 1, memory_order_relaxed);
+    h = atomic_load_explicit(&p->fanout, memory_order_acquire);
+    do {
+        if (h == PX_FANOUT_CLOSED) {
+            atomic_fetch_sub_explicit(&t->fanin, 1, memory_order_relaxed);
+            return 0;
+        }
+        e->next = h;
+    } while (!atomic_compare_exchange_weak_explicit(&p->fanout, &h, e, memory_order_release,
+                                                    memory_order_acquire));
+    o->dep_head++;
+    o->stats.edges_wired++;
+    return 0;
+}
+
+/* Runs every tracked argument and explicit dependency of t through the tensor map. */
+static px_status px_orch_wire(px_orch *o, px_task *t, const px_task_id *deps, int ndeps)
+{
+    px_worker *w = o->w;
+    px_tm_view v;
+
+    o->dep_err = PX_OK;
+    o->dedup.n = 0;
+    for (int i = 0; i < t->args.n; i++) {
+        const px_arg *arg = &t->args.a[i];
+        int r;
+
+        if (arg->tag == PX_TAG_SCALAR || arg->tag == PX_TAG_NO_DEP)
+            continue;
+        if (!px_tm_view_make(&v, &arg->v.t))
+            continue;
+        r = px_tmap_access(&w->tmap, &v, px_tag_writes(arg->tag), t->id, px_orch_dep_cb, o);
+        if (r != 0)
+            return o->dep_err != PX_OK ? o->dep_err :
+                   px_set_error(PX_ENOMEM, "out of host memory in the tensor map");
+    }
+    for (int i = 0; i < ndeps; i++)
+        if (px_orch_dep_cb(o, deps[i]) != 0)
+            return o->dep_err;
+    return PX_OK;
+}
+
+/* Takes the next task slot, waiting while the task ring is full. */
+static px_status px_orch_take_slot(px_orch *o, px_task **out)
+{
+    px_worker *w = o->w;
+    px_task *t;
+
+    if (o->next_id - o->wm > w->task_mask) {
+        px_orch_advance(o);
+        if (o->next_id - o->wm > w->task_mask)
+            o->stats.task_ring_waits++;
+        while (o->next_id - o->wm > w->task_mask) {
+            px_status st = px_orch_wait_oldest(o, "to free a task slot");
+            if (st != PX_OK)
+                return st;
+        }
+    }
+    t = px_task_slot(w, o->next_id);
+    /* The next slot is cold (the ring is larger than the caches): fetch its head now. */
+    for (int l = 0; l < 4; l++)
+        __builtin_prefetch((char *)px_task_slot(w, o->next_id + 1) + l * PX_CACHELINE, 1);
+    t->id = o->next_id;
+    atomic_store_explicit(&t->fanin, 1, memory_order_relaxed);
+    atomic_store_explicit(&t->poisoned, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->fanout, NULL, memory_order_relaxed);
+    atomic_store_explicit(&t->state, PX_TASK_PENDING, memory_order_relaxed);
+    atomic_store_explicit(&t->waiters, 0, memory_order_relaxed);
+    *out = t;
+    return PX_OK;
+}
+
+px_status px_submit_after(px_orch *o, px_kernel_id k, px_task_args *a, const px_task_id *deps,
+                          int ndeps, px_task_id *id)
+{
+    px_worker *w;
+    px_task *t;
+    px_status st;
+
+    if (o == NULL || a == NULL)
+        return px_set_error(PX_EINVAL, "px_submit: orchestration or args is NULL");
+    w = o->w;
+    if (PX_UNLIKELY(atomic_load_explicit(&w->failed, memory_order_acquire)))
+        return px_orch_aborted(w);
+    if ((st = px_orch_check(o, k, a, deps, ndeps)) != PX_OK)
+        return st;
+    if ((st = px_orch_alloc_outputs(o, a)) != PX_OK)
+        return st;
+    if ((st = px_orch_take_slot(o, &t)) != PX_OK)
+        return st;
+    t->kernel = k;
+    t->args.n = a->n;
+    t->args.overflow = 0;
+    memcpy(t->args.a, a->a, (size_t)a->n * sizeof(a->a[0]));
+    o->cur = t;
+    st = px_orch_wire(o, t, deps, ndeps);
+    if (PX_UNLIKELY(st != PX_OK)) {
+        /* Half-wired: let it drain as a failed task so every producer still releases it. */
+        atomic_store_explicit(&t->poisoned, 1, memory_order_relaxed);
+        px_worker_fail(w, st, t->id, "task %llu (kernel \"%s\") could not be submitted: %s",
+                       (unsigned long long)t->id, w->kernels[k].name, px_last_error());
+    }
+    t->dep_end = o->dep_head;
+    o->next_id++;
+    o->stats.tasks++;
+    if (atomic_fetch_sub_explicit(&t->fanin, 1, memory_order_acq_rel) == 1)
+        px_task_ready(w, t);
+    if (id != NULL)
+        *id = t->id;
+    return st;
+}
+
+px_status px_submit(px_orch *o, px_kernel_id k, px_task_args *a, px_task_id *id)
+{
+    return px_submit_after(o, k, a, NULL, 0, id);
+}
+
+px_worker *px_orch_worker(px_orch *o)
+{
+    return o ? o->w : NULL;
+}
+
+/* ---- run begin and end ---- */
+
+px_status px_orch_begin(px_worker *w)
+{
+    px_orch *o = &w->orch;
+    px_task_id next = o->next_id;
+
+    o->w = w;
+    o->first_id = next;
+    o->wm = next;
+    o->nscopes = 0;
+    o->cur = NULL;
+    memset(&o->stats, 0, sizeof(o->stats));
+    px_tmap_clear(&w->tmap);
+    px_heap_reset(&w->heap);
+    atomic_store_explicit(&w->failed, 0, memory_order_relaxed);
+    w->fail_msg[0] = '\0';
+    w->fail_status = PX_OK;
+    return px_scope_begin(o); /* the run's own scope */
+}
+
+px_status px_orch_drain(px_orch *o)
+{
+    uint64_t deadline = px_orch_deadline(o);
+
+    while (o->wm < o->next_id) {
+        px_status st = px_orch_wait_task(o, o->wm, deadline, "at the end of the run");
+        if (st != PX_OK)
+            return st;
+        px_orch_advance(o);
+    }
+    return PX_OK;
+}
+
+void px_orch_end(px_orch *o)
+{
+    px_tmap_clear(&o->w->tmap);
+    px_heap_reset(&o->w->heap);
+    o->nscopes = 0;
+}

@@ -1,0 +1,161 @@
+/*
+ * runtime.h - internal structures of the single-chip runtime (level 2).
+ *
+ * Threads: the orchestration runs on the caller of px_run; each core is a thread. There is no
+ * scheduler thread. A task lives in a slot of the task ring from submit until the watermark
+ * (every older task finished) passes it. Edges are records in the dep ring, pushed lock-free
+ * onto the producer's fanout list; a finishing task closes its list with one exchange,
+ * releases its consumers, keeps one newly ready task for its core and queues the rest.
+ */
+#ifndef PX_RUNTIME_RUNTIME_H
+#define PX_RUNTIME_RUNTIME_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <plexus/caps.h>
+#include <plexus/worker.h>
+
+#include "heap.h"
+#include "platform/platform.h"
+#include "readyq.h"
+#include "tensormap.h"
+#include "util/util.h"
+
+#define PX_MAX_KERNELS 1024
+#define PX_MAX_SCOPES 64
+#define PX_ERRMSG_MAX 1024
+
+struct px_task;
+
+/* One dependency: `consumer` waits for the task whose fanout list holds this record. */
+typedef struct px_edge {
+    struct px_task *consumer;
+    struct px_edge *next;
+} px_edge;
+
+#define PX_FANOUT_CLOSED ((px_edge *)(uintptr_t)1)
+
+enum { PX_TASK_PENDING = 0, PX_TASK_DONE = 1 };
+
+typedef struct px_task {
+    /* written at submit by the orchestration */
+    px_task_id id;
+    px_kernel_id kernel;
+    uint64_t dep_end;               /* dep ring position after this task's edges */
+    /* shared with the cores */
+    PX_ALIGNED_CL _Atomic int32_t fanin;   /* producers not yet finished, +1 while wiring */
+    _Atomic uint32_t poisoned;      /* a producer failed: do not run the kernel */
+    _Atomic(px_edge *) fanout;      /* consumers, or PX_FANOUT_CLOSED once released */
+    _Atomic uint32_t state;         /* futex word: PX_TASK_PENDING / PX_TASK_DONE */
+    _Atomic uint32_t waiters;       /* the orchestration sleeps on state */
+    px_task_args args;              /* only args.a[0 .. n) are copied */
+} px_task;
+
+typedef struct px_kernel {
+    char name[PX_KERNEL_NAME_MAX];
+    px_kernel_fn fn;
+    px_signature sig;
+    int has_sig;
+} px_kernel;
+
+struct px_core_ctx {
+    struct px_worker *w;
+    int index;
+    px_task_id task;
+    pthread_t thread;
+    uint64_t executed;
+} PX_ALIGNED_CL;
+
+typedef struct px_scope {
+    uint64_t first_rec;             /* heap record sequence number at scope begin */
+} px_scope;
+
+/* Deduplicates producers of one submit (open addressing, stamped by the consumer id). */
+typedef struct px_dedup {
+    px_task_id *keys;
+    px_task_id *stamps;
+    uint32_t cap, n;
+} px_dedup;
+
+struct px_orch {
+    struct px_worker *w;
+    px_task *cur;                   /* the task being submitted */
+    px_task_id next_id;             /* id of the next task */
+    px_task_id first_id;            /* first id of this run */
+    px_task_id wm;                  /* watermark: every task below it has finished */
+    uint64_t dep_head, dep_tail;    /* dep ring positions */
+    px_scope scopes[PX_MAX_SCOPES];
+    int nscopes;
+    px_dedup dedup;
+    px_status dep_err;              /* error raised inside a tensor-map callback */
+    px_run_stats stats;
+};
+
+struct px_worker {
+    px_config cfg;
+    px_caps caps;
+    px_chip *chip;
+    int ncores;
+    px_core_ctx *cores;
+
+    px_kernel kernels[PX_MAX_KERNELS];
+    int nkernels;
+
+    /* task ring, dep ring, ready queue */
+    px_task *tasks;
+    uint64_t task_mask;
+    px_edge *edges;
+    uint64_t dep_size;
+    px_readyq readyq;
+
+    /* idle cores sleep on wake_seq; pushers wake them only when sleepers > 0 */
+    PX_ALIGNED_CL _Atomic uint32_t wake_seq;
+    _Atomic uint32_t sleepers;
+    _Atomic uint32_t spinning;      /* idle cores spinning on the ready queue */
+    _Atomic int shutdown;
+    uint64_t spin_ticks;
+
+    /* device memory: run args at the arena's start, heap ring at its end */
+    char *dev_base;
+    uint64_t run_area;              /* bytes before the heap ring */
+    px_heap heap;
+    px_tmap tmap;
+    px_orch orch;
+    int running;                    /* inside px_run */
+    int broken;                     /* a run timed out with tasks still running */
+
+    /* first failure of the current run */
+    PX_ALIGNED_CL _Atomic int failed;
+    pthread_mutex_t fail_lock;
+    px_status fail_status;
+    px_task_id fail_task;
+    char fail_msg[PX_ERRMSG_MAX];
+
+    px_run_stats last;
+};
+
+/* core.c: starts and stops the core threads. */
+px_status px_cores_start(struct px_worker *w);
+void px_cores_stop(struct px_worker *w);
+
+/* core.c: makes a task runnable (queue + wake). Called by the orchestration and by cores. */
+void px_task_ready(struct px_worker *w, px_task *t);
+
+/* Returns the slot of task id. */
+static inline px_task *px_task_slot(struct px_worker *w, px_task_id id)
+{
+    return &w->tasks[id & w->task_mask];
+}
+
+/* orch.c: per-run setup and the drain at the end. */
+px_status px_orch_begin(struct px_worker *w);
+px_status px_orch_drain(struct px_orch *o);
+void px_orch_end(struct px_orch *o);
+
+/* worker.c: records the first failure of a run (thread-safe). */
+void px_worker_fail(struct px_worker *w, px_status st, px_task_id id, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#endif

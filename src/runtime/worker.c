@@ -1,0 +1,427 @@
+/*
+ * worker.c - worker lifetime, kernel registry and px_run.
+ *
+ * px_run places the host tensors of its args in the chip's run area (tensors whose host bytes
+ * overlap share one device block, so aliasing survives the copy), runs the orchestration on
+ * the calling thread, drains the graph, copies written tensors back and reports the first
+ * failure of the run.
+ */
+#include "runtime.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/clock.h"
+#include "util/log.h"
+
+void px_worker_fail(px_worker *w, px_status st, px_task_id id, const char *fmt, ...)
+{
+    va_list ap;
+
+    pthread_mutex_lock(&w->fail_lock);
+    if (!atomic_load_explicit(&w->failed, memory_order_relaxed)) {
+        va_start(ap, fmt);
+        vsnprintf(w->fail_msg, sizeof(w->fail_msg), fmt, ap);
+        va_end(ap);
+        w->fail_status = st;
+        w->fail_task = id;
+        atomic_store_explicit(&w->failed, 1, memory_order_release);
+        PX_LOG_INFO("%s", w->fail_msg);
+    }
+    pthread_mutex_unlock(&w->fail_lock);
+}
+
+static px_status px_worker_alloc(px_worker *w)
+{
+    w->tasks = aligned_alloc(PX_CACHELINE, (size_t)w->cfg.task_ring * sizeof(px_task));
+    w->edges = calloc(w->cfg.dep_ring, sizeof(px_edge));
+    w->cores = aligned_alloc(PX_CACHELINE, (size_t)w->ncores * sizeof(px_core_ctx));
+    if (w->tasks == NULL || w->edges == NULL || w->cores == NULL)
+        return px_set_error(PX_ENOMEM, "cannot allocate the task ring (%u slots, %zu bytes) "
+                            "and dep ring (%u records); lower PLEXUS_TASK_RING or "
+                            "PLEXUS_DEP_RING", w->cfg.task_ring,
+                            (size_t)w->cfg.task_ring * sizeof(px_task), w->cfg.dep_ring);
+    memset(w->cores, 0, (size_t)w->ncores * sizeof(px_core_ctx));
+    for (uint32_t i = 0; i < w->cfg.task_ring; i++) {
+        px_task *t = &w->tasks[i];
+
+        t->id = PX_TASK_NONE;
+        t->kernel = 0;
+        t->dep_end = 0;
+        atomic_init(&t->fanin, 0);
+        atomic_init(&t->poisoned, 0);
+        atomic_init(&t->fanout, PX_FANOUT_CLOSED);
+        atomic_init(&t->state, PX_TASK_DONE);
+        atomic_init(&t->waiters, 0);
+    }
+    w->task_mask = w->cfg.task_ring - 1;
+    w->dep_size = w->cfg.dep_ring;
+    if (px_readyq_init(&w->readyq, w->cfg.task_ring) != 0 || px_tmap_init(&w->tmap) != 0)
+        return px_set_error(PX_ENOMEM, "cannot allocate the ready queue");
+    return PX_OK;
+}
+
+static px_status px_worker_open_chip(px_worker *w)
+{
+    uint64_t heap_ring = w->cfg.heap_ring;
+    px_status st = px_plat_chip_open(&w->caps, 0, w->cfg.device_mem, &w->chip);
+
+    if (st != PX_OK)
+        return st;
+    w->dev_base = px_plat_dev_base(w->chip);
+    w->run_area = w->cfg.device_mem - heap_ring;
+    if (px_heap_init(&w->heap, w->dev_base + w->run_area, heap_ring) != 0)
+        return px_set_error(PX_ENOMEM, "cannot allocate heap ring records");
+    return PX_OK;
+}
+
+px_status px_worker_create(const px_config *c, px_worker **out)
+{
+    px_worker *w;
+    px_status st;
+
+    if (out == NULL)
+        return px_set_error(PX_EINVAL, "px_worker_create: output pointer is NULL");
+    w = calloc(1, sizeof(*w));
+    if (w == NULL)
+        return px_set_error(PX_ENOMEM, "cannot allocate a worker");
+    pthread_mutex_init(&w->fail_lock, NULL);
+    if (c != NULL)
+        w->cfg = *c;
+    else if ((st = px_config_default(&w->cfg)) != PX_OK)
+        goto out_free;
+    if ((st = px_config_validate(&w->cfg)) != PX_OK)
+        goto out_free;
+    if (w->cfg.level != 2) {
+        st = px_set_error(PX_ENOTSUP, "worker level %d: only level 2 (one chip) is available in "
+                          "this build; use PLEXUS_LEVEL=2", w->cfg.level);
+        goto out_free;
+    }
+    if ((st = px_caps_probe_with(&w->cfg, &w->caps)) != PX_OK)
+        goto out_free;
+    w->ncores = w->cfg.cores > 0 ? w->cfg.cores
+                                 : (int)px_caps_get(&w->caps, PX_FACT_ONLINE_CPUS);
+    if (w->ncores < 1)
+        w->ncores = 1;
+    w->spin_ticks = px_ns_to_ticks(w->cfg.spin_ns);
+    if ((st = px_worker_alloc(w)) != PX_OK || (st = px_worker_open_chip(w)) != PX_OK)
+        goto out_free;
+    w->orch.w = w;
+    w->orch.next_id = 1;
+    if ((st = px_cores_start(w)) != PX_OK)
+        goto out_free;
+    PX_LOG_INFO("worker: chip 0 (sim, profile %s) with %d cores, device memory %llu bytes, heap "
+                "ring %llu bytes, task ring %u slots", w->cfg.device_profile, w->ncores,
+                (unsigned long long)w->cfg.device_mem, (unsigned long long)w->cfg.heap_ring,
+                w->cfg.task_ring);
+    *out = w;
+    return PX_OK;
+
+out_free:
+    w->ncores = 0; /* no threads were started, or px_cores_start joined them */
+    {
+        char msg[PX_ERRMSG_MAX];
+
+        snprintf(msg, sizeof(msg), "%s", px_last_error());
+        px_heap_fini(&w->heap);
+        px_tmap_fini(&w->tmap);
+        px_readyq_fini(&w->readyq);
+        px_plat_chip_close(w->chip);
+        free(w->tasks);
+        free(w->edges);
+        free(w->cores);
+        free(w->orch.dedup.keys);
+        free(w->orch.dedup.stamps);
+        pthread_mutex_destroy(&w->fail_lock);
+        free(w);
+        px_set_error(st, "%s", msg);
+    }
+    return st;
+}
+
+px_status px_worker_init(px_worker *w)
+{
+    if (w == NULL)
+        return px_set_error(PX_EINVAL, "px_worker_init: worker is NULL");
+    return PX_OK;
+}
+
+px_status px_worker_destroy(px_worker *w)
+{
+    if (w == NULL)
+        return PX_OK;
+    if (w->running)
+        return px_set_error(PX_ESTATE, "px_worker_destroy called during px_run on this worker");
+    px_cores_stop(w);
+    px_heap_fini(&w->heap);
+    px_tmap_fini(&w->tmap);
+    px_readyq_fini(&w->readyq);
+    px_plat_chip_close(w->chip);
+    free(w->tasks);
+    free(w->edges);
+    free(w->cores);
+    free(w->orch.dedup.keys);
+    free(w->orch.dedup.stamps);
+    pthread_mutex_destroy(&w->fail_lock);
+    free(w);
+    return PX_OK;
+}
+
+int px_worker_cores(const px_worker *w)
+{
+    return w ? w->ncores : 0;
+}
+
+px_status px_kernel_register(px_worker *w, const char *name, px_kernel_fn fn,
+                             const px_signature *sig, px_kernel_id *id)
+{
+    px_kernel *k;
+
+    if (w == NULL || name == NULL || fn == NULL)
+        return px_set_error(PX_EINVAL, "px_kernel_register: worker, name and function are "
+                            "required");
+    if (name[0] == '\0' || strlen(name) >= PX_KERNEL_NAME_MAX)
+        return px_set_error(PX_EINVAL, "kernel name \"%s\" must have 1..%d characters", name,
+                            PX_KERNEL_NAME_MAX - 1);
+    if (sig != NULL && (sig->nargs < 0 || sig->nargs > PX_MAX_ARGS))
+        return px_set_error(PX_EINVAL, "kernel \"%s\": signature has %d parameters, at most %d "
+                            "allowed", name, sig->nargs, PX_MAX_ARGS);
+    for (int i = 0; sig != NULL && i < sig->nargs; i++)
+        if (sig->params[i].tag <= PX_TAG_NONE || sig->params[i].tag >= PX_TAG_COUNT ||
+            sig->params[i].dtype >= PX_DTYPE_COUNT)
+            return px_set_error(PX_EINVAL, "kernel \"%s\": signature parameter %d has an invalid "
+                                "tag %d or dtype %d", name, i, sig->params[i].tag,
+                                sig->params[i].dtype);
+    for (int i = 0; i < w->nkernels; i++)
+        if (strcmp(w->kernels[i].name, name) == 0)
+            return px_set_error(PX_EINVAL, "kernel \"%s\" is already registered (id %d)", name,
+                                i);
+    if (w->nkernels == PX_MAX_KERNELS)
+        return px_set_error(PX_ENOMEM, "cannot register kernel \"%s\": %d kernels already",
+                            name, PX_MAX_KERNELS);
+    k = &w->kernels[w->nkernels];
+    snprintf(k->name, sizeof(k->name), "%s", name);
+    k->fn = fn;
+    k->has_sig = sig != NULL;
+    if (sig)
+        k->sig = *sig;
+    if (id)
+        *id = w->nkernels;
+    w->nkernels++;
+    return PX_OK;
+}
+
+px_status px_kernel_lookup(px_worker *w, const char *name, px_kernel_id *id)
+{
+    if (w == NULL || name == NULL)
+        return px_set_error(PX_EINVAL, "px_kernel_lookup: worker and name are required");
+    for (int i = 0; i < w->nkernels; i++) {
+        if (strcmp(w->kernels[i].name, name) == 0) {
+            if (id)
+                *id = i;
+            return PX_OK;
+        }
+    }
+    return px_set_error(PX_ENOENT, "no kernel named \"%s\" is registered", name);
+}
+
+px_status px_run_stats_get(const px_worker *w, px_run_stats *s)
+{
+    if (w == NULL || s == NULL)
+        return px_set_error(PX_EINVAL, "px_run_stats_get: worker and output are required");
+    *s = w->last;
+    return PX_OK;
+}
+
+/* ---- run args: host tensors <-> device blocks ---- */
+
+typedef struct px_span {
+    int arg;
+    uintptr_t lo, hi; /* host bytes */
+    int group;
+} px_span;
+
+typedef struct px_group {
+    uintptr_t lo, hi; /* host bytes of the merged range */
+    char *dev;
+    int written;
+} px_group;
+
+static int px_span_cmp(const void *a, const void *b)
+{
+    const px_span *x = a, *y = b;
+
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* Fills spans for every tensor argument of a; returns their count or -1 (error set). */
+static int px_run_spans(const px_task_args *a, px_span *spans)
+{
+    int n = 0;
+
+    if (a->overflow || a->n < 0 || a->n > PX_MAX_ARGS) {
+        px_set_error(PX_EINVAL, "px_run: %d arguments given, at most %d allowed",
+                     a->n + a->overflow, PX_MAX_ARGS);
+        return -1;
+    }
+    for (int i = 0; i < a->n; i++) {
+        const px_arg *arg = &a->a[i];
+        int64_t lo, hi;
+
+        if (arg->tag == PX_TAG_SCALAR)
+            continue;
+        if (arg->tag <= PX_TAG_NONE || arg->tag >= PX_TAG_COUNT) {
+            px_set_error(PX_EINVAL, "px_run argument %d: invalid tag %d", i, arg->tag);
+            return -1;
+        }
+        if (arg->null_tensor || arg->v.t.addr == NULL) {
+            px_set_error(PX_EINVAL, "px_run argument %d (%s): %s; px_run args are host tensors "
+                         "with addresses", i, px_tag_name(arg->tag),
+                         arg->null_tensor ? "NULL tensor pointer" : "tensor has no address");
+            return -1;
+        }
+        if (px_tensor_span(&arg->v.t, &lo, &hi) != PX_OK) {
+            px_set_error(PX_EINVAL, "px_run argument %d (%s): %s", i, px_tag_name(arg->tag),
+                         px_last_error());
+            return -1;
+        }
+        spans[n].arg = i;
+        spans[n].lo = (uintptr_t)arg->v.t.addr + (uintptr_t)lo;
+        spans[n].hi = (uintptr_t)arg->v.t.addr + (uintptr_t)hi;
+        n++;
+    }
+    return n;
+}
+
+/*
+ * Copies the host tensors of a into the run area and fills dev with the same args pointing
+ * at device memory; *ngroups receives the number of groups (written back later).
+ */
+static px_status px_run_place(px_worker *w, const px_task_args *a, px_task_args *dev,
+                              px_span *spans, px_group *groups, int *ngroups)
+{
+    int ns = px_run_spans(a, spans), ng = 0;
+    uint64_t used = 0;
+    px_status st;
+
+    if (ns < 0)
+        return PX_EINVAL;
+    qsort(spans, (size_t)ns, sizeof(*spans), px_span_cmp);
+    for (int i = 0; i < ns; i++) {
+        if (ng > 0 && spans[i].lo < groups[ng - 1].hi) {
+            if (spans[i].hi > groups[ng - 1].hi)
+                groups[ng - 1].hi = spans[i].hi;
+        } else {
+            groups[ng].lo = spans[i].lo;
+            groups[ng].hi = spans[i].hi;
+            groups[ng].written = 0;
+            ng++;
+        }
+        spans[i].group = ng - 1;
+    }
+    for (int g = 0; g < ng; g++) {
+        uint64_t n = groups[g].hi - groups[g].lo;
+
+        if (used + n > w->run_area) {
+            return px_set_error(PX_ENOMEM, "px_run args need more than %llu bytes of device memory "
+                         "(PLEXUS_DEVICE_MEM %llu minus PLEXUS_HEAP_RING %llu); raise "
+                         "PLEXUS_DEVICE_MEM", (unsigned long long)w->run_area,
+                         (unsigned long long)w->cfg.device_mem,
+                         (unsigned long long)w->cfg.heap_ring);
+        }
+        groups[g].dev = w->dev_base + used;
+        used = px_align_up(used + n, PX_HEAP_ALIGN);
+        if (n > 0 && (st = px_plat_copy_h2d(w->chip, groups[g].dev,
+                                             (const void *)groups[g].lo, n)) != PX_OK)
+            return st;
+    }
+    *dev = *a;
+    for (int i = 0; i < ns; i++) {
+        px_arg *arg = &dev->a[spans[i].arg];
+        px_group *g = &groups[spans[i].group];
+
+        arg->v.t.addr = g->dev + (spans[i].lo - g->lo);
+        arg->v.t.offset = 0;
+        if (arg->tag != PX_TAG_IN)
+            g->written = 1;
+    }
+    *ngroups = ng;
+    return PX_OK;
+}
+
+static px_status px_run_copy_back(px_worker *w, const px_group *groups, int ng)
+{
+    for (int g = 0; g < ng; g++) {
+        uint64_t n = groups[g].hi - groups[g].lo;
+        px_status st;
+
+        if (!groups[g].written || n == 0)
+            continue;
+        st = px_plat_copy_d2h(w->chip, (void *)groups[g].lo, groups[g].dev, n);
+        if (st != PX_OK)
+            return st;
+    }
+    return PX_OK;
+}
+
+/* Picks the status px_run returns and leaves its message in px_last_error(). */
+static px_status px_run_result(px_worker *w, px_status orch_st, const char *orch_msg,
+                               px_status drain_st)
+{
+    if (drain_st != PX_OK)
+        return drain_st; /* message already set by the drain */
+    if (atomic_load_explicit(&w->failed, memory_order_acquire))
+        return px_set_error(w->fail_status, "%s", w->fail_msg);
+    if (orch_st != PX_OK)
+        return px_set_error(orch_st, "%s", orch_msg);
+    return PX_OK;
+}
+
+px_status px_run(px_worker *w, px_orch_fn fn, const px_task_args *args, void *user)
+{
+    static const px_task_args no_args = {0};
+    px_span spans[PX_MAX_ARGS];
+    px_group groups[PX_MAX_ARGS];
+    char orch_msg[PX_ERRMSG_MAX] = "";
+    px_task_args dev;
+    px_status st, drain_st;
+    uint64_t t0 = px_now_ns();
+    int ng;
+
+    if (w == NULL || fn == NULL)
+        return px_set_error(PX_EINVAL, "px_run: worker and orchestration are required");
+    if (w->running)
+        return px_set_error(PX_ESTATE, "px_run called while a run is active on this worker "
+                            "(nested or concurrent px_run)");
+    if (w->broken)
+        return px_set_error(PX_ESTATE, "worker unusable: an earlier run timed out with tasks "
+                            "still running; destroy it and create a new one");
+    st = px_run_place(w, args ? args : &no_args, &dev, spans, groups, &ng);
+    if (st != PX_OK)
+        return st;
+    if ((st = px_orch_begin(w)) != PX_OK)
+        return st;
+    w->running = 1;
+    st = fn(&w->orch, &dev, user);
+    if (st != PX_OK)
+        snprintf(orch_msg, sizeof(orch_msg), "%s", px_last_error());
+    drain_st = px_orch_drain(&w->orch);
+    if (drain_st == PX_OK) {
+        px_status cst = px_run_copy_back(w, groups, ng);
+
+        if (cst != PX_OK && st == PX_OK) {
+            st = cst;
+            snprintf(orch_msg, sizeof(orch_msg), "%s", px_last_error());
+        }
+    } else {
+        w->broken = 1;
+    }
+    px_orch_end(&w->orch);
+    w->running = 0;
+    w->last = w->orch.stats;
+    w->last.wall_ns = px_now_ns() - t0;
+    return px_run_result(w, st, orch_msg, drain_st);
+}

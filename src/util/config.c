@@ -1,0 +1,337 @@
+/*
+ * config.c - the one table of PLEXUS_* knobs: name, default, description, parser.
+ *
+ * px_config_default() applies the defaults and then the environment. A bad value is an error
+ * that shows the expected form; an unknown PLEXUS_* variable draws a warning (a typo should
+ * never be silently ignored); every override is echoed at info.
+ */
+#include <plexus/config.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+extern char **environ;
+
+typedef px_status (*px_knob_parse_fn)(void *field, const char *name, const char *text);
+
+typedef struct px_knob {
+    const char *name;      /* environment variable */
+    size_t offset;         /* of the field in px_config; SIZE_MAX: validated, not stored */
+    const char *dflt;      /* default, as text (parsed like any value) */
+    const char *form;      /* expected form, shown on error */
+    px_knob_parse_fn parse;
+    const char *doc;
+} px_knob;
+
+#define PX_NOFIELD ((size_t)-1)
+
+static px_status px_bad_value(const char *name, const char *text, const char *form)
+{
+    return px_set_error(PX_EINVAL, "%s=\"%s\" is not valid: expected %s", name, text, form);
+}
+
+static px_status px_parse_i64(const char *text, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    long long v;
+
+    errno = 0;
+    v = strtoll(text, &end, 10);
+    if (errno || end == text || *end != '\0' || v < lo || v > hi)
+        return PX_EINVAL;
+    *out = v;
+    return PX_OK;
+}
+
+/* Parses "123", "64K", "256M", "1G" (powers of 1024) into bytes. */
+static px_status px_parse_size(const char *text, uint64_t *out)
+{
+    char *end;
+    unsigned long long v;
+    uint64_t mul = 1;
+
+    errno = 0;
+    if (text[0] == '-')
+        return PX_EINVAL;
+    v = strtoull(text, &end, 10);
+    if (errno || end == text)
+        return PX_EINVAL;
+    switch (*end) {
+    case '\0':
+        break;
+    case 'k': case 'K': mul = 1ull << 10; end++; break;
+    case 'm': case 'M': mul = 1ull << 20; end++; break;
+    case 'g': case 'G': mul = 1ull << 30; end++; break;
+    default:
+        return PX_EINVAL;
+    }
+    if (*end == 'i' || *end == 'B' || *end == 'b')
+        end += (*end == 'i' && (end[1] == 'B' || end[1] == 'b')) ? 2 : 1;
+    if (*end != '\0' || v > UINT64_MAX / mul)
+        return PX_EINVAL;
+    *out = v * mul;
+    return PX_OK;
+}
+
+static px_status px_knob_log(void *field, const char *name, const char *text)
+{
+    int lvl = px_log_parse_level(text);
+
+    if (lvl < 0)
+        return px_bad_value(name, text, "one of error, warn, info, debug");
+    *(int *)field = lvl;
+    return PX_OK;
+}
+
+static px_status px_knob_profile(void *field, const char *name, const char *text)
+{
+    if (text[0] == '\0' || strlen(text) >= PX_PROFILE_NAME_MAX)
+        return px_bad_value(name, text, "a device profile name (see `plexus doctor --help`)");
+    strcpy((char *)field, text);
+    return PX_OK;
+}
+
+static px_status px_knob_int(void *field, const char *name, const char *text, int64_t lo,
+                             int64_t hi, const char *form)
+{
+    int64_t v;
+
+    if (px_parse_i64(text, lo, hi, &v) != PX_OK)
+        return px_bad_value(name, text, form);
+    *(int *)field = (int)v;
+    return PX_OK;
+}
+
+static px_status px_knob_cores(void *field, const char *name, const char *text)
+{
+    return px_knob_int(field, name, text, 0, 1024, "an integer 0..1024 (0: online CPUs)");
+}
+
+static px_status px_knob_chips(void *field, const char *name, const char *text)
+{
+    return px_knob_int(field, name, text, 1, 64, "an integer 1..64");
+}
+
+static px_status px_knob_level(void *field, const char *name, const char *text)
+{
+    return px_knob_int(field, name, text, 2, 3, "2 or 3");
+}
+
+static px_status px_knob_bool(void *field, const char *name, const char *text)
+{
+    return px_knob_int(field, name, text, 0, 1, "0 or 1");
+}
+
+static px_status px_knob_bytes(void *field, const char *name, const char *text)
+{
+    uint64_t v;
+
+    if (px_parse_size(text, &v) != PX_OK || v == 0)
+        return px_bad_value(name, text, "a byte size such as 1048576, 64K, 256M or 1G");
+    *(uint64_t *)field = v;
+    return PX_OK;
+}
+
+static px_status px_knob_slots(void *field, const char *name, const char *text)
+{
+    int64_t v;
+
+    if (px_parse_i64(text, 64, 1 << 24, &v) != PX_OK || (v & (v - 1)) != 0)
+        return px_bad_value(name, text, "a power of two from 64 to 16777216");
+    *(uint32_t *)field = (uint32_t)v;
+    return PX_OK;
+}
+
+static px_status px_knob_count(void *field, const char *name, const char *text)
+{
+    int64_t v;
+
+    if (px_parse_i64(text, 1024, 1 << 28, &v) != PX_OK)
+        return px_bad_value(name, text, "an integer from 1024 to 268435456");
+    *(uint32_t *)field = (uint32_t)v;
+    return PX_OK;
+}
+
+static px_status px_knob_ns(void *field, const char *name, const char *text)
+{
+    int64_t v;
+
+    if (px_parse_i64(text, 0, 1000000, &v) != PX_OK)
+        return px_bad_value(name, text, "nanoseconds, an integer 0..1000000");
+    *(uint32_t *)field = (uint32_t)v;
+    return PX_OK;
+}
+
+static px_status px_knob_seconds(void *field, const char *name, const char *text)
+{
+    char *end;
+    double v;
+
+    errno = 0;
+    v = strtod(text, &end);
+    if (errno || end == text || *end != '\0' || !(v > 0) || !isfinite(v) || v > 1e7)
+        return px_bad_value(name, text, "seconds, a positive number such as 30 or 0.5");
+    if (field)
+        *(double *)field = v;
+    return PX_OK;
+}
+
+#define PX_F(field) offsetof(px_config, field)
+
+static const px_knob px_knobs[] = {
+    {"PLEXUS_LOG", PX_F(log_level), "warn", "error|warn|info|debug", px_knob_log,
+     "log level on stderr"},
+    {"PLEXUS_LEVEL", PX_F(level), "2", "2 or 3", px_knob_level,
+     "worker level: 2 one chip, 3 several chips on this host"},
+    {"PLEXUS_CORES", PX_F(cores), "0", "0..1024", px_knob_cores,
+     "core threads per chip (0: online CPUs)"},
+    {"PLEXUS_CHIPS", PX_F(chips), "2", "1..64", px_knob_chips, "chips of a level-3 worker"},
+    {"PLEXUS_DEVICE_PROFILE", PX_F(device_profile), "default", "profile name", px_knob_profile,
+     "sim device profile: default, a2a3-pcie, host64k, minimal"},
+    {"PLEXUS_DEVICE_MEM", PX_F(device_mem), "1G", "bytes", px_knob_bytes,
+     "device arena per chip (reserved lazily)"},
+    {"PLEXUS_HEAP_RING", PX_F(heap_ring), "256M", "bytes", px_knob_bytes,
+     "heap ring for scope memory and runtime-allocated outputs (inside the arena)"},
+    {"PLEXUS_TASK_RING", PX_F(task_ring), "4096", "power of two", px_knob_slots,
+     "task slots in flight per chip"},
+    {"PLEXUS_DEP_RING", PX_F(dep_ring), "262144", "count", px_knob_count,
+     "dependency records of tasks in flight"},
+    {"PLEXUS_TIMEOUT_S", PX_F(timeout_s), "600", "seconds", px_knob_seconds,
+     "deadline of every runtime wait (ring space, drain)"},
+    {"PLEXUS_SPIN_NS", PX_F(spin_ns), "2000", "ns", px_knob_ns,
+     "how long a waiter spins before sleeping on a futex"},
+    {"PLEXUS_HUGEPAGES", PX_F(hugepages), "1", "0 or 1", px_knob_bool,
+     "0 hides reserved huge pages from the probe (can only remove a capability)"},
+    {"PLEXUS_TEST_SLACK", PX_NOFIELD, "1", "seconds factor", px_knob_seconds,
+     "tests: multiplies every deadline (raised under sanitizers)"},
+};
+
+#define PX_NKNOBS (sizeof(px_knobs) / sizeof(px_knobs[0]))
+
+static const px_knob *px_knob_find(const char *name, size_t len)
+{
+    for (size_t i = 0; i < PX_NKNOBS; i++)
+        if (strlen(px_knobs[i].name) == len && strncmp(px_knobs[i].name, name, len) == 0)
+            return &px_knobs[i];
+    return NULL;
+}
+
+static px_status px_knob_apply(px_config *c, const px_knob *k, const char *text)
+{
+    void *field = k->offset == PX_NOFIELD ? NULL : (char *)c + k->offset;
+
+    return k->parse(field, k->name, text);
+}
+
+px_status px_config_set(px_config *c, const char *name, const char *value)
+{
+    const px_knob *k = px_knob_find(name, strlen(name));
+
+    if (k == NULL)
+        return px_set_error(PX_ENOENT, "unknown configuration knob \"%s\"", name);
+    return px_knob_apply(c, k, value);
+}
+
+px_status px_config_default(px_config *c)
+{
+    px_status first = PX_OK;
+    char msg[1024] = "";
+
+    memset(c, 0, sizeof(*c));
+    for (size_t i = 0; i < PX_NKNOBS; i++)
+        px_knob_apply(c, &px_knobs[i], px_knobs[i].dflt);
+
+    for (char **e = environ; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        const px_knob *k;
+
+        if (strncmp(*e, "PLEXUS_", 7) != 0 || eq == NULL)
+            continue;
+        k = px_knob_find(*e, (size_t)(eq - *e));
+        if (k == NULL) {
+            PX_LOG_WARN("unknown environment variable %.*s ignored; `plexus doctor --config` "
+                        "lists the known PLEXUS_* knobs", (int)(eq - *e), *e);
+            continue;
+        }
+        if (px_knob_apply(c, k, eq + 1) != PX_OK) {
+            if (first == PX_OK) {
+                first = PX_EINVAL;
+                snprintf(msg, sizeof(msg), "%s", px_last_error());
+            }
+            px_knob_apply(c, k, k->dflt);
+            continue;
+        }
+        if (k->offset == offsetof(px_config, log_level))
+            px_log_set_level(c->log_level);
+        PX_LOG_INFO("config: %s=%s (from the environment)", k->name, eq + 1);
+    }
+    px_log_set_level(c->log_level);
+    if (first != PX_OK)
+        px_set_error(first, "%s", msg);
+    return first;
+}
+
+px_status px_config_validate(const px_config *c)
+{
+    if (c->level < 2 || c->level > 3)
+        return px_set_error(PX_EINVAL, "config level %d is not valid: expected 2 or 3",
+                            c->level);
+    if (c->cores < 0 || c->cores > 1024)
+        return px_set_error(PX_EINVAL, "config cores %d is not valid: expected 0..1024",
+                            c->cores);
+    if (c->task_ring < 64 || (c->task_ring & (c->task_ring - 1)))
+        return px_set_error(PX_EINVAL, "task ring %u is not a power of two >= 64 "
+                            "(PLEXUS_TASK_RING)", c->task_ring);
+    if (c->dep_ring < 1024)
+        return px_set_error(PX_EINVAL, "dep ring %u is below 1024 (PLEXUS_DEP_RING)",
+                            c->dep_ring);
+    if (c->heap_ring < 4096 || c->heap_ring >= c->device_mem)
+        return px_set_error(PX_EINVAL, "heap ring %llu bytes must be at least 4096 and smaller "
+                            "than device memory %llu bytes (PLEXUS_HEAP_RING, "
+                            "PLEXUS_DEVICE_MEM)", (unsigned long long)c->heap_ring,
+                            (unsigned long long)c->device_mem);
+    if (!(c->timeout_s > 0))
+        return px_set_error(PX_EINVAL, "timeout %g s must be positive (PLEXUS_TIMEOUT_S)",
+                            c->timeout_s);
+    return PX_OK;
+}
+
+static void px_knob_format(const px_config *c, const px_knob *k, char *buf, size_t n)
+{
+    const char *f = (const char *)c + k->offset;
+
+    if (k->offset == PX_NOFIELD) {
+        const char *env = getenv(k->name);
+        snprintf(buf, n, "%s", env ? env : k->dflt);
+    } else if (k->parse == px_knob_log) {
+        snprintf(buf, n, "%s", px_log_level_name(*(const int *)f));
+    } else if (k->parse == px_knob_profile) {
+        snprintf(buf, n, "%s", f);
+    } else if (k->parse == px_knob_bytes) {
+        snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)f);
+    } else if (k->parse == px_knob_slots || k->parse == px_knob_count ||
+               k->parse == px_knob_ns) {
+        snprintf(buf, n, "%u", *(const uint32_t *)f);
+    } else if (k->parse == px_knob_seconds) {
+        snprintf(buf, n, "%g", *(const double *)f);
+    } else {
+        snprintf(buf, n, "%d", *(const int *)f);
+    }
+}
+
+void px_config_print(const px_config *c, FILE *f)
+{
+    char val[64];
+
+    fprintf(f, "%-22s %-12s %-8s %s\n", "knob", "value", "default", "description");
+    for (size_t i = 0; i < PX_NKNOBS; i++) {
+        px_knob_format(c, &px_knobs[i], val, sizeof(val));
+        fprintf(f, "%-22s %-12s %-8s %s\n", px_knobs[i].name, val, px_knobs[i].dflt,
+                px_knobs[i].doc);
+    }
+}

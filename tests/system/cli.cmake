@@ -1,0 +1,80 @@
+# cli.cmake - system tests of the `plexus` command line (included by tests/CMakeLists.txt).
+#
+# Each test runs the real binary through `sh -c` and appends "exit status N", so one regular
+# expression checks both the output (the last line is PASS or FAIL: <reason>) and the exit
+# status; ctest ignores the exit status once PASS_REGULAR_EXPRESSION is set. Needs a POSIX sh;
+# the JSON test also needs python3 (found at configure time; skipped with a reason if absent).
+
+find_program(PX_PYTHON3 NAMES python3)
+
+# px_cli_test(NAME REGEX ENV ARG...): runs `plexus ARG...` with ENV ("" for none) and passes
+# when the output followed by "exit status N" matches REGEX.
+function(px_cli_test name regex env)
+  add_test(NAME cli.${name}
+           COMMAND sh -c [=["$0" "$@"; echo "exit status $?"]=] $<TARGET_FILE:plexus> ${ARGN})
+  set(vars "PLEXUS_LOG=warn")
+  if(env)
+    list(APPEND vars "${env}")
+  endif()
+  set_tests_properties(cli.${name} PROPERTIES PASS_REGULAR_EXPRESSION "${regex}" TIMEOUT 300
+                       ENVIRONMENT "${vars}")
+endfunction()
+
+# Results: the default vector run and a matmul whose size is not a multiple of the tile.
+px_cli_test(run_vector
+            "\ntasks 5\nedges 6\ntime_ms [0-9.]+\ncheck ok: [^\n]*\nPASS\nexit status 0\n$"
+            "" run vector)
+px_cli_test(run_vector_iters "\ntasks 15\nedges 18\n.*\nPASS\nexit status 0\n$" ""
+            run vector --iters=3 --size 1000 --cores 2)
+px_cli_test(run_matmul_remainder "\ntasks 64\nedges 48\n.*\nPASS\nexit status 0\n$" ""
+            run matmul --size 100 --tile 32)
+px_cli_test(demo "== vector\n.*== matmul\n.*\nPASS\nexit status 0\n$" "" demo --cores 2)
+
+# Options are applied on top of the PLEXUS_* environment, and win over it.
+px_cli_test(env_cores "cores 1, .*\nPASS\nexit status 0\n$" "PLEXUS_CORES=1" run vector)
+px_cli_test(option_beats_env "cores 2, .*\nPASS\nexit status 0\n$" "PLEXUS_CORES=1"
+            run vector --cores 2)
+
+# Usage errors end with FAIL: <reason> and exit status 1.
+px_cli_test(run_unknown_example "(^|\n)FAIL: unknown example \"nosuch\"[^\n]*\nexit status 1\n$" ""
+            run nosuch)
+px_cli_test(run_bad_number "(^|\n)FAIL: option --size: \"abc\" is not valid[^\n]*\nexit status 1\n$"
+            "" run vector --size abc)
+px_cli_test(run_unknown_option "(^|\n)FAIL: unknown option \"--bogus\"[^\n]*\nexit status 1\n$" ""
+            run vector --bogus)
+px_cli_test(run_missing_example "(^|\n)FAIL: [^\n]*needs more arguments[^\n]*\nexit status 1\n$" ""
+            run)
+px_cli_test(run_bad_profile "(^|\n)FAIL: [^\n]*nosuch[^\n]*\nexit status 1\n$" ""
+            run vector --device-profile nosuch)
+px_cli_test(bad_env "(^|\n)FAIL: environment: [^\n]*PLEXUS_CORES[^\n]*\nexit status 1\n$"
+            "PLEXUS_CORES=abc" run vector)
+px_cli_test(unknown_command "(^|\n)FAIL: unknown command \"frobnicate\"[^\n]*\nexit status 1\n$" ""
+            frobnicate)
+
+# Help and version exit 0.
+px_cli_test(help "usage: plexus COMMAND.*plexus run EXAMPLE.*exit status 0\n$" "" --help)
+px_cli_test(help_command "usage: plexus doctor.*--json.*exit status 0\n$" "" help doctor)
+px_cli_test(run_help "usage: plexus run EXAMPLE.*--device-profile P.*matmul.*exit status 0\n$"
+            "" run --help)
+px_cli_test(version "^plexus ${PROJECT_VERSION}\nexit status 0\n$" "" --version)
+
+# doctor: the text report has the paths section; --json is one valid document, version 1.
+px_cli_test(doctor "\npaths \\(from the effective facts\\):\n  host mapping, ordinary pages +\
+(available|refused: )[^\n]*\n.*exit status 0\n$" "" doctor)
+px_cli_test(doctor_minimal "  peer mapping between chips +refused: .*exit status 0\n$" ""
+            doctor --device-profile minimal)
+px_cli_test(doctor_config "PLEXUS_CORES.*exit status 0\n$" "" doctor --config)
+
+if(PX_PYTHON3)
+  add_test(NAME cli.doctor_json
+           COMMAND sh -c [=[out=$("$0" doctor --json) || exit 1
+printf '%s\n' "$out" | "$1" -c 'import json, sys
+d = json.load(sys.stdin)
+ok = d["version"] == 1 and "host_page_size" in d["facts"] and "host_map" in d["paths"]
+sys.exit(0 if ok else 1)']=] $<TARGET_FILE:plexus> ${PX_PYTHON3})
+else()
+  add_test(NAME cli.doctor_json
+           COMMAND sh -c "echo 'skipped: python3 not found; cannot parse doctor --json'; exit 77")
+endif()
+set_tests_properties(cli.doctor_json PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77
+                     ENVIRONMENT "PLEXUS_LOG=warn")

@@ -1,0 +1,51 @@
+/*
+ * testutil.c - shared helpers for the unit tests (see testutil.h).
+ */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+double px_test_slack(void)
+{
+    const char *s = getenv("PLEXUS_TEST_SLACK");
+    double v = s ? atof(s) : 1.0;
+
+    return v >= 1.0 ? v : 1.0;
+}
+
+uint64_t px_test_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t px_test_deadline_ns(double seconds)
+{
+    return px_test_now_ns() + (uint64_t)(seconds * px_test_slack() * 1e9);
+}
+
+void px_test_skip(const char *fmt, ...)
+{
+    va_list ap;
+
+    printf("skipped: ");
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    fflush(stdout);
+    exit(77);
+}
+
+void px_test_config(px_config *c, int cores)
+{
+    px_config_default(c);
+    c->cores = cores;
+    c->device_mem = 256ull << 20;
+    c->heap_ring = 64ull << 20;
+    c->timeout_s = 30.0 * px_test_slack();
+}

@@ -1,0 +1,42 @@
+/*
+ * testutil.h - shared helpers for the cmocka unit tests.
+ *
+ * Deadlines scale with PLEXUS_TEST_SLACK (1 by default, raised under sanitizers). A test
+ * that needs something the probe reports absent calls px_test_skip(reason): it prints the
+ * reason and exits 77, which ctest reports as skipped.
+ */
+#ifndef PX_TESTUTIL_H
+#define PX_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <plexus/plexus.h>
+
+/* PLEXUS_TEST_SLACK as a factor (>= 1). */
+double px_test_slack(void);
+
+/* Monotonic now in ns, and a deadline `seconds * slack` from now. */
+uint64_t px_test_now_ns(void);
+uint64_t px_test_deadline_ns(double seconds);
+
+/* Prints "skipped: <reason>" and exits 77. */
+void px_test_skip(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+
+/* A level-2 config with `cores` cores, quiet logs and test-sized rings. */
+void px_test_config(px_config *c, int cores);
+
+/* Asserts a status is PX_OK, printing px_last_error() when it is not. */
+#define PX_ASSERT_OK(expr)                                                                 \
+    do {                                                                                   \
+        px_status st_ = (expr);                                                            \
+        if (st_ != PX_OK)                                                                  \
+            print_error("%s failed: %s: %s\n", #expr, px_status_name(st_),                 \
+                        px_last_error());                                                  \
+        assert_int_equal(st_, PX_OK);                                                      \
+    } while (0)
+
+#endif

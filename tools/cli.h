@@ -1,0 +1,91 @@
+/*
+ * cli.h - the pieces of the `plexus` command line shared by its files.
+ *
+ * plexus.c dispatches commands and prints help; cli_opts.c parses options against one table
+ * (cli_options[]) so that parsing and `--help` text cannot drift apart; cmd_run.c runs the
+ * examples (run, demo); cmd_doctor.c prints capabilities, paths and knobs. Results and the
+ * final `PASS` / `FAIL: <reason>` line go to stdout, diagnostics to stderr.
+ */
+#ifndef PX_TOOLS_CLI_H
+#define PX_TOOLS_CLI_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include <plexus/plexus.h>
+
+#include "examples.h"
+
+/* Option bits: each command accepts a subset. */
+enum {
+    CLI_OPT_CORES = 1u << 0,
+    CLI_OPT_SIZE = 1u << 1,
+    CLI_OPT_ITERS = 1u << 2,
+    CLI_OPT_TILE = 1u << 3,
+    CLI_OPT_PROFILE = 1u << 4,
+    CLI_OPT_JSON = 1u << 5,
+    CLI_OPT_CONFIG = 1u << 6,
+    CLI_OPT_HELP = 1u << 7,
+};
+
+#define CLI_MAX_POSITIONAL 4
+#define CLI_WHY_MAX 1024
+
+/* The parsed command line of one command. */
+typedef struct cli_opts {
+    unsigned given;      /* CLI_OPT_* bits of the options present */
+    int cores;           /* --cores (applied to the configuration; 0: online CPUs) */
+    px_example_opts ex;  /* --size, --iters, --tile */
+    const char *profile; /* --device-profile, NULL when absent */
+    int npos;            /* positional arguments */
+    const char *pos[CLI_MAX_POSITIONAL];
+} cli_opts;
+
+/* One row of the option table. */
+typedef struct cli_option {
+    const char *name; /* "--cores" */
+    unsigned bit;     /* CLI_OPT_* */
+    const char *arg;  /* "N", or NULL for a flag */
+    const char *doc;  /* one line for help */
+} cli_option;
+
+/* A command: name, accepted options, positional arguments allowed, handler and help. */
+typedef struct cli_command {
+    const char *name;
+    unsigned options; /* CLI_OPT_* bits it accepts (help is always accepted) */
+    int min_pos, max_pos;
+    const char *synopsis; /* "run EXAMPLE [options]" */
+    const char *doc;      /* one paragraph */
+    int (*fn)(const cli_opts *o);
+} cli_command;
+
+extern const cli_option cli_options[];
+
+/*
+ * Parses argv[0..argc) for command cmd. Returns 0, or -1 with a reason in why (n bytes) for
+ * an unknown or misplaced option, a missing value, a bad number, or a wrong argument count.
+ */
+int cli_parse(const cli_command *cmd, int argc, char **argv, cli_opts *o, char *why, size_t n);
+
+/*
+ * Fills c with px_config_default() (the PLEXUS_* environment) plus o's options, checks the
+ * device profile's name and the configuration, and sets the log level. Returns 0, or -1 with
+ * the reason in why.
+ */
+int cli_config(const cli_opts *o, px_config *c, char *why, size_t n);
+
+/* Prints "FAIL: <reason>" to stdout and returns 1 (the exit status). */
+int cli_fail(const char *fmt, ...) PX_PRINTF(1, 2);
+
+/* Writes "<status name>: <last error or status text>" into buf and returns buf. */
+const char *cli_status_text(px_status st, char *buf, size_t n);
+
+/* Prints the help of one command (options with their documentation) to f. */
+void cli_command_help(const cli_command *cmd, FILE *f);
+
+/* Command handlers; each returns the process exit status. */
+int cli_cmd_run(const cli_opts *o);
+int cli_cmd_demo(const cli_opts *o);
+int cli_cmd_doctor(const cli_opts *o);
+
+#endif

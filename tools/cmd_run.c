@@ -1,0 +1,112 @@
+/*
+ * cmd_run.c - `plexus run EXAMPLE` and `plexus demo`: execute examples and report them.
+ *
+ * Each execution prints a header (example, size, iterations, cores, profile), then
+ * `tasks <n>`, `edges <n>` (both from px_run_stats_get) and `time_ms <t>`, then the example's
+ * check: `check ok: ...` or `check failed: ...`. The counts are compared with the hand-worked
+ * ones by the example's check, so a wrong count is a failure like a wrong number.
+ */
+#include "cli.h"
+
+#include <string.h>
+
+/* Writes "vector, matmul" into buf. */
+static const char *run_example_names(char *buf, size_t n)
+{
+    size_t used = 0;
+
+    buf[0] = '\0';
+    for (int i = 0; px_examples[i] != NULL && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", px_examples[i]->name);
+    return buf;
+}
+
+static void run_print_header(const px_example *ex, const px_example_result *r, const px_config *c)
+{
+    printf("example %s: size %lld, iters %d", ex->name, (long long)r->size, r->iters);
+    if (r->tile != 0)
+        printf(", tile %lld", (long long)r->tile);
+    printf(", cores %d, profile %s\n", r->cores, c->device_profile);
+}
+
+/*
+ * Executes one example and prints its lines. Returns 1 when it ran and its check passed,
+ * else 0 with the reason in why.
+ */
+static int run_one(const px_example *ex, const px_config *c, const px_example_opts *eo, char *why,
+                   size_t n)
+{
+    px_example_result r;
+    char buf[CLI_WHY_MAX];
+    px_status st = px_example_exec(ex, c, eo, &r);
+
+    if (st != PX_OK) {
+        snprintf(why, n, "%s: %.900s", ex->name, cli_status_text(st, buf, sizeof(buf)));
+        return 0;
+    }
+    run_print_header(ex, &r, c);
+    printf("tasks %llu\nedges %llu\ntime_ms %.3f\n", (unsigned long long)r.tasks,
+           (unsigned long long)r.edges, r.seconds * 1e3);
+    printf("check %s: %s\n", r.check_ok ? "ok" : "failed", r.check);
+    fflush(stdout);
+    if (!r.check_ok)
+        snprintf(why, n, "%s: check failed: %s", ex->name, r.check);
+    return r.check_ok;
+}
+
+/* Refuses options the example has no use for, so a typo is not silently ignored. */
+static int run_check_opts(const px_example *ex, const cli_opts *o, char *why, size_t n)
+{
+    if ((o->given & CLI_OPT_TILE) && ex->default_tile == 0) {
+        snprintf(why, n, "option --tile does not apply to example %s (it is not tiled)", ex->name);
+        return -1;
+    }
+    return 0;
+}
+
+int cli_cmd_run(const cli_opts *o)
+{
+    const px_example *ex = px_example_find(o->pos[0]);
+    char why[CLI_WHY_MAX], names[256];
+    px_config c;
+
+    if (ex == NULL)
+        return cli_fail("unknown example \"%s\" (examples: %s; see `plexus run --help`)", o->pos[0],
+                        run_example_names(names, sizeof(names)));
+    if (run_check_opts(ex, o, why, sizeof(why)) != 0 || cli_config(o, &c, why, sizeof(why)))
+        return cli_fail("%s", why);
+    if (!run_one(ex, &c, &o->ex, why, sizeof(why)))
+        return cli_fail("%s", why);
+    printf("PASS\n");
+    return 0;
+}
+
+int cli_cmd_demo(const cli_opts *o)
+{
+    static const char *const demo_names[] = {"vector", "matmul"};
+    char why[CLI_WHY_MAX], first[CLI_WHY_MAX] = "";
+    px_example_opts eo = {0};
+    int failed = 0;
+    px_config c;
+
+    if (cli_config(o, &c, why, sizeof(why)) != 0)
+        return cli_fail("%s", why);
+    for (size_t i = 0; i < sizeof(demo_names) / sizeof(demo_names[0]); i++) {
+        const px_example *ex = px_example_find(demo_names[i]);
+
+        printf("== %s\n", demo_names[i]);
+        if (ex == NULL) {
+            snprintf(why, sizeof(why), "%s: example missing from the table", demo_names[i]);
+        } else if (run_one(ex, &c, &eo, why, sizeof(why))) {
+            continue;
+        }
+        printf("failed: %s\n", why);
+        if (failed++ == 0)
+            snprintf(first, sizeof(first), "%s", why);
+    }
+    if (failed)
+        return cli_fail("%d of %zu examples failed; first: %s", failed,
+                        sizeof(demo_names) / sizeof(demo_names[0]), first);
+    printf("PASS\n");
+    return 0;
+}

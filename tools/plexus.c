@@ -1,0 +1,161 @@
+/*
+ * plexus.c - the `plexus` command line: dispatch, help and version.
+ *
+ *   plexus run EXAMPLE [options]   run one example, check it, print PASS or FAIL
+ *   plexus demo [options]          run every level-2 example at its default size
+ *   plexus doctor [options]        capabilities, the paths they allow, the knob table
+ *   plexus help [COMMAND]          this help, or one command's
+ *
+ * Options are applied on top of px_config_default(), so PLEXUS_* variables keep working and
+ * an option wins over its variable. Exit status: 0 success, 1 failure or usage error; every
+ * failure ends with one `FAIL: <reason>` line on stdout.
+ */
+#include "cli.h"
+
+#include <string.h>
+
+#include "caps/caps_internal.h"
+
+static int cli_cmd_help(const cli_opts *o);
+
+static const cli_command cli_commands[] = {
+    {"run", CLI_OPT_CORES | CLI_OPT_SIZE | CLI_OPT_ITERS | CLI_OPT_TILE | CLI_OPT_PROFILE, 1, 1,
+     "run EXAMPLE [--cores N] [--size N] [--iters N] [--tile N] [--device-profile P]",
+     "Runs one example program on a new worker and checks its output against a host\n"
+     "computation and its task and edge counts against the ones worked out by hand.\n"
+     "Prints `tasks <n>`, `edges <n>`, `time_ms <t>`, the check, then PASS or FAIL: <reason>.",
+     cli_cmd_run},
+    {"demo", CLI_OPT_CORES | CLI_OPT_PROFILE, 0, 0, "demo [--cores N] [--device-profile P]",
+     "Runs the examples vector and matmul at their default sizes, prints each result,\n"
+     "then one final PASS or FAIL: <reason> line.",
+     cli_cmd_demo},
+    {"doctor", CLI_OPT_JSON | CLI_OPT_CONFIG | CLI_OPT_PROFILE, 0, 0,
+     "doctor [--json] [--config] [--device-profile P]",
+     "Prints the capability table (every fact with its value, source and note) and the\n"
+     "paths it allows: host mapping of device memory with ordinary pages, with huge pages,\n"
+     "and peer mapping between chips, each \"available\" or \"refused: <why>\".\n"
+     "--json prints {\"version\": 1, \"facts\": {...}, \"paths\": {...}} instead;\n"
+     "--config prints the PLEXUS_* knob table (value, default, meaning) instead.",
+     cli_cmd_doctor},
+    {"help", 0, 0, 1, "help [COMMAND]", "Describes every command, or one command.", cli_cmd_help},
+    {NULL, 0, 0, 0, NULL, NULL, NULL},
+};
+
+/* Returns the command called name, or NULL. */
+static const cli_command *cli_command_find(const char *name)
+{
+    for (int i = 0; cli_commands[i].name != NULL; i++)
+        if (strcmp(cli_commands[i].name, name) == 0)
+            return &cli_commands[i];
+    return NULL;
+}
+
+static void cli_print_examples(FILE *f)
+{
+    fprintf(f, "\nexamples (plexus run EXAMPLE):\n");
+    for (int i = 0; px_examples[i] != NULL; i++) {
+        const px_example *ex = px_examples[i];
+
+        fprintf(f, "  %-10s %s\n", ex->name, ex->doc);
+        fprintf(f, "  %-10s --size: %s; default %lld", "", ex->size_doc,
+                (long long)ex->default_size);
+        if (ex->default_tile != 0)
+            fprintf(f, "; --tile: default %lld", (long long)ex->default_tile);
+        fprintf(f, "\n");
+    }
+}
+
+static void cli_print_profiles(FILE *f)
+{
+    const char *const *names = px_device_profiles();
+
+    fprintf(f, "\ndevice profiles (--device-profile P, or PLEXUS_DEVICE_PROFILE):\n");
+    for (int i = 0; names != NULL && names[i] != NULL; i++) {
+        const char *d = caps_profile_describe(names[i]);
+
+        fprintf(f, "  %-10s %s\n", names[i], d ? d : "");
+    }
+}
+
+/* Prints one command's help, with the lists its options refer to. */
+static void cli_print_command_help(const cli_command *cmd, FILE *f)
+{
+    cli_command_help(cmd, f);
+    if (cmd->options & CLI_OPT_SIZE)
+        cli_print_examples(f);
+    if (cmd->options & CLI_OPT_PROFILE)
+        cli_print_profiles(f);
+}
+
+static void cli_print_help(FILE *f)
+{
+    fprintf(f,
+            "plexus %s - task-graph runtime: examples, checks and capability report\n\n"
+            "usage: plexus COMMAND [options]\n       plexus --help | --version\n\n"
+            "commands:\n",
+            PX_VERSION_STRING);
+    for (int i = 0; cli_commands[i].name != NULL; i++)
+        fprintf(f, "  plexus %s\n", cli_commands[i].synopsis);
+    fprintf(f, "\noptions:\n");
+    for (int i = 0; cli_options[i].name != NULL; i++) {
+        char left[40];
+
+        snprintf(left, sizeof(left), "%s%s%s", cli_options[i].name, cli_options[i].arg ? " " : "",
+                 cli_options[i].arg ? cli_options[i].arg : "");
+        fprintf(f, "  %-22s %s\n", left, cli_options[i].doc);
+    }
+    cli_print_examples(f);
+    cli_print_profiles(f);
+    fprintf(f, "\nenvironment: every PLEXUS_* knob is listed by `plexus doctor --config`;\n"
+               "options override their knob. Results and the last line, PASS or FAIL: <reason>,\n"
+               "go to stdout; logs go to stderr (PLEXUS_LOG=error|warn|info|debug).\n"
+               "exit status: 0 success, 1 failure or usage error.\n"
+               "`plexus COMMAND --help` describes one command.\n");
+}
+
+static int cli_cmd_help(const cli_opts *o)
+{
+    const cli_command *cmd;
+
+    if (o->npos == 0) {
+        cli_print_help(stdout);
+        return 0;
+    }
+    cmd = cli_command_find(o->pos[0]);
+    if (cmd == NULL)
+        return cli_fail("unknown command \"%s\" (commands: run, demo, doctor, help)", o->pos[0]);
+    cli_print_command_help(cmd, stdout);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const cli_command *cmd;
+    char why[CLI_WHY_MAX];
+    cli_opts o;
+
+    if (argc < 2) {
+        cli_print_help(stderr);
+        return cli_fail("no command given; try `plexus --help`");
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        cli_print_help(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+        printf("plexus %s\n", PX_VERSION_STRING);
+        return 0;
+    }
+    cmd = cli_command_find(argv[1]);
+    if (cmd == NULL)
+        return cli_fail("unknown command \"%s\" (commands: run, demo, doctor, help; see "
+                        "`plexus --help`)",
+                        argv[1]);
+    if (cli_parse(cmd, argc - 2, argv + 2, &o, why, sizeof(why)) != 0)
+        return cli_fail("%s", why);
+    if (o.given & CLI_OPT_HELP) {
+        cli_print_command_help(cmd, stdout);
+        return 0;
+    }
+    return cmd->fn(&o);
+}
