@@ -88,6 +88,8 @@ static px_task *px_task_execute(px_core_ctx *ctx, px_task *t)
         ctx->task = t->id;
         px_clear_error();
         st = k->fn(ctx, &t->args);
+        if (st == PX_TASK_ASYNC)
+            return NULL; /* completed later by px_task_complete */
         if (PX_UNLIKELY(st != PX_OK)) {
             failed = 1;
             px_worker_fail(w, st, t->id, "task %llu (kernel \"%s\") failed with %s: %s",
@@ -151,6 +153,9 @@ static void *px_core_main(void *arg)
 
 px_status px_cores_start(px_worker *w)
 {
+    if (w->cores_started)
+        return PX_OK;
+    w->cores_started = 1;
     for (int i = 0; i < w->ncores; i++) {
         px_core_ctx *ctx = &w->cores[i];
         int rc;
@@ -175,6 +180,20 @@ void px_cores_stop(px_worker *w)
     px_futex_wake(&w->wake_seq, w->ncores + 1, 0);
     for (int i = 0; i < w->ncores; i++)
         pthread_join(w->cores[i].thread, NULL);
+}
+
+void px_task_complete(px_worker *w, px_task_id id, px_status st, const char *msg)
+{
+    px_task *t = px_task_slot(w, id), *next;
+
+    if (st != PX_OK)
+        px_worker_fail(w, st, id, "task %llu (kernel \"%s\") failed with %s: %s",
+                       (unsigned long long)id, w->kernels[t->kernel].name, px_status_name(st),
+                       msg && msg[0] ? msg : px_status_str(st));
+    next = px_task_release(w, t, st != PX_OK);
+    if (next != NULL)
+        px_task_ready(w, next);
+    px_task_finish(t);
 }
 
 int px_core_index(const px_core_ctx *ctx)

@@ -506,6 +506,15 @@ static px_status px_orch_take_slot(px_orch *o, px_task **out)
 px_status px_submit_after(px_orch *o, px_kernel_id k, px_task_args *a, const px_task_id *deps,
                           int ndeps, px_task_id *id)
 {
+    if (o != NULL && o->w->level == 3)
+        return px_set_error(PX_EINVAL, "px_submit at level 3: a level-3 orchestration submits "
+                            "px_submit_next_level, px_submit_group or px_submit_host tasks");
+    return px_rt_submit(o, k, a, deps, ndeps, id);
+}
+
+px_status px_rt_submit(px_orch *o, px_kernel_id k, px_task_args *a, const px_task_id *deps,
+                       int ndeps, px_task_id *id)
+{
     px_worker *w;
     px_task *t;
     px_status st;

@@ -95,6 +95,9 @@ struct px_orch {
 
 struct px_worker {
     px_config cfg;
+    int level;                      /* 2, or 3 for the host side of a level-3 worker */
+    int cores_started;
+    void *hier;                     /* level-3 state, owned by src/hier */
     px_caps caps;
     px_chip *chip;
     int ncores;
@@ -135,6 +138,24 @@ struct px_worker {
 
     px_run_stats last;
 };
+
+/* A kernel returning this leaves its task running; px_task_complete() finishes it. */
+#define PX_TASK_ASYNC ((px_status)1)
+
+/* worker.c: creates a worker from c (NULL: defaults and environment) with its chip arena;
+ * starts the core threads only if start_cores (level 3 forks its chips first). */
+px_status px_rt_worker_create(const px_config *c, int start_cores, px_worker **out);
+px_status px_rt_worker_destroy(px_worker *w);
+px_status px_rt_kernel_register(px_worker *w, const char *name, px_kernel_fn fn,
+                                const px_signature *sig, px_kernel_id *id);
+
+/* orch.c: submit without the level check (level 3 submits its own executors' kernels). */
+px_status px_rt_submit(px_orch *o, px_kernel_id k, px_task_args *a, const px_task_id *deps,
+                       int ndeps, px_task_id *id);
+
+/* core.c: finishes a task whose kernel returned PX_TASK_ASYNC (any thread). A non-zero st
+ * fails the run with msg, as a failing kernel does. */
+void px_task_complete(struct px_worker *w, px_task_id id, px_status st, const char *msg);
 
 /* core.c: starts and stops the core threads. */
 px_status px_cores_start(struct px_worker *w);

@@ -78,7 +78,7 @@ static px_status px_worker_open_chip(px_worker *w)
     return PX_OK;
 }
 
-px_status px_worker_create(const px_config *c, px_worker **out)
+px_status px_rt_worker_create(const px_config *c, int start_cores, px_worker **out)
 {
     px_worker *w;
     px_status st;
@@ -95,11 +95,7 @@ px_status px_worker_create(const px_config *c, px_worker **out)
         goto out_free;
     if ((st = px_config_validate(&w->cfg)) != PX_OK)
         goto out_free;
-    if (w->cfg.level != 2) {
-        st = px_set_error(PX_ENOTSUP, "worker level %d: only level 2 (one chip) is available in "
-                          "this build; use PLEXUS_LEVEL=2", w->cfg.level);
-        goto out_free;
-    }
+    w->level = w->cfg.level;
     if ((st = px_caps_probe_with(&w->cfg, &w->caps)) != PX_OK)
         goto out_free;
     w->ncores = w->cfg.cores > 0 ? w->cfg.cores
@@ -111,7 +107,7 @@ px_status px_worker_create(const px_config *c, px_worker **out)
         goto out_free;
     w->orch.w = w;
     w->orch.next_id = 1;
-    if ((st = px_cores_start(w)) != PX_OK)
+    if (start_cores && (st = px_cores_start(w)) != PX_OK)
         goto out_free;
     PX_LOG_INFO("worker: chip 0 (sim, profile %s) with %d cores, device memory %llu bytes, heap "
                 "ring %llu bytes, task ring %u slots", w->cfg.device_profile, w->ncores,
@@ -142,20 +138,14 @@ out_free:
     return st;
 }
 
-px_status px_worker_init(px_worker *w)
-{
-    if (w == NULL)
-        return px_set_error(PX_EINVAL, "px_worker_init: worker is NULL");
-    return PX_OK;
-}
-
-px_status px_worker_destroy(px_worker *w)
+px_status px_rt_worker_destroy(px_worker *w)
 {
     if (w == NULL)
         return PX_OK;
     if (w->running)
         return px_set_error(PX_ESTATE, "px_worker_destroy called during px_run on this worker");
-    px_cores_stop(w);
+    if (w->cores_started)
+        px_cores_stop(w);
     px_heap_fini(&w->heap);
     px_tmap_fini(&w->tmap);
     px_readyq_fini(&w->readyq);
@@ -175,8 +165,8 @@ int px_worker_cores(const px_worker *w)
     return w ? w->ncores : 0;
 }
 
-px_status px_kernel_register(px_worker *w, const char *name, px_kernel_fn fn,
-                             const px_signature *sig, px_kernel_id *id)
+px_status px_rt_kernel_register(px_worker *w, const char *name, px_kernel_fn fn,
+                                const px_signature *sig, px_kernel_id *id)
 {
     px_kernel *k;
 

@@ -1,0 +1,55 @@
+/*
+ * api.c - the public worker lifecycle: create, init, destroy, kernel registration.
+ *
+ * These entry points sit above both levels: a level-2 worker is the runtime's engine with its
+ * core threads; a level-3 worker is the same engine on the host side (its "arena" is the host
+ * heap, shared with the chip processes) plus the chip processes of src/hier. Keeping the
+ * dispatch here lets src/runtime stay below src/hier (DESIGN 2: arrows point down).
+ */
+#include <plexus/worker.h>
+
+#include "hier/hier.h"
+#include "runtime/runtime.h"
+
+px_status px_worker_create(const px_config *c, px_worker **w)
+{
+    px_config cfg;
+    px_status st;
+
+    if (w == NULL)
+        return px_set_error(PX_EINVAL, "px_worker_create: output pointer is NULL");
+    if (c == NULL) {
+        if ((st = px_config_default(&cfg)) != PX_OK)
+            return st;
+        c = &cfg;
+    }
+    if (c->level == 3)
+        return px_hier_create(c, w);
+    return px_rt_worker_create(c, 1, w);
+}
+
+px_status px_worker_init(px_worker *w)
+{
+    if (w == NULL)
+        return px_set_error(PX_EINVAL, "px_worker_init: worker is NULL");
+    if (w->level == 3)
+        return px_hier_init(w);
+    return PX_OK;
+}
+
+px_status px_worker_destroy(px_worker *w)
+{
+    if (w == NULL)
+        return PX_OK;
+    if (w->level == 3)
+        return px_hier_destroy(w);
+    return px_rt_worker_destroy(w);
+}
+
+px_status px_kernel_register(px_worker *w, const char *name, px_kernel_fn fn,
+                             const px_signature *sig, px_kernel_id *id)
+{
+    if (w != NULL && w->level == 3)
+        return px_hier_kernel_register(w, name, fn, sig, id);
+    return px_rt_kernel_register(w, name, fn, sig, id);
+}

@@ -1,0 +1,23 @@
+/*
+ * hier.h - level 3: one host, many chips (DESIGN 3.4). Internal entry points called by the
+ * public lifecycle in api.c.
+ */
+#ifndef PX_HIER_HIER_H
+#define PX_HIER_HIER_H
+
+#include <plexus/worker.h>
+
+/* Creates the host side of a level-3 worker (no threads yet; chips fork in px_hier_init). */
+px_status px_hier_create(const px_config *c, px_worker **w);
+
+/* Forks the chips, then starts the host side's threads. */
+px_status px_hier_init(px_worker *w);
+
+/* Stops and reaps every chip, frees everything. */
+px_status px_hier_destroy(px_worker *w);
+
+/* Registers a kernel for the chips (before px_worker_init). */
+px_status px_hier_kernel_register(px_worker *w, const char *name, px_kernel_fn fn,
+                                  const px_signature *sig, px_kernel_id *id);
+
+#endif
