@@ -257,10 +257,13 @@ static px_status px_orch_heap_alloc(px_orch *o, uint64_t n, void **out)
         return px_set_error(PX_ENOMEM, "cannot allocate %llu bytes: larger than the whole heap "
                             "ring (%llu bytes, PLEXUS_HEAP_RING)", (unsigned long long)n,
                             (unsigned long long)w->heap.size);
-    for (;;) {
+    for (uint64_t deadline = px_orch_deadline(o);;) {
         p = px_heap_try_alloc(&w->heap, n, &oom);
         if (p != NULL)
             break;
+        if (px_now_ns() > deadline)
+            return px_set_error(PX_ETIMEDOUT, "heap ring: no room for %llu bytes within %g s "
+                                "(PLEXUS_TIMEOUT_S)", (unsigned long long)n, w->cfg.timeout_s);
         if (oom)
             return px_set_error(PX_ENOMEM, "out of host memory for heap ring records");
         px_orch_advance(o);

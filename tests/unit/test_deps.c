@@ -132,9 +132,9 @@ static px_status rec_kernel(px_core_ctx *ctx, const px_task_args *args)
     if (open >= 0)
         atomic_store(&g_slot[open].open, 1);
     if (atomic_load(&g_slot[s].gated) && deps_wait_flag(&g_slot[s].open, DEPS_GATE_S) != 0)
-        return px_set_error(PX_ETIMEDOUT, "rec slot %llu (task %llu): gate not opened within "
-                            "%g s", (unsigned long long)s,
-                            (unsigned long long)px_core_task_id(ctx), DEPS_GATE_S);
+        return px_set_error(PX_ETIMEDOUT, "rec slot %llu (task %llu): gate not opened within %g s",
+                            (unsigned long long)s, (unsigned long long)px_core_task_id(ctx),
+                            DEPS_GATE_S);
     for (int i = 3; i < px_arg_count(args); i++) {
         const px_tensor *t = px_arg_tensor(args, i);
 
@@ -152,11 +152,21 @@ static px_status rec_kernel(px_core_ctx *ctx, const px_task_args *args)
 static void deps_add(px_task_args *a, const deps_targ *ta)
 {
     switch (ta->tag) {
-    case PX_TAG_IN: px_args_in(a, ta->t); break;
-    case PX_TAG_OUT: px_args_out(a, ta->t); break;
-    case PX_TAG_INOUT: px_args_inout(a, ta->t); break;
-    case PX_TAG_OUTPUT_EXISTING: px_args_output_existing(a, ta->t); break;
-    default: px_args_no_dep(a, ta->t); break;
+    case PX_TAG_IN:
+        px_args_in(a, ta->t);
+        break;
+    case PX_TAG_OUT:
+        px_args_out(a, ta->t);
+        break;
+    case PX_TAG_INOUT:
+        px_args_inout(a, ta->t);
+        break;
+    case PX_TAG_OUTPUT_EXISTING:
+        px_args_output_existing(a, ta->t);
+        break;
+    default:
+        px_args_no_dep(a, ta->t);
+        break;
     }
 }
 

@@ -23,11 +23,11 @@
 
 static px_kernel_id g_rec, g_fail, g_count, g_typed, g_axpb, g_set;
 
-static _Atomic int g_runs[ERR_SLOTS];  /* runs of rec per slot */
-static _Atomic int g_done[ERR_SLOTS];  /* rec finished per slot */
-static _Atomic int g_gate[ERR_SLOTS];  /* gate per slot (fail and rec wait when gated) */
+static _Atomic int g_runs[ERR_SLOTS]; /* runs of rec per slot */
+static _Atomic int g_done[ERR_SLOTS]; /* rec finished per slot */
+static _Atomic int g_gate[ERR_SLOTS]; /* gate per slot (fail and rec wait when gated) */
 static _Atomic int g_gated[ERR_SLOTS];
-static _Atomic long g_count_runs;      /* runs of the count kernel */
+static _Atomic long g_count_runs; /* runs of the count kernel */
 
 static int err_wait_flag(_Atomic int *f, double seconds)
 {
@@ -158,8 +158,8 @@ static int err_has_number(const char *msg, unsigned long long v)
 /* 1 when msg names argument i in one of the usual shapes ("argument 1", "arg 1", "args[1]"). */
 static int err_names_arg(const char *msg, int i)
 {
-    const char *forms[] = {"argument %d", "arg %d", "arg[%d]", "args[%d]", "argument #%d",
-                           "arg #%d", "parameter %d", "param %d"};
+    const char *forms[] = {"argument %d",  "arg %d",  "arg[%d]",      "args[%d]",
+                           "argument #%d", "arg #%d", "parameter %d", "param %d"};
     char want[32];
 
     for (size_t k = 0; k < sizeof(forms) / sizeof(forms[0]); k++) {
@@ -183,15 +183,15 @@ static px_tensor err_host(void *buf, px_dtype dt, int64_t n)
 /* ---- a failing kernel ---- */
 
 typedef struct fail_ctx {
-    px_task_id fail_id;     /* id of the failing task */
-    long independent_ok;    /* independent count tasks accepted */
-    int aborted_seen;       /* a submit returned PX_EABORTED */
-    px_status after_abort;  /* the submit after that */
-    px_status other;        /* any other unexpected submit status */
+    px_task_id fail_id;    /* id of the failing task */
+    long independent_ok;   /* independent count tasks accepted */
+    int aborted_seen;      /* a submit returned PX_EABORTED */
+    px_status after_abort; /* the submit after that */
+    px_status other;       /* any other unexpected submit status */
 } fail_ctx;
 
-static px_status fail_submit(px_orch *o, px_kernel_id k, int slot, px_tag tag,
-                             const px_tensor *t, px_task_id *id)
+static px_status fail_submit(px_orch *o, px_kernel_id k, int slot, px_tag tag, const px_tensor *t,
+                             px_task_id *id)
 {
     px_task_args a;
 
@@ -325,8 +325,8 @@ static void check_record(check_ctx *cc, px_status st)
     cc->n++;
 }
 
-static px_status check_typed(px_orch *o, check_ctx *cc, px_tag t0, const px_tensor *a0,
-                             px_tag t1, const px_tensor *a1, const px_tensor *a2)
+static px_status check_typed(px_orch *o, check_ctx *cc, px_tag t0, const px_tensor *a0, px_tag t1,
+                             const px_tensor *a1, const px_tensor *a2)
 {
     px_task_args a;
 
@@ -353,12 +353,12 @@ static px_status orch_signature(px_orch *o, const px_task_args *args, void *user
     const px_tensor *f0 = px_arg_tensor(args, 0), *f1 = px_arg_tensor(args, 1);
     const px_tensor *i0 = px_arg_tensor(args, 2);
 
-    check_typed(o, cc, PX_TAG_IN, f0, 0, NULL, NULL);                      /* 0: count 1 */
-    check_typed(o, cc, PX_TAG_IN, f0, PX_TAG_IN, f1, NULL);                /* 1: tag arg 1 */
-    check_typed(o, cc, PX_TAG_IN, i0, PX_TAG_OUT, f1, NULL);               /* 2: dtype arg 0 */
-    check_typed(o, cc, PX_TAG_IN, f0, PX_TAG_OUTPUT_EXISTING, f1, NULL);   /* 3: ok */
-    check_typed(o, cc, PX_TAG_NO_DEP, f0, PX_TAG_OUT, f1, NULL);           /* 4: ok */
-    check_typed(o, cc, PX_TAG_IN, f0, PX_TAG_OUT, f1, f1);                 /* 5: count 3 */
+    check_typed(o, cc, PX_TAG_IN, f0, 0, NULL, NULL);                    /* 0: count 1 */
+    check_typed(o, cc, PX_TAG_IN, f0, PX_TAG_IN, f1, NULL);              /* 1: tag arg 1 */
+    check_typed(o, cc, PX_TAG_IN, i0, PX_TAG_OUT, f1, NULL);             /* 2: dtype arg 0 */
+    check_typed(o, cc, PX_TAG_IN, f0, PX_TAG_OUTPUT_EXISTING, f1, NULL); /* 3: ok */
+    check_typed(o, cc, PX_TAG_NO_DEP, f0, PX_TAG_OUT, f1, NULL);         /* 4: ok */
+    check_typed(o, cc, PX_TAG_IN, f0, PX_TAG_OUT, f1, f1);               /* 5: count 3 */
     return PX_OK;
 }
 
@@ -404,8 +404,8 @@ static void test_signature_mismatch(void **state)
     PX_ASSERT_OK(px_worker_destroy(w));
 }
 
-static void check_rec(px_orch *o, check_ctx *cc, px_kernel_id k, px_tag tag,
-                      const px_tensor *t, int null_second)
+static void check_rec(px_orch *o, check_ctx *cc, px_kernel_id k, px_tag tag, const px_tensor *t,
+                      int null_second)
 {
     px_task_args a;
 
@@ -428,18 +428,18 @@ static px_status orch_invalid(px_orch *o, const px_task_args *args, void *user)
     px_task_args a;
 
     noaddr.addr = NULL;
-    check_rec(o, cc, 9999, PX_TAG_IN, &t, 0);                  /* 0: unknown kernel id */
-    check_rec(o, cc, -1, PX_TAG_IN, &t, 0);                    /* 1: negative kernel id */
-    check_rec(o, cc, g_count, PX_TAG_IN, &t, 1);               /* 2: NULL tensor, arg 1 */
-    check_rec(o, cc, g_count, PX_TAG_IN, &noaddr, 0);          /* 3: IN without address */
-    check_rec(o, cc, g_count, PX_TAG_INOUT, &noaddr, 0);       /* 4: INOUT without address */
+    check_rec(o, cc, 9999, PX_TAG_IN, &t, 0);                      /* 0: unknown kernel id */
+    check_rec(o, cc, -1, PX_TAG_IN, &t, 0);                        /* 1: negative kernel id */
+    check_rec(o, cc, g_count, PX_TAG_IN, &t, 1);                   /* 2: NULL tensor, arg 1 */
+    check_rec(o, cc, g_count, PX_TAG_IN, &noaddr, 0);              /* 3: IN without address */
+    check_rec(o, cc, g_count, PX_TAG_INOUT, &noaddr, 0);           /* 4: INOUT without address */
     check_rec(o, cc, g_count, PX_TAG_OUTPUT_EXISTING, &noaddr, 0); /* 5: OE without address */
     px_args_init(&a);
     for (int i = 0; i < PX_MAX_ARGS + 1; i++)
         px_args_scalar_u64(&a, (uint64_t)i);
     cc->overflow_n = a.n;
     cc->overflow_dropped = a.overflow;
-    check_record(cc, px_submit(o, g_count, &a, NULL));       /* 6: 17 arguments */
+    check_record(cc, px_submit(o, g_count, &a, NULL)); /* 6: 17 arguments */
     return PX_OK;
 }
 
@@ -499,8 +499,8 @@ static void test_bad_config(void **state)
 /* ---- copies in and out ---- */
 
 typedef struct copy_ctx {
-    const void *host[3];  /* host addresses of the run's arguments */
-    int device_differs;   /* the orchestration saw other (device) addresses */
+    const void *host[3]; /* host addresses of the run's arguments */
+    int device_differs;  /* the orchestration saw other (device) addresses */
 } copy_ctx;
 
 static px_status orch_copy(px_orch *o, const px_task_args *args, void *user)
@@ -612,12 +612,9 @@ static void test_orch_error_drains(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_kernel_failure),
-        cmocka_unit_test(test_signature_mismatch),
-        cmocka_unit_test(test_invalid_submits),
-        cmocka_unit_test(test_bad_config),
-        cmocka_unit_test(test_run_copies),
-        cmocka_unit_test(test_orch_error_drains),
+        cmocka_unit_test(test_kernel_failure),  cmocka_unit_test(test_signature_mismatch),
+        cmocka_unit_test(test_invalid_submits), cmocka_unit_test(test_bad_config),
+        cmocka_unit_test(test_run_copies),      cmocka_unit_test(test_orch_error_drains),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

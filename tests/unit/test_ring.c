@@ -23,9 +23,9 @@
 
 static px_kernel_id g_hold, g_inc, g_fill, g_sum;
 
-static _Atomic int g_orch_tid;    /* the orchestration thread */
-static _Atomic int g_attempt;     /* item the orchestration is submitting/allocating now */
-static _Atomic int g_blocked_at;  /* g_attempt when hold saw the orchestration asleep */
+static _Atomic int g_orch_tid;   /* the orchestration thread */
+static _Atomic int g_attempt;    /* item the orchestration is submitting/allocating now */
+static _Atomic int g_blocked_at; /* g_attempt when hold saw the orchestration asleep */
 
 /* 1 when thread tid of this process is in state 'S' (sleeping). */
 static int ring_thread_sleeping(int tid)
@@ -64,9 +64,10 @@ static px_status hold_kernel(px_core_ctx *ctx, const px_task_args *args)
 
     while (!ring_orch_blocked(threshold)) {
         if (px_test_now_ns() > deadline)
-            return px_set_error(PX_ETIMEDOUT, "hold: the orchestration did not sleep within %g "
-                                "s (it reached item %d, threshold %d)", RING_HOLD_S,
-                                atomic_load(&g_attempt), threshold);
+            return px_set_error(PX_ETIMEDOUT,
+                                "hold: the orchestration did not sleep within %g s "
+                                "(it reached item %d, threshold %d)",
+                                RING_HOLD_S, atomic_load(&g_attempt), threshold);
         sched_yield();
     }
     atomic_store(&g_blocked_at, atomic_load(&g_attempt));
@@ -213,7 +214,7 @@ static void test_task_ring_backpressure(void **state)
 /* ---- heap ring ---- */
 
 #define HEAP_RING (64u << 10)
-#define HEAP_CHUNK (16u << 10)          /* bytes per iteration: 4096 i32 */
+#define HEAP_CHUNK (16u << 10) /* bytes per iteration: 4096 i32 */
 #define HEAP_ITERS 256
 
 static px_status heap_iteration(px_orch *o, int i, const px_tensor *results)
@@ -292,9 +293,9 @@ static void test_heap_ring_backpressure(void **state)
 /* ---- a scope larger than the heap ring ---- */
 
 typedef struct toobig_ctx {
-    int failed_at;      /* index of the allocation that failed, -1 if none */
-    px_status st;       /* its status */
-    char msg[512];      /* its message */
+    int failed_at; /* index of the allocation that failed, -1 if none */
+    px_status st;  /* its status */
+    char msg[512]; /* its message */
 } toobig_ctx;
 
 static px_status orch_too_big(px_orch *o, const px_task_args *args, void *user)

@@ -217,10 +217,10 @@ static void test_alloc_in_scope(void **state)
 
 /* ---- reuse of an ended scope's memory ---- */
 
-#define REUSE_RING (1u << 20)          /* heap ring bytes */
-#define REUSE_CHUNK (REUSE_RING / 16)  /* bytes per allocation: 64 KiB */
-#define REUSE_WHILE_HELD 8             /* allocations while X is held: 8 + 1 chunks < ring */
-#define REUSE_MAX_AFTER 64             /* allocations after: 64 chunks = 4 ring turns */
+#define REUSE_RING (1u << 20)         /* heap ring bytes */
+#define REUSE_CHUNK (REUSE_RING / 16) /* bytes per allocation: 64 KiB */
+#define REUSE_WHILE_HELD 8            /* allocations while X is held: 8 + 1 chunks < ring */
+#define REUSE_MAX_AFTER 64            /* allocations after: 64 chunks = 4 ring turns */
 
 typedef struct reuse_ctx {
     int overlap_while_held; /* allocations overlapping X while its task ran (expected 0) */
@@ -311,8 +311,8 @@ static void test_scope_reuse_after_tasks(void **state)
 /* ---- OUT without an address ---- */
 
 typedef struct out_ctx {
-    void *addr;     /* the address written back into the args */
-    int32_t ndim;   /* and the shape it kept */
+    void *addr;   /* the address written back into the args */
+    int32_t ndim; /* and the shape it kept */
     int64_t shape0;
 } out_ctx;
 
