@@ -38,7 +38,8 @@ bench-quick: deps-bench build
 test-asan: deps
 	cmake -S . -B build-asan -DPX_SANITIZE=address $(CMAKE_ARGS)
 	cmake --build build-asan -j $(JOBS)
-	cd build-asan && PLEXUS_TEST_SLACK=10 ctest $(CTEST_ARGS) -j 2
+	cd build-asan && PLEXUS_TEST_SLACK=10 ASAN_OPTIONS=fast_unwind_on_malloc=0 \
+	    LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan.supp ctest $(CTEST_ARGS) -j 2
 
 test-tsan: deps
 	cmake -S . -B build-tsan -DPX_SANITIZE=thread $(CMAKE_ARGS)

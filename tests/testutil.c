@@ -3,6 +3,7 @@
  */
 #include "testutil.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -48,4 +49,16 @@ void px_test_config(px_config *c, int cores)
     c->device_mem = 256ull << 20;
     c->heap_ring = 64ull << 20;
     c->timeout_s = 30.0 * px_test_slack();
+}
+
+int px_test_wait_flag(_Atomic int *f, double seconds)
+{
+    uint64_t deadline = px_test_deadline_ns(seconds);
+
+    while (!atomic_load(f)) {
+        if (px_test_now_ns() > deadline)
+            return -1;
+        sched_yield();
+    }
+    return 0;
 }

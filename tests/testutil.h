@@ -11,6 +11,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <cmocka.h>
 
@@ -22,6 +23,9 @@ double px_test_slack(void);
 /* Monotonic now in ns, and a deadline `seconds * slack` from now. */
 uint64_t px_test_now_ns(void);
 uint64_t px_test_deadline_ns(double seconds);
+
+/* Waits (yielding) until *f != 0 or `seconds * slack` pass; returns 0 when set, -1 on timeout. */
+int px_test_wait_flag(_Atomic int *f, double seconds);
 
 /* Prints "skipped: <reason>" and exits 77. */
 void px_test_skip(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));

@@ -34,6 +34,22 @@ void px_worker_fail(px_worker *w, px_status st, px_task_id id, const char *fmt, 
     pthread_mutex_unlock(&w->fail_lock);
 }
 
+/* Frees everything a worker holds once its threads are stopped (or never started). */
+static void px_worker_free(px_worker *w)
+{
+    px_heap_fini(&w->heap);
+    px_tmap_fini(&w->tmap);
+    px_readyq_fini(&w->readyq);
+    px_plat_chip_close(w->chip);
+    free(w->tasks);
+    free(w->edges);
+    free(w->cores);
+    free(w->orch.dedup.keys);
+    free(w->orch.dedup.stamps);
+    pthread_mutex_destroy(&w->fail_lock);
+    free(w);
+}
+
 static px_status px_worker_alloc(px_worker *w)
 {
     w->tasks = aligned_alloc(PX_CACHELINE, (size_t)w->cfg.task_ring * sizeof(px_task));
@@ -122,17 +138,7 @@ out_free:
         char msg[PX_ERRMSG_MAX];
 
         snprintf(msg, sizeof(msg), "%s", px_last_error());
-        px_heap_fini(&w->heap);
-        px_tmap_fini(&w->tmap);
-        px_readyq_fini(&w->readyq);
-        px_plat_chip_close(w->chip);
-        free(w->tasks);
-        free(w->edges);
-        free(w->cores);
-        free(w->orch.dedup.keys);
-        free(w->orch.dedup.stamps);
-        pthread_mutex_destroy(&w->fail_lock);
-        free(w);
+        px_worker_free(w);
         px_set_error(st, "%s", msg);
     }
     return st;
@@ -146,17 +152,7 @@ px_status px_rt_worker_destroy(px_worker *w)
         return px_set_error(PX_ESTATE, "px_worker_destroy called during px_run on this worker");
     if (w->cores_started)
         px_cores_stop(w);
-    px_heap_fini(&w->heap);
-    px_tmap_fini(&w->tmap);
-    px_readyq_fini(&w->readyq);
-    px_plat_chip_close(w->chip);
-    free(w->tasks);
-    free(w->edges);
-    free(w->cores);
-    free(w->orch.dedup.keys);
-    free(w->orch.dedup.stamps);
-    pthread_mutex_destroy(&w->fail_lock);
-    free(w);
+    px_worker_free(w);
     return PX_OK;
 }
 

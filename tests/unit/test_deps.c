@@ -60,19 +60,6 @@ static void deps_reset(void)
     atomic_store(&g_seq, 0);
 }
 
-/* Waits until *f != 0 or the deadline passes; returns 0 when set, -1 on timeout. */
-static int deps_wait_flag(_Atomic int *f, double seconds)
-{
-    uint64_t deadline = px_test_deadline_ns(seconds);
-
-    while (!atomic_load(f)) {
-        if (px_test_now_ns() > deadline)
-            return -1;
-        sched_yield();
-    }
-    return 0;
-}
-
 /* Waits until slot s has finished; 0 when it has, -1 on timeout. */
 static int deps_wait_end(int s, double seconds)
 {
@@ -131,7 +118,7 @@ static px_status rec_kernel(px_core_ctx *ctx, const px_task_args *args)
     atomic_fetch_add(&g_slot[s].runs, 1);
     if (open >= 0)
         atomic_store(&g_slot[open].open, 1);
-    if (atomic_load(&g_slot[s].gated) && deps_wait_flag(&g_slot[s].open, DEPS_GATE_S) != 0)
+    if (atomic_load(&g_slot[s].gated) && px_test_wait_flag(&g_slot[s].open, DEPS_GATE_S) != 0)
         return px_set_error(PX_ETIMEDOUT, "rec slot %llu (task %llu): gate not opened within %g s",
                             (unsigned long long)s, (unsigned long long)px_core_task_id(ctx),
                             DEPS_GATE_S);

@@ -29,18 +29,6 @@ static _Atomic int g_gate[ERR_SLOTS]; /* gate per slot (fail and rec wait when g
 static _Atomic int g_gated[ERR_SLOTS];
 static _Atomic long g_count_runs; /* runs of the count kernel */
 
-static int err_wait_flag(_Atomic int *f, double seconds)
-{
-    uint64_t deadline = px_test_deadline_ns(seconds);
-
-    while (!atomic_load(f)) {
-        if (px_test_now_ns() > deadline)
-            return -1;
-        sched_yield();
-    }
-    return 0;
-}
-
 static void err_reset(void)
 {
     for (int i = 0; i < ERR_SLOTS; i++) {
@@ -60,7 +48,7 @@ static px_status rec_kernel(px_core_ctx *ctx, const px_task_args *args)
     if (s >= ERR_SLOTS)
         return px_set_error(PX_EINVAL, "rec: slot %llu out of range", (unsigned long long)s);
     atomic_fetch_add(&g_runs[s], 1);
-    if (atomic_load(&g_gated[s]) && err_wait_flag(&g_gate[s], ERR_GATE_S) != 0)
+    if (atomic_load(&g_gated[s]) && px_test_wait_flag(&g_gate[s], ERR_GATE_S) != 0)
         return px_set_error(PX_ETIMEDOUT, "rec: gate %llu not opened", (unsigned long long)s);
     atomic_store(&g_done[s], 1);
     return PX_OK;
@@ -71,7 +59,7 @@ static px_status fail_kernel(px_core_ctx *ctx, const px_task_args *args)
 {
     uint64_t s = px_arg_u64(args, 0);
 
-    if (s >= ERR_SLOTS || err_wait_flag(&g_gate[s], ERR_GATE_S) != 0)
+    if (s >= ERR_SLOTS || px_test_wait_flag(&g_gate[s], ERR_GATE_S) != 0)
         return px_set_error(PX_ETIMEDOUT, "fail_kernel: gate not opened");
     atomic_fetch_add(&g_runs[s], 1);
     return px_set_error(PX_EKERNEL, "fail_kernel: refusing on purpose (value 42)");
@@ -239,7 +227,7 @@ static px_status orch_fail(px_orch *o, const px_task_args *args, void *user)
         (st = fail_submit(o, g_rec, 2, PX_TAG_INOUT, t, NULL)) != PX_OK ||
         (st = fail_submit(o, g_rec, 3, PX_TAG_INOUT, u, NULL)) != PX_OK)
         return st;
-    if (err_wait_flag(&g_done[3], ERR_GATE_S) != 0)
+    if (px_test_wait_flag(&g_done[3], ERR_GATE_S) != 0)
         return px_set_error(PX_ETIMEDOUT, "independent task did not finish");
     atomic_store(&g_gate[0], 1);
     fail_submit_until_aborted(o, fc);

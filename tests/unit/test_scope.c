@@ -21,18 +21,6 @@ static px_kernel_id g_fill, g_sum, g_hold, g_inc;
 /* State of the "hold" kernel: its gate, whether it finished, whether its buffer stayed intact. */
 static _Atomic int g_hold_open, g_hold_done, g_hold_intact;
 
-static int scope_wait_flag(_Atomic int *f, double seconds)
-{
-    uint64_t deadline = px_test_deadline_ns(seconds);
-
-    while (!atomic_load(f)) {
-        if (px_test_now_ns() > deadline)
-            return -1;
-        sched_yield();
-    }
-    return 0;
-}
-
 /* fill: arg 0 i64 value, arg 1 i32 tensor (contiguous) set to value. */
 static px_status fill_kernel(px_core_ctx *ctx, const px_task_args *args)
 {
@@ -69,7 +57,7 @@ static px_status hold_kernel(px_core_ctx *ctx, const px_task_args *args)
 
     for (int64_t i = 0; i < n; i++)
         p[i] = 7;
-    if (scope_wait_flag(&g_hold_open, SCOPE_GATE_S) != 0)
+    if (px_test_wait_flag(&g_hold_open, SCOPE_GATE_S) != 0)
         return px_set_error(PX_ETIMEDOUT, "hold: gate not opened within %g s", SCOPE_GATE_S);
     for (int64_t i = 0; i < n; i++)
         intact &= p[i] == 7;
@@ -269,7 +257,7 @@ static px_status orch_reuse(px_orch *o, const px_task_args *args, void *user)
         rc->overlap_while_held += scope_overlap(&x, &y);
     }
     atomic_store(&g_hold_open, 1);
-    if (scope_wait_flag(&g_hold_done, SCOPE_GATE_S) != 0)
+    if (px_test_wait_flag(&g_hold_done, SCOPE_GATE_S) != 0)
         return px_set_error(PX_ETIMEDOUT, "hold task did not finish");
     for (int i = 0; i < REUSE_MAX_AFTER && rc->reused_at < 0; i++) {
         if ((st = reuse_one(o, 0, &y)) != PX_OK)
