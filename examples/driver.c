@@ -70,7 +70,7 @@ px_status px_example_exec(const px_example *ex, const px_config *cfg, const px_e
     st = px_worker_create(&c, &w);
     if (st != PX_OK)
         return st;
-    r->cores = px_worker_cores(w);
+    r->cores = px_worker_chip_cores(w); /* level 3: each chip's, not the host side's */
     st = ex->reg(w, &eo, &state);
     if (st != PX_OK)
         goto out_destroy;

@@ -11,10 +11,12 @@
 
 extern const px_example px_example_vector;
 extern const px_example px_example_matmul;
+extern const px_example px_example_multi_chip;
 
 const px_example *const px_examples[] = {
     &px_example_vector,
     &px_example_matmul,
+    &px_example_multi_chip,
     NULL,
 };
 

@@ -26,7 +26,15 @@ enum {
     CLI_OPT_JSON = 1u << 5,
     CLI_OPT_CONFIG = 1u << 6,
     CLI_OPT_HELP = 1u << 7,
+    CLI_OPT_CHIPS = 1u << 16, /* level-3 examples: chips of the worker */
+    CLI_OPT_DFX = 1u << 24,            /* --dfx LIST: DFX collectors */
+    CLI_OPT_OUT = 1u << 25,            /* --out DIR: DFX output directory */
+    CLI_OPT_DFX_TRANSPORT = 1u << 26,  /* --dfx-transport LIST: allowed DFX transports */
+    CLI_OPT_DFX_ARGS_LEVEL = 1u << 27, /* --dfx-args-level N: argsdump level */
 };
+
+/* The DFX options together (run takes them all). */
+#define CLI_OPTS_DFX (CLI_OPT_DFX | CLI_OPT_OUT | CLI_OPT_DFX_TRANSPORT | CLI_OPT_DFX_ARGS_LEVEL)
 
 #define CLI_MAX_POSITIONAL 4
 #define CLI_WHY_MAX 1024
@@ -37,6 +45,11 @@ typedef struct cli_opts {
     int cores;           /* --cores (applied to the configuration; 0: online CPUs) */
     px_example_opts ex;  /* --size, --iters, --tile */
     const char *profile; /* --device-profile, NULL when absent */
+    int chips;           /* --chips (applied to the configuration) */
+    const char *dfx;     /* --dfx, NULL when absent */
+    const char *out;     /* --out, NULL when absent */
+    const char *dfx_transport; /* --dfx-transport, NULL when absent */
+    const char *dfx_args_level; /* --dfx-args-level, NULL when absent */
     int npos;            /* positional arguments */
     const char *pos[CLI_MAX_POSITIONAL];
 } cli_opts;
@@ -87,5 +100,10 @@ void cli_command_help(const cli_command *cmd, FILE *f);
 int cli_cmd_run(const cli_opts *o);
 int cli_cmd_demo(const cli_opts *o);
 int cli_cmd_doctor(const cli_opts *o);
+
+/* cmd_doctor_dfx.c: the DFX transport each collector would use, as text and as JSON. */
+void doctor_dfx_print(const px_caps *caps, const px_config *c);
+px_status doctor_dfx_json(const px_caps *caps, const px_config *c, FILE *f);
+int cli_cmd_trace(const cli_opts *o);
 
 #endif

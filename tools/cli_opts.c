@@ -24,10 +24,21 @@ const cli_option cli_options[] = {
     {"--cores", CLI_OPT_CORES, "N",
      "core threads per chip, 0..1024 (0: online CPUs; default: PLEXUS_CORES)"},
     {"--size", CLI_OPT_SIZE, "N", "problem size of the example (see the list of examples)"},
+    {"--chips", CLI_OPT_CHIPS, "N",
+     "chips of a level-3 example (multi_chip), 1..64, each its own process (default: "
+     "PLEXUS_CHIPS, 2)"},
     {"--iters", CLI_OPT_ITERS, "N", "repetitions inside the one orchestration (default 1)"},
     {"--tile", CLI_OPT_TILE, "N", "tile edge of tiled examples (matmul: default 64)"},
     {"--device-profile", CLI_OPT_PROFILE, "P",
      "sim device profile (default: PLEXUS_DEVICE_PROFILE or \"default\")"},
+    {"--dfx", CLI_OPT_DFX, "LIST",
+     "DFX collectors: all, 0, or swimlane,hosttrace,depgen,argsdump,pmu,scopestats "
+     "(default: PLEXUS_DFX)"},
+    {"--out", CLI_OPT_OUT, "DIR", "directory for DFX output files (default: PLEXUS_DFX_OUT)"},
+    {"--dfx-transport", CLI_OPT_DFX_TRANSPORT, "LIST",
+     "DFX transports allowed, tried in order mapped, mapped_huge, shadow (default: all)"},
+    {"--dfx-args-level", CLI_OPT_DFX_ARGS_LEVEL, "N",
+     "argsdump: 1 metadata, 2 plus marked args' data, 3 plus all args' data"},
     {"--json", CLI_OPT_JSON, NULL, "print one JSON document instead of text"},
     {"--config", CLI_OPT_CONFIG, NULL, "print the configuration knob table instead"},
     {"--help", CLI_OPT_HELP, NULL, "describe the command and its options"},
@@ -88,6 +99,22 @@ static int cli_apply(const cli_option *opt, const char *val, cli_opts *o, char *
         break;
     case CLI_OPT_PROFILE:
         o->profile = val;
+        break;
+    case CLI_OPT_DFX:
+        o->dfx = val;
+        break;
+    case CLI_OPT_OUT:
+        o->out = val;
+        break;
+    case CLI_OPT_DFX_TRANSPORT:
+        o->dfx_transport = val;
+        break;
+    case CLI_OPT_DFX_ARGS_LEVEL:
+        o->dfx_args_level = val;
+        break;
+    case CLI_OPT_CHIPS:
+        rc = cli_parse_int(opt, val, 1, 64, &v, why, n);
+        o->chips = (int)v;
         break;
     default:
         break;
@@ -165,6 +192,34 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, cli_opts *o, char *
     return cli_check_positional(cmd, o, why, n);
 }
 
+/* Applies one DFX option through its knob; returns 0, or -1 naming the option in why. */
+static int cli_config_knob(px_config *c, const char *opt, const char *knob, const char *val,
+                           char *why, size_t n)
+{
+    if (val == NULL || px_config_set(c, knob, val) == PX_OK)
+        return 0;
+    snprintf(why, n, "option %s: %s", opt, px_last_error());
+    return -1;
+}
+
+/* Applies --dfx, --out, --dfx-transport and --dfx-args-level. Returns 0 or -1 (why). */
+static int cli_config_dfx(const cli_opts *o, px_config *c, char *why, size_t n)
+{
+    if (cli_config_knob(c, "--dfx", "PLEXUS_DFX", o->dfx, why, n) != 0 ||
+        cli_config_knob(c, "--out", "PLEXUS_DFX_OUT", o->out, why, n) != 0 ||
+        cli_config_knob(c, "--dfx-transport", "PLEXUS_DFX_TRANSPORT", o->dfx_transport, why,
+                        n) != 0 ||
+        cli_config_knob(c, "--dfx-args-level", "PLEXUS_DFX_ARGS_LEVEL", o->dfx_args_level,
+                        why, n) != 0)
+        return -1;
+    if (o->out != NULL && (c->dfx & PX_DFX_ALL) == 0 && o->dfx == NULL) {
+        snprintf(why, n, "option --out %s: no DFX collector is on; add --dfx all (or a list "
+                 "such as --dfx swimlane,depgen)", o->out);
+        return -1;
+    }
+    return 0;
+}
+
 int cli_config(const cli_opts *o, px_config *c, char *why, size_t n)
 {
     px_status st = px_config_default(c);
@@ -176,8 +231,12 @@ int cli_config(const cli_opts *o, px_config *c, char *why, size_t n)
     }
     if (o->given & CLI_OPT_CORES)
         c->cores = o->cores;
+    if (o->given & CLI_OPT_CHIPS)
+        c->chips = o->chips;
     if (o->profile != NULL)
         st = px_config_set(c, "PLEXUS_DEVICE_PROFILE", o->profile);
+    if (st == PX_OK && cli_config_dfx(o, c, why, n) != 0)
+        return -1;
     if (st == PX_OK)
         st = caps_profile_check(c->device_profile);
     if (st == PX_OK)

@@ -4,10 +4,10 @@
  * Prints the capability table (px_caps_print), then a "paths" section derived only from the
  * effective facts: host mapping of device memory with ordinary pages, with huge pages, and
  * peer mapping between chips, each "available" or "refused: <the fact's note>" (huge pages
- * also need free pages, which the effective flag leaves to allocation time). Transport
- * choices join this section when the transports exist (their selection code will print them;
+ * also need free pages, which the effective flag leaves to allocation time), then the DFX
+ * transport each collector would use, from the selection code itself (cmd_doctor_dfx.c;
  * doctor never re-derives a policy of its own). --json prints the same as one JSON document,
- * version 1; --config prints the PLEXUS_* knob table instead.
+ * version 1 ("paths" gains a "dfx" member); --config prints the PLEXUS_* knob table instead.
  */
 #include "cli.h"
 
@@ -78,7 +78,7 @@ static void doctor_print_paths(const px_caps *caps)
 }
 
 /* Writes the "paths" object of the JSON document. Returns PX_OK or PX_EIO. */
-static px_status doctor_json_paths(const px_caps *caps, FILE *f)
+static px_status doctor_json_paths(const px_caps *caps, const px_config *c, FILE *f)
 {
     char why[PX_FACT_NOTE_MAX + 64];
     px_status st = PX_OK;
@@ -91,13 +91,16 @@ static px_status doctor_json_paths(const px_caps *caps, FILE *f)
         fprintf(f, "    \"%s\": {\"available\": %s, \"fact\": \"%s\", \"note\": ", p->key,
                 ok ? "true" : "false", px_fact_name(p->fact));
         st = px_caps_json_string(f, why);
-        fprintf(f, "}%s\n", i + 1 < DOCTOR_NPATHS ? "," : "");
+        fprintf(f, "},\n");
     }
-    fprintf(f, "  }");
+    fprintf(f, "    \"dfx\": ");
+    if (st == PX_OK)
+        st = doctor_dfx_json(caps, c, f);
+    fprintf(f, "\n  }");
     return st;
 }
 
-static int doctor_json(const px_caps *caps)
+static int doctor_json(const px_caps *caps, const px_config *c)
 {
     px_status st;
 
@@ -105,7 +108,7 @@ static int doctor_json(const px_caps *caps)
     st = px_caps_write_json_facts(caps, stdout, 2);
     if (st == PX_OK) {
         printf(",\n  \"paths\": ");
-        st = doctor_json_paths(caps, stdout);
+        st = doctor_json_paths(caps, c, stdout);
     }
     printf("\n}\n");
     if (st != PX_OK || fflush(stdout) != 0 || ferror(stdout))
@@ -133,9 +136,10 @@ int cli_cmd_doctor(const cli_opts *o)
     if (st != PX_OK)
         return cli_fail("doctor: %s", cli_status_text(st, buf, sizeof(buf)));
     if (o->given & CLI_OPT_JSON)
-        return doctor_json(&caps);
+        return doctor_json(&caps, &c);
     printf("capabilities (device profile %s):\n", c.device_profile);
     px_caps_print(&caps, stdout);
     doctor_print_paths(&caps);
+    doctor_dfx_print(&caps, &c);
     return 0;
 }

@@ -9,6 +9,7 @@
 #include "cli.h"
 
 #include <string.h>
+#include <sys/stat.h>
 
 /* Writes "vector, matmul" into buf. */
 static const char *run_example_names(char *buf, size_t n)
@@ -26,6 +27,8 @@ static void run_print_header(const px_example *ex, const px_example_result *r, c
     printf("example %s: size %lld, iters %d", ex->name, (long long)r->size, r->iters);
     if (r->tile != 0)
         printf(", tile %lld", (long long)r->tile);
+    if (ex->level == 3)
+        printf(", chips %d", c->chips);
     printf(", cores %d, profile %s\n", r->cores, c->device_profile);
 }
 
@@ -61,7 +64,32 @@ static int run_check_opts(const px_example *ex, const cli_opts *o, char *why, si
         snprintf(why, n, "option --tile does not apply to example %s (it is not tiled)", ex->name);
         return -1;
     }
+    if ((o->given & CLI_OPT_CHIPS) && ex->level != 3) {
+        snprintf(why, n, "option --chips does not apply to example %s (level %d: one chip)",
+                 ex->name, ex->level);
+        return -1;
+    }
     return 0;
+}
+
+/* Prints `dfx <dir>` and `dfx file <path>` for each DFX output the run wrote. */
+static void run_print_dfx(const px_config *c)
+{
+    static const char *const files[] = {"dfx.json", "trace.json", "deps.json", "deps.dot",
+                                        "args/args_dump.json", "args/args.bin", "pmu.csv",
+                                        "scope_stats.jsonl", "report.html"};
+    char path[PX_DFX_OUT_MAX + 32];
+    struct stat sb;
+
+    if ((c->dfx & PX_DFX_ALL) == 0)
+        return;
+    printf("dfx %s\n", c->out_dir);
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        snprintf(path, sizeof(path), "%s/%s", c->out_dir, files[i]);
+        if (stat(path, &sb) == 0)
+            printf("dfx file %s\n", path);
+    }
+    fflush(stdout);
 }
 
 int cli_cmd_run(const cli_opts *o)
@@ -77,13 +105,26 @@ int cli_cmd_run(const cli_opts *o)
         return cli_fail("%s", why);
     if (!run_one(ex, &c, &o->ex, why, sizeof(why)))
         return cli_fail("%s", why);
+    run_print_dfx(&c);
     printf("PASS\n");
     return 0;
 }
 
+/* The demo's DFX: every collector for level-2 examples, into <out>/<example>. */
+static void demo_dfx(const px_example *ex, const cli_opts *o, px_config *c)
+{
+    if (ex->level != 2) {
+        c->dfx = 0;
+        return;
+    }
+    c->dfx = PX_DFX_ALL;
+    snprintf(c->out_dir, sizeof(c->out_dir), "%.200s/%s", o->out ? o->out : "plexus-demo-out",
+             ex->name);
+}
+
 int cli_cmd_demo(const cli_opts *o)
 {
-    static const char *const demo_names[] = {"vector", "matmul"};
+    static const char *const demo_names[] = {"vector", "matmul", "multi_chip"};
     char why[CLI_WHY_MAX], first[CLI_WHY_MAX] = "";
     px_example_opts eo = {0};
     int failed = 0;
@@ -97,8 +138,14 @@ int cli_cmd_demo(const cli_opts *o)
         printf("== %s\n", demo_names[i]);
         if (ex == NULL) {
             snprintf(why, sizeof(why), "%s: example missing from the table", demo_names[i]);
-        } else if (run_one(ex, &c, &eo, why, sizeof(why))) {
-            continue;
+        } else {
+            px_config dc = c;
+
+            demo_dfx(ex, o, &dc);
+            if (run_one(ex, &dc, &eo, why, sizeof(why))) {
+                run_print_dfx(&dc);
+                continue;
+            }
         }
         printf("failed: %s\n", why);
         if (failed++ == 0)

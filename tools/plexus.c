@@ -2,8 +2,9 @@
  * plexus.c - the `plexus` command line: dispatch, help and version.
  *
  *   plexus run EXAMPLE [options]   run one example, check it, print PASS or FAIL
- *   plexus demo [options]          run every level-2 example at its default size
+ *   plexus demo [options]          run every example at its default size
  *   plexus doctor [options]        capabilities, the paths they allow, the knob table
+ *   plexus trace summary DIR       what a DFX output directory says about its run
  *   plexus help [COMMAND]          this help, or one command's
  *
  * Options are applied on top of px_config_default(), so PLEXUS_* variables keep working and
@@ -19,24 +20,41 @@
 static int cli_cmd_help(const cli_opts *o);
 
 static const cli_command cli_commands[] = {
-    {"run", CLI_OPT_CORES | CLI_OPT_SIZE | CLI_OPT_ITERS | CLI_OPT_TILE | CLI_OPT_PROFILE, 1, 1,
-     "run EXAMPLE [--cores N] [--size N] [--iters N] [--tile N] [--device-profile P]",
+    {"run", CLI_OPT_CORES | CLI_OPT_SIZE | CLI_OPT_ITERS | CLI_OPT_TILE | CLI_OPT_PROFILE |
+     CLI_OPT_CHIPS | CLI_OPTS_DFX, 1, 1,
+     "run EXAMPLE [--cores N] [--size N] [--iters N] [--tile N] [--chips N] "
+     "[--device-profile P] [--dfx LIST --out DIR] [--dfx-transport LIST] "
+     "[--dfx-args-level N]",
      "Runs one example program on a new worker and checks its output against a host\n"
      "computation and its task and edge counts against the ones worked out by hand.\n"
-     "Prints `tasks <n>`, `edges <n>`, `time_ms <t>`, the check, then PASS or FAIL: <reason>.",
+     "Prints `tasks <n>`, `edges <n>`, `time_ms <t>`, the check, then PASS or FAIL: <reason>.\n"
+     "With --dfx the DFX collectors write their files into --out DIR (default\n"
+     "PLEXUS_DFX_OUT); the run prints `dfx <DIR>` and one line per file.",
      cli_cmd_run},
-    {"demo", CLI_OPT_CORES | CLI_OPT_PROFILE, 0, 0, "demo [--cores N] [--device-profile P]",
-     "Runs the examples vector and matmul at their default sizes, prints each result,\n"
-     "then one final PASS or FAIL: <reason> line.",
+    {"demo", CLI_OPT_CORES | CLI_OPT_PROFILE | CLI_OPT_CHIPS | CLI_OPT_OUT |
+     CLI_OPT_DFX_TRANSPORT, 0, 0,
+     "demo [--cores N] [--chips N] [--device-profile P] [--out DIR] [--dfx-transport LIST]",
+     "Runs the examples vector, matmul and multi_chip (level 3: --chips processes) at\n"
+     "their default sizes, prints each result, then one final PASS or FAIL: <reason> line.\n"
+     "DFX is on with every collector for the level-2 examples; their files go to\n"
+     "--out DIR/<example> (default ./plexus-demo-out) and the demo prints where.",
      cli_cmd_demo},
-    {"doctor", CLI_OPT_JSON | CLI_OPT_CONFIG | CLI_OPT_PROFILE, 0, 0,
-     "doctor [--json] [--config] [--device-profile P]",
+    {"doctor", CLI_OPT_JSON | CLI_OPT_CONFIG | CLI_OPT_PROFILE | CLI_OPT_DFX |
+     CLI_OPT_DFX_TRANSPORT, 0, 0,
+     "doctor [--json] [--config] [--device-profile P] [--dfx LIST] [--dfx-transport LIST]",
      "Prints the capability table (every fact with its value, source and note) and the\n"
      "paths it allows: host mapping of device memory with ordinary pages, with huge pages,\n"
-     "and peer mapping between chips, each \"available\" or \"refused: <why>\".\n"
+     "and peer mapping between chips, each \"available\" or \"refused: <why>\", then the\n"
+     "DFX transport each collector would use (every collector, or --dfx LIST) under\n"
+     "--dfx-transport, with every refusal and its reason.\n"
      "--json prints {\"version\": 1, \"facts\": {...}, \"paths\": {...}} instead;\n"
      "--config prints the PLEXUS_* knob table (value, default, meaning) instead.",
      cli_cmd_doctor},
+    {"trace", 0, 2, 2, "trace summary DIR",
+     "Reads a DFX output directory (plexus run ... --dfx ... --out DIR) and prints the\n"
+     "task and edge counts, per-kernel counts and times, the critical path, and the\n"
+     "transport table of dfx.json (transport, counts and refusals per collector).",
+     cli_cmd_trace},
     {"help", 0, 0, 1, "help [COMMAND]", "Describes every command, or one command.", cli_cmd_help},
     {NULL, 0, 0, 0, NULL, NULL, NULL},
 };

@@ -22,6 +22,7 @@ typedef struct px_config {
     int level;                                 /* 2: one chip (default); 3: chips per host */
     int cores;                                 /* core threads per chip; 0: online CPUs */
     int chips;                                 /* chips of a level-3 worker (default 2) */
+    int subs;                                  /* level 3: host sub-worker processes (PLEXUS_SUBS) */
     char device_profile[PX_PROFILE_NAME_MAX];  /* sim device profile (PLEXUS_DEVICE_PROFILE) */
     uint64_t device_mem;                       /* device arena bytes (PLEXUS_DEVICE_MEM) */
     uint64_t heap_ring;                        /* heap ring bytes (PLEXUS_HEAP_RING) */
@@ -31,6 +32,16 @@ typedef struct px_config {
     uint32_t spin_ns;                          /* spin before sleeping on a futex */
     int hugepages;                             /* 0 hides reserved huge pages from the probe */
     int log_level;                             /* 0 error, 1 warn, 2 info, 3 debug */
+    /* DFX (plexus/dfx.h; docs/user-guide.md) */
+    uint32_t dfx;                              /* PX_DFX_* collector bits; 0: off (PLEXUS_DFX) */
+    char out_dir[256];                         /* DFX output directory (PLEXUS_DFX_OUT) */
+    char dfx_transport[64];                    /* allow-list "mapped,shadow"; "": all, in order */
+    int dfx_args_level;                        /* argsdump level 1..3 (PLEXUS_DFX_ARGS_LEVEL) */
+    int dfx_strict;                            /* 1: a reconcile mismatch fails the run */
+    double dfx_backstop_s;                     /* a blocked writer drops records after this */
+    uint32_t dfx_buffer_records;               /* records per DFX buffer */
+    uint32_t dfx_buffers;                      /* DFX buffers per chip; 0: 2 per producer + 4 */
+    uint64_t dfx_args_arena;                   /* argsdump bytes kept per argument */
 } px_config;
 
 /*

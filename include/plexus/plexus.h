@@ -10,7 +10,9 @@
 #include <plexus/tensor.h>
 #include <plexus/args.h>
 #include <plexus/worker.h>
+#include <plexus/level3.h>
 #include <plexus/caps.h>
+#include <plexus/dfx.h>
 
 #define PX_VERSION_MAJOR 0
 #define PX_VERSION_MINOR 1

@@ -1,9 +1,11 @@
 /*
  * hier.h - level 3: one host, many chips (DESIGN 3.4). Internal entry points called by the
- * public lifecycle in api.c.
+ * public lifecycle in api.c, plus what tests and tools may ask about the child processes.
  */
 #ifndef PX_HIER_HIER_H
 #define PX_HIER_HIER_H
+
+#include <sys/types.h>
 
 #include <plexus/worker.h>
 
@@ -19,5 +21,9 @@ px_status px_hier_destroy(px_worker *w);
 /* Registers a kernel for the chips (before px_worker_init). */
 px_status px_hier_kernel_register(px_worker *w, const char *name, px_kernel_fn fn,
                                   const px_signature *sig, px_kernel_id *id);
+
+/* Tests and tools: pid of child proc i (chips 0 .. chips-1, then the host sub-workers), or -1
+ * when w is not an initialised level-3 worker or i is out of range. */
+pid_t px_hier_proc_pid(px_worker *w, int i);
 
 #endif

@@ -78,18 +78,27 @@ static px_task *px_task_release(px_worker *w, px_task *t, int failed)
 static px_task *px_task_execute(px_core_ctx *ctx, px_task *t)
 {
     px_worker *w = ctx->w;
-    int failed = atomic_load_explicit(&t->poisoned, memory_order_acquire) != 0;
+    int failed = atomic_load_explicit(&t->poisoned, memory_order_acquire) != 0, ran = !failed;
+    px_dfx_producer *dp = PX_RT_DFX_PRODUCER(ctx);
+    uint64_t d0 = 0, d1 = 0;
+    px_status st = PX_OK;
     px_task *next;
 
+    if (PX_DFX_ON(dp, PX_DFX_ALL))
+        d0 = px_rt_dfx_task_begin(dp, ctx, t);
     if (!failed) {
         const px_kernel *k = &w->kernels[t->kernel];
-        px_status st;
 
         ctx->task = t->id;
         px_clear_error();
         st = k->fn(ctx, &t->args);
-        if (st == PX_TASK_ASYNC)
+        if (PX_DFX_ON(dp, PX_DFX_ALL))
+            d1 = px_dfx_now();
+        if (st == PX_TASK_ASYNC) {
+            if (PX_DFX_ON(dp, PX_DFX_ALL))
+                px_rt_dfx_task_end(dp, ctx, t, d0, d1, st, 1);
             return NULL; /* completed later by px_task_complete */
+        }
         if (PX_UNLIKELY(st != PX_OK)) {
             failed = 1;
             px_worker_fail(w, st, t->id, "task %llu (kernel \"%s\") failed with %s: %s",
@@ -99,12 +108,17 @@ static px_task *px_task_execute(px_core_ctx *ctx, px_task *t)
     }
     next = px_task_release(w, t, failed);
     ctx->executed++;
+    if (PX_DFX_ON(dp, PX_DFX_ALL))
+        px_rt_dfx_task_end(dp, ctx, t, d0, ran ? d1 : d0, st, ran);
     px_task_finish(t);
     return next;
 }
 
-/* Waits for a ready task: spin, then sleep. Returns NULL when the worker shuts down. */
-static px_task *px_core_wait(px_core_ctx *ctx)
+/*
+ * Waits for a ready task: spin, then sleep (*slept set). Returns NULL when the worker shuts
+ * down.
+ */
+static px_task *px_core_wait(px_core_ctx *ctx, int *slept)
 {
     px_worker *w = ctx->w;
     uint64_t until = px_ticks() + w->spin_ticks;
@@ -127,8 +141,10 @@ static px_task *px_core_wait(px_core_ctx *ctx)
         atomic_fetch_add_explicit(&w->sleepers, 1, memory_order_seq_cst);
         uint32_t seq = atomic_load_explicit(&w->wake_seq, memory_order_seq_cst);
         t = px_readyq_pop(&w->readyq);
-        if (t == NULL && !atomic_load_explicit(&w->shutdown, memory_order_acquire))
+        if (t == NULL && !atomic_load_explicit(&w->shutdown, memory_order_acquire)) {
             px_futex_wait(&w->wake_seq, seq, PX_IDLE_SLEEP_NS, 0);
+            *slept = 1;
+        }
         atomic_fetch_sub_explicit(&w->sleepers, 1, memory_order_relaxed);
         if (t)
             return t;
@@ -142,8 +158,16 @@ static void *px_core_main(void *arg)
     px_task *t = NULL;
 
     for (;;) {
-        if (t == NULL)
-            t = px_core_wait(ctx);
+        if (t == NULL) {
+            px_dfx_producer *dp = PX_RT_DFX_PRODUCER(ctx);
+            uint64_t w0 = PX_DFX_ON(dp, PX_DFX_ALL) ? px_dfx_now() : 0;
+            int slept = 0;
+
+            t = px_core_wait(ctx, &slept);
+            dp = PX_RT_DFX_PRODUCER(ctx);
+            if (t != NULL && PX_DFX_ON(dp, PX_DFX_FOR_PHASE))
+                px_dfx_core_waited(dp, w0, slept, t->id);
+        }
         if (t == NULL)
             break;
         t = px_task_execute(ctx, t);

@@ -92,8 +92,12 @@ static uint64_t px_orch_deadline(const px_orch *o)
 /* Waits for the oldest unfinished task, then advances the watermark. */
 static px_status px_orch_wait_oldest(px_orch *o, const char *why)
 {
-    px_status st = px_orch_wait_task(o, o->wm, px_orch_deadline(o), why);
+    uint64_t d0 = PX_DFX_ON(o->dfx, PX_DFX_FOR_PHASE) ? px_dfx_now() : 0;
+    px_task_id oldest = o->wm;
+    px_status st = px_orch_wait_task(o, oldest, px_orch_deadline(o), why);
 
+    if (PX_DFX_ON(o->dfx, PX_DFX_FOR_PHASE))
+        px_dfx_phase(o->dfx, PX_PHASE_ORCH_RING_WAIT, d0, px_dfx_now(), oldest);
     if (st == PX_OK)
         px_orch_advance(o);
     return st;
@@ -329,6 +333,8 @@ px_status px_scope_begin(px_orch *o)
         return px_set_error(PX_ESTATE, "px_scope_begin: scopes nest deeper than %d",
                             PX_MAX_SCOPES - 1);
     o->scopes[o->nscopes++].first_rec = px_heap_next_rec(&o->w->heap);
+    if (PX_DFX_ON(o->dfx, PX_DFX_FOR_SCOPE))
+        px_rt_dfx_scope(o, o->nscopes, 1);
     return PX_OK;
 }
 
@@ -341,6 +347,8 @@ px_status px_scope_end(px_orch *o)
     o->nscopes--;
     px_heap_end_scope(&o->w->heap, o->scopes[o->nscopes].first_rec, o->next_id);
     px_orch_advance(o);
+    if (PX_DFX_ON(o->dfx, PX_DFX_FOR_SCOPE))
+        px_rt_dfx_scope(o, o->nscopes + 1, 0);
     return PX_OK;
 }
 
@@ -428,6 +436,8 @@ static int px_orch_dep_cb(void *ctx, px_task_id pid)
         return r;
     }
     o->stats.edges++;
+    if (PX_DFX_ON(o->dfx, PX_DFX_FOR_EDGE))
+        px_dfx_edge(o->dfx, pid, t->id);
     if (p->id != pid || atomic_load_explicit(&p->state, memory_order_acquire) == PX_TASK_DONE)
         return 0;
     if (o->dep_head - o->dep_tail >= w->dep_size && (o->dep_err = px_orch_dep_room(o)) != PX_OK)
@@ -521,9 +531,11 @@ px_status px_rt_submit(px_orch *o, px_kernel_id k, px_task_args *a, const px_tas
     px_worker *w;
     px_task *t;
     px_status st;
+    uint64_t d0;
 
     if (o == NULL || a == NULL)
         return px_set_error(PX_EINVAL, "px_submit: orchestration or args is NULL");
+    d0 = PX_DFX_ON(o->dfx, PX_DFX_FOR_PHASE) ? px_dfx_now() : 0;
     w = o->w;
     if (PX_UNLIKELY(atomic_load_explicit(&w->failed, memory_order_acquire)))
         return px_orch_aborted(w);
@@ -537,6 +549,8 @@ px_status px_rt_submit(px_orch *o, px_kernel_id k, px_task_args *a, const px_tas
     t->args.n = a->n;
     t->args.overflow = 0;
     memcpy(t->args.a, a->a, (size_t)a->n * sizeof(a->a[0]));
+    if (PX_DFX_ON(o->dfx, PX_DFX_FOR_SUBMIT))
+        px_dfx_submit(o->dfx, t->id, k, &t->args);
     o->cur = t;
     st = px_orch_wire(o, t, deps, ndeps);
     if (PX_UNLIKELY(st != PX_OK)) {
@@ -552,6 +566,8 @@ px_status px_rt_submit(px_orch *o, px_kernel_id k, px_task_args *a, const px_tas
         px_task_ready(w, t);
     if (id != NULL)
         *id = t->id;
+    if (PX_DFX_ON(o->dfx, PX_DFX_FOR_PHASE))
+        px_dfx_phase(o->dfx, PX_PHASE_ORCH_SUBMIT, d0, px_dfx_now(), t->id);
     return st;
 }
 
@@ -601,6 +617,8 @@ px_status px_orch_drain(px_orch *o)
 
 void px_orch_end(px_orch *o)
 {
+    for (int depth = o->nscopes; PX_DFX_ON(o->dfx, PX_DFX_FOR_SCOPE) && depth >= 1; depth--)
+        px_rt_dfx_scope(o, depth, 0);
     px_tmap_clear(&o->w->tmap);
     px_heap_reset(&o->w->heap);
     o->nscopes = 0;

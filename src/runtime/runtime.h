@@ -17,6 +17,7 @@
 #include <plexus/caps.h>
 #include <plexus/worker.h>
 
+#include "dfx/emit.h"
 #include "heap.h"
 #include "platform/platform.h"
 #include "readyq.h"
@@ -66,6 +67,7 @@ struct px_core_ctx {
     px_task_id task;
     pthread_t thread;
     uint64_t executed;
+    _Atomic(px_dfx_producer *) dfx; /* DFX producer of the current run, or NULL (rt_dfx.c) */
 } PX_ALIGNED_CL;
 
 typedef struct px_scope {
@@ -91,6 +93,7 @@ struct px_orch {
     px_dedup dedup;
     px_status dep_err;              /* error raised inside a tensor-map callback */
     px_run_stats stats;
+    px_dfx_producer *dfx;           /* DFX producer of the current run, or NULL (rt_dfx.c) */
 };
 
 struct px_worker {
@@ -137,6 +140,11 @@ struct px_worker {
     char fail_msg[PX_ERRMSG_MAX];
 
     px_run_stats last;
+
+    /* DFX (rt_dfx.c): the arena region of its buffers and the current run's state */
+    char *dfx_region;
+    uint64_t dfx_region_bytes;
+    struct px_dfx *dfx;
 };
 
 /* A kernel returning this leaves its task running; px_task_complete() finishes it. */
@@ -174,6 +182,37 @@ static inline px_task *px_task_slot(struct px_worker *w, px_task_id id)
 px_status px_orch_begin(struct px_worker *w);
 px_status px_orch_drain(struct px_orch *o);
 void px_orch_end(struct px_orch *o);
+
+/* ---- rt_dfx.c: the runtime's side of DFX (each returns PX_OK when DFX is off) ---- */
+
+/* Worker creation: reserves the DFX region of the arena, checks a transport is left. */
+px_status px_rt_dfx_setup(struct px_worker *w);
+
+/* px_run start: creates the run's DFX state and hands each thread its producer. */
+px_status px_rt_dfx_begin(struct px_worker *w);
+
+/* px_run end: flush, files, dfx.json; quiescent when every task finished. */
+px_status px_rt_dfx_end(struct px_worker *w, int quiescent);
+
+/* Worker free (cores stopped): frees a DFX state a run that did not drain left behind. */
+void px_rt_dfx_release(struct px_worker *w);
+
+/* Core: records a task's start (args data, TASK_BEGIN, PMU); returns the kernel's t0. */
+uint64_t px_rt_dfx_task_begin(px_dfx_producer *p, px_core_ctx *ctx, const px_task *t);
+
+/* Core: phases core.run [t0, t1) (when ran) and core.release [t1, now), then TASK_END. */
+void px_rt_dfx_task_end(px_dfx_producer *p, px_core_ctx *ctx, const px_task *t, uint64_t t0,
+                        uint64_t t1, px_status st, int ran);
+
+/* Orchestration: scope occupancy at depth (begin or end). */
+void px_rt_dfx_scope(struct px_orch *o, int depth, int begin);
+
+/* A core's producer for the current run (NULL when DFX is off or compiled out). */
+#if PX_DFX
+#define PX_RT_DFX_PRODUCER(ctx) atomic_load_explicit(&(ctx)->dfx, memory_order_relaxed)
+#else
+#define PX_RT_DFX_PRODUCER(ctx) ((px_dfx_producer *)NULL)
+#endif
 
 /* worker.c: records the first failure of a run (thread-safe). */
 void px_worker_fail(struct px_worker *w, px_status st, px_task_id id, const char *fmt, ...)

@@ -37,6 +37,7 @@ void px_worker_fail(px_worker *w, px_status st, px_task_id id, const char *fmt, 
 /* Frees everything a worker holds once its threads are stopped (or never started). */
 static void px_worker_free(px_worker *w)
 {
+    px_rt_dfx_release(w);
     px_heap_fini(&w->heap);
     px_tmap_fini(&w->tmap);
     px_readyq_fini(&w->readyq);
@@ -119,7 +120,8 @@ px_status px_rt_worker_create(const px_config *c, int start_cores, px_worker **o
     if (w->ncores < 1)
         w->ncores = 1;
     w->spin_ticks = px_ns_to_ticks(w->cfg.spin_ns);
-    if ((st = px_worker_alloc(w)) != PX_OK || (st = px_worker_open_chip(w)) != PX_OK)
+    if ((st = px_worker_alloc(w)) != PX_OK || (st = px_worker_open_chip(w)) != PX_OK ||
+        (st = px_rt_dfx_setup(w)) != PX_OK)
         goto out_free;
     w->orch.w = w;
     w->orch.next_id = 1;
@@ -366,7 +368,32 @@ static px_status px_run_result(px_worker *w, px_status orch_st, const char *orch
     return PX_OK;
 }
 
-px_status px_run(px_worker *w, px_orch_fn fn, const px_task_args *args, void *user)
+/* Bytes of the groups (written ones only when `written`), for the DFX copy spans. */
+static uint64_t px_run_bytes(const px_group *groups, int ng, int written)
+{
+    uint64_t n = 0;
+
+    for (int g = 0; g < ng; g++)
+        if (!written || groups[g].written)
+            n += groups[g].hi - groups[g].lo;
+    return n;
+}
+
+/* Ends a DFX host span that began at t0 (when hosttrace is on). */
+static void px_run_span(px_worker *w, px_dfx_host_span s, uint64_t t0, uint64_t detail)
+{
+    if (PX_DFX_ON(w->orch.dfx, PX_DFX_FOR_HOST))
+        px_dfx_host(w->orch.dfx, s, t0, px_dfx_now(), detail);
+}
+
+/* Starts a DFX host span: the time now when hosttrace is on, else 0. */
+static uint64_t px_run_span_t0(px_worker *w)
+{
+    return PX_DFX_ON(w->orch.dfx, PX_DFX_FOR_HOST) ? px_dfx_now() : 0;
+}
+
+static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *args,
+                             void *user)
 {
     static const px_task_args no_args = {0};
     px_span spans[PX_MAX_ARGS];
@@ -375,28 +402,30 @@ px_status px_run(px_worker *w, px_orch_fn fn, const px_task_args *args, void *us
     px_task_args dev;
     px_status st, drain_st;
     uint64_t t0 = px_now_ns();
-    int ng;
+    uint64_t d0 = px_run_span_t0(w);
+    int ng = 0;
 
-    if (w == NULL || fn == NULL)
-        return px_set_error(PX_EINVAL, "px_run: worker and orchestration are required");
-    if (w->running)
-        return px_set_error(PX_ESTATE, "px_run called while a run is active on this worker "
-                            "(nested or concurrent px_run)");
-    if (w->broken)
-        return px_set_error(PX_ESTATE, "worker unusable: an earlier run timed out with tasks "
-                            "still running; destroy it and create a new one");
     st = px_run_place(w, args ? args : &no_args, &dev, spans, groups, &ng);
     if (st != PX_OK)
         return st;
+    px_run_span(w, PX_HOST_COPY_IN, d0, px_run_bytes(groups, ng, 0));
     if ((st = px_orch_begin(w)) != PX_OK)
         return st;
     w->running = 1;
+    d0 = px_run_span_t0(w);
     st = fn(&w->orch, &dev, user);
     if (st != PX_OK)
         snprintf(orch_msg, sizeof(orch_msg), "%s", px_last_error());
+    px_run_span(w, PX_HOST_ORCH, d0, w->orch.stats.tasks);
+    d0 = px_run_span_t0(w);
     drain_st = px_orch_drain(&w->orch);
+    px_run_span(w, PX_HOST_DRAIN, d0, w->orch.stats.tasks);
     if (drain_st == PX_OK) {
-        px_status cst = px_run_copy_back(w, groups, ng);
+        px_status cst;
+
+        d0 = px_run_span_t0(w);
+        cst = px_run_copy_back(w, groups, ng);
+        px_run_span(w, PX_HOST_COPY_OUT, d0, px_run_bytes(groups, ng, 1));
 
         if (cst != PX_OK && st == PX_OK) {
             st = cst;
@@ -410,4 +439,33 @@ px_status px_run(px_worker *w, px_orch_fn fn, const px_task_args *args, void *us
     w->last = w->orch.stats;
     w->last.wall_ns = px_now_ns() - t0;
     return px_run_result(w, st, orch_msg, drain_st);
+}
+
+px_status px_run(px_worker *w, px_orch_fn fn, const px_task_args *args, void *user)
+{
+    char msg[PX_ERRMSG_MAX];
+    px_status st, dst;
+    uint64_t d0, entry = px_now_ns();
+
+    if (w == NULL || fn == NULL)
+        return px_set_error(PX_EINVAL, "px_run: worker and orchestration are required");
+    if (w->running)
+        return px_set_error(PX_ESTATE, "px_run called while a run is active on this worker "
+                            "(nested or concurrent px_run)");
+    if (w->broken)
+        return px_set_error(PX_ESTATE, "worker unusable: an earlier run timed out with tasks "
+                            "still running; destroy it and create a new one");
+    if (!PX_DFX || w->dfx_region_bytes == 0)
+        return px_run_body(w, fn, args, user);
+    if ((st = px_rt_dfx_begin(w)) != PX_OK)
+        return st;
+    d0 = px_run_span_t0(w);
+    st = px_run_body(w, fn, args, user);
+    snprintf(msg, sizeof(msg), "%s", px_last_error());
+    px_run_span(w, PX_HOST_RUN, d0, w->last.tasks);
+    w->last.wall_ns = px_now_ns() - entry; /* covers every DFX record of the run */
+    dst = px_rt_dfx_end(w, !w->broken);
+    if (st != PX_OK)
+        return px_set_error(st, "%s", msg);
+    return dst;
 }

@@ -6,6 +6,7 @@
  * never be silently ignored); every override is echoed at info.
  */
 #include <plexus/config.h>
+#include <plexus/dfx.h>
 
 #include <errno.h>
 #include <math.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "util.h"
 
 extern char **environ;
 
@@ -117,6 +119,12 @@ static px_status px_knob_chips(void *field, const char *name, const char *text)
     return px_knob_int(field, name, text, 1, 64, "an integer 1..64");
 }
 
+static px_status px_knob_subs(void *field, const char *name, const char *text)
+{
+    return px_knob_int(field, name, text, 0, 64, "an integer 0..64 (0: host tasks run in the "
+                       "parent process)");
+}
+
 static px_status px_knob_level(void *field, const char *name, const char *text)
 {
     return px_knob_int(field, name, text, 2, 3, "2 or 3");
@@ -181,6 +189,119 @@ static px_status px_knob_seconds(void *field, const char *name, const char *text
     return PX_OK;
 }
 
+/* ---- DFX knobs ---- */
+
+static const char *const px_dfx_names[] = {
+#define PX_DFX_NAME_(n, b, s) s,
+    PX_DFX_COLLECTOR_MAP(PX_DFX_NAME_)
+#undef PX_DFX_NAME_
+};
+
+static const char *const px_dfxt_names[] = {
+#define PX_DFXT_NAME_(n, s) s,
+    PX_DFX_TRANSPORT_MAP(PX_DFXT_NAME_)
+#undef PX_DFXT_NAME_
+};
+
+/* Returns the index of the len-byte word w in names[0..n), or -1. */
+static int px_word_index(const char *const *names, size_t n, const char *w, size_t len)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strlen(names[i]) == len && strncmp(names[i], w, len) == 0)
+            return (int)i;
+    return -1;
+}
+
+/*
+ * Parses a comma-separated list of words from names[0..n) into bits (1 << index). Returns
+ * PX_OK, or PX_EINVAL for an unknown or empty word.
+ */
+static px_status px_parse_word_list(const char *text, const char *const *names, size_t n,
+                                    uint32_t *bits)
+{
+    uint32_t v = 0;
+
+    for (const char *p = text; *p != '\0';) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        int i = px_word_index(names, n, p, len);
+
+        if (i < 0)
+            return PX_EINVAL;
+        v |= 1u << i;
+        p += len + (comma != NULL);
+        if (comma != NULL && *p == '\0')
+            return PX_EINVAL;
+    }
+    *bits = v;
+    return PX_OK;
+}
+
+static px_status px_knob_dfx(void *field, const char *name, const char *text)
+{
+    uint32_t bits = 0;
+
+    if (strcmp(text, "0") == 0 || strcmp(text, "off") == 0 || strcmp(text, "none") == 0)
+        bits = 0;
+    else if (strcmp(text, "all") == 0 || strcmp(text, "1") == 0)
+        bits = PX_DFX_ALL;
+    else if (text[0] == '\0' || px_parse_word_list(text, px_dfx_names,
+                                                    PX_ARRAY_SIZE(px_dfx_names), &bits) != PX_OK)
+        return px_bad_value(name, text, "all, 0 (off), or a comma-separated list of swimlane, "
+                            "hosttrace, depgen, argsdump, pmu, scopestats");
+    *(uint32_t *)field = bits;
+    return PX_OK;
+}
+
+static px_status px_knob_dir(void *field, const char *name, const char *text)
+{
+    if (text[0] == '\0' || strlen(text) >= PX_DFX_OUT_MAX)
+        return px_bad_value(name, text, "a directory path of 1..255 bytes");
+    strcpy((char *)field, text);
+    return PX_OK;
+}
+
+static px_status px_knob_transports(void *field, const char *name, const char *text)
+{
+    uint32_t bits;
+
+    int listed = strcmp(text, "auto") != 0 && text[0] != '\0';
+
+    if (strlen(text) >= PX_DFX_TRANSPORT_LIST_MAX ||
+        (listed && px_parse_word_list(text, px_dfxt_names, PX_ARRAY_SIZE(px_dfxt_names),
+                                      &bits) != PX_OK))
+        return px_bad_value(name, text, "auto, or a comma-separated allow-list of mapped, "
+                            "mapped_huge, shadow (tried in that order)");
+    strcpy((char *)field, strcmp(text, "auto") == 0 ? "" : text);
+    return PX_OK;
+}
+
+static px_status px_knob_args_level(void *field, const char *name, const char *text)
+{
+    return px_knob_int(field, name, text, 1, 3, "1 (scalars and tensor metadata), 2 (plus "
+                       "data of args marked with px_args_mark) or 3 (plus data of all args)");
+}
+
+static px_status px_knob_records(void *field, const char *name, const char *text)
+{
+    int64_t v;
+
+    if (px_parse_i64(text, 8, 1 << 20, &v) != PX_OK)
+        return px_bad_value(name, text, "records per buffer, an integer 8..1048576");
+    *(uint32_t *)field = (uint32_t)v;
+    return PX_OK;
+}
+
+static px_status px_knob_buffers(void *field, const char *name, const char *text)
+{
+    int64_t v;
+
+    if (px_parse_i64(text, 0, 65536, &v) != PX_OK)
+        return px_bad_value(name, text, "buffers per chip, an integer 0..65536 (0: automatic)");
+    *(uint32_t *)field = (uint32_t)v;
+    return PX_OK;
+}
+
 #define PX_F(field) offsetof(px_config, field)
 
 static const px_knob px_knobs[] = {
@@ -191,6 +312,8 @@ static const px_knob px_knobs[] = {
     {"PLEXUS_CORES", PX_F(cores), "0", "0..1024", px_knob_cores,
      "core threads per chip (0: online CPUs)"},
     {"PLEXUS_CHIPS", PX_F(chips), "2", "1..64", px_knob_chips, "chips of a level-3 worker"},
+    {"PLEXUS_SUBS", PX_F(subs), "0", "0..64", px_knob_subs,
+     "host sub-worker processes of a level-3 worker (0: host tasks run in the parent)"},
     {"PLEXUS_DEVICE_PROFILE", PX_F(device_profile), "default", "profile name", px_knob_profile,
      "sim device profile: default, a2a3-pcie, host64k, minimal"},
     {"PLEXUS_DEVICE_MEM", PX_F(device_mem), "1G", "bytes", px_knob_bytes,
@@ -207,6 +330,24 @@ static const px_knob px_knobs[] = {
      "how long a waiter spins before sleeping on a futex"},
     {"PLEXUS_HUGEPAGES", PX_F(hugepages), "1", "0 or 1", px_knob_bool,
      "0 hides reserved huge pages from the probe (can only remove a capability)"},
+    {"PLEXUS_DFX", PX_F(dfx), "0", "collector list", px_knob_dfx,
+     "DFX collectors: all, 0, or swimlane,hosttrace,depgen,argsdump,pmu,scopestats"},
+    {"PLEXUS_DFX_OUT", PX_F(out_dir), "plexus-dfx", "directory", px_knob_dir,
+     "directory for DFX output files (created if missing)"},
+    {"PLEXUS_DFX_TRANSPORT", PX_F(dfx_transport), "auto", "allow-list", px_knob_transports,
+     "DFX transports allowed, tried in order mapped, mapped_huge, shadow"},
+    {"PLEXUS_DFX_ARGS_LEVEL", PX_F(dfx_args_level), "1", "1..3", px_knob_args_level,
+     "argsdump: 1 metadata, 2 plus marked args' data, 3 plus all args' data"},
+    {"PLEXUS_DFX_ARGS_ARENA", PX_F(dfx_args_arena), "1M", "bytes", px_knob_bytes,
+     "argsdump: bytes kept per argument; larger data is truncated (and marked)"},
+    {"PLEXUS_DFX_STRICT", PX_F(dfx_strict), "0", "0 or 1", px_knob_bool,
+     "1: a DFX reconcile mismatch (lost or unexplained records) fails the run"},
+    {"PLEXUS_DFX_BACKSTOP_S", PX_F(dfx_backstop_s), "30", "seconds", px_knob_seconds,
+     "a DFX writer waits this long for a free buffer before dropping records"},
+    {"PLEXUS_DFX_BUFFER_RECORDS", PX_F(dfx_buffer_records), "2048", "8..1048576",
+     px_knob_records, "records (32 bytes each) per DFX buffer"},
+    {"PLEXUS_DFX_BUFFERS", PX_F(dfx_buffers), "0", "count", px_knob_buffers,
+     "DFX buffers per chip (0: two per producer plus four)"},
     {"PLEXUS_TEST_SLACK", PX_NOFIELD, "1", "seconds factor", px_knob_seconds,
      "tests: multiplies every deadline (raised under sanitizers)"},
 };
@@ -284,6 +425,10 @@ px_status px_config_validate(const px_config *c)
     if (c->cores < 0 || c->cores > 1024)
         return px_set_error(PX_EINVAL, "config cores %d is not valid: expected 0..1024",
                             c->cores);
+    if (c->level == 3 && (c->chips < 1 || c->chips > 64 || c->subs < 0 || c->subs > 64))
+        return px_set_error(PX_EINVAL, "config chips %d / subs %d are not valid: expected "
+                            "chips 1..64 and subs 0..64 (PLEXUS_CHIPS, PLEXUS_SUBS)", c->chips,
+                            c->subs);
     if (c->task_ring < 64 || (c->task_ring & (c->task_ring - 1)))
         return px_set_error(PX_EINVAL, "task ring %u is not a power of two >= 64 "
                             "(PLEXUS_TASK_RING)", c->task_ring);
@@ -301,6 +446,24 @@ px_status px_config_validate(const px_config *c)
     return PX_OK;
 }
 
+/* Writes the names of the collector bits ("depgen,pmu", "0" for none) into buf. */
+static void px_dfx_format_bits(uint32_t bits, char *buf, size_t n)
+{
+    size_t used = 0;
+
+    buf[0] = '\0';
+    if (bits == PX_DFX_ALL) {
+        snprintf(buf, n, "all");
+        return;
+    }
+    for (size_t i = 0; i < PX_ARRAY_SIZE(px_dfx_names) && used < n; i++)
+        if (bits & (1u << i))
+            used += (size_t)snprintf(buf + used, n - used, "%s%s", used ? "," : "",
+                                     px_dfx_names[i]);
+    if (used == 0)
+        snprintf(buf, n, "0");
+}
+
 static void px_knob_format(const px_config *c, const px_knob *k, char *buf, size_t n)
 {
     const char *f = (const char *)c + k->offset;
@@ -310,12 +473,17 @@ static void px_knob_format(const px_config *c, const px_knob *k, char *buf, size
         snprintf(buf, n, "%s", env ? env : k->dflt);
     } else if (k->parse == px_knob_log) {
         snprintf(buf, n, "%s", px_log_level_name(*(const int *)f));
-    } else if (k->parse == px_knob_profile) {
+    } else if (k->parse == px_knob_profile || k->parse == px_knob_dir) {
         snprintf(buf, n, "%s", f);
+    } else if (k->parse == px_knob_transports) {
+        snprintf(buf, n, "%s", f[0] ? f : "auto");
+    } else if (k->parse == px_knob_dfx) {
+        px_dfx_format_bits(*(const uint32_t *)f, buf, n);
     } else if (k->parse == px_knob_bytes) {
         snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)f);
     } else if (k->parse == px_knob_slots || k->parse == px_knob_count ||
-               k->parse == px_knob_ns) {
+               k->parse == px_knob_ns || k->parse == px_knob_records ||
+               k->parse == px_knob_buffers) {
         snprintf(buf, n, "%u", *(const uint32_t *)f);
     } else if (k->parse == px_knob_seconds) {
         snprintf(buf, n, "%g", *(const double *)f);

@@ -1,0 +1,182 @@
+/*
+ * dfx_chain.c - the chain graph for bench_dfx (see dfx_chain.h). Built with DFX_CHAIN_MAIN
+ * defined it is the whole of bench_dfx_off.
+ */
+#include "dfx_chain.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "benchutil.h"
+
+#define DFX_CHAIN_PAD 8 /* int64 slots per tensor: one cache line each */
+
+static int64_t dfx_chain_t[DFX_CHAIN_CHAINS * DFX_CHAIN_PAD] __attribute__((aligned(64)));
+static uint64_t dfx_chain_bad;
+
+/* Task t is the (t / 8)-th writer of its tensor: checks and bumps the sequence number. */
+static px_status dfx_chain_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    int64_t *x = px_arg_data(a, 0);
+    uint64_t expect = px_arg_u64(a, 2);
+
+    if (*x != (int64_t)expect)
+        __atomic_fetch_add(&dfx_chain_bad, 1, __ATOMIC_RELAXED);
+    *x = (int64_t)expect + 1;
+    return PX_OK;
+}
+
+int dfx_chain_open(dfx_chain *c, const px_config *cfg, char *why, size_t n)
+{
+    px_signature sig = {.nargs = 3};
+    px_config k = *cfg;
+    px_status st;
+
+    sig.params[0] = (px_param){PX_TAG_INOUT, PX_I64};
+    sig.params[1] = (px_param){PX_TAG_SCALAR, PX_DTYPE_ANY};
+    sig.params[2] = (px_param){PX_TAG_SCALAR, PX_DTYPE_ANY};
+    k.cores = DFX_CHAIN_CORES;
+    memset(c, 0, sizeof(*c));
+    st = px_worker_create(&k, &c->w);
+    if (st == PX_OK)
+        st = px_kernel_register(c->w, "chain", dfx_chain_kernel, &sig, &c->k);
+    if (st != PX_OK) {
+        snprintf(why, n, "chain setup failed: %s: %s", px_status_name(st), px_last_error());
+        px_worker_destroy(c->w);
+        c->w = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct dfx_chain_run_arg {
+    const dfx_chain *c;
+    uint64_t ntasks;
+} dfx_chain_run_arg;
+
+static px_status dfx_chain_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    const dfx_chain_run_arg *r = user;
+    const px_tensor *block = px_arg_tensor(args, 0);
+    px_tensor v[DFX_CHAIN_CHAINS];
+    const int64_t one[1] = {1};
+    px_status st = PX_OK;
+
+    for (int k = 0; k < DFX_CHAIN_CHAINS && st == PX_OK; k++)
+        st = px_tensor_view(block, 1, one, NULL, (int64_t)k * DFX_CHAIN_PAD, &v[k]);
+    for (uint64_t t = 0; t < r->ntasks && st == PX_OK; t++) {
+        px_task_args a;
+
+        px_args_init(&a);
+        px_args_inout(&a, &v[t % DFX_CHAIN_CHAINS]);
+        px_args_mark(&a); /* argsdump level 2 dumps it; nothing else looks at marks */
+        px_args_scalar_u64(&a, t);
+        px_args_scalar_u64(&a, t / DFX_CHAIN_CHAINS);
+        st = px_submit(o, r->c->k, &a, NULL);
+    }
+    return st;
+}
+
+/* Verifies the tensors and the run's statistics. 0, or -1 with why. */
+static int dfx_chain_verify(const dfx_chain *c, uint64_t ntasks, char *why, size_t n)
+{
+    px_run_stats rs;
+
+    for (int k = 0; k < DFX_CHAIN_CHAINS; k++) {
+        int64_t want = (int64_t)((ntasks + DFX_CHAIN_CHAINS - 1 - (uint64_t)k) /
+                                 DFX_CHAIN_CHAINS);
+
+        if (dfx_chain_t[k * DFX_CHAIN_PAD] != want) {
+            snprintf(why, n, "chain %d ends at %" PRId64 ", expected %" PRId64, k,
+                     dfx_chain_t[k * DFX_CHAIN_PAD], want);
+            return -1;
+        }
+    }
+    if (dfx_chain_bad != 0 || px_run_stats_get(c->w, &rs) != PX_OK || rs.tasks != ntasks ||
+        rs.edges != ntasks - DFX_CHAIN_CHAINS) {
+        snprintf(why, n, "chain of %" PRIu64 " tasks: %" PRIu64 " order violations, stats "
+                 "tasks %" PRIu64 " edges %" PRIu64 " (expected %" PRIu64 ")", ntasks,
+                 dfx_chain_bad, rs.tasks, rs.edges, ntasks - DFX_CHAIN_CHAINS);
+        return -1;
+    }
+    return 0;
+}
+
+double dfx_chain_run(dfx_chain *c, uint64_t ntasks, char *why, size_t n)
+{
+    const int64_t shape[1] = {DFX_CHAIN_CHAINS * DFX_CHAIN_PAD};
+    dfx_chain_run_arg r = {c, ntasks};
+    px_task_args args;
+    px_tensor host;
+    px_status st;
+    uint64_t t0, t1;
+
+    memset(dfx_chain_t, 0, sizeof(dfx_chain_t));
+    dfx_chain_bad = 0;
+    px_tensor_make(&host, dfx_chain_t, PX_I64, 1, shape);
+    px_args_init(&args);
+    px_args_inout(&args, &host);
+    t0 = bench_now_ns();
+    st = px_run(c->w, dfx_chain_orch, &args, &r);
+    t1 = bench_now_ns();
+    if (st != PX_OK) {
+        snprintf(why, n, "px_run of the chain failed: %s: %s", px_status_name(st),
+                 px_last_error());
+        return -1;
+    }
+    if (dfx_chain_verify(c, ntasks, why, n) != 0)
+        return -1;
+    return (double)(t1 - t0) / 1e3 / (double)ntasks;
+}
+
+void dfx_chain_close(dfx_chain *c)
+{
+    px_worker_destroy(c->w);
+    c->w = NULL;
+}
+
+int dfx_chain_main(int argc, char **argv)
+{
+    long long ntasks = 0, reps = 1;
+    char why[1024];
+    px_config cfg;
+    dfx_chain c;
+
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--chain") == 0)
+            ntasks = atoll(argv[i + 1]);
+        else if (strcmp(argv[i], "--reps") == 0)
+            reps = atoll(argv[i + 1]);
+    }
+    if (ntasks <= DFX_CHAIN_CHAINS || reps < 1) {
+        fprintf(stderr, "usage: %s --chain N --reps R (N > %d, R >= 1)\n", argv[0],
+                DFX_CHAIN_CHAINS);
+        return 1;
+    }
+    if (px_config_default(&cfg) != PX_OK || dfx_chain_open(&c, &cfg, why, sizeof(why)) != 0) {
+        fprintf(stderr, "%s: %s\n", argv[0], px_last_error());
+        return 1;
+    }
+    for (long long r = 0; r < reps; r++) {
+        double us = dfx_chain_run(&c, (uint64_t)ntasks, why, sizeof(why));
+
+        if (us < 0) {
+            fprintf(stderr, "%s: %s\n", argv[0], why);
+            dfx_chain_close(&c);
+            return 1;
+        }
+        printf("CHAIN us_per_task=%.6f\n", us);
+    }
+    fflush(stdout);
+    dfx_chain_close(&c);
+    return 0;
+}
+
+#ifdef DFX_CHAIN_MAIN
+int main(int argc, char **argv)
+{
+    return dfx_chain_main(argc, argv);
+}
+#endif

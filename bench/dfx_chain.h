@@ -1,0 +1,47 @@
+/*
+ * dfx_chain.h - the `chain` graph of bench_tasks, for bench_dfx: N empty tasks, task i
+ * INOUT on T[i mod 8] (8 chains, N - 8 edges), 2 core threads. Kernels check a sequence
+ * number in their tensor, so a missing edge is counted; every run is verified.
+ *
+ * The same source is built twice: into bench_dfx (the library with DFX compiled in) and into
+ * bench_dfx_off (the library built with PX_DFX=0), whose main() is dfx_chain_main().
+ * bench_dfx runs both as child processes (`--chain N --reps R`), interleaved, to measure
+ * what DFX costs when it is compiled in but off.
+ */
+#ifndef PX_BENCH_DFX_CHAIN_H
+#define PX_BENCH_DFX_CHAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <plexus/plexus.h>
+
+#define DFX_CHAIN_CORES 2
+#define DFX_CHAIN_CHAINS 8
+
+typedef struct dfx_chain {
+    px_worker *w;
+    px_kernel_id k;
+} dfx_chain;
+
+/* Creates a worker from cfg (cores forced to 2) with the chain kernel. 0, or -1 with why. */
+int dfx_chain_open(dfx_chain *c, const px_config *cfg, char *why, size_t n);
+
+/*
+ * Runs the chain of ntasks once and verifies it (sequence numbers, executions, the run's
+ * task and edge counts). Returns microseconds per task (px_run entry to return), or -1 with
+ * the reason in why.
+ */
+double dfx_chain_run(dfx_chain *c, uint64_t ntasks, char *why, size_t n);
+
+/* Destroys the worker. */
+void dfx_chain_close(dfx_chain *c);
+
+/*
+ * `PROG --chain N --reps R`: runs the chain R times with the environment's configuration
+ * (DFX off unless PLEXUS_DFX says otherwise) and prints `CHAIN us_per_task=<v>` per rep.
+ * Returns the exit status.
+ */
+int dfx_chain_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,223 @@
+/*
+ * buffer.c - paired buffers, the chip's free and ready queues, and back-pressure.
+ *
+ * Each enabled collector contributes a block of buffers (its transport chose the memory);
+ * every buffer of every block joins one pool per chip. A producer writes records into its
+ * current buffer's device view; when it is full the producer publishes it (device-owned
+ * header line: fill, first seq, producer) to the ready queue and takes one from the free
+ * queue. With no free buffer the writer waits: it spins for PLEXUS_SPIN_NS, then sleeps on
+ * the free queue's futex word, and counts the wait. Only after PLEXUS_DFX_BACKSTOP_S does it
+ * drop the entry (counted per kind, its sequence numbers skipped so the drain sees the gap);
+ * it keeps dropping without waiting until a buffer is free again.
+ */
+#include "dfx/dfx_internal.h"
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/clock.h"
+#include "util/futex.h"
+#include "util/log.h"
+
+#define DFX_WAIT_SLICE_NS 100000000ll
+
+static uint64_t dfx_pow2(uint64_t n)
+{
+    uint64_t c = 1;
+
+    while (c < n)
+        c <<= 1;
+    return c;
+}
+
+/* Zeroes the host-owned header line of b and writes it to the device. */
+static px_status dfx_buf_init(px_dfx *d, px_dfx_buf *b)
+{
+    const px_dfx_block *blk = &d->block[b->coll];
+
+    memset(&b->host->host, 0, sizeof(b->host->host));
+    return blk->t->push(d->chip, blk, b->off + offsetof(px_dfx_bufhdr, host),
+                        sizeof(b->host->host));
+}
+
+/* Returns PX_OK, or PX_ENOMEM / a transport error (see dfx_internal.h). */
+px_status dfx_pool_init(px_dfx *d)
+{
+    uint32_t n = 0;
+    px_status st;
+
+    for (int c = 0; c < PX_DFX_NCOLLECTORS; c++)
+        n += d->block[c].t ? d->need[c].nbuffers : 0;
+    d->bufs = calloc(n, sizeof(*d->bufs));
+    if (d->bufs == NULL || px_mpmcq_init(&d->freeq, dfx_pow2(n)) != 0 ||
+        px_mpmcq_init(&d->readyq, dfx_pow2(n)) != 0)
+        return px_set_error(PX_ENOMEM, "dfx: out of host memory for %u buffer descriptors", n);
+    for (int c = 0; c < PX_DFX_NCOLLECTORS; c++) {
+        const px_dfx_block *blk = &d->block[c];
+
+        for (uint32_t j = 0; blk->t != NULL && j < d->need[c].nbuffers; j++) {
+            px_dfx_buf *b = &d->bufs[d->nbufs++];
+
+            b->off = (size_t)j * d->need[c].buffer_bytes;
+            b->dev = (px_dfx_bufhdr *)(void *)(blk->dev + b->off);
+            b->host = (px_dfx_bufhdr *)(void *)(blk->host + b->off);
+            b->coll = c;
+            if ((st = dfx_buf_init(d, b)) != PX_OK)
+                return st;
+            px_mpmcq_push(&d->freeq, b);
+        }
+    }
+    return PX_OK;
+}
+
+/* Frees the descriptors and queues. */
+void dfx_pool_fini(px_dfx *d)
+{
+    if (d->freeq.cells)
+        px_mpmcq_fini(&d->freeq);
+    if (d->readyq.cells)
+        px_mpmcq_fini(&d->readyq);
+    free(d->bufs);
+    d->bufs = NULL;
+}
+
+/* Returns b to the free queue and wakes writers that sleep waiting for one. */
+void dfx_buf_recycle(px_dfx *d, px_dfx_buf *b)
+{
+    px_mpmcq_push(&d->freeq, b);
+    atomic_fetch_add_explicit(&d->free_seq, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&d->free_waiters, memory_order_seq_cst))
+        px_futex_wake(&d->free_seq, INT_MAX, 0);
+}
+
+static void dfx_detach(px_dfx_prod *pr)
+{
+    pr->cur = NULL;
+    pr->p.buf = NULL;
+    pr->p.cur = pr->p.end = NULL;
+}
+
+/* Publishes the producer's current buffer: device-owned header line, then the ready queue. */
+static void dfx_publish(px_dfx *d, px_dfx_prod *pr)
+{
+    px_dfx_buf *b = pr->cur;
+    px_dfx_bufhdr *h = b->dev;
+    uint32_t fill = (uint32_t)(pr->p.cur - dfx_buf_recs(h));
+
+    dfx_detach(pr);
+    if (fill == 0) {
+        dfx_buf_recycle(d, b);
+        return;
+    }
+    h->dev.magic = PX_DFX_MAGIC;
+    h->dev.fill = fill;
+    h->dev.first_seq = pr->first_seq;
+    h->dev.capacity = d->buf_records;
+    h->dev.producer = pr->p.id;
+    h->dev.chip = (uint16_t)d->chip_index;
+    h->dev.publishes++;
+    px_mpmcq_push(&d->readyq, b);
+    atomic_fetch_add_explicit(&d->ready_seq, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&d->drain_sleeping, memory_order_seq_cst))
+        px_futex_wake(&d->ready_seq, 1, 0);
+}
+
+/* Makes b the producer's current buffer. */
+static void dfx_take(px_dfx *d, px_dfx_prod *pr, px_dfx_buf *b)
+{
+    pr->cur = b;
+    pr->p.buf = b;
+    pr->p.cur = dfx_buf_recs(b->dev);
+    pr->p.end = pr->p.cur + d->buf_records;
+    pr->first_seq = pr->p.seq;
+    pr->dropping = 0;
+}
+
+/* Drops an entry: counted per kind, its sequence numbers skipped. Returns NULL. */
+static px_dfx_rec *dfx_drop(px_dfx_prod *pr, px_dfx_kind kind, uint32_t need)
+{
+    pr->dropped[kind]++;
+    pr->p.produced[kind]++;
+    pr->dropped_records += need;
+    pr->p.seq += need;
+    return NULL;
+}
+
+/* Sleeps on the free queue until a buffer is free or the backstop passes; NULL then. */
+static px_dfx_buf *dfx_sleep_free(px_dfx *d, uint64_t deadline)
+{
+    px_dfx_buf *b = NULL;
+
+    while (b == NULL) {
+        uint64_t now = px_now_ns();
+        uint32_t seq;
+
+        if (now >= deadline)
+            break;
+        atomic_fetch_add_explicit(&d->free_waiters, 1, memory_order_seq_cst);
+        seq = atomic_load_explicit(&d->free_seq, memory_order_seq_cst);
+        b = px_mpmcq_pop(&d->freeq);
+        if (b == NULL) {
+            int64_t left = (int64_t)(deadline - now);
+
+            px_futex_wait(&d->free_seq, seq, left < DFX_WAIT_SLICE_NS ? left :
+                          DFX_WAIT_SLICE_NS, 0);
+            b = px_mpmcq_pop(&d->freeq);
+        }
+        atomic_fetch_sub_explicit(&d->free_waiters, 1, memory_order_relaxed);
+    }
+    return b;
+}
+
+/* Waits (counted) for a free buffer: spin, then sleep until the backstop. NULL: drop. */
+static px_dfx_buf *dfx_wait_free(px_dfx *d, px_dfx_prod *pr, px_dfx_kind kind)
+{
+    uint64_t until = px_ticks() + d->spin_ticks;
+    px_dfx_buf *b;
+
+    if (pr->dropping)
+        return NULL;
+    pr->waits[kind]++;
+    do {
+        px_cpu_relax();
+        if ((b = px_mpmcq_pop(&d->freeq)) != NULL)
+            return b;
+    } while (px_ticks() < until);
+    b = dfx_sleep_free(d, px_now_ns() + d->backstop_ns);
+    if (b == NULL) {
+        pr->dropping = 1;
+        PX_LOG_WARN("dfx: %s waited %.3g s for a free DFX buffer (PLEXUS_DFX_BACKSTOP_S) and "
+                    "drops records until the drain catches up; raise PLEXUS_DFX_BUFFERS",
+                    d->producer_names[pr->p.id], (double)d->backstop_ns / 1e9);
+    }
+    return b;
+}
+
+/* Returns the first free record of a fresh buffer, or NULL when the entry is dropped. */
+px_dfx_rec *px_dfx_next_buffer(px_dfx_producer *p, px_dfx_kind kind, uint32_t need)
+{
+    px_dfx_prod *pr = (px_dfx_prod *)p;
+    px_dfx *d = p->dfx;
+    px_dfx_buf *b;
+
+    if (pr->cur != NULL)
+        dfx_publish(d, pr);
+    if (need > d->buf_records || need > PX_DFX_MAX_NREC)
+        return dfx_drop(pr, kind, need);
+    b = px_mpmcq_pop(&d->freeq);
+    if (b == NULL)
+        b = dfx_wait_free(d, pr, kind);
+    if (b == NULL)
+        return dfx_drop(pr, kind, need);
+    dfx_take(d, pr, b);
+    return p->cur;
+}
+
+/* Publishes pr's partial buffer, if it has one (end of run). */
+void dfx_flush_producer(px_dfx *d, px_dfx_prod *pr)
+{
+    if (pr->cur != NULL)
+        dfx_publish(d, pr);
+}

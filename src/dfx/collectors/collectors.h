@@ -1,0 +1,36 @@
+/*
+ * collectors.h - the DFX collectors (one file each in this folder) and the report writer.
+ *
+ * px_dfx_collectors[] is the ordered, NULL-terminated table the drain walks: swimlane,
+ * hosttrace, depgen, argsdump, pmu, scopestats. The order is the order of dfx.json. Each
+ * collector's output format is documented, with its version, in docs/formats.md.
+ *
+ * px_dfx_report_write() is not a collector: the framework calls it once after every
+ * collector's finish() (and after dfx.json is written); it reads the files back and writes
+ * report.html.
+ */
+#ifndef PX_DFX_COLLECTORS_H
+#define PX_DFX_COLLECTORS_H
+
+#include <plexus/status.h>
+
+#include "dfx/collector.h"
+
+extern const px_dfx_collector_ops px_dfx_swimlane_ops;
+extern const px_dfx_collector_ops px_dfx_hosttrace_ops;
+extern const px_dfx_collector_ops px_dfx_depgen_ops;
+extern const px_dfx_collector_ops px_dfx_argsdump_ops;
+extern const px_dfx_collector_ops px_dfx_pmu_ops;
+extern const px_dfx_collector_ops px_dfx_scopestats_ops;
+
+/* Every collector, in dfx.json order, terminated by NULL. */
+extern const px_dfx_collector_ops *const px_dfx_collectors[];
+
+/*
+ * Writes out_dir/report.html from the trace.json and deps.json found there (either may be
+ * absent; with neither there is nothing to report and no file is written). Returns PX_OK,
+ * PX_EINVAL when a file does not parse (the message names it), PX_EIO or PX_ENOMEM.
+ */
+px_status px_dfx_report_write(const char *out_dir);
+
+#endif

@@ -1,0 +1,176 @@
+/*
+ * depgen.c - the depgen collector: the run's task graph as submitted, every task with its
+ * kernel and arguments (tags, tensors, scalars) and every dependency, into deps.json and
+ * deps.dot (Graphviz).
+ *
+ * Tasks come from SUBMIT and ARG records (submits.h), edges from EDGE records, sorted and
+ * without duplicates. A graph with a hole is worse than no graph: when the run dropped
+ * records (info->dropped) neither file is written and earlier ones are removed (the framework
+ * warns about the drops; this collector says at info what it skipped). Formats: docs/formats.md.
+ */
+#include "dfx/collectors/collectors.h"
+
+#include <stdlib.h>
+
+#include "dfx/collectors/out.h"
+#include "dfx/collectors/submits.h"
+#include "util/log.h"
+
+typedef struct dep_state {
+    dfxc_submits sub;
+    dfxc_edges edges;
+    int oom;
+} dep_state;
+
+static px_status dep_open(void **state, const px_dfx_run_info *info)
+{
+    dep_state *s = calloc(1, sizeof(*s));
+
+    if (s == NULL)
+        return px_set_error(PX_ENOMEM, "dfx[depgen]: cannot allocate its state");
+    dfxc_submits_init(&s->sub);
+    *state = s;
+    return PX_OK;
+}
+
+static void dep_on_record(void *state, const px_dfx_rec *r)
+{
+    dep_state *s = state;
+    px_dfx_edge_rec e;
+
+    if (r->kind == PX_DFXK_EDGE) {
+        if (px_dfx_edge_decode(r, &e) == 0 &&
+            dfxc_edges_add(&s->edges, e.producer, e.consumer) != 0)
+            s->oom = 1;
+        return;
+    }
+    dfxc_submits_on_record(&s->sub, r);
+}
+
+/* Appends deps.json's text to b. */
+static void dep_json(const dep_state *s, const px_dfx_run_info *info, dfxc_buf *b)
+{
+    char tmp[32];
+
+    dfxc_buf_printf(b, "{\"version\": 1, \"tasks\": [");
+    for (size_t i = 0; i < s->sub.n; i++) {
+        const dfxc_subtask *t = &s->sub.t[i];
+        size_t first;
+        int n;
+
+        dfxc_buf_printf(b, "%s\n  {\"id\": %llu, \"kernel\": ", i ? "," : "",
+                        (unsigned long long)dfxc_submits_rid(&s->sub, t->id));
+        dfxc_buf_json_str(b, dfxc_kernel_name(info, (uint64_t)t->kernel, tmp, sizeof(tmp)));
+        dfxc_buf_puts(b, ", \"args\": [");
+        dfxc_submits_args(&s->sub, i, &first, &n);
+        for (int k = 0; k < n; k++) {
+            dfxc_buf_puts(b, k ? ", " : "");
+            dfxc_submits_arg_json(b, &s->sub, first + (size_t)k);
+            dfxc_buf_puts(b, "}");
+        }
+        dfxc_buf_puts(b, "]}");
+    }
+    dfxc_buf_puts(b, "\n],\n\"edges\": [");
+    for (size_t k = 0; k < s->edges.n; k++)
+        dfxc_buf_printf(b, "%s[%llu, %llu]", k ? (k % 8 ? ", " : ",\n  ") : "\n  ",
+                        (unsigned long long)dfxc_submits_rid(&s->sub, s->edges.v[k].p),
+                        (unsigned long long)dfxc_submits_rid(&s->sub, s->edges.v[k].c));
+    dfxc_buf_puts(b, "\n]}\n");
+}
+
+/* Appends s as the inside of a DOT double-quoted string. */
+static void dep_dot_str(dfxc_buf *b, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            dfxc_buf_put(b, "\\", 1);
+        dfxc_buf_put(b, s, 1);
+    }
+}
+
+/* Appends deps.dot's text to b. */
+static void dep_dot(const dep_state *s, const px_dfx_run_info *info, dfxc_buf *b)
+{
+    char tmp[32];
+
+    dfxc_buf_puts(b, "// plexus deps.dot version 1: tasks of one run and their dependencies\n"
+                     "digraph plexus_deps {\n  node [shape=box, fontname=\"monospace\"];\n");
+    for (size_t i = 0; i < s->sub.n; i++) {
+        uint64_t id = dfxc_submits_rid(&s->sub, s->sub.t[i].id);
+
+        dfxc_buf_printf(b, "  t%llu [label=\"%llu: ", (unsigned long long)id,
+                        (unsigned long long)id);
+        dep_dot_str(b, dfxc_kernel_name(info, (uint64_t)s->sub.t[i].kernel, tmp, sizeof(tmp)));
+        dfxc_buf_puts(b, "\"];\n");
+    }
+    for (size_t k = 0; k < s->edges.n; k++)
+        dfxc_buf_printf(b, "  t%llu -> t%llu;\n",
+                        (unsigned long long)dfxc_submits_rid(&s->sub, s->edges.v[k].p),
+                        (unsigned long long)dfxc_submits_rid(&s->sub, s->edges.v[k].c));
+    dfxc_buf_puts(b, "}\n");
+}
+
+/* Builds one file with fn and writes it. Returns PX_OK or the write's error. */
+static px_status dep_write(const dep_state *s, const px_dfx_run_info *info, const char *name,
+                           void (*fn)(const dep_state *, const px_dfx_run_info *, dfxc_buf *))
+{
+    px_status st;
+    dfxc_buf b;
+
+    dfxc_buf_init(&b);
+    fn(s, info, &b);
+    st = dfxc_buf_write_file(&b, info->out_dir, name, "depgen");
+    dfxc_buf_free(&b);
+    return st;
+}
+
+static px_status dep_finish(void *state, const px_dfx_run_info *info)
+{
+    dep_state *s = state;
+    px_status st;
+
+    if (info->dropped) {
+        dfxc_remove(info->out_dir, "deps.json");
+        dfxc_remove(info->out_dir, "deps.dot");
+        PX_LOG_INFO("dfx[depgen]: deps.json and deps.dot not written: records were dropped "
+                    "in this run, so the graph would be incomplete (counts in dfx.json)");
+        return PX_OK;
+    }
+    if (s->oom)
+        return px_set_error(PX_ENOMEM,
+                            "dfx[depgen]: out of memory keeping %zu edges; "
+                            "profile a smaller run",
+                            s->edges.n);
+    st = dfxc_submits_sort(&s->sub, "depgen");
+    if (st != PX_OK)
+        return st;
+    if (s->sub.bad > 0)
+        PX_LOG_WARN("dfx[depgen]: %llu SUBMIT/ARG entries did not decode and were skipped",
+                    (unsigned long long)s->sub.bad);
+    dfxc_edges_sort(&s->edges);
+    st = dep_write(s, info, "deps.json", dep_json);
+    if (st == PX_OK)
+        st = dep_write(s, info, "deps.dot", dep_dot);
+    return st;
+}
+
+static void dep_close(void *state)
+{
+    dep_state *s = state;
+
+    if (s == NULL)
+        return;
+    dfxc_submits_free(&s->sub);
+    dfxc_edges_free(&s->edges);
+    free(s);
+}
+
+const px_dfx_collector_ops px_dfx_depgen_ops = {
+    .name = "depgen",
+    .bit = PX_DFX_DEPGEN,
+    .kinds = 1u << PX_DFXK_SUBMIT | 1u << PX_DFXK_ARG | 1u << PX_DFXK_EDGE,
+    .open = dep_open,
+    .on_record = dep_on_record,
+    .finish = dep_finish,
+    .close = dep_close,
+};

@@ -1,0 +1,301 @@
+/*
+ * swimlane.c - the swimlane collector: when each task ran on which core, the phases of every
+ * producer thread (DESIGN 3.6), and the dependencies as flow arrows, into trace.json.
+ *
+ * It keeps TASK_BEGIN / TASK_END pairs by task id, PHASE spans and EDGE records as they come,
+ * and at finish() turns them into Chrome Trace Event objects for the shared trace builder
+ * (trace.h): one "X" slice per task (named by its kernel, on its core's track), one per phase,
+ * and per edge a flow start ("s") inside the producer's slice just before its end and a flow
+ * end ("f", binding point "e") at the consumer's start. Task ids are renumbered from the run's
+ * first task so the file is the same across runs and transports. Format: docs/formats.md.
+ */
+#include "dfx/collectors/collectors.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "dfx/collectors/out.h"
+#include "dfx/collectors/trace.h"
+#include "dfx/records.h"
+#include "util/log.h"
+
+enum { SWL_BEGUN = 1, SWL_ENDED = 2 };
+
+typedef struct swl_task {
+    uint64_t id;
+    uint64_t t_begin, t_end; /* ticks */
+    uint32_t kernel;
+    int32_t core;
+    int32_t status;
+    uint16_t producer;
+    uint8_t poisoned;
+    uint8_t seen; /* SWL_BEGUN | SWL_ENDED */
+} swl_task;
+
+typedef struct swl_phase {
+    uint64_t ts, ticks, task;
+    uint16_t producer;
+    uint8_t phase;
+} swl_phase;
+
+typedef struct swl_state {
+    swl_task *tasks;
+    size_t ntasks, cap_tasks;
+    dfxc_idmap ids;
+    swl_phase *phases;
+    size_t nphases, cap_phases;
+    dfxc_edges edges;
+    uint64_t min_id;
+    int oom;
+    dfxc_trace *trace;
+} swl_state;
+
+static px_status swl_open(void **state, const px_dfx_run_info *info)
+{
+    swl_state *s = calloc(1, sizeof(*s));
+    px_status st;
+
+    if (s == NULL)
+        return px_set_error(PX_ENOMEM, "dfx[swimlane]: cannot allocate its state");
+    s->min_id = UINT64_MAX;
+    st = dfxc_trace_attach(info, "swimlane", &s->trace);
+    if (st != PX_OK) {
+        free(s);
+        return st;
+    }
+    *state = s;
+    return PX_OK;
+}
+
+/* Returns the task entry of id, creating it; NULL when out of memory (marks the state). */
+static swl_task *swl_task_get(swl_state *s, uint64_t id)
+{
+    int64_t i = dfxc_idmap_get(&s->ids, id);
+    swl_task *t;
+
+    if (i >= 0)
+        return &s->tasks[i];
+    t = dfxc_push((void **)&s->tasks, &s->ntasks, &s->cap_tasks, sizeof(*t));
+    if (t == NULL || dfxc_idmap_put(&s->ids, id, (uint32_t)(s->ntasks - 1)) != 0) {
+        if (t != NULL)
+            s->ntasks--;
+        s->oom = 1;
+        return NULL;
+    }
+    t->id = id;
+    s->min_id = PX_MIN(s->min_id, id);
+    return t;
+}
+
+/* Keeps a TASK_BEGIN or TASK_END. */
+static void swl_on_task(swl_state *s, const px_dfx_rec *r)
+{
+    px_dfx_task d;
+    swl_task *t;
+
+    if (px_dfx_task_decode(r, &d) != 0 || (t = swl_task_get(s, d.task)) == NULL)
+        return;
+    if (!d.end) {
+        t->t_begin = d.ts;
+        t->kernel = (uint32_t)d.kernel;
+        t->core = d.core;
+        t->producer = r->producer;
+        t->seen |= SWL_BEGUN;
+    } else {
+        t->t_end = d.ts;
+        t->status = (int32_t)d.status;
+        t->poisoned = (uint8_t)(d.poisoned != 0);
+        t->seen |= SWL_ENDED;
+    }
+}
+
+/* Keeps a PHASE span. */
+static void swl_on_phase(swl_state *s, const px_dfx_rec *r)
+{
+    px_dfx_span d;
+    swl_phase *ph;
+
+    if (px_dfx_span_decode(r, &d) != 0)
+        return;
+    ph = dfxc_push((void **)&s->phases, &s->nphases, &s->cap_phases, sizeof(*ph));
+    if (ph == NULL) {
+        s->oom = 1;
+        return;
+    }
+    *ph = (swl_phase){d.t0, d.t1 - d.t0, d.b, r->producer, (uint8_t)d.id};
+    if (d.b != 0)
+        s->min_id = PX_MIN(s->min_id, d.b);
+}
+
+static void swl_on_record(void *state, const px_dfx_rec *r)
+{
+    swl_state *s = state;
+    px_dfx_edge_rec e;
+
+    if (r->kind == PX_DFXK_TASK_BEGIN || r->kind == PX_DFXK_TASK_END) {
+        swl_on_task(s, r);
+    } else if (r->kind == PX_DFXK_PHASE) {
+        swl_on_phase(s, r);
+    } else if (px_dfx_edge_decode(r, &e) == 0) {
+        if (dfxc_edges_add(&s->edges, e.producer, e.consumer) != 0)
+            s->oom = 1;
+        s->min_id = PX_MIN(s->min_id, PX_MIN(e.producer, e.consumer));
+    }
+}
+
+/* Returns the span of t in ns since the run's start: *t0 and a non-negative *dur. */
+static void swl_task_span(const swl_task *t, const px_dfx_run_info *info, int64_t *t0, int64_t *dur)
+{
+    *t0 = dfxc_ns(info, t->t_begin);
+    *dur = PX_MAX(dfxc_ns(info, t->t_end) - *t0, 0);
+}
+
+/* Adds one X slice per task that both began and ended; counts the others. */
+static void swl_tasks(swl_state *s, const px_dfx_run_info *info, uint64_t *incomplete)
+{
+    dfxc_buf m;
+    char tmp[32];
+
+    dfxc_buf_init(&m);
+    for (size_t i = 0; i < s->ntasks; i++) {
+        const swl_task *t = &s->tasks[i];
+        int64_t t0, dur;
+
+        if (t->seen != (SWL_BEGUN | SWL_ENDED)) {
+            (*incomplete)++;
+            continue;
+        }
+        swl_task_span(t, info, &t0, &dur);
+        m.len = 0;
+        dfxc_buf_puts(&m, "\"name\":");
+        dfxc_buf_json_str(&m, dfxc_kernel_name(info, t->kernel, tmp, sizeof(tmp)));
+        dfxc_buf_printf(&m,
+                        ",\"cat\":\"task\",\"args\":{\"task\":%llu,\"core\":%d,"
+                        "\"status\":%d,\"poisoned\":%d}",
+                        (unsigned long long)(t->id - s->min_id), t->core, t->status, t->poisoned);
+        dfxc_trace_add(s->trace, 'X', info->chip, t->producer, t0, dur, m.p ? m.p : "");
+    }
+    if (m.oom)
+        s->oom = 1;
+    dfxc_buf_free(&m);
+}
+
+/* Adds one X slice per phase span. */
+static void swl_phases(swl_state *s, const px_dfx_run_info *info)
+{
+    dfxc_buf m;
+
+    dfxc_buf_init(&m);
+    for (size_t i = 0; i < s->nphases; i++) {
+        const swl_phase *p = &s->phases[i];
+
+        m.len = 0;
+        dfxc_buf_puts(&m, "\"name\":");
+        dfxc_buf_json_str(&m, px_dfx_phase_name(p->phase));
+        dfxc_buf_puts(&m, ",\"cat\":\"phase\",\"args\":{");
+        if (p->task != 0)
+            dfxc_buf_printf(&m, "\"task\":%llu", (unsigned long long)(p->task - s->min_id));
+        dfxc_buf_puts(&m, "}");
+        dfxc_trace_add(s->trace, 'X', info->chip, p->producer, dfxc_ns(info, p->ts),
+                       dfxc_dur_ns(info, p->ts, p->ticks), m.p ? m.p : "");
+    }
+    if (m.oom)
+        s->oom = 1;
+    dfxc_buf_free(&m);
+}
+
+/*
+ * Adds the flow pair of every edge whose two tasks have slices: "s" 1 ns before the
+ * producer's end (inside its slice), "f" at the consumer's start. Ids are the edge's index in
+ * the sorted edge list. Returns the number of edges without two slices.
+ */
+static uint64_t swl_flows(swl_state *s, const px_dfx_run_info *info)
+{
+    uint64_t missing = 0;
+    dfxc_buf m;
+
+    dfxc_buf_init(&m);
+    for (size_t k = 0; k < s->edges.n; k++) {
+        int64_t ip = dfxc_idmap_get(&s->ids, s->edges.v[k].p);
+        int64_t ic = dfxc_idmap_get(&s->ids, s->edges.v[k].c);
+        const swl_task *tp = ip >= 0 ? &s->tasks[ip] : NULL, *tc = ic >= 0 ? &s->tasks[ic] : NULL;
+        int64_t p0, pd, c0, cd;
+
+        if (tp == NULL || tc == NULL || tp->seen != (SWL_BEGUN | SWL_ENDED) ||
+            tc->seen != (SWL_BEGUN | SWL_ENDED)) {
+            missing++;
+            continue;
+        }
+        swl_task_span(tp, info, &p0, &pd);
+        swl_task_span(tc, info, &c0, &cd);
+        m.len = 0;
+        dfxc_buf_printf(&m,
+                        "\"name\":\"dep\",\"cat\":\"dep\",\"id\":%zu,\"bp\":\"e\","
+                        "\"args\":{\"from\":%llu,\"to\":%llu}",
+                        k, (unsigned long long)(tp->id - s->min_id),
+                        (unsigned long long)(tc->id - s->min_id));
+        dfxc_trace_add(s->trace, 's', info->chip, tp->producer, p0 + PX_MAX(pd - 1, 0), 0,
+                       m.p ? m.p : "");
+        dfxc_trace_add(s->trace, 'f', info->chip, tc->producer, c0, 0, m.p ? m.p : "");
+    }
+    if (m.oom)
+        s->oom = 1;
+    dfxc_buf_free(&m);
+    return missing;
+}
+
+static px_status swl_finish(void *state, const px_dfx_run_info *info)
+{
+    swl_state *s = state;
+    uint64_t incomplete = 0, missing;
+    px_status st;
+
+    if (s->min_id == UINT64_MAX)
+        s->min_id = 0;
+    dfxc_edges_sort(&s->edges);
+    dfxc_trace_names(s->trace, info);
+    swl_tasks(s, info, &incomplete);
+    swl_phases(s, info);
+    missing = swl_flows(s, info);
+    if (incomplete > 0 || missing > 0)
+        PX_LOG_INFO("dfx[swimlane]: %llu tasks without both begin and end, %llu edges "
+                    "without two task slices (records dropped, or tasks poisoned)",
+                    (unsigned long long)incomplete, (unsigned long long)missing);
+    if (s->oom) {
+        dfxc_trace_release(s->trace, 0);
+        s->trace = NULL;
+        return px_set_error(PX_ENOMEM,
+                            "dfx[swimlane]: out of memory keeping %zu tasks and "
+                            "%zu phases; profile a smaller run",
+                            s->ntasks, s->nphases);
+    }
+    st = dfxc_trace_release(s->trace, 1);
+    s->trace = NULL;
+    return st;
+}
+
+static void swl_close(void *state)
+{
+    swl_state *s = state;
+
+    if (s == NULL)
+        return;
+    if (s->trace != NULL && dfxc_trace_release(s->trace, 0) != PX_OK)
+        PX_LOG_WARN("dfx[swimlane]: %s", px_last_error());
+    dfxc_idmap_free(&s->ids);
+    dfxc_edges_free(&s->edges);
+    free(s->tasks);
+    free(s->phases);
+    free(s);
+}
+
+const px_dfx_collector_ops px_dfx_swimlane_ops = {
+    .name = "swimlane",
+    .bit = PX_DFX_SWIMLANE,
+    .kinds = 1u << PX_DFXK_TASK_BEGIN | 1u << PX_DFXK_TASK_END | 1u << PX_DFXK_PHASE |
+             1u << PX_DFXK_EDGE,
+    .open = swl_open,
+    .on_record = swl_on_record,
+    .finish = swl_finish,
+    .close = swl_close,
+};

@@ -1,0 +1,77 @@
+/*
+ * dfx.h - the DFX framework as the runtime drives it: per-run lifetime of a chip's DFX
+ * state (buffers, transports, drain thread, collectors) and the producers the runtime's
+ * threads write through (emit.h).
+ *
+ * A worker with DFX on reserves px_dfx_region_bytes() of its device arena for DFX buffers
+ * and checks with px_dfx_check() that a transport is left before any run (the documented
+ * error otherwise). Each px_run then calls px_dfx_create() before the run starts, hands
+ * producer 0..ncores-1 to the cores and producer ncores to the orchestration, and calls
+ * px_dfx_finish() after the graph drained: it flushes every producer's partial buffer,
+ * stops the drain, reconciles counts, lets the collectors write their files and writes
+ * dfx.json. px_dfx_destroy() frees what is left.
+ */
+#ifndef PX_DFX_DFX_H
+#define PX_DFX_DFX_H
+
+#include <stdint.h>
+#include <plexus/caps.h>
+#include <plexus/config.h>
+
+#include "dfx/collector.h"
+#include "dfx/emit.h"
+#include "platform/platform.h"
+
+typedef struct px_dfx_params {
+    const px_config *cfg;
+    px_chip *chip;
+    int chip_index;
+    char *dev_region;                /* px_dfx_region_bytes() of device memory */
+    uint64_t dev_region_bytes;
+    int ncores;                      /* producers: ncores cores + the orchestration */
+    int nkernels;
+    const char *const *kernel_names; /* by kernel id; copied */
+} px_dfx_params;
+
+/* Bytes of device arena a chip with ncores cores needs for the DFX buffers of cfg (0: off). */
+uint64_t px_dfx_region_bytes(const px_config *cfg, int ncores);
+
+/*
+ * Checks, from facts alone, that every enabled collector has a transport. Returns PX_OK, or
+ * PX_ENOTSUP with the documented message (host and device page sizes, flags, huge pages,
+ * how to turn DFX off).
+ */
+px_status px_dfx_check(const px_caps *caps, const px_config *cfg, int ncores);
+
+/*
+ * Creates the DFX state of one run: output directory, transports (logged once each),
+ * buffers, collectors (open), the drain thread. Returns PX_OK with *out set, or an error
+ * with its message; nothing is left allocated on error.
+ */
+px_status px_dfx_create(const px_dfx_params *prm, px_dfx **out);
+
+/* Producer id (cores 0..ncores-1, orchestration ncores), or NULL for an invalid id. */
+px_dfx_producer *px_dfx_producer_of(px_dfx *d, int id);
+
+/*
+ * Ends the run's DFX: flushes partial buffers (the cores' only when quiescent, i.e. every
+ * task finished), drains, reconciles `collected + dropped == produced` and sequence gaps,
+ * runs the collectors' finish(), writes dfx.json and report.html. Returns PX_OK; PX_EIO when
+ * a collector or dfx.json failed; PX_EIO for a reconcile mismatch under PLEXUS_DFX_STRICT=1
+ * (a warning otherwise). When not quiescent, d must stay alive until the cores stopped.
+ */
+px_status px_dfx_finish(px_dfx *d, int quiescent);
+
+/* Frees everything of d (buffers, transports, producers). NULL is accepted. */
+void px_dfx_destroy(px_dfx *d);
+
+/* Name of the transport serving collector bit i's buffers ("mapped"), "none" when off. */
+const char *px_dfx_transport_name(const px_dfx *d, int i);
+
+/*
+ * Replaces the collector table (tests); NULL restores the built-in px_dfx_collectors.
+ * Affects runs created afterwards.
+ */
+void px_dfx_set_collectors(const px_dfx_collector_ops *const *table);
+
+#endif

@@ -1,0 +1,167 @@
+/*
+ * dfx_internal.h - what the files of src/dfx share: the buffer header, the pool and the
+ * chip's DFX state. buffer.c owns buffers, queues and back-pressure; drain.c the drain
+ * thread and the reconcile; dfx.c the run's lifetime, collectors and dfx.json; hooks.c and
+ * pmu.c the records the runtime's hooks write.
+ */
+#ifndef PX_DFX_INTERNAL_H
+#define PX_DFX_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "dfx/dfx.h"
+#include "dfx/transport/transport.h"
+#include "util/mpmcq.h"
+#include "util/util.h"
+
+#define PX_DFX_MAGIC 0x50584446u /* "PXDF" */
+#define PX_DFX_PMU_MAX 4
+
+/*
+ * The header at the start of every buffer, in device memory; records follow it. The device
+ * (a producer) writes only `dev`, the host (the drain) writes only `host`; they sit on
+ * separate cache lines so `shadow` copies back the host line alone.
+ */
+typedef struct px_dfx_bufhdr {
+    struct {
+        uint32_t magic;
+        uint32_t fill;      /* records written */
+        uint32_t first_seq; /* seq of the first record */
+        uint32_t capacity;  /* records the buffer holds */
+        uint16_t producer;
+        uint16_t chip;
+        uint32_t pad_;
+        uint64_t publishes; /* times this buffer was published */
+    } dev PX_ALIGNED_CL;
+    struct {
+        uint64_t drains;    /* times the host drained this buffer */
+        uint32_t last_fill; /* records it held the last time */
+        uint32_t pad_;
+    } host PX_ALIGNED_CL;
+} px_dfx_bufhdr;
+
+_Static_assert(sizeof(px_dfx_bufhdr) == 128, "two cache lines");
+
+/* Host-side descriptor of one buffer (the queues carry these). */
+typedef struct px_dfx_buf {
+    px_dfx_bufhdr *dev;  /* device view of the header; records follow */
+    px_dfx_bufhdr *host; /* host view of the same bytes */
+    size_t off;          /* offset of the buffer in its block */
+    int coll;            /* collector whose block holds it */
+} px_dfx_buf;
+
+/* One producer: the emit.h part first, then what only the slow path touches. */
+typedef struct px_dfx_prod {
+    px_dfx_producer p;
+    px_dfx_buf *cur;     /* the buffer p.cur writes into */
+    uint32_t first_seq;  /* seq of cur's first record */
+    int dropping;        /* the backstop fired: drop without waiting until a buffer is free */
+    uint64_t waits[PX_DFXK_COUNT];
+    uint64_t dropped[PX_DFXK_COUNT];
+    uint64_t dropped_records;
+    /* pmu (pmu.c), opened on the producer's own thread */
+    int pmu_fd[PX_DFX_PMU_MAX];
+    int pmu_leader;      /* index of the group leader in pmu_fd, -1 when none opened */
+    int pmu_tried;
+    uint64_t pmu_begin[PX_DFX_PMU_MAX];
+    uint64_t pmu_t0;
+} PX_ALIGNED_CL px_dfx_prod;
+
+/* What the drain knows per producer (drain thread only). */
+typedef struct px_dfx_dstate {
+    uint32_t expect;     /* seq the next buffer should start at */
+    uint64_t gap_records;
+    uint64_t collected_records;
+    uint64_t bad;        /* malformed entries or buffers */
+    uint64_t backwards;  /* buffers that started before `expect` */
+} px_dfx_dstate;
+
+struct px_dfx {
+    px_chip *chip;
+    int chip_index;
+    uint32_t enabled;
+    int nprod, ncores;
+    int strict;
+    int args_level;
+    uint64_t args_arena;
+    uint32_t buf_records;
+    uint64_t spin_ticks, backstop_ns;
+    uint64_t t0;                 /* run start, px_dfx_now() units */
+    double ticks_per_ns;
+    int tsc;
+
+    px_dfx_prod *prods;
+    px_dfx_dstate *dstate;
+
+    /* buffers: one block per collector, carved into buffers, pooled per chip */
+    px_dfx_need need[PX_DFX_NCOLLECTORS];
+    px_dfx_choice choice[PX_DFX_NCOLLECTORS];
+    px_dfx_block block[PX_DFX_NCOLLECTORS];
+    px_dfx_buf *bufs;
+    uint32_t nbufs;
+    px_mpmcq freeq, readyq;
+
+    PX_ALIGNED_CL _Atomic uint32_t free_seq; /* futex: bumped when a buffer is freed */
+    _Atomic uint32_t free_waiters;
+    PX_ALIGNED_CL _Atomic uint32_t ready_seq; /* futex: bumped when a buffer is ready */
+    _Atomic uint32_t drain_sleeping;
+    _Atomic int stop;
+    PX_ALIGNED_CL pthread_t drain;
+    int drain_started;
+    px_status drain_error;       /* first transport failure seen by the drain */
+    char drain_msg[256];
+
+    /* collectors */
+    const px_dfx_collector_ops *ops[PX_DFX_NCOLLECTORS];
+    void *state[PX_DFX_NCOLLECTORS];
+    uint8_t route[PX_DFXK_COUNT][PX_DFX_NCOLLECTORS]; /* collectors per kind */
+    int nroute[PX_DFXK_COUNT];
+    uint64_t collected[PX_DFXK_COUNT];                /* entries delivered (drain only) */
+    px_dfx_run_info info;
+    char **kernel_names;
+    char **producer_names;
+    char out_dir[PX_DFX_OUT_MAX];
+    char pmu_note[320];
+    int pmu_set;
+    int finished;
+};
+
+/* buffer.c: carves the blocks into buffers and fills the free queue. PX_OK or PX_ENOMEM. */
+px_status dfx_pool_init(px_dfx *d);
+
+/* buffer.c: frees the queues and descriptors (blocks are released by dfx.c). */
+void dfx_pool_fini(px_dfx *d);
+
+/* buffer.c: publishes producer pr's partial buffer (end of run); nothing when empty. */
+void dfx_flush_producer(px_dfx *d, px_dfx_prod *pr);
+
+/* buffer.c: returns a drained buffer to the free queue and wakes waiting writers. */
+void dfx_buf_recycle(px_dfx *d, px_dfx_buf *b);
+
+/* Records of a buffer: right after its header in the given view. */
+static inline px_dfx_rec *dfx_buf_recs(px_dfx_bufhdr *h)
+{
+    return (px_dfx_rec *)(void *)(h + 1);
+}
+
+/* drain.c: starts the drain thread. PX_OK or PX_ENOMEM. */
+px_status dfx_drain_start(px_dfx *d);
+
+/* drain.c: tells the drain to finish the ready queue and stop, and joins it. */
+void dfx_drain_stop(px_dfx *d);
+
+/* pmu.c: opens producer pr's counters on the calling thread (once per run). */
+void dfx_pmu_open(px_dfx *d, px_dfx_prod *pr);
+
+/* pmu.c: reads the group into v (PX_DFX_PMU_MAX values). */
+void dfx_pmu_read(px_dfx *d, px_dfx_prod *pr, uint64_t *v);
+
+/* pmu.c: closes producer pr's counters. */
+void dfx_pmu_close(px_dfx_prod *pr);
+
+/* pmu.c: decides the counter set of the run from the facts (d->pmu_set, d->pmu_note). */
+void dfx_pmu_choose(px_dfx *d, const px_caps *caps);
+
+#endif

@@ -1,0 +1,182 @@
+/*
+ * drain.c - the drain thread of a chip: takes ready buffers, makes their contents visible
+ * through the buffer's transport, checks them, hands every entry to the collectors that
+ * consume its kind, writes the host-owned header line back and recycles the buffer.
+ *
+ * Checks per buffer: magic, fill within capacity, a known producer; per entry: its sequence
+ * number continues the buffer's, its kind is known, its records fit. Per producer the drain
+ * remembers the sequence number the next buffer must start at: a buffer that starts later
+ * is a gap (explained only by records the producer dropped), earlier is an error. The
+ * counts feed the reconcile in dfx.c. The thread waits on a futex word with 100 ms slices
+ * (a bounded wait that re-checks the stop flag), after spinning for PLEXUS_SPIN_NS.
+ */
+#include "dfx/dfx_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "util/clock.h"
+#include "util/futex.h"
+#include "util/log.h"
+
+#define DFX_DRAIN_SLICE_NS 100000000ll
+
+/* Records a transport failure (the first one wins) and returns 0. */
+static int dfx_drain_fail(px_dfx *d, px_status st)
+{
+    if (d->drain_error == PX_OK) {
+        d->drain_error = st;
+        snprintf(d->drain_msg, sizeof(d->drain_msg), "%s", px_last_error());
+    }
+    return 0;
+}
+
+/* Pulls b's device-owned header line into the host view; returns 1 when it is sane. */
+static int dfx_pull_header(px_dfx *d, px_dfx_buf *b)
+{
+    const px_dfx_block *blk = &d->block[b->coll];
+    px_status st = blk->t->pull(d->chip, blk, b->off, sizeof(b->host->dev));
+    const px_dfx_bufhdr *h = b->host;
+
+    if (st != PX_OK)
+        return dfx_drain_fail(d, st);
+    return h->dev.magic == PX_DFX_MAGIC && h->dev.fill <= d->buf_records &&
+           h->dev.producer < d->nprod;
+}
+
+/* Hands one entry to every collector that consumes its kind. */
+static void dfx_deliver(px_dfx *d, const px_dfx_rec *r)
+{
+    int k = r->kind;
+
+    d->collected[k]++;
+    for (int i = 0; i < d->nroute[k]; i++) {
+        int c = d->route[k][i];
+
+        d->ops[c]->on_record(d->state[c], r);
+    }
+}
+
+/* Walks the entries of a pulled buffer; returns the records consumed. */
+static uint32_t dfx_walk(px_dfx *d, const px_dfx_bufhdr *h, px_dfx_dstate *ds)
+{
+    const px_dfx_rec *recs = dfx_buf_recs((px_dfx_bufhdr *)h);
+    uint32_t fill = h->dev.fill, i = 0;
+
+    while (i < fill) {
+        const px_dfx_rec *r = &recs[i];
+
+        if (r->seq != h->dev.first_seq + i || r->nrec == 0 || r->nrec > fill - i ||
+            r->kind == PX_DFXK_NONE || r->kind >= PX_DFXK_COUNT) {
+            ds->bad++;
+            break;
+        }
+        dfx_deliver(d, r);
+        ds->collected_records += r->nrec;
+        i += r->nrec;
+    }
+    return i;
+}
+
+/* Sequence bookkeeping of producer ds for a buffer starting at first. */
+static void dfx_check_seq(px_dfx_dstate *ds, uint32_t first, uint32_t fill)
+{
+    int32_t dif = (int32_t)(first - ds->expect);
+
+    if (dif > 0)
+        ds->gap_records += (uint32_t)dif;
+    else if (dif < 0)
+        ds->backwards++;
+    ds->expect = first + fill;
+}
+
+/* Drains one ready buffer and recycles it. */
+static void dfx_drain_one(px_dfx *d, px_dfx_buf *b)
+{
+    const px_dfx_block *blk = &d->block[b->coll];
+    px_dfx_bufhdr *h = b->host;
+    px_dfx_dstate *ds;
+    px_status st;
+
+    if (!dfx_pull_header(d, b)) {
+        d->dstate[0].bad++;
+        goto out_recycle;
+    }
+    ds = &d->dstate[h->dev.producer];
+    st = blk->t->pull(d->chip, blk, b->off + sizeof(*h), (size_t)h->dev.fill * sizeof(px_dfx_rec));
+    if (st != PX_OK) {
+        dfx_drain_fail(d, st);
+        ds->bad++;
+        goto out_recycle;
+    }
+    dfx_check_seq(ds, h->dev.first_seq, h->dev.fill);
+    dfx_walk(d, h, ds);
+    h->host.drains++;
+    h->host.last_fill = h->dev.fill;
+    st = blk->t->push(d->chip, blk, b->off + offsetof(px_dfx_bufhdr, host), sizeof(h->host));
+    if (st != PX_OK)
+        dfx_drain_fail(d, st);
+out_recycle:
+    dfx_buf_recycle(d, b);
+}
+
+/* Waits for a ready buffer: spin, then sleep. Returns NULL once stopped and empty. */
+static px_dfx_buf *dfx_drain_wait(px_dfx *d)
+{
+    uint64_t until = px_ticks() + d->spin_ticks;
+    px_dfx_buf *b;
+
+    for (;;) {
+        if ((b = px_mpmcq_pop(&d->readyq)) != NULL)
+            return b;
+        if (atomic_load_explicit(&d->stop, memory_order_acquire))
+            return px_mpmcq_pop(&d->readyq);
+        if (px_ticks() < until) {
+            px_cpu_relax();
+            continue;
+        }
+        atomic_store_explicit(&d->drain_sleeping, 1, memory_order_seq_cst);
+        uint32_t seq = atomic_load_explicit(&d->ready_seq, memory_order_seq_cst);
+        b = px_mpmcq_pop(&d->readyq);
+        if (b == NULL && !atomic_load_explicit(&d->stop, memory_order_acquire))
+            px_futex_wait(&d->ready_seq, seq, DFX_DRAIN_SLICE_NS, 0);
+        atomic_store_explicit(&d->drain_sleeping, 0, memory_order_relaxed);
+        if (b != NULL)
+            return b;
+        until = px_ticks() + d->spin_ticks;
+    }
+}
+
+static void *dfx_drain_main(void *arg)
+{
+    px_dfx *d = arg;
+    px_dfx_buf *b;
+
+    while ((b = dfx_drain_wait(d)) != NULL)
+        dfx_drain_one(d, b);
+    return NULL;
+}
+
+/* Returns PX_OK, or PX_ENOMEM when the thread cannot start. */
+px_status dfx_drain_start(px_dfx *d)
+{
+    int rc = pthread_create(&d->drain, NULL, dfx_drain_main, d);
+
+    if (rc != 0)
+        return px_set_error(PX_ENOMEM, "dfx: cannot start the drain thread of chip %d: %s",
+                            d->chip_index, strerror(rc));
+    d->drain_started = 1;
+    return PX_OK;
+}
+
+/* Stops the drain after it emptied the ready queue, and joins it. */
+void dfx_drain_stop(px_dfx *d)
+{
+    if (!d->drain_started)
+        return;
+    atomic_store_explicit(&d->stop, 1, memory_order_seq_cst);
+    atomic_fetch_add_explicit(&d->ready_seq, 1, memory_order_seq_cst);
+    px_futex_wake(&d->ready_seq, 1, 0);
+    pthread_join(d->drain, NULL);
+    d->drain_started = 0;
+}

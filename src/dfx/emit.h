@@ -1,0 +1,227 @@
+/*
+ * emit.h - the record-writing API of DFX (diagnostics: profiling, tracing, dumps).
+ *
+ * Every producer thread (a core, the orchestration, later the L3 dispatch loop) owns a
+ * px_dfx_producer and writes fixed 32-byte records into its current paired buffer. A full
+ * buffer is published to the chip's ready queue and replaced from the free queue (waiting,
+ * with a count, when none is free: back-pressure). One drain thread per chip hands ready
+ * buffers to the collectors. With DFX off the producer pointer is NULL and each emit costs one
+ * predictable branch; built with -DPX_DFX=0 the calls compile to nothing.
+ *
+ * This header is the contract between the runtime (which calls it) and src/dfx (which
+ * implements it). The payload of every record kind is fixed in docs/formats.md ("DFX records
+ * (version 1)"); src/dfx/records.h encodes and decodes them, so writers and collectors
+ * cannot disagree about a bit.
+ */
+#ifndef PX_DFX_EMIT_H
+#define PX_DFX_EMIT_H
+
+#include <stdint.h>
+#include <plexus/args.h>
+#include <plexus/dfx.h>
+#include <plexus/worker.h>
+
+#include "util/clock.h"
+#include "util/util.h"
+
+#ifndef PX_DFX
+#define PX_DFX 1
+#endif
+
+/* Version of the record layouts below (docs/formats.md). */
+#define PX_DFX_RECORDS_VERSION 1
+
+/*
+ * Record kinds. `a` and `b` are the two payload words of the first record; an entry of
+ * nrec > 1 records is followed by nrec - 1 continuation records of raw payload (4 words
+ * each). Exact bit layouts: records.h and docs/formats.md.
+ */
+typedef enum px_dfx_kind {
+    PX_DFXK_NONE = 0,
+    PX_DFXK_TASK_BEGIN, /* a task id, b kernel id | core << 32 */
+    PX_DFXK_TASK_END,   /* a task id, b (uint32) status | poisoned << 32 | core << 40 */
+    PX_DFXK_PHASE,      /* a phase | duration ticks << 8, b task id or 0; ts = start */
+    PX_DFXK_SUBMIT,     /* a task id, b kernel id | nargs << 32; nargs ARG entries follow */
+    PX_DFXK_ARG,        /* a task id, b index/tag/dtype/ndim/kind/flags; view or value follows */
+    PX_DFXK_EDGE,       /* a producer task id, b consumer task id */
+    PX_DFXK_SCOPE,      /* a depth | begin << 8, b tasks in flight; 4 occupancy words follow */
+    PX_DFXK_HOST,       /* a span | duration ticks << 8, b detail; ts = start */
+    PX_DFXK_PMU,        /* a task id, b set | n << 8 | core << 16; 4 counter deltas follow */
+    PX_DFXK_ARGDATA,    /* a task id | arg << 56, b offset | len << 32 | flags << 48; bytes */
+    PX_DFXK_COUNT
+} px_dfx_kind;
+
+/* Phases recorded by the thread that does the work (DESIGN 3.6). */
+typedef enum px_dfx_phase_id {
+    PX_PHASE_ORCH_SUBMIT = 1, /* one px_submit, entry to return */
+    PX_PHASE_ORCH_RING_WAIT,  /* the orchestration waits for ring space (task, heap, dep) */
+    PX_PHASE_CORE_POP,        /* a core looks for work and finds it while spinning */
+    PX_PHASE_CORE_RUN,        /* the kernel runs */
+    PX_PHASE_CORE_RELEASE,    /* the core releases the task's consumers */
+    PX_PHASE_CORE_IDLE,       /* a core slept before finding work */
+    PX_PHASE_L3_DISPATCH,
+    PX_PHASE_COUNT
+} px_dfx_phase_id;
+
+/* Host-side spans (hosttrace). */
+typedef enum px_dfx_host_span {
+    PX_HOST_RUN = 1,   /* px_run, entry to the end of the graph (detail: tasks) */
+    PX_HOST_COPY_IN,   /* host tensors to device memory (detail: bytes) */
+    PX_HOST_COPY_OUT,  /* written tensors back to the host (detail: bytes) */
+    PX_HOST_ORCH,      /* the user's orchestration function (detail: tasks submitted) */
+    PX_HOST_DRAIN,     /* waiting for the graph to finish (detail: tasks) */
+    PX_HOST_SPAN_COUNT
+} px_dfx_host_span;
+
+/* Which collectors each kind is written for: a site emits when one of them is on. */
+#define PX_DFX_FOR_TASK (PX_DFX_SWIMLANE)
+#define PX_DFX_FOR_PHASE (PX_DFX_SWIMLANE)
+#define PX_DFX_FOR_SUBMIT (PX_DFX_DEPGEN | PX_DFX_ARGSDUMP)
+#define PX_DFX_FOR_EDGE (PX_DFX_DEPGEN | PX_DFX_SWIMLANE)
+#define PX_DFX_FOR_SCOPE (PX_DFX_SCOPESTATS)
+#define PX_DFX_FOR_HOST (PX_DFX_HOSTTRACE)
+#define PX_DFX_FOR_PMU (PX_DFX_PMU)
+#define PX_DFX_FOR_ARGDATA (PX_DFX_ARGSDUMP)
+
+typedef struct px_dfx_rec {
+    uint64_t ts;       /* px_dfx_now() when written (a span's start for PHASE and HOST) */
+    uint32_t seq;      /* per producer, +1 per record (continuations included) */
+    uint16_t producer; /* producer index within the chip */
+    uint8_t kind;      /* px_dfx_kind */
+    uint8_t nrec;      /* records this entry spans (1 + continuation records) */
+    uint64_t a, b;
+} px_dfx_rec;
+
+_Static_assert(sizeof(px_dfx_rec) == 32, "DFX records are 32 bytes");
+
+/* Largest entry: a buffer always holds one (ARGDATA chunks are cut to fit smaller buffers). */
+#define PX_DFX_MAX_NREC 255
+
+typedef struct px_dfx px_dfx;
+
+typedef struct px_dfx_producer {
+    px_dfx_rec *cur, *end;  /* free records of the current buffer (device memory) */
+    uint32_t seq;
+    uint16_t id;
+    uint16_t pad_;
+    uint32_t mask;          /* enabled collectors */
+    px_dfx *dfx;
+    void *buf;              /* the current buffer (owned by src/dfx) */
+    uint64_t produced[PX_DFXK_COUNT]; /* entries written, per kind (reconciled at the end) */
+} px_dfx_producer;
+
+/* 1 when DFX time stamps come from the invariant TSC, 0 for CLOCK_MONOTONIC (set per run). */
+extern int px_dfx_tsc_g;
+
+/* The DFX clock: TSC ticks when invariant, else CLOCK_MONOTONIC nanoseconds. */
+static inline uint64_t px_dfx_now(void)
+{
+    return PX_LIKELY(px_dfx_tsc_g) ? px_ticks() : px_now_ns();
+}
+
+/*
+ * Slow path: publishes the full buffer and takes a free one, waiting (counted) while none is
+ * free. Returns the first free record, or NULL when the entry of `need` records of `kind`
+ * must be dropped (counted; its sequence numbers are skipped).
+ */
+px_dfx_rec *px_dfx_next_buffer(px_dfx_producer *p, px_dfx_kind kind, uint32_t need);
+
+/* Reserves n consecutive records and fills the common header; returns NULL when dropped. */
+static inline px_dfx_rec *px_dfx_reserve(px_dfx_producer *p, px_dfx_kind kind, uint32_t n)
+{
+    px_dfx_rec *r = p->cur;
+
+    if (PX_UNLIKELY((uint64_t)(p->end - r) < n)) {
+        r = px_dfx_next_buffer(p, kind, n);
+        if (r == NULL)
+            return NULL;
+    }
+    p->cur = r + n;
+    r->ts = px_dfx_now();
+    r->seq = p->seq;
+    p->seq += n;
+    r->producer = p->id;
+    r->kind = (uint8_t)kind;
+    r->nrec = (uint8_t)n;
+    p->produced[kind]++;
+    return r;
+}
+
+static inline void px_dfx_emit(px_dfx_producer *p, px_dfx_kind kind, uint64_t a, uint64_t b)
+{
+    px_dfx_rec *r = px_dfx_reserve(p, kind, 1);
+
+    if (r) {
+        r->a = a;
+        r->b = b;
+    }
+}
+
+#if PX_DFX
+#define PX_DFX_ON(p, bit) (PX_UNLIKELY((p) != NULL) && ((p)->mask & (bit)))
+#else
+#define PX_DFX_ON(p, bit) 0
+#endif
+
+/* ---- hooks the runtime calls (implemented in src/dfx) ---- */
+
+/* Records a submitted task with its args (depgen, argsdump): SUBMIT plus one ARG per arg. */
+void px_dfx_submit(px_dfx_producer *p, px_task_id id, px_kernel_id k, const px_task_args *a);
+
+/*
+ * Task boundaries on a core: TASK_BEGIN/END (swimlane), the PMU counters of the task (pmu),
+ * and argument data (argsdump levels 2 and 3: read-only args at begin, written ones at end).
+ */
+void px_dfx_task_begin(px_dfx_producer *p, px_task_id id, px_kernel_id k, int core,
+                       const px_task_args *a);
+void px_dfx_task_end(px_dfx_producer *p, px_task_id id, px_status st, int poisoned, int core,
+                     const px_task_args *a);
+
+/* Scope occupancy at a scope's begin or end (scopestats). */
+typedef struct px_dfx_occupancy {
+    uint64_t tasks_live;    /* tasks submitted and not yet behind the watermark */
+    uint64_t task_slots;    /* task ring slots */
+    uint64_t heap_live;     /* heap ring bytes in use */
+    uint64_t heap_size;     /* heap ring bytes */
+    uint64_t tmap_entries;  /* tensor map entries */
+} px_dfx_occupancy;
+
+void px_dfx_scope(px_dfx_producer *p, int depth, int begin, const px_dfx_occupancy *occ);
+
+/* A core found task `task` after waiting since w0 (0: unknown); core.pop, or core.idle when
+ * it slept. The span is clipped to the run's start. */
+void px_dfx_core_waited(px_dfx_producer *p, uint64_t w0, int slept, px_task_id task);
+
+/* A logical dependency producer -> consumer (depgen, swimlane flow arrows). */
+static inline void px_dfx_edge(px_dfx_producer *p, px_task_id producer, px_task_id consumer)
+{
+    px_dfx_emit(p, PX_DFXK_EDGE, producer, consumer);
+}
+
+/* A phase span [t0, t1) in px_dfx_now() units. */
+static inline void px_dfx_phase(px_dfx_producer *p, px_dfx_phase_id ph, uint64_t t0, uint64_t t1,
+                                px_task_id task)
+{
+    px_dfx_rec *r = px_dfx_reserve(p, PX_DFXK_PHASE, 1);
+
+    if (r) {
+        r->ts = t0;
+        r->a = (uint64_t)ph | ((t1 - t0) << 8);
+        r->b = task;
+    }
+}
+
+/* A host span [t0, t1) in px_dfx_now() units with its detail (bytes, tasks). */
+static inline void px_dfx_host(px_dfx_producer *p, px_dfx_host_span span, uint64_t t0,
+                               uint64_t t1, uint64_t detail)
+{
+    px_dfx_rec *r = px_dfx_reserve(p, PX_DFXK_HOST, 1);
+
+    if (r) {
+        r->ts = t0;
+        r->a = (uint64_t)span | ((t1 - t0) << 8);
+        r->b = detail;
+    }
+}
+
+#endif

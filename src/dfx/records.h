@@ -1,0 +1,420 @@
+/*
+ * records.h - encoders and decoders of the DFX record payloads (version 1).
+ *
+ * emit.h fixes the 32-byte record and the kinds; this header fixes every bit of every
+ * payload, once, for both sides: the hooks in src/dfx encode with the px_dfx_*_put helpers
+ * and the collectors decode with px_dfx_*_decode. docs/formats.md ("DFX records (version
+ * 1)") describes the same layouts in prose. Continuation records of an entry are read as
+ * 64-bit words: word i of the entry's payload after (a, b) is px_dfx_words(r)[i].
+ *
+ * Every decoder returns 0 when r is a well-formed entry of its kind (kind and nrec agree
+ * with the payload), else -1 and leaves *out unspecified.
+ */
+#ifndef PX_DFX_RECORDS_H
+#define PX_DFX_RECORDS_H
+
+#include <stdint.h>
+#include <string.h>
+#include <plexus/args.h>
+#include <plexus/status.h>
+#include <plexus/tensor.h>
+
+#include "dfx/emit.h"
+
+/* ---- common ---- */
+
+/* The continuation words of an entry (4 per continuation record). */
+static inline const uint64_t *px_dfx_words(const px_dfx_rec *r)
+{
+    return (const uint64_t *)(const void *)(r + 1);
+}
+
+static inline uint64_t *px_dfx_words_w(px_dfx_rec *r)
+{
+    return (uint64_t *)(void *)(r + 1);
+}
+
+/* Records an entry of `words` continuation words spans. */
+static inline uint32_t px_dfx_nrec_for_words(uint32_t words)
+{
+    return 1 + (words + 3) / 4;
+}
+
+/* Name of a kind ("task_begin"), "?" if invalid. */
+static inline const char *px_dfx_kind_name(int kind)
+{
+    static const char *const names[PX_DFXK_COUNT] = {
+        "none", "task_begin", "task_end", "phase", "submit", "arg", "edge", "scope", "host",
+        "pmu", "argdata"};
+
+    return kind >= 0 && kind < PX_DFXK_COUNT ? names[kind] : "?";
+}
+
+/* Name of a phase ("core.run"), "?" if invalid. */
+static inline const char *px_dfx_phase_name(int ph)
+{
+    static const char *const names[PX_PHASE_COUNT] = {
+        "?", "orch.submit", "orch.ring_wait", "core.pop", "core.run", "core.release",
+        "core.idle", "l3.dispatch"};
+
+    return ph > 0 && ph < PX_PHASE_COUNT ? names[ph] : "?";
+}
+
+/* Name of a host span ("px_run"), "?" if invalid. */
+static inline const char *px_dfx_host_span_name(int span)
+{
+    static const char *const names[PX_HOST_SPAN_COUNT] = {
+        "?", "px_run", "copy_in", "copy_out", "orchestration", "drain"};
+
+    return span > 0 && span < PX_HOST_SPAN_COUNT ? names[span] : "?";
+}
+
+/* Collectors (PX_DFX_* bits) a kind is written for; 0 for an invalid kind. */
+static inline uint32_t px_dfx_kind_for(int kind)
+{
+    static const uint32_t fors[PX_DFXK_COUNT] = {
+        0, PX_DFX_FOR_TASK, PX_DFX_FOR_TASK, PX_DFX_FOR_PHASE, PX_DFX_FOR_SUBMIT,
+        PX_DFX_FOR_SUBMIT, PX_DFX_FOR_EDGE, PX_DFX_FOR_SCOPE, PX_DFX_FOR_HOST, PX_DFX_FOR_PMU,
+        PX_DFX_FOR_ARGDATA};
+
+    return kind >= 0 && kind < PX_DFXK_COUNT ? fors[kind] : 0;
+}
+
+/* ---- TASK_BEGIN / TASK_END ---- */
+
+typedef struct px_dfx_task {
+    uint64_t ts;         /* begin or end time stamp */
+    px_task_id task;
+    px_kernel_id kernel; /* TASK_BEGIN only; -1 for TASK_END */
+    int core;
+    px_status status;    /* TASK_END only */
+    int poisoned;        /* TASK_END only: skipped because a producer failed */
+    int end;             /* 0 for TASK_BEGIN, 1 for TASK_END */
+} px_dfx_task;
+
+static inline uint64_t px_dfx_task_begin_b(px_kernel_id k, int core)
+{
+    return (uint64_t)(uint32_t)k | ((uint64_t)(uint16_t)core << 32);
+}
+
+static inline uint64_t px_dfx_task_end_b(px_status st, int poisoned, int core)
+{
+    return (uint64_t)(uint32_t)st | ((uint64_t)(poisoned ? 1 : 0) << 32) |
+           ((uint64_t)(uint16_t)core << 40);
+}
+
+static inline int px_dfx_task_decode(const px_dfx_rec *r, px_dfx_task *out)
+{
+    if ((r->kind != PX_DFXK_TASK_BEGIN && r->kind != PX_DFXK_TASK_END) || r->nrec != 1)
+        return -1;
+    out->ts = r->ts;
+    out->task = r->a;
+    out->end = r->kind == PX_DFXK_TASK_END;
+    if (!out->end) {
+        out->kernel = (px_kernel_id)(uint32_t)r->b;
+        out->core = (int)(uint16_t)(r->b >> 32);
+        out->status = PX_OK;
+        out->poisoned = 0;
+    } else {
+        out->kernel = -1;
+        out->status = (px_status)(int32_t)(uint32_t)r->b;
+        out->poisoned = (int)((r->b >> 32) & 0xff);
+        out->core = (int)(uint16_t)(r->b >> 40);
+    }
+    return 0;
+}
+
+/* ---- PHASE and HOST spans: a = id | duration << 8, ts = start ---- */
+
+typedef struct px_dfx_span {
+    int id;          /* px_dfx_phase or px_dfx_host_span */
+    uint64_t t0, t1; /* [t0, t1) in record time units */
+    uint64_t b;      /* PHASE: task id or 0; HOST: detail */
+} px_dfx_span;
+
+static inline int px_dfx_span_decode(const px_dfx_rec *r, px_dfx_span *out)
+{
+    if ((r->kind != PX_DFXK_PHASE && r->kind != PX_DFXK_HOST) || r->nrec != 1)
+        return -1;
+    out->id = (int)(r->a & 0xff);
+    out->t0 = r->ts;
+    out->t1 = r->ts + (r->a >> 8);
+    out->b = r->b;
+    return 0;
+}
+
+/* ---- SUBMIT ---- */
+
+typedef struct px_dfx_submit_rec {
+    uint64_t ts;
+    px_task_id task;
+    px_kernel_id kernel;
+    int nargs; /* ARG entries that follow from the same producer */
+} px_dfx_submit_rec;
+
+static inline uint64_t px_dfx_submit_b(px_kernel_id k, int nargs)
+{
+    return (uint64_t)(uint32_t)k | ((uint64_t)(uint8_t)nargs << 32);
+}
+
+static inline int px_dfx_submit_decode(const px_dfx_rec *r, px_dfx_submit_rec *out)
+{
+    if (r->kind != PX_DFXK_SUBMIT || r->nrec != 1)
+        return -1;
+    out->ts = r->ts;
+    out->task = r->a;
+    out->kernel = (px_kernel_id)(uint32_t)r->b;
+    out->nargs = (int)((r->b >> 32) & 0xff);
+    return 0;
+}
+
+/* ---- ARG ---- */
+
+#define PX_DFX_ARG_MARKED 0x1u /* px_args_mark was called on it */
+#define PX_DFX_ARG_NULL 0x2u   /* built from a NULL tensor pointer */
+
+typedef struct px_dfx_arg {
+    px_task_id task;
+    int index;       /* argument position */
+    int tag;         /* px_tag */
+    int scalar_kind; /* px_scalar_kind for PX_TAG_SCALAR, else 0 */
+    int marked;
+    int null_tensor;
+    px_tensor t;     /* tensor args: the view as submitted (device address) */
+    uint64_t value;  /* scalars: the value's 64 bits (u64, i64 or f64 bit pattern) */
+} px_dfx_arg;
+
+/* Continuation words of an ARG entry: tensors 2 + 2 * ndim, scalars 1. */
+static inline uint32_t px_dfx_arg_words(const px_arg *a)
+{
+    if (a->tag == PX_TAG_SCALAR || a->null_tensor)
+        return 1;
+    return 2 + 2 * (uint32_t)(a->v.t.ndim > 0 && a->v.t.ndim <= PX_MAX_DIMS ? a->v.t.ndim : 0);
+}
+
+/* Fills the payload of an ARG entry reserved with px_dfx_nrec_for_words(px_dfx_arg_words). */
+static inline void px_dfx_arg_put(px_dfx_rec *r, px_task_id task, int index, const px_arg *a)
+{
+    uint64_t *w = px_dfx_words_w(r);
+    uint32_t flags = (a->marked ? PX_DFX_ARG_MARKED : 0) | (a->null_tensor ? PX_DFX_ARG_NULL : 0);
+    int ndim = 0;
+
+    if (a->tag != PX_TAG_SCALAR && !a->null_tensor && a->v.t.ndim > 0 &&
+        a->v.t.ndim <= PX_MAX_DIMS)
+        ndim = a->v.t.ndim;
+    r->a = task;
+    r->b = (uint64_t)(uint8_t)index | ((uint64_t)a->tag << 8) |
+           ((uint64_t)(uint8_t)(a->tag == PX_TAG_SCALAR ? 0 : a->v.t.dtype) << 16) |
+           ((uint64_t)ndim << 24) | ((uint64_t)a->scalar_kind << 32) | ((uint64_t)flags << 40);
+    if (a->tag == PX_TAG_SCALAR || a->null_tensor) {
+        w[0] = a->tag == PX_TAG_SCALAR ? a->v.u64 : 0;
+        return;
+    }
+    w[0] = (uint64_t)(uintptr_t)a->v.t.addr;
+    w[1] = (uint64_t)a->v.t.offset;
+    for (int i = 0; i < ndim; i++) {
+        w[2 + i] = (uint64_t)a->v.t.shape[i];
+        w[2 + ndim + i] = (uint64_t)a->v.t.stride[i];
+    }
+}
+
+static inline int px_dfx_arg_decode(const px_dfx_rec *r, px_dfx_arg *out)
+{
+    const uint64_t *w = px_dfx_words(r);
+    uint32_t flags;
+    int ndim;
+
+    if (r->kind != PX_DFXK_ARG || r->nrec < 2)
+        return -1;
+    memset(out, 0, sizeof(*out));
+    out->task = r->a;
+    out->index = (int)(r->b & 0xff);
+    out->tag = (int)((r->b >> 8) & 0xff);
+    ndim = (int)((r->b >> 24) & 0xff);
+    out->scalar_kind = (int)((r->b >> 32) & 0xff);
+    flags = (uint32_t)((r->b >> 40) & 0xff);
+    out->marked = (flags & PX_DFX_ARG_MARKED) != 0;
+    out->null_tensor = (flags & PX_DFX_ARG_NULL) != 0;
+    if (out->tag <= PX_TAG_NONE || out->tag >= PX_TAG_COUNT || ndim > PX_MAX_DIMS)
+        return -1;
+    if (out->tag == PX_TAG_SCALAR || out->null_tensor) {
+        out->value = w[0];
+        return r->nrec == px_dfx_nrec_for_words(1) ? 0 : -1;
+    }
+    if (ndim < 1 || r->nrec != px_dfx_nrec_for_words(2 + 2 * (uint32_t)ndim))
+        return -1;
+    out->t.dtype = (px_dtype)((r->b >> 16) & 0xff);
+    out->t.ndim = ndim;
+    out->t.addr = (void *)(uintptr_t)w[0];
+    out->t.offset = (int64_t)w[1];
+    for (int i = 0; i < ndim; i++) {
+        out->t.shape[i] = (int64_t)w[2 + i];
+        out->t.stride[i] = (int64_t)w[2 + ndim + i];
+    }
+    return 0;
+}
+
+/* ---- EDGE ---- */
+
+typedef struct px_dfx_edge_rec {
+    px_task_id producer, consumer;
+} px_dfx_edge_rec;
+
+static inline int px_dfx_edge_decode(const px_dfx_rec *r, px_dfx_edge_rec *out)
+{
+    if (r->kind != PX_DFXK_EDGE || r->nrec != 1)
+        return -1;
+    out->producer = r->a;
+    out->consumer = r->b;
+    return 0;
+}
+
+/* ---- SCOPE: 4 words follow ---- */
+
+typedef struct px_dfx_scope_rec {
+    uint64_t ts;
+    int depth;   /* 1: the run's own scope, 2: the first px_scope_begin, ... */
+    int begin;   /* 1 at px_scope_begin, 0 at px_scope_end */
+    px_dfx_occupancy occ;
+} px_dfx_scope_rec;
+
+#define PX_DFX_SCOPE_WORDS 4
+
+static inline void px_dfx_scope_put(px_dfx_rec *r, int depth, int begin,
+                                    const px_dfx_occupancy *o)
+{
+    uint64_t *w = px_dfx_words_w(r);
+
+    r->a = (uint64_t)(uint8_t)depth | ((uint64_t)(begin ? 1 : 0) << 8);
+    r->b = o->tasks_live;
+    w[0] = o->heap_live;
+    w[1] = o->heap_size;
+    w[2] = o->tmap_entries;
+    w[3] = o->task_slots;
+}
+
+static inline int px_dfx_scope_decode(const px_dfx_rec *r, px_dfx_scope_rec *out)
+{
+    const uint64_t *w = px_dfx_words(r);
+
+    if (r->kind != PX_DFXK_SCOPE || r->nrec != px_dfx_nrec_for_words(PX_DFX_SCOPE_WORDS))
+        return -1;
+    out->ts = r->ts;
+    out->depth = (int)(r->a & 0xff);
+    out->begin = (int)((r->a >> 8) & 1);
+    out->occ.tasks_live = r->b;
+    out->occ.heap_live = w[0];
+    out->occ.heap_size = w[1];
+    out->occ.tmap_entries = w[2];
+    out->occ.task_slots = w[3];
+    return 0;
+}
+
+/* ---- PMU: 4 words follow ---- */
+
+enum { PX_DFX_PMU_SOFTWARE = 0, PX_DFX_PMU_HARDWARE = 1 };
+
+#define PX_DFX_PMU_WORDS 4
+#define PX_DFX_PMU_NONE UINT64_MAX /* a counter of the set that could not be opened */
+
+typedef struct px_dfx_pmu_rec {
+    uint64_t ts;     /* at the task's end */
+    px_task_id task;
+    int set;         /* PX_DFX_PMU_SOFTWARE or PX_DFX_PMU_HARDWARE */
+    int n;           /* counters in v (4) */
+    int core;
+    uint64_t v[PX_DFX_PMU_WORDS]; /* deltas over the task; PX_DFX_PMU_NONE: not counted */
+} px_dfx_pmu_rec;
+
+/* Name of counter i of a set ("instructions"), "?" if invalid. */
+static inline const char *px_dfx_pmu_counter_name(int set, int i)
+{
+    static const char *const hw[PX_DFX_PMU_WORDS] = {"cycles", "instructions", "cache_misses",
+                                                     "branch_misses"};
+    static const char *const sw[PX_DFX_PMU_WORDS] = {"task_clock_ns", "page_faults",
+                                                     "context_switches", "tsc_cycles"};
+
+    if (i < 0 || i >= PX_DFX_PMU_WORDS)
+        return "?";
+    return set == PX_DFX_PMU_HARDWARE ? hw[i] : sw[i];
+}
+
+static inline void px_dfx_pmu_put(px_dfx_rec *r, px_task_id task, int set, int core,
+                                  const uint64_t *v)
+{
+    uint64_t *w = px_dfx_words_w(r);
+
+    r->a = task;
+    r->b = (uint64_t)(uint8_t)set | ((uint64_t)PX_DFX_PMU_WORDS << 8) |
+           ((uint64_t)(uint16_t)core << 16);
+    for (int i = 0; i < PX_DFX_PMU_WORDS; i++)
+        w[i] = v[i];
+}
+
+static inline int px_dfx_pmu_decode(const px_dfx_rec *r, px_dfx_pmu_rec *out)
+{
+    const uint64_t *w = px_dfx_words(r);
+
+    if (r->kind != PX_DFXK_PMU || r->nrec != px_dfx_nrec_for_words(PX_DFX_PMU_WORDS))
+        return -1;
+    out->ts = r->ts;
+    out->task = r->a;
+    out->set = (int)(r->b & 0xff);
+    out->n = (int)((r->b >> 8) & 0xff);
+    out->core = (int)(uint16_t)(r->b >> 16);
+    if (out->n != PX_DFX_PMU_WORDS)
+        return -1;
+    for (int i = 0; i < PX_DFX_PMU_WORDS; i++)
+        out->v[i] = w[i];
+    return 0;
+}
+
+/* ---- ARGDATA: the bytes of one chunk follow ---- */
+
+#define PX_DFX_ARGDATA_LAST 0x1u      /* the last chunk of this argument's dump */
+#define PX_DFX_ARGDATA_TRUNCATED 0x2u /* the data was larger than the arena: cut short */
+#define PX_DFX_ARGDATA_AFTER 0x4u     /* captured after the kernel ran (written args) */
+
+typedef struct px_dfx_argdata {
+    uint64_t ts;
+    px_task_id task;
+    int index;            /* argument position */
+    uint32_t offset;      /* of this chunk within the argument's dumped bytes */
+    uint32_t len;         /* bytes in this chunk */
+    int last, truncated, after;
+    const uint8_t *bytes; /* len bytes, inside the entry (valid during on_record only) */
+} px_dfx_argdata;
+
+/* Bytes one ARGDATA entry of n records carries at most. */
+static inline uint32_t px_dfx_argdata_cap(uint32_t nrec)
+{
+    return (nrec - 1) * (uint32_t)sizeof(px_dfx_rec);
+}
+
+static inline void px_dfx_argdata_put(px_dfx_rec *r, px_task_id task, int index, uint32_t off,
+                                      uint32_t len, uint32_t flags)
+{
+    r->a = (task & ((1ull << 56) - 1)) | ((uint64_t)(uint8_t)index << 56);
+    r->b = (uint64_t)off | ((uint64_t)(uint16_t)len << 32) | ((uint64_t)(uint8_t)flags << 48);
+}
+
+static inline int px_dfx_argdata_decode(const px_dfx_rec *r, px_dfx_argdata *out)
+{
+    uint32_t flags;
+
+    if (r->kind != PX_DFXK_ARGDATA || r->nrec < 1)
+        return -1;
+    out->ts = r->ts;
+    out->task = r->a & ((1ull << 56) - 1);
+    out->index = (int)(r->a >> 56);
+    out->offset = (uint32_t)r->b;
+    out->len = (uint32_t)((r->b >> 32) & 0xffff);
+    flags = (uint32_t)((r->b >> 48) & 0xff);
+    out->last = (flags & PX_DFX_ARGDATA_LAST) != 0;
+    out->truncated = (flags & PX_DFX_ARGDATA_TRUNCATED) != 0;
+    out->after = (flags & PX_DFX_ARGDATA_AFTER) != 0;
+    out->bytes = (const uint8_t *)(const void *)(r + 1);
+    return out->len <= px_dfx_argdata_cap(r->nrec) ? 0 : -1;
+}
+
+#endif

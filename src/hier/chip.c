@@ -1,0 +1,198 @@
+/*
+ * chip.c - the main function of a level-3 child process: a chip or a host sub-worker.
+ *
+ * The child first asks the kernel to kill it when its parent dies (PR_SET_PDEATHSIG), then
+ * checks that the parent has not died before that request, closes the descriptors that belong
+ * to the parent or to its siblings, and builds what it runs calls with: a chip builds its own
+ * level-2 engine (own device arena, own core threads) and registers the worker's chip kernels
+ * in the parent's order, so kernel ids match; a sub-worker needs nothing. It reports ready
+ * (or the reason it could not start) through its mailbox, then serves calls in order until a
+ * shutdown call or the parent's death, and leaves with _exit (never the parent's atexit
+ * handlers or stdio buffers).
+ *
+ * A chip runs a call as px_run(engine, callable, args): px_run copies the host-heap tensors of
+ * args into the chip's device memory and the written ones back, which is exactly the
+ * boundary between host heap and device memory.
+ */
+#include "hier/hier_internal.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "util/clock.h"
+#include "util/futex.h"
+#include "util/log.h"
+
+#define PX_CHIP_PARENT_CHECK_NS 100000000ull
+
+static int px_hier_self_chip = -1;
+
+int px_chip_index(void)
+{
+    return px_hier_self_chip;
+}
+
+/* Closes every descriptor of the parent's that this child has no use for. */
+static void px_child_close_fds(px_hier *h, px_hier_proc *self)
+{
+    for (int i = 0; i < h->nprocs; i++) {
+        px_hier_proc *p = &h->procs[i];
+
+        if (p->pidfd >= 0)
+            close(p->pidfd);
+        if (p->sock >= 0)
+            close(p->sock);
+        if (p != self && p->child_sock >= 0)
+            close(p->child_sock);
+        if (p->memfd >= 0)
+            close(p->memfd); /* the mappings stay */
+        if (p != self && p->mb != NULL)
+            munmap(p->mb, p->mb_len);
+    }
+    if (h->bell_fd >= 0)
+        close(h->bell_fd);
+}
+
+/*
+ * Gives the child its own signal dispositions: a fault in a kernel must kill the chip, so the
+ * parent reports it, instead of running a handler the parent installed for itself (a test
+ * framework's, say; sanitizers keep theirs so they can report); Ctrl-C is the parent's to
+ * handle: it destroys the worker, or dies and takes the chips with it (PR_SET_PDEATHSIG).
+ */
+static void px_child_signals(void)
+{
+#if !defined(__SANITIZE_ADDRESS__)
+    static const int fatal[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+
+    for (size_t i = 0; i < PX_ARRAY_SIZE(fatal); i++)
+        signal(fatal[i], SIG_DFL);
+#endif
+    signal(SIGINT, SIG_IGN);
+}
+
+/* Marks start-up failed with the current error and exits. */
+static void px_child_fail(px_hier_proc *p, px_status st) __attribute__((noreturn));
+static void px_child_fail(px_hier_proc *p, px_status st)
+{
+    snprintf(p->mb->fail_msg, sizeof(p->mb->fail_msg), "%s", px_last_error());
+    p->mb->fail_status = st;
+    atomic_store_explicit(&p->mb->state, PX_MB_FAILED, memory_order_release);
+    px_futex_wake(&p->mb->state, 1, 1);
+    _exit(1);
+}
+
+/* Builds a chip's level-2 engine and registers the chip kernels in the parent's order. */
+static px_status px_chip_engine(px_hier *h, px_hier_proc *p, px_worker **out)
+{
+    px_config cfg = h->cfg;
+    px_worker *w = h->w, *l2;
+    px_status st;
+
+    cfg.level = 2;
+    cfg.cores = h->chip_cores;
+    cfg.dfx = 0; /* level 3 records no DFX yet (the host side says so once); chips must not
+                  * write their per-call outputs over each other in one directory */
+    if ((st = px_rt_worker_create(&cfg, 1, &l2)) != PX_OK)
+        return st;
+    for (int k = 0; k < h->nkernels; k++) {
+        const px_kernel *kn = &w->kernels[k];
+
+        st = px_rt_kernel_register(l2, kn->name, kn->fn, kn->has_sig ? &kn->sig : NULL, NULL);
+        if (st != PX_OK) {
+            px_rt_worker_destroy(l2);
+            return st;
+        }
+    }
+    *out = l2;
+    return PX_OK;
+}
+
+/* Runs one call; writes the completion's status and message. */
+static void px_child_run(px_hier *h, px_worker *l2, const px_mb_call *c, px_mb_done *d)
+{
+    px_status st;
+
+    px_clear_error();
+    if (c->kind == PX_MB_CALLABLE) {
+        if (c->callable < 0 || c->callable >= h->ncallables || l2 == NULL)
+            st = px_set_error(PX_EINVAL, "callable id %d unknown to this chip", c->callable);
+        else
+            st = px_run(l2, h->callables[c->callable].fn, &c->args, NULL);
+    } else {
+        st = c->fn(&c->args, c->user);
+        if (st > 0) /* not a status: a host function must return PX_OK or a PX_E* code */
+            st = px_set_error(PX_EKERNEL, "host function returned %d, not a px_status", (int)st);
+    }
+    d->task = c->task;
+    d->status = st;
+    if (st != PX_OK)
+        snprintf(d->msg, sizeof(d->msg), "%s",
+                 px_last_error()[0] ? px_last_error() : px_status_str(st));
+    else
+        d->msg[0] = '\0';
+}
+
+/* Waits for the next call; returns 0 when one is there, -1 when the parent is gone. */
+static int px_child_wait(px_hier *h, px_mailbox *mb, uint64_t tail)
+{
+    for (;;) {
+        uint32_t seen = atomic_load_explicit(&mb->call_seq, memory_order_acquire);
+
+        if (atomic_load_explicit(&mb->call_head, memory_order_acquire) > tail)
+            return 0;
+        px_mb_wait(&mb->call_seq, seen, &mb->child_sleeping, h->spin_ticks,
+                   px_now_ns() + PX_CHIP_PARENT_CHECK_NS);
+        if (atomic_load_explicit(&mb->call_head, memory_order_acquire) > tail)
+            return 0;
+        if (getppid() != h->parent_pid)
+            return -1;
+    }
+}
+
+/* Serves calls in order until a shutdown call or the parent's death. */
+static void px_child_loop(px_hier *h, px_hier_proc *p, px_worker *l2)
+{
+    px_mailbox *mb = p->mb;
+
+    for (uint64_t tail = 0;; tail++) {
+        const px_mb_call *c;
+
+        if (px_child_wait(h, mb, tail) != 0)
+            return;
+        c = &mb->calls[tail % PX_MB_DEPTH];
+        if (c->kind == PX_MB_SHUTDOWN)
+            return;
+        px_child_run(h, l2, c, &mb->dones[tail % PX_MB_DEPTH]);
+        px_mb_publish_done(mb, tail, h->bell);
+    }
+}
+
+void px_hier_child_main(px_hier *h, px_hier_proc *p)
+{
+    px_worker *l2 = NULL;
+    px_status st;
+
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != h->parent_pid)
+        _exit(1); /* the parent died before the request took effect */
+    px_child_close_fds(h, p);
+    px_child_signals();
+    p->mb->pid = (int32_t)getpid();
+    if (!p->is_sub) {
+        px_hier_self_chip = p->index;
+        if ((st = px_chip_engine(h, p, &l2)) != PX_OK)
+            px_child_fail(p, st);
+    }
+    atomic_store_explicit(&p->mb->state, PX_MB_READY, memory_order_release);
+    px_futex_wake(&p->mb->state, 1, 1);
+    PX_LOG_INFO("%s %d: pid %d ready (%d core threads)", px_hier_proc_kind(p), p->index,
+                (int)getpid(), p->is_sub ? 0 : h->chip_cores);
+    px_child_loop(h, p, l2);
+    if (l2 != NULL)
+        px_rt_worker_destroy(l2);
+    _exit(0);
+}

@@ -1,0 +1,330 @@
+/*
+ * dispatch.c - the level-3 executors: how a ready task reaches a chip, a group of chips or a
+ * host sub-worker, and how its completion (or its chip's death) finishes it.
+ *
+ * Every level-3 task is a task of the host engine whose kernel is an executor. When the
+ * engine finds it ready, a host core runs the executor, which posts the call into the target
+ * child's mailbox and returns PX_TASK_ASYNC; the watch thread later reads the child's
+ * completion and calls px_task_complete, which releases the task's dependents (or fails the
+ * run and poisons them). A call that cannot be posted yet waits in one FIFO pending queue:
+ * a next-level task while its chip's mailbox is full, a group task until every chip of the
+ * group is free (nothing queued or running), a host task while every sub-worker is full. The
+ * queue is rescanned after every completion; an entry that cannot go blocks its children for
+ * the entries behind it, so calls reach each child in submission order and a group is never
+ * overtaken forever. Host tasks of a worker without sub-workers run right on the host core.
+ */
+#include "hier/hier_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "util/log.h"
+
+/* ---- posting ---- */
+
+static int px_proc_room(const px_hier_proc *p)
+{
+    return p->posted - p->completed < PX_MB_DEPTH;
+}
+
+static int px_proc_idle(const px_hier_proc *p)
+{
+    return p->posted == p->completed;
+}
+
+/* Posts one call for task id to p (lock held; p has room). */
+static void px_post(px_hier_proc *p, px_task_id id, int kind, const px_l3_slot *s,
+                    const px_task_args *a)
+{
+    uint64_t pos = p->posted;
+    px_mb_call *c = &p->mb->calls[pos % PX_MB_DEPTH];
+
+    c->task = id;
+    c->kind = kind;
+    c->callable = s->callable;
+    c->fn = s->fn;
+    c->user = s->user;
+    c->args.n = a->n;
+    c->args.overflow = 0;
+    memcpy(c->args.a, a->a, (size_t)a->n * sizeof(a->a[0]));
+    p->inflight[pos % PX_MB_DEPTH] = id;
+    p->posted = pos + 1;
+    px_mb_publish_call(p->mb, pos);
+}
+
+/* Names what task id runs, for messages: "callable \"part\"" or "a host function". */
+static void px_task_what(px_hier *h, const px_l3_slot *s, char *buf, size_t n)
+{
+    if (s->kind == PX_L3_HOST)
+        snprintf(buf, n, "a host function");
+    else
+        snprintf(buf, n, "callable \"%s\"", h->callables[s->callable].name);
+}
+
+/* Fails task id because proc p is dead; inflight: the call had reached it (lock held). */
+static void px_fail_dead(px_hier *h, px_task_id id, const px_l3_slot *s, const px_hier_proc *p,
+                         int inflight)
+{
+    char what[96], msg[PX_ERRMSG_MAX];
+
+    px_task_what(h, s, what, sizeof(what));
+    snprintf(msg, sizeof(msg), "%s; task %llu (%s) %s", p->death, (unsigned long long)id, what,
+             inflight ? "was in flight on it" : "cannot run on it");
+    if (s->kind == PX_L3_GROUP) {
+        if (s->group->finished)
+            return;
+        s->group->finished = 1;
+    }
+    px_task_complete(h->w, id, PX_EPEERDEAD, msg);
+}
+
+/* ---- trying to post one task (lock held): 1 posted, 0 must wait, -1 failed ---- */
+
+static int px_try_next(px_hier *h, px_task_id id, px_l3_slot *s, const char *blocked)
+{
+    px_hier_proc *p = &h->procs[s->chip];
+
+    if (p->dead) {
+        px_fail_dead(h, id, s, p, 0);
+        return -1;
+    }
+    if (blocked[s->chip] || !px_proc_room(p))
+        return 0;
+    px_post(p, id, PX_MB_CALLABLE, s, &px_task_slot(h->w, id)->args);
+    return 1;
+}
+
+static int px_try_group(px_hier *h, px_task_id id, px_l3_slot *s, const char *blocked)
+{
+    px_l3_group *g = s->group;
+
+    for (int i = 0; i < g->n; i++) {
+        px_hier_proc *p = &h->procs[g->chips[i]];
+
+        if (p->dead) {
+            px_fail_dead(h, id, s, p, 0);
+            return -1;
+        }
+    }
+    for (int i = 0; i < g->n; i++)
+        if (blocked[g->chips[i]] || !px_proc_idle(&h->procs[g->chips[i]]))
+            return 0;
+    g->remaining = g->n;
+    for (int i = 0; i < g->n; i++)
+        px_post(&h->procs[g->chips[i]], id, PX_MB_CALLABLE, s, &g->args[i]);
+    return 1;
+}
+
+static int px_try_host(px_hier *h, px_task_id id, px_l3_slot *s, const char *blocked)
+{
+    px_hier_proc *best = NULL, *last_dead = NULL;
+
+    for (int i = h->nchips; i < h->nprocs; i++) {
+        px_hier_proc *p = &h->procs[i];
+
+        if (p->dead) {
+            last_dead = p;
+            continue;
+        }
+        if (blocked[i] || !px_proc_room(p))
+            continue;
+        if (best == NULL || p->posted - p->completed < best->posted - best->completed)
+            best = p;
+    }
+    if (best == NULL) {
+        for (int i = h->nchips; i < h->nprocs; i++)
+            if (!h->procs[i].dead)
+                return 0;
+        px_fail_dead(h, id, s, last_dead, 0); /* every sub-worker is dead */
+        return -1;
+    }
+    px_post(best, id, PX_MB_HOST, s, &px_task_slot(h->w, id)->args);
+    return 1;
+}
+
+/* Tries task id; when it must wait, marks the children it waits for in blocked. */
+static int px_try(px_hier *h, px_task_id id, char *blocked)
+{
+    px_l3_slot *s = px_hier_side(h, id);
+    int r;
+
+    switch (s->kind) {
+    case PX_L3_NEXT:
+        r = px_try_next(h, id, s, blocked);
+        if (r == 0)
+            blocked[s->chip] = 1;
+        return r;
+    case PX_L3_GROUP:
+        r = px_try_group(h, id, s, blocked);
+        for (int i = 0; r == 0 && i < s->group->n; i++)
+            blocked[s->group->chips[i]] = 1;
+        return r;
+    default:
+        r = px_try_host(h, id, s, blocked);
+        for (int i = h->nchips; r == 0 && i < h->nprocs; i++)
+            blocked[i] = 1;
+        return r;
+    }
+}
+
+/* ---- the pending queue (lock held) ---- */
+
+static void px_pending_push(px_hier *h, px_task_id id)
+{
+    px_hier_side(h, id)->next_pending = PX_TASK_NONE;
+    if (h->pend_tail == PX_TASK_NONE)
+        h->pend_head = id;
+    else
+        px_hier_side(h, h->pend_tail)->next_pending = id;
+    h->pend_tail = id;
+    h->npending++;
+}
+
+/* Posts every pending call that can go now, in order; fails those whose child died. */
+static void px_pending_scan(px_hier *h)
+{
+    char blocked[PX_HIER_MAX_PROCS] = {0};
+    px_task_id prev = PX_TASK_NONE, cur = h->pend_head;
+
+    while (cur != PX_TASK_NONE) {
+        px_task_id next = px_hier_side(h, cur)->next_pending;
+
+        if (px_try(h, cur, blocked) == 0) {
+            prev = cur;
+        } else {
+            if (prev == PX_TASK_NONE)
+                h->pend_head = next;
+            else
+                px_hier_side(h, prev)->next_pending = next;
+            if (h->pend_tail == cur)
+                h->pend_tail = prev;
+            h->npending--;
+        }
+        cur = next;
+    }
+}
+
+/* ---- executors (host core threads) ---- */
+
+/* Next-level, group, and host tasks of a worker with sub-workers: post, finish later. */
+static px_status px_l3_dispatch(px_core_ctx *ctx, const px_task_args *args)
+{
+    px_hier *h = px_hier_of(ctx->w);
+    px_task_id id = px_core_task_id(ctx);
+    char blocked[PX_HIER_MAX_PROCS];
+
+    (void)args;
+    pthread_mutex_lock(&h->lock);
+    if (h->npending == 0) {
+        memset(blocked, 0, (size_t)h->nprocs);
+        if (px_try(h, id, blocked) == 0)
+            px_pending_push(h, id);
+    } else {
+        px_pending_push(h, id);
+        px_pending_scan(h);
+    }
+    pthread_mutex_unlock(&h->lock);
+    return PX_TASK_ASYNC;
+}
+
+/* Host tasks of a worker without sub-workers: run the function here. */
+static px_status px_l3_host_inline(px_core_ctx *ctx, const px_task_args *args)
+{
+    px_hier *h = px_hier_of(ctx->w);
+    const px_l3_slot *s = px_hier_side(h, px_core_task_id(ctx));
+    px_status st = s->fn(args, s->user);
+
+    if (st > 0) /* PX_TASK_ASYNC or garbage: a host function returns PX_OK or a PX_E* code */
+        st = px_set_error(PX_EKERNEL, "host function returned %d, not a px_status", (int)st);
+    return st;
+}
+
+px_status px_hier_register_executors(px_hier *h)
+{
+    px_worker *w = h->w;
+    px_status st;
+
+    st = px_rt_kernel_register(w, "l3.next_level", px_l3_dispatch, NULL, &h->k_next);
+    if (st == PX_OK)
+        st = px_rt_kernel_register(w, "l3.group", px_l3_dispatch, NULL, &h->k_group);
+    if (st == PX_OK)
+        st = px_rt_kernel_register(w, "l3.host", h->nsubs > 0 ? px_l3_dispatch
+                                                               : px_l3_host_inline,
+                                   NULL, &h->k_host);
+    return st;
+}
+
+/* ---- completions and deaths (watch thread) ---- */
+
+/* Finishes the part of task id that proc p ran, with status st and message msg (lock held). */
+static void px_finish_part(px_hier *h, px_task_id id, px_status st, const char *msg)
+{
+    px_l3_slot *s = px_hier_side(h, id);
+    px_l3_group *g;
+
+    if (s->id != id)
+        return; /* a group finished early (a member died) and its slot was reused */
+    if (s->kind != PX_L3_GROUP) {
+        px_task_complete(h->w, id, st, msg);
+        return;
+    }
+    g = s->group;
+    g->remaining--;
+    if (st != PX_OK && g->st == PX_OK) {
+        g->st = st;
+        snprintf(g->msg, sizeof(g->msg), "%s", msg);
+    }
+    if (g->remaining == 0 && !g->finished) {
+        g->finished = 1;
+        px_task_complete(h->w, id, g->st, g->msg);
+    }
+}
+
+void px_hier_on_done(px_hier *h, px_hier_proc *p, const px_mb_done *d)
+{
+    char msg[PX_ERRMSG_MAX] = "";
+    px_task_id id;
+
+    pthread_mutex_lock(&h->lock);
+    id = p->inflight[p->completed % PX_MB_DEPTH];
+    p->completed++;
+    if (id != d->task)
+        PX_LOG_ERROR("%s %d: completion for task %llu, expected task %llu; using the expected one",
+                     px_hier_proc_kind(p), p->index, (unsigned long long)d->task,
+                     (unsigned long long)id);
+    if (d->status != PX_OK) {
+        const px_l3_slot *s = px_hier_side(h, id);
+        char what[96];
+
+        px_task_what(h, s, what, sizeof(what));
+        snprintf(msg, sizeof(msg), "%s %d (pid %d), %s: %.*s", px_hier_proc_kind(p), p->index,
+                 (int)p->pid, what, PX_MB_MSG_MAX, d->msg);
+    }
+    px_finish_part(h, id, d->status, msg);
+    if (h->npending > 0)
+        px_pending_scan(h);
+    pthread_mutex_unlock(&h->lock);
+}
+
+void px_hier_on_death(px_hier *h, px_hier_proc *p, const char *how)
+{
+    pthread_mutex_lock(&h->lock);
+    p->dead = 1;
+    snprintf(p->death, sizeof(p->death), "%s %d (pid %d) died: %s", px_hier_proc_kind(p),
+             p->index, (int)p->pid, how);
+    PX_LOG_WARN("%s", p->death);
+    for (uint64_t pos = p->completed; pos < p->posted; pos++) {
+        px_task_id id = p->inflight[pos % PX_MB_DEPTH];
+        px_l3_slot *s = px_hier_side(h, id);
+
+        if (id == PX_TASK_NONE || s->id != id)
+            continue;
+        if (s->kind == PX_L3_GROUP)
+            s->group->remaining--;
+        px_fail_dead(h, id, s, p, 1);
+    }
+    p->completed = p->posted;
+    if (h->npending > 0)
+        px_pending_scan(h);
+    pthread_mutex_unlock(&h->lock);
+}

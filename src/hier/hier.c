@@ -1,0 +1,519 @@
+/*
+ * hier.c - the life of a level-3 worker: create, registration, init (fork the children),
+ * destroy (shut them down, reap them, free everything).
+ *
+ * px_hier_create builds the host engine without threads: its arena (a memfd mapped
+ * MAP_SHARED) is the host heap, mapped before any fork so its addresses are valid in every
+ * child. px_hier_init refuses a process that already runs other threads (fork copies only the
+ * calling thread, and a lock held by another thread would stay locked forever in the child),
+ * makes every child's mailbox, forks the chips and the host sub-workers, waits (bounded) until
+ * each has built its engine, and only then starts the host core threads and the watch thread.
+ *
+ * A registry of live level-3 workers lets the submit calls recognise an orchestration handle
+ * whose worker has been destroyed without dereferencing it.
+ */
+#include "hier/hier_internal.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "util/clock.h"
+#include "util/futex.h"
+#include "util/log.h"
+
+#define PX_HIER_MAX_WORKERS 64
+#define PX_HIER_THREADS_WAIT_NS 100000000ull /* threads just joined may take a moment to go */
+#define PX_HIER_SHUTDOWN_MAX_S 5.0           /* grace for children to exit at destroy */
+
+/* ThreadSanitizer runs a background thread of its own once any thread was started, and makes
+ * fork safe itself; that one thread is not the user's. */
+#if defined(__SANITIZE_THREAD__)
+#define PX_HIER_TOOL_THREADS 1
+#else
+#define PX_HIER_TOOL_THREADS 0
+#endif
+
+static pthread_mutex_t px_hier_reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static px_hier *px_hier_reg[PX_HIER_MAX_WORKERS];
+
+/* ---- the registry of live level-3 workers ---- */
+
+static px_status px_hier_reg_add(px_hier *h)
+{
+    px_status st = px_set_error(PX_ENOMEM, "cannot create a level-3 worker: %d are alive "
+                                "already; destroy one first", PX_HIER_MAX_WORKERS);
+
+    pthread_mutex_lock(&px_hier_reg_lock);
+    for (int i = 0; i < PX_HIER_MAX_WORKERS; i++) {
+        if (px_hier_reg[i] == NULL) {
+            px_hier_reg[i] = h;
+            st = PX_OK;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&px_hier_reg_lock);
+    return st;
+}
+
+static void px_hier_reg_remove(px_hier *h)
+{
+    pthread_mutex_lock(&px_hier_reg_lock);
+    for (int i = 0; i < PX_HIER_MAX_WORKERS; i++)
+        if (px_hier_reg[i] == h)
+            px_hier_reg[i] = NULL;
+    pthread_mutex_unlock(&px_hier_reg_lock);
+}
+
+px_status px_hier_from_orch(px_orch *o, const char *what, px_hier **out)
+{
+    px_hier *h = NULL;
+
+    if (o == NULL)
+        return px_set_error(PX_EINVAL, "%s: orchestration is NULL", what);
+    pthread_mutex_lock(&px_hier_reg_lock);
+    for (int i = 0; i < PX_HIER_MAX_WORKERS && h == NULL; i++)
+        if (px_hier_reg[i] != NULL && &px_hier_reg[i]->w->orch == o)
+            h = px_hier_reg[i];
+    pthread_mutex_unlock(&px_hier_reg_lock);
+    if (h == NULL)
+        return px_set_error(PX_ESTATE, "%s: the orchestration does not belong to a live level-3 "
+                            "worker (destroyed, or a level-2 worker); submit level-3 tasks from "
+                            "the orchestration px_run calls on a level-3 worker", what);
+    if (!h->w->running)
+        return px_set_error(PX_ESTATE, "%s: no run is active on this level-3 worker; submit "
+                            "only from inside the orchestration passed to px_run", what);
+    if (h->state != PX_HIER_INITED)
+        return px_set_error(PX_ESTATE, "%s: the level-3 worker has no chips: call "
+                            "px_worker_init before px_run", what);
+    *out = h;
+    return PX_OK;
+}
+
+const char *px_hier_proc_kind(const px_hier_proc *p)
+{
+    return p->is_sub ? "sub-worker" : "chip";
+}
+
+/* ---- create ---- */
+
+static px_status px_hier_alloc(px_hier *h, const px_config *c)
+{
+    int online;
+
+    h->cfg = *c;
+    h->nchips = c->chips;
+    h->nsubs = c->subs;
+    h->nprocs = h->nchips + h->nsubs;
+    h->bell_fd = -1;
+    h->parent_pid = getpid();
+    h->side_mask = 2ull * c->task_ring - 1;
+    h->side = calloc(h->side_mask + 1, sizeof(px_l3_slot));
+    if (h->side == NULL)
+        return px_set_error(PX_ENOMEM, "level 3: cannot allocate the side table "
+                            "(%llu task slots); lower PLEXUS_TASK_RING",
+                            (unsigned long long)(h->side_mask + 1));
+    for (uint64_t i = 0; i <= h->side_mask; i++)
+        h->side[i].id = PX_TASK_NONE;
+    h->pend_head = h->pend_tail = PX_TASK_NONE;
+    online = (int)px_caps_get(&h->w->caps, PX_FACT_ONLINE_CPUS);
+    h->chip_cores = c->cores > 0 ? c->cores : PX_MAX(1, online / h->nchips);
+    h->spin_ticks = px_ns_to_ticks(c->spin_ns);
+    for (int i = 0; i < PX_HIER_MAX_PROCS; i++) {
+        px_hier_proc *p = &h->procs[i];
+
+        p->index = i < h->nchips ? i : i - h->nchips;
+        p->is_sub = i >= h->nchips;
+        p->pidfd = p->sock = p->child_sock = p->memfd = -1;
+    }
+    pthread_mutex_init(&h->lock, NULL);
+    return PX_OK;
+}
+
+static void px_hier_free(px_hier *h)
+{
+    if (h == NULL)
+        return;
+    for (uint64_t i = 0; h->side != NULL && i <= h->side_mask; i++)
+        free(h->side[i].group);
+    free(h->side);
+    pthread_mutex_destroy(&h->lock);
+    free(h);
+}
+
+px_status px_hier_create(const px_config *c, px_worker **out)
+{
+    px_config host;
+    px_hier *h;
+    px_worker *w;
+    px_status st;
+
+    if ((st = px_config_validate(c)) != PX_OK)
+        return st;
+    if (c->chips < 1 || c->chips > 64 || c->subs < 0 || c->subs > PX_HIER_MAX_SUBS)
+        return px_set_error(PX_EINVAL, "level 3: chips %d / subs %d out of range (chips 1..64, "
+                            "subs 0..%d)", c->chips, c->subs, PX_HIER_MAX_SUBS);
+    host = *c;
+    host.level = 3;
+    host.cores = PX_HIER_HOST_CORES;
+    if ((st = px_rt_worker_create(&host, 0, &w)) != PX_OK)
+        return st;
+    h = calloc(1, sizeof(*h));
+    if (h == NULL) {
+        px_rt_worker_destroy(w);
+        return px_set_error(PX_ENOMEM, "level 3: cannot allocate the worker state");
+    }
+    h->w = w;
+    w->hier = h;
+    if ((st = px_hier_alloc(h, c)) != PX_OK || (st = px_hier_reg_add(h)) != PX_OK)
+        goto out_free;
+    PX_LOG_INFO("worker: level 3 with %d chips (%d cores each), %d host sub-workers, host heap "
+                "%llu bytes", h->nchips, h->chip_cores, h->nsubs,
+                (unsigned long long)c->device_mem);
+    *out = w;
+    return PX_OK;
+
+out_free:
+    px_hier_free(h);
+    w->hier = NULL;
+    {
+        char msg[PX_ERRMSG_MAX];
+
+        snprintf(msg, sizeof(msg), "%s", px_last_error());
+        px_rt_worker_destroy(w);
+        px_set_error(st, "%s", msg);
+    }
+    return st;
+}
+
+/* ---- registration ---- */
+
+px_status px_hier_kernel_register(px_worker *w, const char *name, px_kernel_fn fn,
+                                  const px_signature *sig, px_kernel_id *id)
+{
+    px_hier *h = px_hier_of(w);
+
+    if (h->state != PX_HIER_CREATED)
+        return px_set_error(PX_ESTATE, "px_kernel_register(\"%s\"): the chips of this level-3 "
+                            "worker were forked by px_worker_init already; register every "
+                            "kernel before px_worker_init", name ? name : "(null)");
+    /* The host engine's table holds the chip kernels first, so ids match on every chip. */
+    return px_rt_kernel_register(w, name, fn, sig, id);
+}
+
+px_status px_callable_register(px_worker *w, const char *name, px_orch_fn fn,
+                               px_callable_id *id)
+{
+    px_hier *h;
+
+    if (w == NULL || name == NULL || fn == NULL)
+        return px_set_error(PX_EINVAL, "px_callable_register: worker, name and function are "
+                            "required");
+    if (w->level != 3 || (h = px_hier_of(w)) == NULL)
+        return px_set_error(PX_EINVAL, "px_callable_register(\"%s\"): callables run on the chips "
+                            "of a level-3 worker; this worker is level %d", name, w->level);
+    if (h->state != PX_HIER_CREATED)
+        return px_set_error(PX_ESTATE, "px_callable_register(\"%s\"): the chips were forked by "
+                            "px_worker_init already and cannot learn new callables; register "
+                            "every callable before px_worker_init", name);
+    if (name[0] == '\0' || strlen(name) >= PX_KERNEL_NAME_MAX)
+        return px_set_error(PX_EINVAL, "callable name \"%s\" must have 1..%d characters", name,
+                            PX_KERNEL_NAME_MAX - 1);
+    for (int i = 0; i < h->ncallables; i++)
+        if (strcmp(h->callables[i].name, name) == 0)
+            return px_set_error(PX_EINVAL, "callable \"%s\" is already registered (id %d)",
+                                name, i);
+    if (h->ncallables == PX_HIER_MAX_CALLABLES)
+        return px_set_error(PX_ENOMEM, "cannot register callable \"%s\": %d callables already",
+                            name, PX_HIER_MAX_CALLABLES);
+    snprintf(h->callables[h->ncallables].name, PX_KERNEL_NAME_MAX, "%s", name);
+    h->callables[h->ncallables].fn = fn;
+    if (id != NULL)
+        *id = h->ncallables;
+    h->ncallables++;
+    return PX_OK;
+}
+
+int px_worker_chips(const px_worker *w)
+{
+    if (w == NULL)
+        return 0;
+    return w->level == 3 && w->hier != NULL ? ((const px_hier *)w->hier)->nchips : 1;
+}
+
+int px_worker_chip_cores(const px_worker *w)
+{
+    if (w == NULL)
+        return 0;
+    return w->level == 3 && w->hier != NULL ? ((const px_hier *)w->hier)->chip_cores
+                                             : px_worker_cores(w);
+}
+
+pid_t px_hier_proc_pid(px_worker *w, int i)
+{
+    px_hier *h;
+
+    if (w == NULL || w->level != 3 || (h = px_hier_of(w)) == NULL ||
+        h->state != PX_HIER_INITED || i < 0 || i >= h->nprocs)
+        return -1;
+    return h->procs[i].pid;
+}
+
+/* ---- init ---- */
+
+/* Returns the number of threads of this process (/proc/self/status), or -1. */
+static int px_hier_threads(void)
+{
+    char line[256];
+    int n = -1;
+    FILE *f = fopen("/proc/self/status", "re");
+
+    if (f == NULL)
+        return -1;
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "Threads: %d", &n) == 1)
+            break;
+    fclose(f);
+    return n;
+}
+
+/* Refuses a multi-threaded process; threads that were just joined get a moment to go. */
+static px_status px_hier_check_threads(void)
+{
+    uint64_t deadline = px_now_ns() + PX_HIER_THREADS_WAIT_NS;
+    int n;
+
+    while ((n = px_hier_threads()) > 1 + PX_HIER_TOOL_THREADS && px_now_ns() < deadline)
+        sched_yield();
+    if (n > 1 + PX_HIER_TOOL_THREADS)
+        return px_set_error(PX_ESTATE, "px_worker_init at level 3 forks one process per chip "
+                            "and needs a single-threaded process, but this process runs %d "
+                            "threads (a thread holding a lock at fork would leave it locked in "
+                            "every chip). Call px_worker_init before starting threads", n);
+    return PX_OK;
+}
+
+/* Makes the doorbell and every child's mailbox and socketpair. */
+static px_status px_hier_make_regions(px_hier *h)
+{
+    px_status st = px_mb_region_create("plexus-l3-doorbell", sizeof(px_doorbell),
+                                       (void **)&h->bell, &h->bell_len, &h->bell_fd);
+
+    for (int i = 0; st == PX_OK && i < h->nprocs; i++) {
+        px_hier_proc *p = &h->procs[i];
+        char name[48];
+        int sv[2];
+
+        snprintf(name, sizeof(name), "plexus-l3-%s%d", p->is_sub ? "sub" : "chip", p->index);
+        st = px_mb_region_create(name, sizeof(px_mailbox), (void **)&p->mb, &p->mb_len,
+                                 &p->memfd);
+        if (st != PX_OK)
+            break;
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+            return px_set_error(PX_ENOMEM, "level 3: socketpair for %s %d failed: %s",
+                                px_hier_proc_kind(p), p->index, strerror(errno));
+        p->sock = sv[0];
+        p->child_sock = sv[1];
+    }
+    return st;
+}
+
+/* Forks child p. Returns PX_OK, or PX_ENOMEM when fork fails. */
+static px_status px_hier_fork(px_hier *h, px_hier_proc *p)
+{
+    pid_t pid;
+
+    fflush(NULL); /* buffered output must not be written twice */
+    pid = fork();
+    if (pid < 0)
+        return px_set_error(PX_ENOMEM, "level 3: fork for %s %d failed: %s; lower "
+                            "PLEXUS_CHIPS / PLEXUS_SUBS", px_hier_proc_kind(p), p->index,
+                            strerror(errno));
+    if (pid == 0)
+        px_hier_child_main(h, p);
+    p->pid = pid;
+    close(p->child_sock);
+    p->child_sock = -1;
+    p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (p->pidfd < 0)
+        PX_LOG_WARN("%s %d: pidfd_open failed (%s); its death is detected by polling waitid",
+                    px_hier_proc_kind(p), p->index, strerror(errno));
+    return PX_OK;
+}
+
+/* Waits (bounded) until child p has built its engine. */
+static px_status px_hier_wait_ready(px_hier *h, px_hier_proc *p, uint64_t deadline)
+{
+    char how[PX_HIER_DEATH_MAX];
+    uint32_t s;
+
+    while ((s = atomic_load_explicit(&p->mb->state, memory_order_acquire)) == PX_MB_STARTING) {
+        if (px_hier_reap(p, 0, how, sizeof(how)))
+            return px_set_error(PX_EPEERDEAD, "%s %d (pid %d) %s while starting",
+                                px_hier_proc_kind(p), p->index, (int)p->pid, how);
+        if (px_now_ns() >= deadline)
+            return px_set_error(PX_ETIMEDOUT, "%s %d (pid %d) did not start within %g s "
+                                "(PLEXUS_TIMEOUT_S)", px_hier_proc_kind(p), p->index,
+                                (int)p->pid, h->cfg.timeout_s);
+        px_futex_wait(&p->mb->state, PX_MB_STARTING, 10000000, 1);
+    }
+    if (s == PX_MB_FAILED)
+        return px_set_error(p->mb->fail_status ? p->mb->fail_status : PX_EIO,
+                            "%s %d (pid %d) failed to start: %s", px_hier_proc_kind(p),
+                            p->index, (int)p->pid, p->mb->fail_msg);
+    return PX_OK;
+}
+
+/* Kills and reaps every forked child, closes every fd and region (init failure, destroy). */
+static void px_hier_release_procs(px_hier *h)
+{
+    char how[PX_HIER_DEATH_MAX];
+
+    for (int i = 0; i < h->nprocs; i++) {
+        px_hier_proc *p = &h->procs[i];
+
+        if (p->pid > 0 && !p->reaped) {
+            if (!px_hier_reap(p, 0, how, sizeof(how))) {
+                kill(p->pid, SIGKILL);
+                px_hier_reap(p, 1, how, sizeof(how));
+            }
+        }
+        if (p->pidfd >= 0)
+            close(p->pidfd);
+        if (p->sock >= 0)
+            close(p->sock);
+        if (p->child_sock >= 0)
+            close(p->child_sock);
+        px_mb_region_destroy(p->mb, p->mb_len, p->memfd);
+        p->mb = NULL;
+        p->pidfd = p->sock = p->child_sock = p->memfd = -1;
+    }
+    px_mb_region_destroy(h->bell, h->bell_len, h->bell_fd);
+    h->bell = NULL;
+    h->bell_fd = -1;
+}
+
+/* Forks every child and waits for each to be ready. */
+static px_status px_hier_start_procs(px_hier *h)
+{
+    uint64_t deadline;
+    px_status st = px_hier_make_regions(h);
+
+    for (int i = 0; st == PX_OK && i < h->nprocs; i++)
+        st = px_hier_fork(h, &h->procs[i]);
+    deadline = px_now_ns() + (uint64_t)(h->cfg.timeout_s * 1e9);
+    for (int i = 0; st == PX_OK && i < h->nprocs; i++)
+        st = px_hier_wait_ready(h, &h->procs[i], deadline);
+    return st;
+}
+
+px_status px_hier_init(px_worker *w)
+{
+    px_hier *h = px_hier_of(w);
+    char msg[PX_ERRMSG_MAX];
+    px_status st;
+
+    if (h->state == PX_HIER_INITED)
+        return px_set_error(PX_ESTATE, "px_worker_init: this level-3 worker is initialised "
+                            "already");
+    if (h->state == PX_HIER_FAILED)
+        return px_set_error(PX_ESTATE, "px_worker_init: an earlier px_worker_init of this "
+                            "worker failed; destroy it and create a new one");
+    if ((st = px_hier_check_threads()) != PX_OK)
+        return st;
+    h->nkernels = w->nkernels; /* the chip kernels; the executors follow them */
+    st = px_hier_register_executors(h);
+    if (st == PX_OK)
+        st = px_hier_start_procs(h);
+    if (st == PX_OK)
+        st = px_cores_start(w);
+    if (st == PX_OK && (st = px_hier_watch_start(h)) == PX_OK) {
+        h->state = PX_HIER_INITED;
+        PX_LOG_INFO("worker: level 3 started %d chips and %d sub-workers", h->nchips, h->nsubs);
+        return PX_OK;
+    }
+    snprintf(msg, sizeof(msg), "%s", px_last_error());
+    h->state = PX_HIER_FAILED;
+    px_hier_release_procs(h);
+    return px_set_error(st, "%s", msg);
+}
+
+/* ---- destroy ---- */
+
+/* Posts a shutdown call to every live child that has room for one. */
+static void px_hier_post_shutdown(px_hier *h)
+{
+    pthread_mutex_lock(&h->lock);
+    for (int i = 0; i < h->nprocs; i++) {
+        px_hier_proc *p = &h->procs[i];
+        px_mb_call *c;
+
+        if (p->pid <= 0 || p->dead || p->posted - p->completed >= PX_MB_DEPTH)
+            continue;
+        c = &p->mb->calls[p->posted % PX_MB_DEPTH];
+        c->task = PX_TASK_NONE;
+        c->kind = PX_MB_SHUTDOWN;
+        c->args.n = 0;
+        px_mb_publish_call(p->mb, p->posted);
+        p->posted++;
+    }
+    pthread_mutex_unlock(&h->lock);
+}
+
+/* Waits, at most until deadline, for every child to exit; returns how many still run. */
+static int px_hier_wait_exit(px_hier *h, uint64_t deadline)
+{
+    char how[PX_HIER_DEATH_MAX];
+
+    for (;;) {
+        struct pollfd pf[PX_HIER_MAX_PROCS];
+        int n = 0, left = 0;
+        uint64_t now;
+
+        for (int i = 0; i < h->nprocs; i++) {
+            px_hier_proc *p = &h->procs[i];
+
+            if (p->pid <= 0 || p->reaped || px_hier_reap(p, 0, how, sizeof(how)))
+                continue;
+            left++;
+            if (p->pidfd >= 0)
+                pf[n++] = (struct pollfd){.fd = p->pidfd, .events = POLLIN};
+        }
+        now = px_now_ns();
+        if (left == 0 || now >= deadline)
+            return left;
+        poll(pf, (nfds_t)n, (int)PX_MIN((deadline - now) / 1000000 + 1, n == left ? 1000 : 10));
+    }
+}
+
+px_status px_hier_destroy(px_worker *w)
+{
+    px_hier *h = px_hier_of(w);
+
+    if (w->running)
+        return px_set_error(PX_ESTATE, "px_worker_destroy called during px_run on this worker");
+    px_hier_reg_remove(h);
+    if (h->watch_started)
+        px_hier_watch_stop(h);
+    if (h->state == PX_HIER_INITED) {
+        double grace = PX_MIN(h->cfg.timeout_s, PX_HIER_SHUTDOWN_MAX_S);
+        int left;
+
+        px_hier_post_shutdown(h);
+        left = px_hier_wait_exit(h, px_now_ns() + (uint64_t)(grace * 1e9));
+        if (left > 0)
+            PX_LOG_WARN("worker: %d child processes did not exit within %g s of the shutdown "
+                        "call; killing them", left, grace);
+        px_hier_release_procs(h);
+    }
+    w->hier = NULL;
+    px_hier_free(h);
+    return px_rt_worker_destroy(w);
+}

@@ -1,0 +1,165 @@
+/*
+ * hier_internal.h - what the files of the level-3 engine share.
+ *
+ * The host side of a level-3 worker is the level-2 engine (src/runtime) with its arena used as
+ * the host heap and three internal kernels as executors ("l3.next_level", "l3.group",
+ * "l3.host"); w->hier points at the px_hier below. Child processes (chips, then host
+ * sub-workers) are "procs": procs[0 .. nchips) are the chips, procs[nchips ..) the subs.
+ *
+ * Files: hier.c (create, init, destroy, registration), chip.c (a child's main loop),
+ * mailbox.c (shared rings and waits), submit.c (the level-3 orchestration API), dispatch.c
+ * (executors, the pending queue, completions), watch.c (the completion and death-watch
+ * thread).
+ *
+ * Locking: h->lock guards the dispatcher state (every proc's posted/completed counts and
+ * in-flight table, the pending queue, the side table's group records and dead flags). It is
+ * taken by host cores (dispatch kernels), by the watch thread (completions, deaths) and by the
+ * orchestration (writing a side-table slot). px_task_complete may be called under it: the
+ * engine never calls back into this code synchronously.
+ */
+#ifndef PX_HIER_HIER_INTERNAL_H
+#define PX_HIER_HIER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/types.h>
+
+#include <plexus/plexus.h>
+
+#include "hier/hier.h"
+#include "hier/mailbox.h"
+#include "runtime/runtime.h"
+
+#define PX_HIER_MAX_CALLABLES 256
+#define PX_HIER_MAX_SUBS 64
+#define PX_HIER_MAX_PROCS (64 + PX_HIER_MAX_SUBS)
+#define PX_HIER_HOST_CORES 2     /* host core threads: run dispatches and host functions */
+#define PX_HIER_DEATH_MAX 256
+#define PX_HIER_CHECK_NS 100000000ull /* the watch thread polls the pidfds this often */
+
+typedef struct px_hier_callable {
+    char name[PX_KERNEL_NAME_MAX];
+    px_orch_fn fn;
+} px_hier_callable;
+
+/* One child process and the parent's bookkeeping for it. */
+typedef struct px_hier_proc {
+    int index;           /* chip index, or sub index */
+    int is_sub;
+    pid_t pid;           /* 0 until forked */
+    int pidfd;           /* -1 when none */
+    int sock;            /* the parent's end of the socketpair (fd passing, later) */
+    int child_sock;      /* the child's end; closed in the parent after the fork */
+    int memfd;
+    px_mailbox *mb;
+    size_t mb_len;
+    /* dispatcher state, under h->lock */
+    uint64_t posted;                  /* calls posted (== mb->call_head) */
+    uint64_t completed;               /* completions consumed or failed */
+    uint64_t done_read;               /* completions read by the watch thread (its own) */
+    px_task_id inflight[PX_MB_DEPTH]; /* task id of call position p % PX_MB_DEPTH */
+    int dead;                         /* exited or killed: fail everything sent to it */
+    int reaped;                       /* waitid has collected it */
+    char death[PX_HIER_DEATH_MAX];    /* "chip 1 (pid 42) died: killed by signal 9 (SIGKILL)" */
+} px_hier_proc;
+
+enum px_l3_kind { PX_L3_NEXT = 1, PX_L3_GROUP, PX_L3_HOST };
+
+/* A group task's per-chip calls and progress (malloc'd; freed when its slot is reused). */
+typedef struct px_l3_group {
+    int n;
+    int remaining;           /* chips whose part has not completed (under h->lock) */
+    int finished;            /* px_task_complete was called (early, on a death) */
+    px_status st;            /* the first error */
+    char msg[PX_MB_MSG_MAX + 128];
+    int *chips;              /* n entries, after the struct */
+    px_task_args *args;      /* n entries */
+} px_l3_group;
+
+/* What one level-3 task needs beyond its px_task slot; indexed by id & side_mask. */
+typedef struct px_l3_slot {
+    px_task_id id;           /* the task this entry describes */
+    int32_t kind;            /* px_l3_kind */
+    int32_t callable;
+    int32_t chip;            /* next-level: target chip */
+    px_host_fn fn;           /* host */
+    void *user;
+    px_l3_group *group;      /* group */
+    px_task_id next_pending; /* link of the pending queue; PX_TASK_NONE ends it */
+} px_l3_slot;
+
+enum px_hier_state { PX_HIER_CREATED = 0, PX_HIER_INITED, PX_HIER_FAILED };
+
+typedef struct px_hier {
+    px_worker *w;                 /* the host engine */
+    px_config cfg;                /* the user's configuration (chips, cores per chip, subs) */
+    int state;                    /* px_hier_state */
+    int nchips, nsubs, nprocs;
+    int chip_cores;               /* core threads of each chip's engine */
+    pid_t parent_pid;
+
+    px_hier_callable callables[PX_HIER_MAX_CALLABLES];
+    int ncallables;
+    int nkernels;                 /* chip kernels: the host engine's first nkernels */
+    px_kernel_id k_next, k_group, k_host; /* executors on the host engine */
+
+    px_hier_proc procs[PX_HIER_MAX_PROCS];
+    px_doorbell *bell;            /* shared with every child */
+    size_t bell_len;
+    int bell_fd;
+
+    pthread_mutex_t lock;
+    px_l3_slot *side;             /* 2 x task ring entries */
+    uint64_t side_mask;
+    px_task_id pend_head, pend_tail; /* pending queue of dispatches, FIFO */
+    uint64_t npending;
+
+    pthread_t watch;
+    int watch_started;
+    _Atomic int watch_stop;
+    uint64_t spin_ticks;
+} px_hier;
+
+/* The level-3 state of a worker. */
+static inline px_hier *px_hier_of(px_worker *w)
+{
+    return (px_hier *)w->hier;
+}
+
+/* The side-table entry of task id. */
+static inline px_l3_slot *px_hier_side(px_hier *h, px_task_id id)
+{
+    return &h->side[id & h->side_mask];
+}
+
+/* chip.c: the main function of a forked child; never returns. */
+void px_hier_child_main(px_hier *h, px_hier_proc *p) __attribute__((noreturn));
+
+/* dispatch.c: the executors, registered on the host engine at px_hier_init. */
+px_status px_hier_register_executors(px_hier *h);
+
+/* dispatch.c: handles one completion read from proc p's ring (watch thread, no lock held). */
+void px_hier_on_done(px_hier *h, px_hier_proc *p, const px_mb_done *d);
+
+/* dispatch.c: marks p dead and fails its calls in flight and pending (watch thread). */
+void px_hier_on_death(px_hier *h, px_hier_proc *p, const char *death);
+
+/* watch.c: starts and stops the completion and death-watch thread. */
+px_status px_hier_watch_start(px_hier *h);
+void px_hier_watch_stop(px_hier *h);
+
+/* watch.c: reads proc p's completions posted so far (watch thread, or destroy). */
+int px_hier_drain_done(px_hier *h, px_hier_proc *p);
+
+/* watch.c: describes how p ended ("killed by signal 9 (SIGKILL)") if it has; reaps it. Returns
+ * 1 when it had ended, 0 when it still runs. */
+int px_hier_reap(px_hier_proc *p, int block, char *how, size_t n);
+
+/* hier.c: finds the level-3 worker whose active run owns orchestration o, without touching
+ * o. Returns PX_OK with *h, or PX_ESTATE with a message naming `what`. */
+px_status px_hier_from_orch(px_orch *o, const char *what, px_hier **h);
+
+/* Name of a proc for messages: "chip 1" or "sub-worker 0". */
+const char *px_hier_proc_kind(const px_hier_proc *p);
+
+#endif

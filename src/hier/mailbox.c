@@ -1,0 +1,117 @@
+/*
+ * mailbox.c - shared regions, publishing calls and completions, and the spin-then-futex wait
+ * that every level-3 process uses (see mailbox.h for the protocol).
+ *
+ * The lost-wakeup window is closed the same way as in the level-2 runtime: the waiter stores
+ * its "sleeping" flag and then re-reads the word, the poster changes the word and then reads
+ * the flag, all sequentially consistent, so at least one of them sees the other.
+ */
+#include "hier/mailbox.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "util/clock.h"
+#include "util/futex.h"
+
+#define PX_MB_SLICE_NS 100000000ll /* a sleeper re-checks at least every 100 ms */
+
+px_status px_mb_region_create(const char *name, size_t bytes, void **mem, size_t *len, int *fd)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    size_t n = (size_t)px_align_up(bytes, page > 0 ? (uint64_t)page : 4096);
+    int f = memfd_create(name, MFD_CLOEXEC);
+    void *p;
+
+    if (f < 0)
+        return px_set_error(PX_ENOMEM, "level 3: memfd_create(\"%s\") for a shared region of "
+                            "%zu bytes failed: %s", name, n, strerror(errno));
+    if (ftruncate(f, (off_t)n) != 0) {
+        px_set_error(PX_ENOMEM, "level 3: sizing shared region \"%s\" to %zu bytes failed: %s",
+                     name, n, strerror(errno));
+        goto out_close_fd;
+    }
+    p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+    if (p == MAP_FAILED) {
+        px_set_error(PX_ENOMEM, "level 3: mapping shared region \"%s\" (%zu bytes) failed: %s",
+                     name, n, strerror(errno));
+        goto out_close_fd;
+    }
+    *mem = p;
+    *len = n;
+    *fd = f;
+    return PX_OK;
+
+out_close_fd:
+    close(f);
+    return PX_ENOMEM;
+}
+
+void px_mb_region_destroy(void *mem, size_t len, int fd)
+{
+    if (mem != NULL)
+        munmap(mem, len);
+    if (fd >= 0)
+        close(fd);
+}
+
+void px_mb_bump(_Atomic uint32_t *word, _Atomic uint32_t *sleeping)
+{
+    atomic_fetch_add_explicit(word, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(sleeping, memory_order_seq_cst))
+        px_futex_wake(word, INT_MAX, 1);
+}
+
+void px_mb_publish_call(px_mailbox *mb, uint64_t head)
+{
+    atomic_store_explicit(&mb->call_head, head + 1, memory_order_release);
+    px_mb_bump(&mb->call_seq, &mb->child_sleeping);
+}
+
+void px_mb_publish_done(px_mailbox *mb, uint64_t head, px_doorbell *bell)
+{
+    atomic_store_explicit(&mb->done_head, head + 1, memory_order_release);
+    px_mb_bump(&bell->seq, &bell->sleeping);
+}
+
+/* Sleeps until *word != seen or the deadline; returns the last value read. */
+static uint32_t px_mb_sleep(_Atomic uint32_t *word, uint32_t seen, _Atomic uint32_t *sleeping,
+                            uint64_t deadline_ns)
+{
+    uint32_t v;
+
+    for (;;) {
+        uint64_t now;
+        int64_t left;
+
+        atomic_store_explicit(sleeping, 1, memory_order_seq_cst);
+        v = atomic_load_explicit(word, memory_order_seq_cst);
+        if (v != seen)
+            break;
+        now = px_now_ns();
+        if (now >= deadline_ns)
+            break;
+        left = (int64_t)(deadline_ns - now);
+        px_futex_wait(word, seen, left < PX_MB_SLICE_NS ? left : PX_MB_SLICE_NS, 1);
+    }
+    atomic_store_explicit(sleeping, 0, memory_order_relaxed);
+    return v;
+}
+
+uint32_t px_mb_wait(_Atomic uint32_t *word, uint32_t seen, _Atomic uint32_t *sleeping,
+                    uint64_t spin_ticks, uint64_t deadline_ns)
+{
+    uint64_t until = px_ticks() + spin_ticks;
+    uint32_t v;
+
+    while ((v = atomic_load_explicit(word, memory_order_acquire)) == seen) {
+        if (px_ticks() >= until)
+            return px_mb_sleep(word, seen, sleeping,
+                               deadline_ns ? deadline_ns : px_now_ns() + PX_MB_SLICE_NS);
+        px_cpu_relax();
+    }
+    return v;
+}

@@ -1,0 +1,107 @@
+/*
+ * mailbox.h - the shared-memory call rings between the parent of a level-3 worker and each of
+ * its child processes (chips and host sub-workers), and the bounded wait they all use.
+ *
+ * Every child has one mailbox, a memfd mapped MAP_SHARED before the fork (never a name in
+ * /dev/shm, so a crash leaks nothing). The parent posts calls into the call ring (one writer:
+ * the parent, under its dispatch lock; one reader: the child's main loop) and the child posts
+ * one completion per call into the completion ring (one writer: the child; one reader: the
+ * parent's watch thread). Calls complete in the order they were posted, so the calls in flight
+ * on a child are exactly the ring positions [completions consumed, calls posted).
+ *
+ * Waiting follows the rest of plexus: spin for PLEXUS_SPIN_NS on the counter, then announce
+ * the sleep, re-check, and sleep on a process-shared futex with a deadline. A poster bumps the
+ * futex word and calls FUTEX_WAKE only when the other side has announced that it sleeps.
+ * The parent's watch thread sleeps on one doorbell word shared by every child.
+ */
+#ifndef PX_HIER_MAILBOX_H
+#define PX_HIER_MAILBOX_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <plexus/plexus.h>
+
+#include "util/util.h"
+
+#define PX_MB_DEPTH 64     /* calls in flight per child */
+#define PX_MB_MSG_MAX 768  /* completion message bytes, with the terminating NUL */
+
+/* What a call asks the child to do. */
+enum px_mb_kind {
+    PX_MB_CALLABLE = 1, /* chip: px_run(its L2 engine, callable, args) */
+    PX_MB_HOST = 2,     /* host sub-worker: fn(args, user) */
+    PX_MB_SHUTDOWN = 3  /* leave the loop and exit */
+};
+
+/* A child's start-up state (mb->state), a futex word the parent waits on at init. */
+enum px_mb_state { PX_MB_STARTING = 0, PX_MB_READY = 1, PX_MB_FAILED = 2 };
+
+typedef struct px_mb_call {
+    uint64_t task;     /* the parent's task id */
+    int32_t kind;      /* px_mb_kind */
+    int32_t callable;  /* PX_MB_CALLABLE: index into the worker's callable table */
+    px_host_fn fn;     /* PX_MB_HOST: valid after fork (same program image) */
+    void *user;        /* PX_MB_HOST: the child's copy-at-fork of the parent's memory */
+    px_task_args args; /* host-heap tensors, valid at the same address in every process */
+} px_mb_call;
+
+typedef struct px_mb_done {
+    uint64_t task;              /* the call's task id */
+    int32_t status;             /* px_status of the call */
+    int32_t pad;
+    char msg[PX_MB_MSG_MAX];    /* px_last_error() text when status != PX_OK */
+} px_mb_done;
+
+typedef struct px_mailbox {
+    /* parent -> child */
+    PX_ALIGNED_CL _Atomic uint64_t call_head; /* calls posted */
+    _Atomic uint32_t call_seq;                /* futex word the child sleeps on */
+    _Atomic uint32_t child_sleeping;          /* the child announced a sleep */
+    /* child -> parent */
+    PX_ALIGNED_CL _Atomic uint64_t done_head; /* completions posted */
+    _Atomic uint32_t state;                   /* px_mb_state; futex word at start-up */
+    int32_t pid;                              /* the child's pid, written by the child */
+    char fail_msg[PX_MB_MSG_MAX];             /* why start-up failed (PX_MB_FAILED) */
+    int32_t fail_status;
+    PX_ALIGNED_CL px_mb_call calls[PX_MB_DEPTH];
+    PX_ALIGNED_CL px_mb_done dones[PX_MB_DEPTH];
+} px_mailbox;
+
+/* The word the parent's watch thread sleeps on; every child rings it after a completion. */
+typedef struct px_doorbell {
+    PX_ALIGNED_CL _Atomic uint32_t seq;
+    _Atomic uint32_t sleeping;
+} px_doorbell;
+
+/*
+ * Creates an anonymous shared region of at least bytes (memfd + MAP_SHARED, zero-filled),
+ * named name for /proc/PID/maps only. Returns PX_OK with *mem, *len (rounded to pages) and
+ * *fd set; PX_ENOMEM with the reason otherwise.
+ */
+px_status px_mb_region_create(const char *name, size_t bytes, void **mem, size_t *len, int *fd);
+
+/* Unmaps and closes a region from px_mb_region_create. NULL / -1 are accepted. */
+void px_mb_region_destroy(void *mem, size_t len, int fd);
+
+/* Publishes the call the caller filled at mb->calls[head % PX_MB_DEPTH] (head: its position)
+ * and wakes the child if it sleeps. */
+void px_mb_publish_call(px_mailbox *mb, uint64_t head);
+
+/* Publishes the completion filled at mb->dones[head % PX_MB_DEPTH] and rings the doorbell. */
+void px_mb_publish_done(px_mailbox *mb, uint64_t head, px_doorbell *bell);
+
+/*
+ * Waits until *word differs from seen: spins for spin_ticks, then announces itself in
+ * *sleeping and sleeps on the process-shared futex *word (one waiter per word), re-checking at
+ * least every 100 ms, at most until deadline_ns (0: at most 100 ms). Returns the word's value:
+ * still seen on timeout. The floor benchmark times exactly this wait.
+ */
+uint32_t px_mb_wait(_Atomic uint32_t *word, uint32_t seen, _Atomic uint32_t *sleeping,
+                    uint64_t spin_ticks, uint64_t deadline_ns);
+
+/* Adds one to *word and wakes its waiter if it announced a sleep (process-shared futex). */
+void px_mb_bump(_Atomic uint32_t *word, _Atomic uint32_t *sleeping);
+
+#endif

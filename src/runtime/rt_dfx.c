@@ -1,0 +1,137 @@
+/*
+ * rt_dfx.c - the runtime's side of DFX: the arena region for DFX buffers, the per-run DFX
+ * state (src/dfx/dfx.h) and the hooks the cores and the orchestration call.
+ *
+ * Each core and the orchestration get their own producer at px_run start (producer id =
+ * core index; the orchestration is producer ncores) and lose it at the end. A core reads its
+ * producer pointer when it takes a task, which is ordered after px_run stored it by the
+ * ready queue's release/acquire; every record of a task is written before the task is
+ * marked finished, so once the graph has drained no core writes again and the end-of-run
+ * flush may publish the cores' partial buffers. With DFX off every hook site costs one
+ * branch on a NULL producer; built with PX_DFX=0 the sites compile away.
+ */
+#include "runtime.h"
+
+#include <stdio.h>
+
+#include "dfx/dfx.h"
+#include "util/log.h"
+
+/* Returns PX_OK, or an error when DFX cannot work with this configuration and profile. */
+px_status px_rt_dfx_setup(px_worker *w)
+{
+    uint64_t need;
+
+    if ((w->cfg.dfx & PX_DFX_ALL) == 0)
+        return PX_OK;
+    if (!PX_DFX)
+        return px_set_error(PX_ENOTSUP, "DFX was requested (PLEXUS_DFX / --dfx) but this "
+                            "build compiled it out (CMake option PX_DFX=OFF); rebuild with "
+                            "PX_DFX=ON or turn DFX off with PLEXUS_DFX=0");
+    if (w->level != 2) {
+        PX_LOG_WARN("dfx: level-3 workers do not record DFX yet; running without it");
+        return PX_OK;
+    }
+    need = px_dfx_region_bytes(&w->cfg, w->ncores);
+    if (need + (1u << 20) > w->run_area)
+        return px_set_error(PX_ENOMEM, "DFX buffers need %llu bytes of device memory but only "
+                            "%llu bytes lie before the heap ring; raise PLEXUS_DEVICE_MEM or "
+                            "lower PLEXUS_DFX_BUFFER_RECORDS / PLEXUS_DFX_BUFFERS",
+                            (unsigned long long)need, (unsigned long long)w->run_area);
+    w->run_area -= need;
+    w->dfx_region = w->dev_base + w->run_area;
+    w->dfx_region_bytes = need;
+    return px_dfx_check(&w->caps, &w->cfg, w->ncores);
+}
+
+/* Returns PX_OK (DFX off, or on with producers handed out) or px_dfx_create's error. */
+px_status px_rt_dfx_begin(px_worker *w)
+{
+    const char *names[PX_MAX_KERNELS];
+    px_dfx_params prm = {0};
+    px_status st;
+
+    if (w->dfx_region_bytes == 0)
+        return PX_OK;
+    for (int i = 0; i < w->nkernels; i++)
+        names[i] = w->kernels[i].name;
+    prm.cfg = &w->cfg;
+    prm.chip = w->chip;
+    prm.chip_index = 0;
+    prm.dev_region = w->dfx_region;
+    prm.dev_region_bytes = w->dfx_region_bytes;
+    prm.ncores = w->ncores;
+    prm.nkernels = w->nkernels;
+    prm.kernel_names = names;
+    if ((st = px_dfx_create(&prm, &w->dfx)) != PX_OK)
+        return st;
+    for (int i = 0; i < w->ncores; i++)
+        atomic_store_explicit(&w->cores[i].dfx, px_dfx_producer_of(w->dfx, i),
+                              memory_order_relaxed);
+    w->orch.dfx = px_dfx_producer_of(w->dfx, w->ncores);
+    return PX_OK;
+}
+
+/* Returns px_dfx_finish's status (PX_OK when DFX is off). */
+px_status px_rt_dfx_end(px_worker *w, int quiescent)
+{
+    px_status st;
+
+    if (w->dfx == NULL)
+        return PX_OK;
+    st = px_dfx_finish(w->dfx, quiescent);
+    for (int i = 0; i < w->ncores; i++)
+        atomic_store_explicit(&w->cores[i].dfx, NULL, memory_order_relaxed);
+    w->orch.dfx = NULL;
+    if (quiescent) {
+        char msg[PX_ERRMSG_MAX];
+
+        snprintf(msg, sizeof(msg), "%s", px_last_error());
+        px_dfx_destroy(w->dfx);
+        w->dfx = NULL;
+        if (st != PX_OK)
+            px_set_error(st, "%s", msg);
+    }
+    return st;
+}
+
+/* Frees the DFX state a non-quiescent run left (the cores are stopped now). */
+void px_rt_dfx_release(px_worker *w)
+{
+    px_dfx_destroy(w->dfx);
+    w->dfx = NULL;
+}
+
+/* Returns the time the kernel starts, after the task's begin records. */
+uint64_t px_rt_dfx_task_begin(px_dfx_producer *p, px_core_ctx *ctx, const px_task *t)
+{
+    px_dfx_task_begin(p, t->id, t->kernel, ctx->index, &t->args);
+    return px_dfx_now();
+}
+
+/* Writes the run and release phases and the task's end records. */
+void px_rt_dfx_task_end(px_dfx_producer *p, px_core_ctx *ctx, const px_task *t, uint64_t t0,
+                        uint64_t t1, px_status st, int ran)
+{
+    if (p->mask & PX_DFX_FOR_PHASE) {
+        if (ran)
+            px_dfx_phase(p, PX_PHASE_CORE_RUN, t0, t1, t->id);
+        px_dfx_phase(p, PX_PHASE_CORE_RELEASE, t1, px_dfx_now(), t->id);
+    }
+    px_dfx_task_end(p, t->id, st, !ran, ctx->index, &t->args);
+}
+
+/* Writes the scope occupancy of o at depth. */
+void px_rt_dfx_scope(px_orch *o, int depth, int begin)
+{
+    px_worker *w = o->w;
+    px_dfx_occupancy occ = {
+        .tasks_live = o->next_id - o->wm,
+        .task_slots = w->task_mask + 1,
+        .heap_live = px_heap_live(&w->heap),
+        .heap_size = w->heap.size,
+        .tmap_entries = px_tmap_size(&w->tmap),
+    };
+
+    px_dfx_scope(o->dfx, depth, begin, &occ);
+}

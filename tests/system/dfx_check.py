@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""dfx_check.py - checks a DFX output directory with Python's own JSON parser.
+
+usage: dfx_check.py DIR TASKS EDGES [WALL_US]
+       dfx_check.py --dom DOM_FILE TASKS
+
+The first form checks every file the collectors wrote (those present; trace.json, deps.json,
+report.html and dfx.json must be there): it parses them, counts tasks and edges against the
+expected numbers (worked out by hand by the caller), and checks that slices are non-negative
+and, given WALL_US, inside the run. The second form checks a DOM dumped by headless Chromium
+from report.html: one element with a data-task attribute per task. Prints PASS or
+FAIL: <reason>; exit status 0 or 1.
+"""
+import csv
+import json
+import os
+import re
+import sys
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def load(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        fail("%s: %s" % (path, e))
+
+
+def check_trace(d, tasks, edges, wall_us):
+    t = load(os.path.join(d, "trace.json"))
+    if t.get("otherData", {}).get("version") != 1:
+        fail("trace.json: otherData.version is not 1")
+    slices, starts, ends = {}, {}, {}
+    for e in t["traceEvents"]:
+        ph = e["ph"]
+        if ph == "X":
+            if e["ts"] < 0 or e["dur"] < 0:
+                fail("trace.json: negative time in %r" % e)
+            if wall_us is not None and e["ts"] + e["dur"] > wall_us + 1.0:
+                fail("trace.json: %s ends at %.3f us, after the run (%.3f us)"
+                     % (e["name"], e["ts"] + e["dur"], wall_us))
+            if e.get("cat") == "task":
+                slices[e["args"]["task"]] = e
+        elif ph in ("s", "f"):
+            (starts if ph == "s" else ends)[e["id"]] = e
+    if set(slices) != set(range(tasks)):
+        fail("trace.json: task ids %s, expected 0..%d" % (sorted(slices)[:10], tasks - 1))
+    pairs = {k: (e["args"]["from"], e["args"]["to"]) for k, e in starts.items()}
+    if len(starts) != edges or pairs != {k: (e["args"]["from"], e["args"]["to"])
+                                         for k, e in ends.items()}:
+        fail("trace.json: %d flow starts, %d flow ends, expected %d pairs"
+             % (len(starts), len(ends), edges))
+    for k, (p, c) in pairs.items():
+        sp, sc, fs, fe = slices[p], slices[c], starts[k], ends[k]
+        # a flow binds to the slice enclosing it on its own track: the producer's (just
+        # before its end) and the consumer's (at its start)
+        if fs["tid"] != sp["tid"] or not sp["ts"] <= fs["ts"] <= sp["ts"] + sp["dur"]:
+            fail("trace.json: flow %d starts outside task %d's slice" % (k, p))
+        if fe["tid"] != sc["tid"] or fe["ts"] != sc["ts"]:
+            fail("trace.json: flow %d does not end at task %d's start" % (k, c))
+    return set(pairs.values())
+
+
+def check_deps(d, tasks, edges):
+    j = load(os.path.join(d, "deps.json"))
+    if j.get("version") != 1:
+        fail("deps.json: version is not 1")
+    if [t["id"] for t in j["tasks"]] != list(range(tasks)):
+        fail("deps.json: task ids are not 0..%d" % (tasks - 1))
+    pairs = [tuple(e) for e in j["edges"]]
+    if len(pairs) != edges or len(set(pairs)) != edges or any(p >= c for p, c in pairs):
+        fail("deps.json: %d edges (expected %d distinct, producer < consumer)"
+             % (len(pairs), edges))
+    with open(os.path.join(d, "deps.dot"), encoding="utf-8") as f:
+        dot = f.read()
+    if not dot.startswith("// plexus deps.dot version 1") or dot.count("->") != edges:
+        fail("deps.dot: %d edges, expected %d" % (dot.count("->"), edges))
+    return set(pairs)
+
+
+def check_args(d, tasks):
+    j = load(os.path.join(d, "args", "args_dump.json"))
+    if j.get("version") != 1 or len(j["tasks"]) != tasks:
+        fail("args_dump.json: version %r, %d tasks (expected %d)"
+             % (j.get("version"), len(j["tasks"]), tasks))
+    total = sum(x["bytes"] for t in j["tasks"] for a in t["args"] for x in a.get("data", []))
+    size = os.path.getsize(os.path.join(d, "args", "args.bin"))
+    if total != size:
+        fail("args.bin has %d bytes, args_dump.json accounts for %d" % (size, total))
+
+
+def check_pmu(d, tasks):
+    with open(os.path.join(d, "pmu.csv"), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    if lines[0] != "# plexus pmu.csv version 1" or not lines[1].startswith("# counters: "):
+        fail("pmu.csv: bad comment lines %r" % lines[:2])
+    rows = list(csv.reader(lines[2:]))
+    if rows[0][:2] != ["task", "core"] or len(rows[0]) != 6 or len(rows) != 1 + tasks:
+        fail("pmu.csv: header %r and %d rows, expected 6 columns and %d rows"
+             % (rows[0], len(rows) - 1, tasks))
+
+
+def check_scopes(d):
+    with open(os.path.join(d, "scope_stats.jsonl"), encoding="utf-8") as f:
+        lines = [json.loads(x) for x in f.read().splitlines()]
+    if lines[0].get("version") != 1 or lines[0].get("events") != len(lines) - 1:
+        fail("scope_stats.jsonl: bad header %r" % lines[0])
+
+
+def check_report(d, tasks):
+    with open(os.path.join(d, "report.html"), encoding="utf-8") as f:
+        html = f.read()
+    m = re.search(r'<script type="application/json" id="plexus-data">(.*?)</script>', html,
+                  re.S)
+    if m is None:
+        fail("report.html: no plexus-data element")
+    data = json.loads(m.group(1))
+    if sorted(t["id"] for t in data["tasks"]) != list(range(tasks)):
+        fail("report.html: its data lists %d tasks, expected %d" % (len(data["tasks"]), tasks))
+    if re.search(r"<(link|img|iframe)\b|\bsrc=|@import|url\(", html):
+        fail("report.html loads something from outside")
+
+
+def check_dfx(d):
+    j = load(os.path.join(d, "dfx.json"))
+    if j.get("version") != 1:
+        fail("dfx.json: version is not 1")
+    for name, c in j["collectors"].items():
+        if c["collected"] + c["dropped"] != c["produced"]:
+            fail("dfx.json: %s collected %d + dropped %d != produced %d"
+                 % (name, c["collected"], c["dropped"], c["produced"]))
+
+
+def main(argv):
+    if len(argv) == 4 and argv[1] == "--dom":
+        with open(argv[2], encoding="utf-8", errors="replace") as f:
+            n = len(re.findall(r"\sdata-task=\"\d+\"", f.read()))
+        if n != int(argv[3]):
+            fail("the rendered DOM has %d elements with data-task, expected %s" % (n, argv[3]))
+        print("PASS")
+        return
+    if len(argv) not in (4, 5):
+        fail(__doc__.splitlines()[2])
+    d, tasks, edges = argv[1], int(argv[2]), int(argv[3])
+    wall_us = float(argv[4]) if len(argv) == 5 else None
+    flows = check_trace(d, tasks, edges, wall_us)
+    if check_deps(d, tasks, edges) != flows:
+        fail("the edges of deps.json and the flows of trace.json differ")
+    check_report(d, tasks)
+    check_dfx(d)
+    if os.path.exists(os.path.join(d, "args")):
+        check_args(d, tasks)
+    if os.path.exists(os.path.join(d, "pmu.csv")):
+        check_pmu(d, tasks)
+    if os.path.exists(os.path.join(d, "scope_stats.jsonl")):
+        check_scopes(d)
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,31 @@
+# dfx_outputs.cmake - end-to-end checks of the files the DFX collectors write (included by
+# tests/CMakeLists.txt): every collector on vector (5 tasks, 6 edges) and on matmul with 4 tiles
+# per side (4^3 = 64 tasks, 4^2 x 3 = 48 edges), `plexus trace summary`, and report.html
+# rendered by headless Chromium (one data-task element per task). Counts are worked out by hand.
+find_program(PX_PYTHON3_DFX NAMES python3)
+find_program(PX_CHROMIUM NAMES chromium chromium-browser)
+if(NOT PX_PYTHON3_DFX)
+  set(PX_PYTHON3_DFX /nonexistent/python3)
+endif()
+if(NOT PX_CHROMIUM)
+  set(PX_CHROMIUM /nonexistent/chromium)
+endif()
+set(PX_DFX_SH ${CMAKE_CURRENT_SOURCE_DIR}/system/dfx_outputs.sh)
+set(PX_DFX_OUT ${CMAKE_CURRENT_BINARY_DIR}/dfx-out)
+
+add_test(NAME dfx.outputs_vector
+         COMMAND sh ${PX_DFX_SH} check $<TARGET_FILE:plexus> ${PX_PYTHON3_DFX} ${PX_DFX_OUT}/vector
+                 vector 5 6 --cores 2)
+add_test(NAME dfx.outputs_matmul
+         COMMAND sh ${PX_DFX_SH} check $<TARGET_FILE:plexus> ${PX_PYTHON3_DFX} ${PX_DFX_OUT}/matmul
+                 matmul 64 48 --size 128 --tile 32 --cores 2)
+add_test(NAME dfx.trace_summary
+         COMMAND sh ${PX_DFX_SH} summary $<TARGET_FILE:plexus> ${PX_PYTHON3_DFX}
+                 ${PX_DFX_OUT}/summary)
+add_test(NAME dfx.report_chromium
+         COMMAND sh ${PX_DFX_SH} chromium $<TARGET_FILE:plexus> ${PX_PYTHON3_DFX}
+                 ${PX_DFX_OUT}/report ${PX_CHROMIUM} 5)
+set_tests_properties(dfx.outputs_vector dfx.outputs_matmul dfx.trace_summary
+                     PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77 ENVIRONMENT "PLEXUS_LOG=warn")
+set_tests_properties(dfx.report_chromium PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
+                     ENVIRONMENT "PLEXUS_LOG=warn")

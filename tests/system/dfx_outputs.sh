@@ -1,0 +1,47 @@
+#!/bin/sh
+# dfx_outputs.sh - system checks of the DFX outputs (driven by dfx_outputs.cmake).
+#   dfx_outputs.sh check   PLEXUS PY OUT EXAMPLE TASKS EDGES [ARGS...]
+#   dfx_outputs.sh summary PLEXUS PY OUT
+#   dfx_outputs.sh chromium PLEXUS PY OUT CHROMIUM TASKS
+# check: runs the example with every collector into OUT and checks the files with
+# dfx_check.py (counts worked out by hand by the caller). summary: `plexus trace summary OUT`
+# must list the kernels and the transport table. chromium: renders OUT/report.html headless and
+# counts the data-task elements of the DOM. A missing python3 or chromium exits 77 (skipped).
+set -u
+mode=$1 plexus=$2 py=$3 out=$4
+shift 4
+here=$(dirname "$0")
+[ -x "$py" ] || { echo "skipped: python3 not found (scripts/install-deps.sh installs it)"; exit 77; }
+case $mode in
+check)
+    example=$1 tasks=$2 edges=$3
+    shift 3
+    rm -rf "$out"
+    PLEXUS_DFX_STRICT=1 "$plexus" run "$example" --dfx all --out "$out" "$@" || exit 1
+    exec "$py" "$here/dfx_check.py" "$out" "$tasks" "$edges"
+    ;;
+summary)
+    rm -rf "$out"
+    PLEXUS_DFX_STRICT=1 "$plexus" run vector --dfx all --out "$out" >/dev/null || exit 1
+    "$plexus" trace summary "$out" > "$out.summary" || { cat "$out.summary"; exit 1; }
+    cat "$out.summary"
+    for k in add add_scalar mul; do
+        grep -q "$k" "$out.summary" || { echo "FAIL: kernel $k missing from the summary"; exit 1; }
+    done
+    grep -q "mapped" "$out.summary" || { echo "FAIL: no transport table in the summary"; exit 1; }
+    ;;
+chromium)
+    chromium=$1 tasks=$2
+    [ -x "$chromium" ] || { echo "skipped: chromium not found (scripts/install-deps.sh installs it)"; exit 77; }
+    rm -rf "$out" "$out.profile"
+    PLEXUS_DFX_STRICT=1 "$plexus" run vector --dfx all --out "$out" >/dev/null || exit 1
+    "$chromium" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+        --disable-background-networking --disable-component-update --disable-sync \
+        --user-data-dir="$out.profile" --dump-dom "file://$(cd "$out" && pwd)/report.html" \
+        > "$out.dom" 2> "$out.chromium.log" || { tail -20 "$out.chromium.log"; exit 1; }
+    rm -rf "$out.profile"
+    exec "$py" "$here/dfx_check.py" --dom "$out.dom" "$tasks"
+    ;;
+*)
+    echo "usage: see the header of $0"; exit 2 ;;
+esac
