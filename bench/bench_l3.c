@@ -4,7 +4,8 @@
  * Three measurements in one program run:
  *   floor  the anchor: a raw round trip between two processes through one shared-memory word,
  *          each side waiting with the wait plexus uses between its processes (px_mb_wait:
- *          spin PLEXUS_SPIN_NS, then a process-shared futex; the poster wakes only a sleeper).
+ *          spin PLEXUS_SPIN_NS, poll with sched_yield PLEXUS_YIELD_NS, then a process-shared
+ *          futex; the poster wakes only a sleeper).
  *   run    one px_run on a level-3 worker with one next-level task: the L3 orchestration,
  *          the dispatch to chip 0, the chip's px_run of an L2 orchestration that submits one
  *          empty kernel, the completion, the drain, the copies in and out.
@@ -70,7 +71,7 @@ typedef struct bl_pingpong {
 } bl_pingpong;
 
 /* The child: answers every odd value by bumping to the next even one, trips times. */
-static void bl_floor_child(bl_pingpong *pp, uint64_t spin, int trips)
+static void bl_floor_child(bl_pingpong *pp, uint64_t spin, uint64_t yield, int trips)
 {
     uint32_t seen = 0;
 
@@ -78,7 +79,8 @@ static void bl_floor_child(bl_pingpong *pp, uint64_t spin, int trips)
     for (int i = 0; i < trips; i++) {
         uint64_t deadline = px_now_ns() + 10000000000ull;
 
-        while ((seen = px_mb_wait(&pp->word, seen, &pp->child_sleeping, spin, deadline)) % 2 == 0)
+        while ((seen = px_mb_wait(&pp->word, seen, &pp->child_sleeping, spin, yield,
+                                   deadline)) % 2 == 0)
             if (px_now_ns() > deadline)
                 _exit(2);
         px_mb_bump(&pp->word, &pp->parent_sleeping);
@@ -88,7 +90,7 @@ static void bl_floor_child(bl_pingpong *pp, uint64_t spin, int trips)
 }
 
 /* One repetition in the parent: trips round trips; returns us per round trip, or -1. */
-static double bl_floor_rep(bl_pingpong *pp, uint64_t spin, int trips)
+static double bl_floor_rep(bl_pingpong *pp, uint64_t spin, uint64_t yield, int trips)
 {
     uint32_t seen = atomic_load(&pp->word);
     uint64_t t0 = bench_now_ns();
@@ -98,7 +100,7 @@ static double bl_floor_rep(bl_pingpong *pp, uint64_t spin, int trips)
 
         px_mb_bump(&pp->word, &pp->child_sleeping);
         seen++;
-        if (px_mb_wait(&pp->word, seen, &pp->parent_sleeping, spin, deadline) != seen + 1)
+        if (px_mb_wait(&pp->word, seen, &pp->parent_sleeping, spin, yield, deadline) != seen + 1)
             return -1;
         seen++;
     }
@@ -106,7 +108,7 @@ static double bl_floor_rep(bl_pingpong *pp, uint64_t spin, int trips)
 }
 
 /* Measures the floor; returns the median us per round trip (0 on failure, recorded). */
-static double bl_floor(const bl_params *p, uint64_t spin)
+static double bl_floor(const bl_params *p, uint64_t spin, uint64_t yield)
 {
     double us[BL_MAX_REPS];
     bl_pingpong *pp;
@@ -120,9 +122,9 @@ static double bl_floor(const bl_params *p, uint64_t spin)
     }
     pid = fork();
     if (pid == 0)
-        bl_floor_child(pp, spin, p->floor_trips * p->floor_reps);
+        bl_floor_child(pp, spin, yield, p->floor_trips * p->floor_reps);
     for (int r = 0; pid > 0 && r < p->floor_reps && ok; r++)
-        ok = (us[r] = bl_floor_rep(pp, spin, p->floor_trips)) >= 0;
+        ok = (us[r] = bl_floor_rep(pp, spin, yield, p->floor_trips)) >= 0;
     if (pid < 0 || !ok)
         bench_fail(BL_NAME, "floor: %s", pid < 0 ? "fork failed" : "the child stopped answering");
     if (pid > 0 && !ok)
@@ -273,7 +275,7 @@ int main(int argc, char **argv)
 {
     bench_mode mode = BENCH_FULL;
     double floor_us, per_run, per_task;
-    uint64_t spin_ns = 2000;
+    uint64_t spin_ns = 2000, yield_ns = 50000;
     px_worker *w = NULL;
     px_config c;
     bl_params p;
@@ -290,13 +292,15 @@ int main(int argc, char **argv)
         break;
     }
     p = bl_params_for(mode);
-    if (px_config_default(&c) == PX_OK)
+    if (px_config_default(&c) == PX_OK) {
         spin_ns = c.spin_ns;
+        yield_ns = c.yield_ns;
+    }
     bench_line(BL_NAME, "config mode=%s chips=%d cores_per_chip=1 host_cores=2 inflight=%d "
-               "spin_ns=%" PRIu64 " tasks=%d runs=%d task_reps=%d floor_trips=%d floor_reps=%d",
-               bench_mode_name(mode), BL_CHIPS, BL_INFLIGHT, spin_ns, p.ntasks, p.runs,
+               "spin_ns=%" PRIu64 " yield_ns=%" PRIu64 " tasks=%d runs=%d task_reps=%d floor_trips=%d floor_reps=%d",
+               bench_mode_name(mode), BL_CHIPS, BL_INFLIGHT, spin_ns, yield_ns, p.ntasks, p.runs,
                p.task_reps, p.floor_trips, p.floor_reps);
-    floor_us = bl_floor(&p, px_ns_to_ticks(spin_ns));
+    floor_us = bl_floor(&p, px_ns_to_ticks(spin_ns), px_ns_to_ticks(yield_ns));
     bench_line(BL_NAME, "case=floor us_round_trip=%.3f", floor_us);
     if ((st = bl_open(&w)) != PX_OK) {
         bench_fail(BL_NAME, "level-3 worker: %s: %s", px_status_name(st), px_last_error());

@@ -30,6 +30,7 @@ typedef struct px_config {
     uint32_t dep_ring;                         /* dependency records (PLEXUS_DEP_RING) */
     double timeout_s;                          /* deadline of every runtime wait */
     uint32_t spin_ns;                          /* spin before sleeping on a futex */
+    uint32_t yield_ns;                         /* then poll with sched_yield this long */
     int hugepages;                             /* 0 hides reserved huge pages from the probe */
     int log_level;                             /* 0 error, 1 warn, 2 info, 3 debug */
     /* DFX (plexus/dfx.h; docs/user-guide.md) */

@@ -144,7 +144,7 @@ static int px_child_wait(px_hier *h, px_mailbox *mb, uint64_t tail)
 
         if (atomic_load_explicit(&mb->call_head, memory_order_acquire) > tail)
             return 0;
-        px_mb_wait(&mb->call_seq, seen, &mb->child_sleeping, h->spin_ticks,
+        px_mb_wait(&mb->call_seq, seen, &mb->child_sleeping, h->spin_ticks, h->yield_ticks,
                    px_now_ns() + PX_CHIP_PARENT_CHECK_NS);
         if (atomic_load_explicit(&mb->call_head, memory_order_acquire) > tail)
             return 0;

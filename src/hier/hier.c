@@ -126,6 +126,7 @@ static px_status px_hier_alloc(px_hier *h, const px_config *c)
     online = (int)px_caps_get(&h->w->caps, PX_FACT_ONLINE_CPUS);
     h->chip_cores = c->cores > 0 ? c->cores : PX_MAX(1, online / h->nchips);
     h->spin_ticks = px_ns_to_ticks(c->spin_ns);
+    h->yield_ticks = px_ns_to_ticks(c->yield_ns);
     for (int i = 0; i < PX_HIER_MAX_PROCS; i++) {
         px_hier_proc *p = &h->procs[i];
 

@@ -118,6 +118,7 @@ typedef struct px_hier {
     int watch_started;
     _Atomic int watch_stop;
     uint64_t spin_ticks;
+    uint64_t yield_ticks;
 } px_hier;
 
 /* The level-3 state of a worker. */

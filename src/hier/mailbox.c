@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -102,16 +103,21 @@ static uint32_t px_mb_sleep(_Atomic uint32_t *word, uint32_t seen, _Atomic uint3
 }
 
 uint32_t px_mb_wait(_Atomic uint32_t *word, uint32_t seen, _Atomic uint32_t *sleeping,
-                    uint64_t spin_ticks, uint64_t deadline_ns)
+                    uint64_t spin_ticks, uint64_t yield_ticks, uint64_t deadline_ns)
 {
     uint64_t until = px_ticks() + spin_ticks;
     uint32_t v;
 
     while ((v = atomic_load_explicit(word, memory_order_acquire)) == seen) {
-        if (px_ticks() >= until)
+        uint64_t now = px_ticks();
+
+        if (now >= until + yield_ticks)
             return px_mb_sleep(word, seen, sleeping,
                                deadline_ns ? deadline_ns : px_now_ns() + PX_MB_SLICE_NS);
-        px_cpu_relax();
+        if (now < until)
+            px_cpu_relax();
+        else
+            sched_yield();
     }
     return v;
 }

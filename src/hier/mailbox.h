@@ -93,13 +93,14 @@ void px_mb_publish_call(px_mailbox *mb, uint64_t head);
 void px_mb_publish_done(px_mailbox *mb, uint64_t head, px_doorbell *bell);
 
 /*
- * Waits until *word differs from seen: spins for spin_ticks, then announces itself in
+ * Waits until *word differs from seen: spins for spin_ticks, polls with sched_yield for
+ * yield_ticks, then announces itself in
  * *sleeping and sleeps on the process-shared futex *word (one waiter per word), re-checking at
  * least every 100 ms, at most until deadline_ns (0: at most 100 ms). Returns the word's value:
  * still seen on timeout. The floor benchmark times exactly this wait.
  */
 uint32_t px_mb_wait(_Atomic uint32_t *word, uint32_t seen, _Atomic uint32_t *sleeping,
-                    uint64_t spin_ticks, uint64_t deadline_ns);
+                    uint64_t spin_ticks, uint64_t yield_ticks, uint64_t deadline_ns);
 
 /* Adds one to *word and wakes its waiter if it announced a sleep (process-shared futex). */
 void px_mb_bump(_Atomic uint32_t *word, _Atomic uint32_t *sleeping);

@@ -100,7 +100,7 @@ static void *px_watch_main(void *arg)
             next_check = now + PX_HIER_CHECK_NS;
         }
         if (got == 0)
-            px_mb_wait(&h->bell->seq, seen, &h->bell->sleeping, h->spin_ticks, next_check);
+            px_mb_wait(&h->bell->seq, seen, &h->bell->sleeping, h->spin_ticks, h->yield_ticks, next_check);
     }
     return NULL;
 }

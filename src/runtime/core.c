@@ -9,6 +9,7 @@
 #include "runtime.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -125,15 +126,20 @@ static px_task *px_core_wait(px_core_ctx *ctx, int *slept)
     px_task *t;
 
     for (;;) {
+        uint64_t yield_until = until + w->yield_ticks;
+
         atomic_fetch_add_explicit(&w->spinning, 1, memory_order_seq_cst);
-        do {
+        for (uint64_t now = px_ticks(); now < yield_until; now = px_ticks()) {
             t = px_readyq_pop(&w->readyq);
             if (t) {
                 atomic_fetch_sub_explicit(&w->spinning, 1, memory_order_relaxed);
                 return t;
             }
-            px_cpu_relax();
-        } while (px_ticks() < until);
+            if (now < until)
+                px_cpu_relax();
+            else
+                sched_yield(); /* let a runnable thread have this CPU, then look again */
+        }
         atomic_fetch_sub_explicit(&w->spinning, 1, memory_order_seq_cst);
         if (atomic_load_explicit(&w->shutdown, memory_order_acquire))
             return NULL;

@@ -12,6 +12,7 @@
 #include "runtime.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,9 +64,14 @@ static px_status px_orch_wait_task(px_orch *o, px_task_id id, uint64_t deadline_
     uint64_t until = px_ticks() + w->spin_ticks, start;
 
     while (atomic_load_explicit(&t->state, memory_order_acquire) != PX_TASK_DONE) {
-        if (px_ticks() >= until)
+        uint64_t now = px_ticks();
+
+        if (now >= until + w->yield_ticks)
             goto sleep;
-        px_cpu_relax();
+        if (now < until)
+            px_cpu_relax();
+        else
+            sched_yield();
     }
     return PX_OK;
 sleep:

@@ -121,7 +121,8 @@ struct px_worker {
     _Atomic uint32_t sleepers;
     _Atomic uint32_t spinning;      /* idle cores spinning on the ready queue */
     _Atomic int shutdown;
-    uint64_t spin_ticks;
+    uint64_t spin_ticks;            /* busy-wait budget of a waiter (PLEXUS_SPIN_NS) */
+    uint64_t yield_ticks;           /* then polling with sched_yield (PLEXUS_YIELD_NS) */
 
     /* device memory: run args at the arena's start, heap ring at its end */
     char *dev_base;

@@ -120,6 +120,7 @@ px_status px_rt_worker_create(const px_config *c, int start_cores, px_worker **o
     if (w->ncores < 1)
         w->ncores = 1;
     w->spin_ticks = px_ns_to_ticks(w->cfg.spin_ns);
+    w->yield_ticks = px_ns_to_ticks(w->cfg.yield_ns);
     if ((st = px_worker_alloc(w)) != PX_OK || (st = px_worker_open_chip(w)) != PX_OK ||
         (st = px_rt_dfx_setup(w)) != PX_OK)
         goto out_free;

@@ -328,6 +328,8 @@ static const px_knob px_knobs[] = {
      "deadline of every runtime wait (ring space, drain)"},
     {"PLEXUS_SPIN_NS", PX_F(spin_ns), "2000", "ns", px_knob_ns,
      "how long a waiter spins before sleeping on a futex"},
+    {"PLEXUS_YIELD_NS", PX_F(yield_ns), "50000", "ns", px_knob_ns,
+     "after spinning, how long a waiter polls with sched_yield before sleeping"},
     {"PLEXUS_HUGEPAGES", PX_F(hugepages), "1", "0 or 1", px_knob_bool,
      "0 hides reserved huge pages from the probe (can only remove a capability)"},
     {"PLEXUS_DFX", PX_F(dfx), "0", "collector list", px_knob_dfx,
