@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "benchutil.h"
 
 #define DFX_CHAIN_PAD 8 /* int64 slots per tensor: one cache line each */
 
@@ -28,6 +27,7 @@ static px_status dfx_chain_kernel(px_core_ctx *ctx, const px_task_args *a)
     return PX_OK;
 }
 
+/* Returns 0, or -1 with the reason in why (see dfx_chain.h). */
 int dfx_chain_open(dfx_chain *c, const px_config *cfg, char *why, size_t n)
 {
     px_signature sig = {.nargs = 3};
@@ -104,39 +104,40 @@ static int dfx_chain_verify(const dfx_chain *c, uint64_t ntasks, char *why, size
     return 0;
 }
 
+/* Returns us per task of the verified run (px_run_stats.wall_ns), or -1 with why. */
 double dfx_chain_run(dfx_chain *c, uint64_t ntasks, char *why, size_t n)
 {
     const int64_t shape[1] = {DFX_CHAIN_CHAINS * DFX_CHAIN_PAD};
     dfx_chain_run_arg r = {c, ntasks};
     px_task_args args;
     px_tensor host;
+    px_run_stats rs;
     px_status st;
-    uint64_t t0, t1;
 
     memset(dfx_chain_t, 0, sizeof(dfx_chain_t));
     dfx_chain_bad = 0;
     px_tensor_make(&host, dfx_chain_t, PX_I64, 1, shape);
     px_args_init(&args);
     px_args_inout(&args, &host);
-    t0 = bench_now_ns();
     st = px_run(c->w, dfx_chain_orch, &args, &r);
-    t1 = bench_now_ns();
     if (st != PX_OK) {
         snprintf(why, n, "px_run of the chain failed: %s: %s", px_status_name(st),
                  px_last_error());
         return -1;
     }
-    if (dfx_chain_verify(c, ntasks, why, n) != 0)
+    if (dfx_chain_verify(c, ntasks, why, n) != 0 || px_run_stats_get(c->w, &rs) != PX_OK)
         return -1;
-    return (double)(t1 - t0) / 1e3 / (double)ntasks;
+    return (double)rs.wall_ns / 1e3 / (double)ntasks; /* ends before DFX writes its files */
 }
 
+/* Destroys the chain's worker; returns nothing. */
 void dfx_chain_close(dfx_chain *c)
 {
     px_worker_destroy(c->w);
     c->w = NULL;
 }
 
+/* Returns the exit status of `--chain N --reps R` (see dfx_chain.h). */
 int dfx_chain_main(int argc, char **argv)
 {
     long long ntasks = 0, reps = 1;

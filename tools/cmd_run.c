@@ -81,8 +81,9 @@ static void run_print_dfx(const px_config *c)
     char path[PX_DFX_OUT_MAX + 32];
     struct stat sb;
 
-    if ((c->dfx & PX_DFX_ALL) == 0)
-        return;
+    snprintf(path, sizeof(path), "%s/dfx.json", c->out_dir);
+    if ((c->dfx & PX_DFX_ALL) == 0 || stat(path, &sb) != 0)
+        return; /* off, or not recorded (level 3 says so on stderr) */
     printf("dfx %s\n", c->out_dir);
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         snprintf(path, sizeof(path), "%s/%s", c->out_dir, files[i]);
@@ -110,10 +111,13 @@ int cli_cmd_run(const cli_opts *o)
     return 0;
 }
 
-/* The demo's DFX: every collector for level-2 examples, into <out>/<example>. */
+/*
+ * The demo's DFX: every collector for level-2 examples, into <out>/<example> (none in a
+ * build with DFX compiled out).
+ */
 static void demo_dfx(const px_example *ex, const cli_opts *o, px_config *c)
 {
-    if (ex->level != 2) {
+    if (ex->level != 2 || !px_dfx_compiled_in()) {
         c->dfx = 0;
         return;
     }

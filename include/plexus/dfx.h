@@ -11,6 +11,7 @@
 #define PLEXUS_DFX_H
 
 #include <stdint.h>
+#include <plexus/api.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -50,6 +51,9 @@ typedef enum px_dfx_transport_id {
 
 #define PX_DFX_OUT_MAX 256
 #define PX_DFX_TRANSPORT_LIST_MAX 64
+
+/* Returns 1 when this library records DFX, 0 when it was built with PX_DFX=OFF. */
+PX_API int px_dfx_compiled_in(void);
 
 #ifdef __cplusplus
 }

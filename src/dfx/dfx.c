@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "caps/caps_internal.h"
 #include "dfx/collectors/collectors.h"
@@ -31,6 +32,12 @@ int px_dfx_tsc_g = 0;
 #endif
 
 static const px_dfx_collector_ops *const *dfx_table_override;
+
+/* Returns PX_DFX: 1 unless the library was built with PX_DFX=OFF. */
+int px_dfx_compiled_in(void)
+{
+    return PX_DFX;
+}
 
 /* Replaces the collector table for later runs (tests); NULL restores the built-in one. */
 void px_dfx_set_collectors(const px_dfx_collector_ops *const *table)
@@ -98,6 +105,24 @@ static px_status dfx_mkdirs(const char *dir)
         return px_set_error(PX_EIO, "dfx: output path \"%s\" exists and is not a directory; "
                             "choose another with --out DIR or PLEXUS_DFX_OUT", dir);
     return PX_OK;
+}
+
+/*
+ * Removes the files an earlier run left in dir (ours only, by name), so that no output of
+ * this run is mixed with another's: a collector that is off now writes nothing, and the
+ * report reads only what this run wrote.
+ */
+static void dfx_clean_outputs(const char *dir)
+{
+    static const char *const files[] = {"dfx.json", "trace.json", "deps.json", "deps.dot",
+                                        "args/args_dump.json", "args/args.bin", "pmu.csv",
+                                        "scope_stats.jsonl", "report.html"};
+    char path[PX_DFX_OUT_MAX + 32];
+
+    for (size_t i = 0; i < PX_ARRAY_SIZE(files); i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+        unlink(path);
+    }
 }
 
 /* Copies n strings into a NULL-terminated array; NULL when out of memory. */
@@ -272,6 +297,7 @@ px_status px_dfx_create(const px_dfx_params *prm, px_dfx **out)
     if ((st = dfx_mkdirs(d->out_dir)) != PX_OK || (st = dfx_buffers_init(d, prm)) != PX_OK ||
         (st = dfx_producers_init(d)) != PX_OK)
         goto out_destroy;
+    dfx_clean_outputs(d->out_dir);
     d->kernel_names = dfx_strdupv(prm->nkernels, prm->kernel_names);
     if (d->kernel_names == NULL) {
         st = px_set_error(PX_ENOMEM, "dfx: out of host memory for kernel names");

@@ -61,6 +61,11 @@ typedef struct px_dfx_prod {
     uint64_t waits[PX_DFXK_COUNT];
     uint64_t dropped[PX_DFXK_COUNT];
     uint64_t dropped_records;
+    /* a core's wait, written by its next task's begin (hooks.c) */
+    uint64_t wait_t0;
+    px_task_id wait_task;
+    int wait_slept;
+    int wait_pending;
     /* pmu (pmu.c), opened on the producer's own thread */
     int pmu_fd[PX_DFX_PMU_MAX];
     int pmu_leader;      /* index of the group leader in pmu_fd, -1 when none opened */

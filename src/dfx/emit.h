@@ -107,6 +107,7 @@ typedef struct px_dfx_producer {
     uint32_t mask;          /* enabled collectors */
     px_dfx *dfx;
     void *buf;              /* the current buffer (owned by src/dfx) */
+    uint64_t last_ts;       /* time stamp of the most recent entry */
     uint64_t produced[PX_DFXK_COUNT]; /* entries written, per kind (reconciled at the end) */
 } px_dfx_producer;
 
@@ -126,8 +127,13 @@ static inline uint64_t px_dfx_now(void)
  */
 px_dfx_rec *px_dfx_next_buffer(px_dfx_producer *p, px_dfx_kind kind, uint32_t need);
 
-/* Reserves n consecutive records and fills the common header; returns NULL when dropped. */
-static inline px_dfx_rec *px_dfx_reserve(px_dfx_producer *p, px_dfx_kind kind, uint32_t n)
+/*
+ * Reserves n consecutive records stamped ts and fills the common header; returns NULL when
+ * dropped. Sites that already read the clock pass that reading: a clock read is the largest
+ * part of a record's cost.
+ */
+static inline px_dfx_rec *px_dfx_reserve_at(px_dfx_producer *p, px_dfx_kind kind, uint32_t n,
+                                            uint64_t ts)
 {
     px_dfx_rec *r = p->cur;
 
@@ -137,7 +143,8 @@ static inline px_dfx_rec *px_dfx_reserve(px_dfx_producer *p, px_dfx_kind kind, u
             return NULL;
     }
     p->cur = r + n;
-    r->ts = px_dfx_now();
+    p->last_ts = ts;
+    r->ts = ts;
     r->seq = p->seq;
     p->seq += n;
     r->producer = p->id;
@@ -145,6 +152,12 @@ static inline px_dfx_rec *px_dfx_reserve(px_dfx_producer *p, px_dfx_kind kind, u
     r->nrec = (uint8_t)n;
     p->produced[kind]++;
     return r;
+}
+
+/* Reserves n records stamped now (see px_dfx_reserve_at). */
+static inline px_dfx_rec *px_dfx_reserve(px_dfx_producer *p, px_dfx_kind kind, uint32_t n)
+{
+    return px_dfx_reserve_at(p, kind, n, px_dfx_now());
 }
 
 static inline void px_dfx_emit(px_dfx_producer *p, px_dfx_kind kind, uint64_t a, uint64_t b)
@@ -165,17 +178,26 @@ static inline void px_dfx_emit(px_dfx_producer *p, px_dfx_kind kind, uint64_t a,
 
 /* ---- hooks the runtime calls (implemented in src/dfx) ---- */
 
-/* Records a submitted task with its args (depgen, argsdump): SUBMIT plus one ARG per arg. */
-void px_dfx_submit(px_dfx_producer *p, px_task_id id, px_kernel_id k, const px_task_args *a);
+/* What a core's task boundaries write for (the core hook sites test this mask). */
+#define PX_DFX_FOR_CORE (PX_DFX_FOR_TASK | PX_DFX_FOR_PHASE | PX_DFX_FOR_PMU | PX_DFX_FOR_ARGDATA)
 
 /*
- * Task boundaries on a core: TASK_BEGIN/END (swimlane), the PMU counters of the task (pmu),
- * and argument data (argsdump levels 2 and 3: read-only args at begin, written ones at end).
+ * Records a submitted task with its args (depgen, argsdump): SUBMIT plus one ARG per arg,
+ * all stamped ts (px_submit's entry; 0: now).
  */
-void px_dfx_task_begin(px_dfx_producer *p, px_task_id id, px_kernel_id k, int core,
-                       const px_task_args *a);
-void px_dfx_task_end(px_dfx_producer *p, px_task_id id, px_status st, int poisoned, int core,
-                     const px_task_args *a);
+void px_dfx_submit(px_dfx_producer *p, uint64_t ts, px_task_id id, px_kernel_id k,
+                   const px_task_args *a);
+
+/*
+ * Task boundaries on a core, stamped ts (0: now): at begin the wait phase px_dfx_core_waited
+ * left pending, argument data of read-only args (argsdump levels 2 and 3), TASK_BEGIN
+ * (swimlane) and the PMU group's start values (pmu); at end the PMU deltas, TASK_END and the
+ * data of written args.
+ */
+void px_dfx_task_begin(px_dfx_producer *p, uint64_t ts, px_task_id id, px_kernel_id k,
+                       int core, const px_task_args *a);
+void px_dfx_task_end(px_dfx_producer *p, uint64_t ts, px_task_id id, px_status st,
+                     int poisoned, int core, const px_task_args *a);
 
 /* Scope occupancy at a scope's begin or end (scopestats). */
 typedef struct px_dfx_occupancy {
@@ -188,24 +210,34 @@ typedef struct px_dfx_occupancy {
 
 void px_dfx_scope(px_dfx_producer *p, int depth, int begin, const px_dfx_occupancy *occ);
 
-/* A core found task `task` after waiting since w0 (0: unknown); core.pop, or core.idle when
- * it slept. The span is clipped to the run's start. */
+/*
+ * A core found task `task` after waiting since w0 (0: unknown): core.pop, or core.idle when
+ * it slept, clipped to the run's start. Written by the task's px_dfx_task_begin, which ends
+ * the span at its own time stamp (one clock read less).
+ */
 void px_dfx_core_waited(px_dfx_producer *p, uint64_t w0, int slept, px_task_id task);
 
-/* A logical dependency producer -> consumer (depgen, swimlane flow arrows). */
+/*
+ * A logical dependency producer -> consumer (depgen, swimlane flow arrows). Stamped with the
+ * producer's previous entry: the consumer's SUBMIT.
+ */
 static inline void px_dfx_edge(px_dfx_producer *p, px_task_id producer, px_task_id consumer)
 {
-    px_dfx_emit(p, PX_DFXK_EDGE, producer, consumer);
+    px_dfx_rec *r = px_dfx_reserve_at(p, PX_DFXK_EDGE, 1, p->last_ts);
+
+    if (r) {
+        r->a = producer;
+        r->b = consumer;
+    }
 }
 
 /* A phase span [t0, t1) in px_dfx_now() units. */
 static inline void px_dfx_phase(px_dfx_producer *p, px_dfx_phase_id ph, uint64_t t0, uint64_t t1,
                                 px_task_id task)
 {
-    px_dfx_rec *r = px_dfx_reserve(p, PX_DFXK_PHASE, 1);
+    px_dfx_rec *r = px_dfx_reserve_at(p, PX_DFXK_PHASE, 1, t0);
 
     if (r) {
-        r->ts = t0;
         r->a = (uint64_t)ph | ((t1 - t0) << 8);
         r->b = task;
     }
@@ -215,10 +247,9 @@ static inline void px_dfx_phase(px_dfx_producer *p, px_dfx_phase_id ph, uint64_t
 static inline void px_dfx_host(px_dfx_producer *p, px_dfx_host_span span, uint64_t t0,
                                uint64_t t1, uint64_t detail)
 {
-    px_dfx_rec *r = px_dfx_reserve(p, PX_DFXK_HOST, 1);
+    px_dfx_rec *r = px_dfx_reserve_at(p, PX_DFXK_HOST, 1, t0);
 
     if (r) {
-        r->ts = t0;
         r->a = (uint64_t)span | ((t1 - t0) << 8);
         r->b = detail;
     }

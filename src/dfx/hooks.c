@@ -11,14 +11,23 @@
 
 #include "dfx/records.h"
 
-/* Writes SUBMIT and one ARG entry per argument. */
-void px_dfx_submit(px_dfx_producer *p, px_task_id id, px_kernel_id k, const px_task_args *a)
+/* Writes SUBMIT and one ARG entry per argument, all stamped ts (0: now). */
+void px_dfx_submit(px_dfx_producer *p, uint64_t ts, px_task_id id, px_kernel_id k,
+                   const px_task_args *a)
 {
-    px_dfx_emit(p, PX_DFXK_SUBMIT, id, px_dfx_submit_b(k, a->n));
+    px_dfx_rec *r;
+
+    if (ts == 0)
+        ts = px_dfx_now();
+    r = px_dfx_reserve_at(p, PX_DFXK_SUBMIT, 1, ts);
+    if (r != NULL) {
+        r->a = id;
+        r->b = px_dfx_submit_b(k, a->n);
+    }
     for (int i = 0; i < a->n; i++) {
         uint32_t n = px_dfx_nrec_for_words(px_dfx_arg_words(&a->a[i]));
-        px_dfx_rec *r = px_dfx_reserve(p, PX_DFXK_ARG, n);
 
+        r = px_dfx_reserve_at(p, PX_DFXK_ARG, n, ts);
         if (r != NULL)
             px_dfx_arg_put(r, id, i, &a->a[i]);
     }
@@ -61,8 +70,8 @@ static void dfx_gather(const px_tensor *t, size_t es, uint64_t off, uint32_t len
 }
 
 /* Writes one argument's data as ARGDATA chunks that each fit in one buffer. */
-static void dfx_dump_tensor(px_dfx_prod *pr, px_task_id id, int index, const px_tensor *t,
-                            int after)
+static void dfx_dump_tensor(px_dfx_prod *pr, uint64_t ts, px_task_id id, int index,
+                            const px_tensor *t, int after)
 {
     px_dfx *d = pr->p.dfx;
     size_t es = px_dtype_size(t->dtype);
@@ -76,7 +85,7 @@ static void dfx_dump_tensor(px_dfx_prod *pr, px_task_id id, int index, const px_
         flags |= PX_DFX_ARGDATA_TRUNCATED;
     do {
         uint32_t len = (uint32_t)PX_MIN((uint64_t)cap, keep - off);
-        px_dfx_rec *r = px_dfx_reserve(&pr->p, PX_DFXK_ARGDATA, 1 + (len + 31) / 32);
+        px_dfx_rec *r = px_dfx_reserve_at(&pr->p, PX_DFXK_ARGDATA, 1 + (len + 31) / 32, ts);
         uint32_t f = flags | (off + len == keep ? PX_DFX_ARGDATA_LAST : 0);
 
         if (r != NULL) {
@@ -88,24 +97,46 @@ static void dfx_dump_tensor(px_dfx_prod *pr, px_task_id id, int index, const px_
     } while (off < keep);
 }
 
-static void dfx_args_dump(px_dfx_prod *pr, px_task_id id, const px_task_args *a, int after)
+static void dfx_args_dump(px_dfx_prod *pr, uint64_t ts, px_task_id id, const px_task_args *a,
+                          int after)
 {
     for (int i = 0; a != NULL && i < a->n; i++)
         if (dfx_arg_wanted(pr->p.dfx, &a->a[i], after))
-            dfx_dump_tensor(pr, id, i, &a->a[i].v.t, after);
+            dfx_dump_tensor(pr, ts, id, i, &a->a[i].v.t, after);
 }
 
-/* Argument data of read-only args, TASK_BEGIN, then the PMU group's start values. */
-void px_dfx_task_begin(px_dfx_producer *p, px_task_id id, px_kernel_id k, int core,
-                       const px_task_args *a)
+/* Writes the wait px_dfx_core_waited left pending, ending at ts. */
+static void dfx_wait_phase(px_dfx_prod *pr, px_task_id id, uint64_t ts)
+{
+    uint64_t w0 = pr->wait_t0 < ts ? pr->wait_t0 : ts;
+
+    pr->wait_pending = 0;
+    if (pr->wait_task == id && (pr->p.mask & PX_DFX_FOR_PHASE))
+        px_dfx_phase(&pr->p, pr->wait_slept ? PX_PHASE_CORE_IDLE : PX_PHASE_CORE_POP, w0, ts,
+                     id);
+}
+
+/* The pending wait, argument data of read-only args, TASK_BEGIN, the PMU start values. */
+void px_dfx_task_begin(px_dfx_producer *p, uint64_t ts, px_task_id id, px_kernel_id k,
+                       int core, const px_task_args *a)
 {
     px_dfx_prod *pr = (px_dfx_prod *)p;
     px_dfx *d = p->dfx;
 
+    if (ts == 0)
+        ts = px_dfx_now();
+    if (pr->wait_pending)
+        dfx_wait_phase(pr, id, ts);
     if ((p->mask & PX_DFX_FOR_ARGDATA) && d->args_level >= 2)
-        dfx_args_dump(pr, id, a, 0);
-    if (p->mask & PX_DFX_FOR_TASK)
-        px_dfx_emit(p, PX_DFXK_TASK_BEGIN, id, px_dfx_task_begin_b(k, core));
+        dfx_args_dump(pr, ts, id, a, 0);
+    if (p->mask & PX_DFX_FOR_TASK) {
+        px_dfx_rec *r = px_dfx_reserve_at(p, PX_DFXK_TASK_BEGIN, 1, ts);
+
+        if (r != NULL) {
+            r->a = id;
+            r->b = px_dfx_task_begin_b(k, core);
+        }
+    }
     if (p->mask & PX_DFX_FOR_PMU) {
         if (!pr->pmu_tried)
             dfx_pmu_open(d, pr);
@@ -113,31 +144,43 @@ void px_dfx_task_begin(px_dfx_producer *p, px_task_id id, px_kernel_id k, int co
     }
 }
 
-/* The PMU deltas, TASK_END, then argument data of written args. */
-void px_dfx_task_end(px_dfx_producer *p, px_task_id id, px_status st, int poisoned, int core,
-                     const px_task_args *a)
+/* Writes the PMU entry of a task that ends now. */
+static void dfx_pmu_end(px_dfx_prod *pr, uint64_t ts, px_task_id id, int core)
+{
+    uint64_t v[PX_DFX_PMU_MAX];
+    px_dfx_rec *r;
+
+    dfx_pmu_read(pr->p.dfx, pr, v);
+    for (int i = 0; i < PX_DFX_PMU_MAX; i++)
+        if (v[i] != PX_DFX_PMU_NONE && pr->pmu_begin[i] != PX_DFX_PMU_NONE)
+            v[i] -= pr->pmu_begin[i];
+        else
+            v[i] = PX_DFX_PMU_NONE;
+    r = px_dfx_reserve_at(&pr->p, PX_DFXK_PMU, px_dfx_nrec_for_words(PX_DFX_PMU_WORDS), ts);
+    if (r != NULL)
+        px_dfx_pmu_put(r, id, pr->p.dfx->pmu_set, core, v);
+}
+
+/* The PMU deltas, TASK_END, then argument data of written args; stamped ts (0: now). */
+void px_dfx_task_end(px_dfx_producer *p, uint64_t ts, px_task_id id, px_status st,
+                     int poisoned, int core, const px_task_args *a)
 {
     px_dfx_prod *pr = (px_dfx_prod *)p;
-    px_dfx *d = p->dfx;
 
-    if ((p->mask & PX_DFX_FOR_PMU) && pr->pmu_tried) {
-        uint64_t v[PX_DFX_PMU_MAX];
-        px_dfx_rec *r;
+    if (ts == 0)
+        ts = px_dfx_now();
+    if ((p->mask & PX_DFX_FOR_PMU) && pr->pmu_tried)
+        dfx_pmu_end(pr, ts, id, core);
+    if (p->mask & PX_DFX_FOR_TASK) {
+        px_dfx_rec *r = px_dfx_reserve_at(p, PX_DFXK_TASK_END, 1, ts);
 
-        dfx_pmu_read(d, pr, v);
-        for (int i = 0; i < PX_DFX_PMU_MAX; i++)
-            if (v[i] != PX_DFX_PMU_NONE && pr->pmu_begin[i] != PX_DFX_PMU_NONE)
-                v[i] -= pr->pmu_begin[i];
-            else
-                v[i] = PX_DFX_PMU_NONE;
-        r = px_dfx_reserve(p, PX_DFXK_PMU, px_dfx_nrec_for_words(PX_DFX_PMU_WORDS));
-        if (r != NULL)
-            px_dfx_pmu_put(r, id, d->pmu_set, core, v);
+        if (r != NULL) {
+            r->a = id;
+            r->b = px_dfx_task_end_b(st, poisoned, core);
+        }
     }
-    if (p->mask & PX_DFX_FOR_TASK)
-        px_dfx_emit(p, PX_DFXK_TASK_END, id, px_dfx_task_end_b(st, poisoned, core));
-    if ((p->mask & PX_DFX_FOR_ARGDATA) && d->args_level >= 2)
-        dfx_args_dump(pr, id, a, 1);
+    if ((p->mask & PX_DFX_FOR_ARGDATA) && p->dfx->args_level >= 2)
+        dfx_args_dump(pr, ts, id, a, 1);
 }
 
 /* Writes one SCOPE entry. */
@@ -149,16 +192,13 @@ void px_dfx_scope(px_dfx_producer *p, int depth, int begin, const px_dfx_occupan
         px_dfx_scope_put(r, depth, begin, occ);
 }
 
-/* Writes core.idle (slept) or core.pop for a wait that began at w0, clipped to the run. */
+/* Leaves the wait pending for the task's begin, clipped to the run's start. */
 void px_dfx_core_waited(px_dfx_producer *p, uint64_t w0, int slept, px_task_id task)
 {
-    uint64_t t1 = px_dfx_now();
+    px_dfx_prod *pr = (px_dfx_prod *)p;
 
-    if (!(p->mask & PX_DFX_FOR_PHASE))
-        return;
-    if (w0 < p->dfx->t0)
-        w0 = p->dfx->t0;
-    if (w0 > t1)
-        w0 = t1;
-    px_dfx_phase(p, slept ? PX_PHASE_CORE_IDLE : PX_PHASE_CORE_POP, w0, t1, task);
+    pr->wait_t0 = w0 < p->dfx->t0 ? p->dfx->t0 : w0;
+    pr->wait_slept = slept;
+    pr->wait_task = task;
+    pr->wait_pending = 1;
 }

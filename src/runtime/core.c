@@ -85,7 +85,7 @@ static px_task *px_task_execute(px_core_ctx *ctx, px_task *t)
     px_status st = PX_OK;
     px_task *next;
 
-    if (PX_DFX_ON(dp, PX_DFX_ALL))
+    if (PX_DFX_ON(dp, PX_DFX_FOR_CORE))
         d0 = px_rt_dfx_task_begin(dp, ctx, t);
     if (!failed) {
         const px_kernel *k = &w->kernels[t->kernel];
@@ -93,10 +93,10 @@ static px_task *px_task_execute(px_core_ctx *ctx, px_task *t)
         ctx->task = t->id;
         px_clear_error();
         st = k->fn(ctx, &t->args);
-        if (PX_DFX_ON(dp, PX_DFX_ALL))
+        if (PX_DFX_ON(dp, PX_DFX_FOR_PHASE))
             d1 = px_dfx_now();
         if (st == PX_TASK_ASYNC) {
-            if (PX_DFX_ON(dp, PX_DFX_ALL))
+            if (PX_DFX_ON(dp, PX_DFX_FOR_CORE))
                 px_rt_dfx_task_end(dp, ctx, t, d0, d1, st, 1);
             return NULL; /* completed later by px_task_complete */
         }
@@ -109,7 +109,7 @@ static px_task *px_task_execute(px_core_ctx *ctx, px_task *t)
     }
     next = px_task_release(w, t, failed);
     ctx->executed++;
-    if (PX_DFX_ON(dp, PX_DFX_ALL))
+    if (PX_DFX_ON(dp, PX_DFX_FOR_CORE))
         px_rt_dfx_task_end(dp, ctx, t, d0, ran ? d1 : d0, st, ran);
     px_task_finish(t);
     return next;
@@ -165,8 +165,9 @@ static void *px_core_main(void *arg)
 
     for (;;) {
         if (t == NULL) {
+            /* Only tested, never dereferenced: the run may end, and free it, meanwhile. */
             px_dfx_producer *dp = PX_RT_DFX_PRODUCER(ctx);
-            uint64_t w0 = PX_DFX_ON(dp, PX_DFX_ALL) ? px_dfx_now() : 0;
+            uint64_t w0 = PX_DFX && dp != NULL ? px_dfx_now() : 0;
             int slept = 0;
 
             t = px_core_wait(ctx, &slept);

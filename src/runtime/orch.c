@@ -541,7 +541,7 @@ px_status px_rt_submit(px_orch *o, px_kernel_id k, px_task_args *a, const px_tas
 
     if (o == NULL || a == NULL)
         return px_set_error(PX_EINVAL, "px_submit: orchestration or args is NULL");
-    d0 = PX_DFX_ON(o->dfx, PX_DFX_FOR_PHASE) ? px_dfx_now() : 0;
+    d0 = PX_DFX_ON(o->dfx, PX_DFX_FOR_PHASE | PX_DFX_FOR_SUBMIT) ? px_dfx_now() : 0;
     w = o->w;
     if (PX_UNLIKELY(atomic_load_explicit(&w->failed, memory_order_acquire)))
         return px_orch_aborted(w);
@@ -556,7 +556,7 @@ px_status px_rt_submit(px_orch *o, px_kernel_id k, px_task_args *a, const px_tas
     t->args.overflow = 0;
     memcpy(t->args.a, a->a, (size_t)a->n * sizeof(a->a[0]));
     if (PX_DFX_ON(o->dfx, PX_DFX_FOR_SUBMIT))
-        px_dfx_submit(o->dfx, t->id, k, &t->args);
+        px_dfx_submit(o->dfx, d0, t->id, k, &t->args);
     o->cur = t;
     st = px_orch_wire(o, t, deps, ndeps);
     if (PX_UNLIKELY(st != PX_OK)) {

@@ -102,23 +102,27 @@ void px_rt_dfx_release(px_worker *w)
     w->dfx = NULL;
 }
 
-/* Returns the time the kernel starts, after the task's begin records. */
+/* Returns the time stamp of the task's begin (the start of core.run), 0 when not needed. */
 uint64_t px_rt_dfx_task_begin(px_dfx_producer *p, px_core_ctx *ctx, const px_task *t)
 {
-    px_dfx_task_begin(p, t->id, t->kernel, ctx->index, &t->args);
-    return px_dfx_now();
+    uint64_t ts = (p->mask & (PX_DFX_FOR_TASK | PX_DFX_FOR_PHASE)) ? px_dfx_now() : 0;
+
+    px_dfx_task_begin(p, ts, t->id, t->kernel, ctx->index, &t->args);
+    return ts;
 }
 
-/* Writes the run and release phases and the task's end records. */
+/* Writes the run and release phases and the task's end records, sharing one clock read. */
 void px_rt_dfx_task_end(px_dfx_producer *p, px_core_ctx *ctx, const px_task *t, uint64_t t0,
                         uint64_t t1, px_status st, int ran)
 {
+    uint64_t now = (p->mask & (PX_DFX_FOR_TASK | PX_DFX_FOR_PHASE)) ? px_dfx_now() : 0;
+
     if (p->mask & PX_DFX_FOR_PHASE) {
         if (ran)
             px_dfx_phase(p, PX_PHASE_CORE_RUN, t0, t1, t->id);
-        px_dfx_phase(p, PX_PHASE_CORE_RELEASE, t1, px_dfx_now(), t->id);
+        px_dfx_phase(p, PX_PHASE_CORE_RELEASE, t1, now, t->id);
     }
-    px_dfx_task_end(p, t->id, st, !ran, ctx->index, &t->args);
+    px_dfx_task_end(p, now, t->id, st, !ran, ctx->index, &t->args);
 }
 
 /* Writes the scope occupancy of o at depth. */

@@ -419,6 +419,38 @@ px_status px_config_default(px_config *c)
     return first;
 }
 
+/* The DFX fields, checked only when a collector is on. */
+static px_status px_config_validate_dfx(const px_config *c)
+{
+    uint32_t tbits;
+
+    if ((c->dfx & PX_DFX_ALL) == 0)
+        return PX_OK;
+    if (c->dfx & ~(uint32_t)PX_DFX_ALL)
+        return px_set_error(PX_EINVAL, "config dfx 0x%x has bits of no collector (PX_DFX_ALL "
+                            "is 0x%x)", c->dfx, (unsigned)PX_DFX_ALL);
+    if (c->dfx_buffer_records < 8 || c->dfx_buffer_records > (1u << 20))
+        return px_set_error(PX_EINVAL, "DFX buffers of %u records: expected 8..1048576 "
+                            "(PLEXUS_DFX_BUFFER_RECORDS)", c->dfx_buffer_records);
+    if (c->dfx_args_level < 1 || c->dfx_args_level > 3)
+        return px_set_error(PX_EINVAL, "argsdump level %d: expected 1..3 "
+                            "(PLEXUS_DFX_ARGS_LEVEL)", c->dfx_args_level);
+    if (!(c->dfx_backstop_s > 0) || c->dfx_args_arena == 0)
+        return px_set_error(PX_EINVAL, "DFX backstop %g s and argsdump arena %llu bytes must "
+                            "be positive (PLEXUS_DFX_BACKSTOP_S, PLEXUS_DFX_ARGS_ARENA)",
+                            c->dfx_backstop_s, (unsigned long long)c->dfx_args_arena);
+    if (memchr(c->out_dir, '\0', sizeof(c->out_dir)) == NULL ||
+        memchr(c->dfx_transport, '\0', sizeof(c->dfx_transport)) == NULL)
+        return px_set_error(PX_EINVAL, "config out_dir or dfx_transport is not terminated");
+    if (c->dfx_transport[0] != '\0' && strcmp(c->dfx_transport, "auto") != 0 &&
+        px_parse_word_list(c->dfx_transport, px_dfxt_names, PX_ARRAY_SIZE(px_dfxt_names),
+                           &tbits) != PX_OK)
+        return px_set_error(PX_EINVAL, "DFX transport list \"%s\": expected auto or a "
+                            "comma-separated list of mapped, mapped_huge, shadow "
+                            "(PLEXUS_DFX_TRANSPORT)", c->dfx_transport);
+    return PX_OK;
+}
+
 px_status px_config_validate(const px_config *c)
 {
     if (c->level < 2 || c->level > 3)
@@ -445,7 +477,7 @@ px_status px_config_validate(const px_config *c)
     if (!(c->timeout_s > 0))
         return px_set_error(PX_EINVAL, "timeout %g s must be positive (PLEXUS_TIMEOUT_S)",
                             c->timeout_s);
-    return PX_OK;
+    return px_config_validate_dfx(c);
 }
 
 /* Writes the names of the collector bits ("depgen,pmu", "0" for none) into buf. */

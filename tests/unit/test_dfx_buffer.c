@@ -231,6 +231,8 @@ int main(void)
         cmocka_unit_test(test_lost_records_detected),
     };
 
+    if (!PX_DFX)
+        px_test_skip("DFX is compiled out of this build (CMake option PX_DFX=OFF)");
     setenv("PLEXUS_DFX_STRICT", "1", 1);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

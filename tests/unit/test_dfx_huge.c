@@ -102,6 +102,8 @@ int main(void)
         cmocka_unit_test(test_identical_huge_and_shadow),
     };
 
+    if (!PX_DFX)
+        px_test_skip("DFX is compiled out of this build (CMake option PX_DFX=OFF)");
     setenv("PLEXUS_DFX_STRICT", "1", 1);
     need_huge_pages();
     return cmocka_run_group_tests(tests, NULL, NULL);

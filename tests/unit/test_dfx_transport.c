@@ -257,9 +257,42 @@ static void test_outputs_identical_across_transports(void **state)
     tg_rmdir(ds);
 }
 
+/*
+ * The DFX knobs: collector lists become bits (depgen is bit 2, pmu bit 4: 0x14), `all` is
+ * 0x3f, `0` is off; a wrong word, an empty word or a wrong transport name is refused with
+ * the expected form; a validated config refuses a buffer of fewer than 8 records.
+ */
+static void test_knobs(void **state)
+{
+    px_config c;
+
+    px_test_config(&c, 1);
+    PX_ASSERT_OK(px_config_set(&c, "PLEXUS_DFX", "depgen,pmu"));
+    assert_int_equal(c.dfx, 0x14);
+    PX_ASSERT_OK(px_config_set(&c, "PLEXUS_DFX", "all"));
+    assert_int_equal(c.dfx, 0x3f);
+    PX_ASSERT_OK(px_config_set(&c, "PLEXUS_DFX", "0"));
+    assert_int_equal(c.dfx, 0);
+    assert_int_equal(px_config_set(&c, "PLEXUS_DFX", "depgen,bogus"), PX_EINVAL);
+    assert_non_null(strstr(px_last_error(), "swimlane, hosttrace, depgen"));
+    assert_int_equal(px_config_set(&c, "PLEXUS_DFX", "depgen,"), PX_EINVAL);
+    PX_ASSERT_OK(px_config_set(&c, "PLEXUS_DFX_TRANSPORT", "mapped,mapped_huge"));
+    assert_string_equal(c.dfx_transport, "mapped,mapped_huge");
+    PX_ASSERT_OK(px_config_set(&c, "PLEXUS_DFX_TRANSPORT", "auto"));
+    assert_string_equal(c.dfx_transport, "");
+    assert_int_equal(px_config_set(&c, "PLEXUS_DFX_TRANSPORT", "mapped,bar"), PX_EINVAL);
+    assert_non_null(strstr(px_last_error(), "mapped, mapped_huge, shadow"));
+    assert_int_equal(px_config_set(&c, "PLEXUS_DFX_ARGS_LEVEL", "4"), PX_EINVAL);
+    c.dfx = PX_DFX_DEPGEN;
+    c.dfx_buffer_records = 4;
+    assert_int_equal(px_config_validate(&c), PX_EINVAL);
+    assert_non_null(strstr(px_last_error(), "PLEXUS_DFX_BUFFER_RECORDS"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_knobs),
         cmocka_unit_test(test_default_mapped),
         cmocka_unit_test(test_host64k_no_huge_shadow),
         cmocka_unit_test(test_minimal_shadow),
@@ -269,6 +302,8 @@ int main(void)
         cmocka_unit_test(test_outputs_identical_across_transports),
     };
 
+    if (!PX_DFX)
+        px_test_skip("DFX is compiled out of this build (CMake option PX_DFX=OFF)");
     setenv("PLEXUS_DFX_STRICT", "1", 1);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
