@@ -52,6 +52,12 @@ static const px_dfx_collector_ops *const *dfx_table(void)
     return px_dfx_collectors;
 }
 
+/* Returns cfg's output directory, "plexus-dfx" when none is set. */
+const char *px_dfx_out_dir(const px_config *cfg)
+{
+    return cfg->out_dir[0] ? cfg->out_dir : "plexus-dfx";
+}
+
 /* Slice of the arena region each collector's buffers take (device-page aligned). */
 static uint64_t dfx_slice_bytes(const px_dfx_need *need)
 {
@@ -150,9 +156,9 @@ static void dfx_freev(char **v)
 }
 
 /* Fills the producers and their names. PX_OK or PX_ENOMEM. */
-static px_status dfx_producers_init(px_dfx *d)
+static px_status dfx_producers_init(px_dfx *d, const char *core_name)
 {
-    char name[32];
+    char name[64];
     const char *names[1025];
 
     d->prods = aligned_alloc(PX_CACHELINE, (size_t)d->nprod * sizeof(px_dfx_prod));
@@ -169,7 +175,7 @@ static px_status dfx_producers_init(px_dfx *d)
         pr->pmu_leader = -1;
     }
     for (int i = 0; i < d->ncores; i++) {
-        snprintf(name, sizeof(name), "core %d", i);
+        snprintf(name, sizeof(name), "%.40s %d", core_name ? core_name : "core", i);
         names[i] = strdup(name);
     }
     names[d->ncores] = strdup("orchestration");
@@ -277,10 +283,11 @@ static void dfx_settings(px_dfx *d, const px_dfx_params *prm)
     d->spin_ticks = px_ns_to_ticks(c->spin_ns);
     d->backstop_ns = (uint64_t)(c->dfx_backstop_s * 1e9);
     d->tsc = px_caps_get(caps, PX_FACT_TSC_INVARIANT) != 0;
-    px_dfx_tsc_g = d->tsc;
+    if (px_dfx_tsc_g != d->tsc) /* threads of an earlier run may still read it: same value */
+        px_dfx_tsc_g = d->tsc;
     d->ticks_per_ns = d->tsc ? px_ticks_per_ns() : 1.0;
     d->t0 = px_dfx_now();
-    snprintf(d->out_dir, sizeof(d->out_dir), "%s", c->out_dir[0] ? c->out_dir : "plexus-dfx");
+    snprintf(d->out_dir, sizeof(d->out_dir), "%s", px_dfx_out_dir(c));
     dfx_pmu_choose(d, caps);
 }
 
@@ -295,7 +302,7 @@ px_status px_dfx_create(const px_dfx_params *prm, px_dfx **out)
     memset(d, 0, sizeof(*d));
     dfx_settings(d, prm);
     if ((st = dfx_mkdirs(d->out_dir)) != PX_OK || (st = dfx_buffers_init(d, prm)) != PX_OK ||
-        (st = dfx_producers_init(d)) != PX_OK)
+        (st = dfx_producers_init(d, prm->core_name)) != PX_OK)
         goto out_destroy;
     dfx_clean_outputs(d->out_dir);
     d->kernel_names = dfx_strdupv(prm->nkernels, prm->kernel_names);

@@ -31,7 +31,11 @@ typedef struct px_dfx_params {
     int ncores;                      /* producers: ncores cores + the orchestration */
     int nkernels;
     const char *const *kernel_names; /* by kernel id; copied */
+    const char *core_name;           /* cores are "<core_name> <i>"; NULL: "core" */
 } px_dfx_params;
+
+/* The output directory of cfg: cfg->out_dir, or "plexus-dfx" when it is empty. */
+const char *px_dfx_out_dir(const px_config *cfg);
 
 /* Bytes of device arena a chip with ncores cores needs for the DFX buffers of cfg (0: off). */
 uint64_t px_dfx_region_bytes(const px_config *cfg, int ncores);

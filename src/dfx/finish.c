@@ -156,8 +156,9 @@ static px_status dfx_json_write(px_dfx *d, uint64_t gaps)
     f = fopen(path, "w");
     if (f == NULL)
         return px_set_error(PX_EIO, "dfx: cannot write %s: %s", path, strerror(errno));
-    fprintf(f, "{\"version\": 1, \"clock\": \"%s\", \"ticks_per_ns\": %.6f, \"chip\": %d, "
-            "\"device_profile\": ", d->info.clock, d->ticks_per_ns, d->chip_index);
+    fprintf(f, "{\"version\": 1, \"clock\": \"%s\", \"ticks_per_ns\": %.6f, \"t0_ticks\": %llu, "
+            "\"chip\": %d, \"device_profile\": ", d->info.clock, d->ticks_per_ns,
+            (unsigned long long)d->t0, d->chip_index);
     px_caps_json_string(f, d->info.device_profile);
     fprintf(f, ", \"records_version\": %d, \"collectors\": {", PX_DFX_RECORDS_VERSION);
     for (int i = 0; i < PX_DFX_NCOLLECTORS; i++)

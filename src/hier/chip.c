@@ -12,7 +12,9 @@
  *
  * A chip runs a call as px_run(engine, callable, args): px_run copies the host-heap tensors of
  * args into the chip's device memory and the written ones back, which is exactly the
- * boundary between host heap and device memory.
+ * boundary between host heap and device memory. With DFX on, the chip's engine records one
+ * session per run of the parent into OUT/chips/chip<i>/ (dfx_l3.c): its first call opens it,
+ * the parent's flush call (PX_MB_DFX_FLUSH) finishes it.
  */
 #include "hier/hier_internal.h"
 
@@ -94,10 +96,14 @@ static px_status px_chip_engine(px_hier *h, px_hier_proc *p, px_worker **out)
 
     cfg.level = 2;
     cfg.cores = h->chip_cores;
-    cfg.dfx = 0; /* level 3 records no DFX yet (the host side says so once); chips must not
-                  * write their per-call outputs over each other in one directory */
+    if (!h->dfx)
+        cfg.dfx = 0; /* the parent records no DFX (off, or compiled out): neither do chips */
+    else
+        px_hier_dfx_chip_dir(h, p->index, cfg.out_dir, sizeof(cfg.out_dir));
     if ((st = px_rt_worker_create(&cfg, 1, &l2)) != PX_OK)
         return st;
+    l2->dfx_chip = p->index;
+    l2->dfx_session = 1; /* one DFX session per run of the parent, ended by its flush call */
     for (int k = 0; k < h->nkernels; k++) {
         const px_kernel *kn = &w->kernels[k];
 
@@ -122,6 +128,8 @@ static void px_child_run(px_hier *h, px_worker *l2, const px_mb_call *c, px_mb_d
             st = px_set_error(PX_EINVAL, "callable id %d unknown to this chip", c->callable);
         else
             st = px_run(l2, h->callables[c->callable].fn, &c->args, NULL);
+    } else if (c->kind == PX_MB_DFX_FLUSH) {
+        st = l2 != NULL ? px_rt_dfx_session_end(l2) : PX_OK;
     } else {
         st = c->fn(&c->args, c->user);
         if (st > 0) /* not a status: a host function must return PX_OK or a PX_E* code */

@@ -206,15 +206,34 @@ static void px_pending_scan(px_hier *h)
 
 /* ---- executors (host core threads) ---- */
 
-/* Next-level, group, and host tasks of a worker with sub-workers: post, finish later. */
+/* Writes the host core's records of task id (l3.dispatch from d0, then its end records) before
+ * the task can complete: under the lock, ahead of posting or queueing its call (lock held). */
+static void px_l3_dispatch_records(px_core_ctx *ctx, px_dfx_producer *dp, uint64_t d0,
+                                   px_task_id id)
+{
+    if (PX_DFX_ON(dp, PX_DFX_FOR_PHASE))
+        px_dfx_phase(dp, PX_PHASE_L3_DISPATCH, d0, px_dfx_now(), id);
+    px_rt_dfx_async_handoff(ctx);
+}
+
+/*
+ * Next-level, group, and host tasks of a worker with sub-workers: post, finish later. With
+ * DFX on, the core records an l3.dispatch phase (from its start until the call is about to
+ * be posted or queued: mostly the wait for the dispatch lock) and the task's end records,
+ * all before the call goes out, so none is written after the task could have completed.
+ */
 static px_status px_l3_dispatch(px_core_ctx *ctx, const px_task_args *args)
 {
     px_hier *h = px_hier_of(ctx->w);
     px_task_id id = px_core_task_id(ctx);
+    px_dfx_producer *dp = PX_RT_DFX_PRODUCER(ctx);
+    uint64_t d0 = PX_DFX_ON(dp, PX_DFX_FOR_PHASE) ? px_dfx_now() : 0;
     char blocked[PX_HIER_MAX_PROCS];
 
     (void)args;
     pthread_mutex_lock(&h->lock);
+    if (PX_DFX && dp != NULL)
+        px_l3_dispatch_records(ctx, dp, d0, id);
     if (h->npending == 0) {
         memset(blocked, 0, (size_t)h->nprocs);
         if (px_try(h, id, blocked) == 0)
@@ -288,6 +307,11 @@ void px_hier_on_done(px_hier *h, px_hier_proc *p, const px_mb_done *d)
     pthread_mutex_lock(&h->lock);
     id = p->inflight[p->completed % PX_MB_DEPTH];
     p->completed++;
+    if (id == PX_TASK_NONE) { /* not a task: the acknowledgment of a DFX flush call */
+        px_hier_dfx_flush_done(h, p, d->status, d->msg);
+        pthread_mutex_unlock(&h->lock);
+        return;
+    }
     if (id != d->task)
         PX_LOG_ERROR("%s %d: completion for task %llu, expected task %llu; using the expected one",
                      px_hier_proc_kind(p), p->index, (unsigned long long)d->task,
@@ -324,6 +348,7 @@ void px_hier_on_death(px_hier *h, px_hier_proc *p, const char *how)
         px_fail_dead(h, id, s, p, 1);
     }
     p->completed = p->posted;
+    px_hier_dfx_flush_lost(h, p);
     if (h->npending > 0)
         px_pending_scan(h);
     pthread_mutex_unlock(&h->lock);

@@ -106,6 +106,7 @@ const char *px_hier_proc_kind(const px_hier_proc *p)
 
 static px_status px_hier_alloc(px_hier *h, const px_config *c)
 {
+    pthread_condattr_t ca;
     int online;
 
     h->cfg = *c;
@@ -135,7 +136,11 @@ static px_status px_hier_alloc(px_hier *h, const px_config *c)
         p->pidfd = p->sock = p->child_sock = p->memfd = -1;
     }
     pthread_mutex_init(&h->lock, NULL);
-    return PX_OK;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines come from px_now_ns */
+    pthread_cond_init(&h->flush_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    return px_hier_dfx_setup(h);
 }
 
 static void px_hier_free(px_hier *h)
@@ -146,6 +151,7 @@ static void px_hier_free(px_hier *h)
         free(h->side[i].group);
     free(h->side);
     pthread_mutex_destroy(&h->lock);
+    pthread_cond_destroy(&h->flush_cv);
     free(h);
 }
 

@@ -9,7 +9,8 @@
  * Files: hier.c (create, init, destroy, registration), chip.c (a child's main loop),
  * mailbox.c (shared rings and waits), submit.c (the level-3 orchestration API), dispatch.c
  * (executors, the pending queue, completions), watch.c (the completion and death-watch
- * thread).
+ * thread), dfx_l3.c (the chips' DFX sessions: flush calls at the end of a run) and
+ * dfx_merge.c (one trace.json and dfx.json from the host's and the chips' outputs).
  *
  * Locking: h->lock guards the dispatcher state (every proc's posted/completed counts and
  * in-flight table, the pending queue, the side table's group records and dead flags). It is
@@ -61,6 +62,10 @@ typedef struct px_hier_proc {
     int dead;                         /* exited or killed: fail everything sent to it */
     int reaped;                       /* waitid has collected it */
     char death[PX_HIER_DEATH_MAX];    /* "chip 1 (pid 42) died: killed by signal 9 (SIGKILL)" */
+    /* DFX flush calls (dfx_l3.c), under h->lock */
+    int flush_out;                    /* flush calls posted and not yet acknowledged */
+    px_status flush_st;               /* the last acknowledgment's status */
+    char flush_msg[PX_MB_MSG_MAX];    /* and its message */
 } px_hier_proc;
 
 enum px_l3_kind { PX_L3_NEXT = 1, PX_L3_GROUP, PX_L3_HOST };
@@ -114,6 +119,9 @@ typedef struct px_hier {
     px_task_id pend_head, pend_tail; /* pending queue of dispatches, FIFO */
     uint64_t npending;
 
+    int dfx;                      /* DFX on: chips record sessions, a run ends by merging */
+    pthread_cond_t flush_cv;      /* broadcast (under lock) when a flush is acknowledged */
+
     pthread_t watch;
     int watch_started;
     _Atomic int watch_stop;
@@ -162,5 +170,34 @@ px_status px_hier_from_orch(px_orch *o, const char *what, px_hier **h);
 
 /* Name of a proc for messages: "chip 1" or "sub-worker 0". */
 const char *px_hier_proc_kind(const px_hier_proc *p);
+
+/* ---- DFX at level 3 (dfx_l3.c, dfx_merge.c) ---- */
+
+/* dfx_l3.c: at create, when the host engine records DFX: checks that the chips' output
+ * directories fit and hooks the flush and the merge into the end of the host's runs. Returns
+ * PX_OK or PX_EINVAL (message set). */
+px_status px_hier_dfx_setup(px_hier *h);
+
+/* dfx_l3.c: writes chip `chip`'s output directory (OUT/chips/chip<i>) into out (n bytes). */
+void px_hier_dfx_chip_dir(const px_hier *h, int chip, char *out, size_t n);
+
+/* dfx_l3.c: the acknowledgment of a flush call posted to p (watch thread, lock held). */
+void px_hier_dfx_flush_done(px_hier *h, px_hier_proc *p, px_status st, const char *msg);
+
+/* dfx_l3.c: p died: its flush calls will never be acknowledged (lock held). */
+void px_hier_dfx_flush_lost(px_hier *h, px_hier_proc *p);
+
+/* What the merge knows about one chip. */
+typedef struct px_hier_dfx_chip {
+    int chip;
+    pid_t pid;
+    px_status st;                 /* its flush: PX_OK, or why it has no usable files */
+    char msg[PX_MB_MSG_MAX];
+} px_hier_dfx_chip;
+
+/* dfx_merge.c: merges the host's trace.json and dfx.json in dir with every chip's (from
+ * chips/chip<i>/) into dir/trace.json and dir/dfx.json. Returns PX_OK, PX_EINVAL when a file
+ * does not parse or lacks a member, PX_ENOENT / PX_EIO / PX_ENOMEM (message set). */
+px_status px_hier_dfx_merge_files(const char *dir, int nchips, const px_hier_dfx_chip *chips);
 
 #endif

@@ -32,7 +32,8 @@
 enum px_mb_kind {
     PX_MB_CALLABLE = 1, /* chip: px_run(its L2 engine, callable, args) */
     PX_MB_HOST = 2,     /* host sub-worker: fn(args, user) */
-    PX_MB_SHUTDOWN = 3  /* leave the loop and exit */
+    PX_MB_SHUTDOWN = 3, /* leave the loop and exit */
+    PX_MB_DFX_FLUSH = 4 /* chip: finish the DFX session of the parent's run (task: none) */
 };
 
 /* A child's start-up state (mb->state), a futex word the parent waits on at init. */

@@ -93,13 +93,17 @@ static px_task *px_task_execute(px_core_ctx *ctx, px_task *t)
         ctx->task = t->id;
         px_clear_error();
         st = k->fn(ctx, &t->args);
-        if (PX_DFX_ON(dp, PX_DFX_FOR_PHASE))
-            d1 = px_dfx_now();
         if (st == PX_TASK_ASYNC) {
-            if (PX_DFX_ON(dp, PX_DFX_FOR_CORE))
-                px_rt_dfx_task_end(dp, ctx, t, d0, d1, st, 1);
+            /* The task may be complete, and its run's DFX state freed, already: an async
+             * kernel that hands its records off (px_rt_dfx_async_handoff) leaves dp alone. */
+            if (ctx->dfx_handed_off)
+                ctx->dfx_handed_off = 0;
+            else if (PX_DFX_ON(dp, PX_DFX_FOR_CORE))
+                px_rt_dfx_task_end(dp, ctx, t, d0, px_dfx_now(), st, 1);
             return NULL; /* completed later by px_task_complete */
         }
+        if (PX_DFX_ON(dp, PX_DFX_FOR_PHASE))
+            d1 = px_dfx_now();
         if (PX_UNLIKELY(st != PX_OK)) {
             failed = 1;
             px_worker_fail(w, st, t->id, "task %llu (kernel \"%s\") failed with %s: %s",

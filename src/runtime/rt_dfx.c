@@ -9,6 +9,13 @@
  * marked finished, so once the graph has drained no core writes again and the end-of-run
  * flush may publish the cores' partial buffers. With DFX off every hook site costs one
  * branch on a NULL producer; built with PX_DFX=0 the sites compile away.
+ *
+ * Level 3 (set up by src/hier): a chip engine runs one px_run per mailbox call, but records
+ * one DFX *session* per level-3 run: the state is created by the first run, every later run
+ * keeps it (the threads keep their producers; between runs the cores are idle, so nothing is
+ * written), and px_rt_dfx_session_end, called for the parent's flush call, finishes it. The
+ * host engine of a level-3 worker is an ordinary run whose end calls w->dfx_l3: flush()
+ * before its own finish, merge() after its files are written.
  */
 #include "runtime.h"
 
@@ -28,10 +35,6 @@ px_status px_rt_dfx_setup(px_worker *w)
         return px_set_error(PX_ENOTSUP, "DFX was requested (PLEXUS_DFX / --dfx) but this "
                             "build compiled it out (CMake option PX_DFX=OFF); rebuild with "
                             "PX_DFX=ON or turn DFX off with PLEXUS_DFX=0");
-    if (w->level != 2) {
-        PX_LOG_WARN("dfx: level-3 workers do not record DFX yet; running without it");
-        return PX_OK;
-    }
     need = px_dfx_region_bytes(&w->cfg, w->ncores);
     if (need + (1u << 20) > w->run_area)
         return px_set_error(PX_ENOMEM, "DFX buffers need %llu bytes of device memory but only "
@@ -53,11 +56,14 @@ px_status px_rt_dfx_begin(px_worker *w)
 
     if (w->dfx_region_bytes == 0)
         return PX_OK;
+    if (w->dfx != NULL && w->dfx_session)
+        return PX_OK; /* a chip's session goes on: every thread still holds its producer */
     for (int i = 0; i < w->nkernels; i++)
         names[i] = w->kernels[i].name;
     prm.cfg = &w->cfg;
     prm.chip = w->chip;
-    prm.chip_index = 0;
+    prm.chip_index = w->dfx_chip;
+    prm.core_name = w->dfx_core_name;
     prm.dev_region = w->dfx_region;
     prm.dev_region_bytes = w->dfx_region_bytes;
     prm.ncores = w->ncores;
@@ -72,27 +78,66 @@ px_status px_rt_dfx_begin(px_worker *w)
     return PX_OK;
 }
 
-/* Returns px_dfx_finish's status (PX_OK when DFX is off). */
-px_status px_rt_dfx_end(px_worker *w, int quiescent)
+/* Keeps the first failure and its message. */
+static void rt_dfx_keep(px_status st, px_status *first, char *msg, size_t n)
 {
-    px_status st;
+    if (st != PX_OK && *first == PX_OK) {
+        *first = st;
+        snprintf(msg, n, "%s", px_last_error());
+    }
+}
 
-    if (w->dfx == NULL)
-        return PX_OK;
-    st = px_dfx_finish(w->dfx, quiescent);
+/*
+ * Finishes the DFX state of w; a level-3 host engine asks its chips to flush first and merges
+ * their outputs after its own are written. Returns the first failure.
+ */
+static px_status rt_dfx_finish(px_worker *w, int quiescent)
+{
+    const px_rt_dfx_l3 *l3 = &w->dfx_l3;
+    char msg[PX_ERRMSG_MAX] = "";
+    px_status first = PX_OK;
+
+    if (quiescent && l3->flush != NULL)
+        l3->flush(l3->arg);
+    rt_dfx_keep(px_dfx_finish(w->dfx, quiescent), &first, msg, sizeof(msg));
     for (int i = 0; i < w->ncores; i++)
         atomic_store_explicit(&w->cores[i].dfx, NULL, memory_order_relaxed);
     w->orch.dfx = NULL;
     if (quiescent) {
-        char msg[PX_ERRMSG_MAX];
-
-        snprintf(msg, sizeof(msg), "%s", px_last_error());
         px_dfx_destroy(w->dfx);
         w->dfx = NULL;
-        if (st != PX_OK)
-            px_set_error(st, "%s", msg);
+        if (l3->merge != NULL)
+            rt_dfx_keep(l3->merge(l3->arg), &first, msg, sizeof(msg));
     }
-    return st;
+    if (first != PX_OK)
+        px_set_error(first, "%s", msg);
+    return first;
+}
+
+/* Returns px_dfx_finish's status (PX_OK when DFX is off or a chip's session goes on). */
+px_status px_rt_dfx_end(px_worker *w, int quiescent)
+{
+    if (w->dfx == NULL)
+        return PX_OK;
+    if (w->dfx_session && quiescent)
+        return PX_OK; /* a chip: its session ends at the parent's flush call */
+    return rt_dfx_finish(w, quiescent);
+}
+
+/* Returns PX_OK, or the error of creating or finishing the session (see runtime.h). */
+px_status px_rt_dfx_session_end(px_worker *w)
+{
+    px_status st;
+
+    if (w->dfx_region_bytes == 0)
+        return PX_OK;
+    if (w->broken)
+        return px_set_error(PX_ESTATE, "dfx: chip %d cannot finish its DFX session: a run timed "
+                            "out with tasks still running, and what it recorded was written "
+                            "then", w->dfx_chip);
+    if (w->dfx == NULL && (st = px_rt_dfx_begin(w)) != PX_OK)
+        return st;
+    return rt_dfx_finish(w, 1);
 }
 
 /* Frees the DFX state a non-quiescent run left (the cores are stopped now). */
@@ -108,7 +153,28 @@ uint64_t px_rt_dfx_task_begin(px_dfx_producer *p, px_core_ctx *ctx, const px_tas
     uint64_t ts = (p->mask & (PX_DFX_FOR_TASK | PX_DFX_FOR_PHASE)) ? px_dfx_now() : 0;
 
     px_dfx_task_begin(p, ts, t->id, t->kernel, ctx->index, &t->args);
+    ctx->dfx_t0 = ts;
+    ctx->dfx_handed_off = 0;
     return ts;
+}
+
+/* Writes the end records of the core's current task ahead of its asynchronous completion. */
+void px_rt_dfx_async_handoff(px_core_ctx *ctx)
+{
+    px_dfx_producer *p = PX_RT_DFX_PRODUCER(ctx);
+    const px_task *t;
+    uint64_t now;
+
+    if (p == NULL)
+        return;
+    ctx->dfx_handed_off = 1; /* the core touches nothing of the run's DFX after the kernel */
+    if (!(p->mask & PX_DFX_FOR_CORE))
+        return;
+    t = px_task_slot(ctx->w, ctx->task);
+    now = (p->mask & (PX_DFX_FOR_TASK | PX_DFX_FOR_PHASE)) ? px_dfx_now() : 0;
+    if (p->mask & PX_DFX_FOR_PHASE)
+        px_dfx_phase(p, PX_PHASE_CORE_RUN, ctx->dfx_t0, now, t->id);
+    px_dfx_task_end(p, now, t->id, PX_OK, 0, ctx->index, &t->args);
 }
 
 /* Writes the run and release phases and the task's end records, sharing one clock read. */

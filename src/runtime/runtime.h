@@ -68,6 +68,9 @@ struct px_core_ctx {
     pthread_t thread;
     uint64_t executed;
     _Atomic(px_dfx_producer *) dfx; /* DFX producer of the current run, or NULL (rt_dfx.c) */
+    uint64_t dfx_t0;                /* DFX time stamp of the current task's begin (rt_dfx.c) */
+    int dfx_handed_off;             /* an async kernel wrote its end records (or had none to
+                                     * write): the core leaves the DFX state alone after it */
 } PX_ALIGNED_CL;
 
 typedef struct px_scope {
@@ -95,6 +98,18 @@ struct px_orch {
     px_run_stats stats;
     px_dfx_producer *dfx;           /* DFX producer of the current run, or NULL (rt_dfx.c) */
 };
+
+/*
+ * How level 3 (src/hier) joins the end of its host engine's DFX run without src/runtime
+ * calling up into it: flush() runs before the host's own px_dfx_finish (ask the chips to
+ * finish their DFX sessions), merge() after the host's files are written (wait for the chips,
+ * merge their outputs); it returns PX_OK or its error, with the message set.
+ */
+typedef struct px_rt_dfx_l3 {
+    void *arg;
+    void (*flush)(void *arg);
+    px_status (*merge)(void *arg);
+} px_rt_dfx_l3;
 
 struct px_worker {
     px_config cfg;
@@ -146,6 +161,12 @@ struct px_worker {
     char *dfx_region;
     uint64_t dfx_region_bytes;
     struct px_dfx *dfx;
+    /* DFX at level 3, set by src/hier (all zero at level 2) */
+    int dfx_chip;                   /* chip index written into the DFX outputs */
+    int dfx_session;                /* a chip engine: one DFX state spans its runs until
+                                     * px_rt_dfx_session_end (the parent's flush call) */
+    const char *dfx_core_name;      /* producer name of the cores; NULL: "core" */
+    px_rt_dfx_l3 dfx_l3;            /* the host engine of a level-3 worker: flush and merge */
 };
 
 /* A kernel returning this leaves its task running; px_task_complete() finishes it. */
@@ -195,6 +216,13 @@ px_status px_rt_dfx_begin(struct px_worker *w);
 /* px_run end: flush, files, dfx.json; quiescent when every task finished. */
 px_status px_rt_dfx_end(struct px_worker *w, int quiescent);
 
+/*
+ * A chip engine (w->dfx_session): ends the DFX session its runs recorded into (one with no
+ * run yet is created first, so every chip writes its files): flush, files, dfx.json. Returns
+ * PX_OK, px_dfx_create's or px_dfx_finish's error, or PX_ESTATE for a broken engine.
+ */
+px_status px_rt_dfx_session_end(struct px_worker *w);
+
 /* Worker free (cores stopped): frees a DFX state a run that did not drain left behind. */
 void px_rt_dfx_release(struct px_worker *w);
 
@@ -204,6 +232,16 @@ uint64_t px_rt_dfx_task_begin(px_dfx_producer *p, px_core_ctx *ctx, const px_tas
 /* Core: phases core.run [t0, t1) (when ran) and core.release [t1, now), then TASK_END. */
 void px_rt_dfx_task_end(px_dfx_producer *p, px_core_ctx *ctx, const px_task *t, uint64_t t0,
                         uint64_t t1, px_status st, int ran);
+
+/*
+ * Core, inside a kernel that will return PX_TASK_ASYNC, before it lets another thread complete
+ * its task (level 3's executors post a call): writes the core's end records of the task now
+ * (core.run from the task's begin, TASK_END with PX_OK, written args' data) and marks them
+ * written, so that the core touches nothing of the run's DFX state after the kernel returns.
+ * Every record of the task then precedes its completion, which the end-of-run flush of the
+ * cores' buffers relies on, and the state may be freed as soon as the run drained.
+ */
+void px_rt_dfx_async_handoff(px_core_ctx *ctx);
 
 /* Orchestration: scope occupancy at depth (begin or end). */
 void px_rt_dfx_scope(struct px_orch *o, int depth, int begin);

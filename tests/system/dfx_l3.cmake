@@ -1,0 +1,32 @@
+# dfx_l3.cmake - DFX at level 3 (included by tests/CMakeLists.txt, after cli.cmake): each chip
+# records its own data and the parent merges it into one trace.json and one dfx.json.
+#
+# Every test forks chip processes, so each takes RESOURCE_LOCK "chips" (see l3.cmake).
+# dfx.l3_merged: multi_chip on 2 chips with swimlane and depgen, checked by dfx_l3_check.py
+# with counts worked out by hand (examples/multi_chip.c): 3 task slices on the host (2
+# next-level tasks, 1 host task), 2 on each chip (mc.fma, mc.sum), 2 + 2 x 1 = 4 flows.
+# cli.run_multi_chip_dfx: every collector, strict, ends with PASS.
+set_tests_properties(unit.test_l3_dfx PROPERTIES RESOURCE_LOCK chips)
+if(NOT PX_DFX)
+  return()
+endif()
+
+find_program(PX_PYTHON3_L3 NAMES python3)
+if(NOT PX_PYTHON3_L3)
+  set(PX_PYTHON3_L3 /nonexistent/python3)
+endif()
+set(PX_DFX_L3_OUT ${CMAKE_CURRENT_BINARY_DIR}/dfx-l3-out)
+add_test(NAME dfx.l3_merged
+         COMMAND sh -c [=[[ -x "$1" ] || { echo "skipped: python3 not found"; exit 77; }
+rm -rf "$2" && PLEXUS_DFX_STRICT=1 "$0" run multi_chip --chips 2 --dfx swimlane,depgen \
+    --out "$2" || exit 1
+exec "$1" "$3" "$2" 2 3 2 4]=]
+                 $<TARGET_FILE:plexus> ${PX_PYTHON3_L3} ${PX_DFX_L3_OUT}/merged
+                 ${CMAKE_CURRENT_SOURCE_DIR}/system/dfx_l3_check.py)
+set_tests_properties(dfx.l3_merged PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
+                     RESOURCE_LOCK chips ENVIRONMENT "PLEXUS_LOG=warn")
+
+px_cli_test(run_multi_chip_dfx
+            "\ntasks 3\nedges 2\n.*\ndfx [^\n]*/dfx-l3-out/all\ndfx file [^\n]*/dfx.json\n(dfx file [^\n]*\n)*PASS\nexit status 0\n$"
+            "PLEXUS_DFX_STRICT=1" run multi_chip --chips 2 --dfx all --out ${PX_DFX_L3_OUT}/all)
+set_tests_properties(cli.run_multi_chip_dfx PROPERTIES RESOURCE_LOCK chips)

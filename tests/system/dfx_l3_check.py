@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""dfx_l3_check.py - checks the merged DFX outputs of a level-3 multi_chip run.
+
+usage: dfx_l3_check.py DIR CHIPS HOST_TASKS CHIP_TASKS FLOWS
+
+DIR holds the outputs of `plexus run multi_chip --chips CHIPS --dfx ... --out DIR` (swimlane
+on). Counts are worked out by hand by the caller: HOST_TASKS task slices on the host (CHIPS
+next-level tasks + 1 host task), CHIP_TASKS on each chip (mc.fma and mc.sum), FLOWS
+dependency arrows in all (the host's CHIPS edges + 1 per chip). Checks, with Python's own JSON
+parser: trace.json has one process per chip named "chip i (pid P)" (P from dfx.json) plus the
+host's, the task slices per process, flow ids unique across processes (each a start and an
+end on one process), and every chip's tasks between the host's dispatch of its call (task i
+goes to chip i in multi_chip) and the host task; dfx.json lists every chip with a transport
+per collector, counts that add up, and reconciled true. Prints PASS or FAIL: <reason>.
+"""
+import json
+import os
+import sys
+
+TRANSPORTS = ("mapped", "mapped_huge", "shadow")
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def load(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        fail("%s: %s" % (path, e))
+
+
+def check_collectors(who, colls):
+    if not colls:
+        fail("dfx.json: %s lists no collectors" % who)
+    for name, c in colls.items():
+        if c["transport"] not in TRANSPORTS:
+            fail("dfx.json: %s %s has transport %r" % (who, name, c["transport"]))
+        if c["collected"] + c["dropped"] != c["produced"] or c["reconciled"] is not True:
+            fail("dfx.json: %s %s does not reconcile: %r" % (who, name, c))
+
+
+def check_dfx(d, chips):
+    j = load(os.path.join(d, "dfx.json"))
+    if j.get("version") != 1 or j.get("level") != 3 or j.get("reconciled") is not True:
+        fail("dfx.json: version %r, level %r, reconciled %r"
+             % (j.get("version"), j.get("level"), j.get("reconciled")))
+    check_collectors("the host", j["collectors"])
+    if [c["chip"] for c in j["chips"]] != list(range(chips)):
+        fail("dfx.json: chips %r, expected 0..%d" % ([c["chip"] for c in j["chips"]], chips - 1))
+    for c in j["chips"]:
+        if "error" in c or not isinstance(c["pid"], int) or c["pid"] <= 0:
+            fail("dfx.json: chip entry %r" % c)
+        check_collectors("chip %d" % c["chip"], c["collectors"])
+    return {c["chip"]: c["pid"] for c in j["chips"]}
+
+
+def processes(events):
+    names = {}
+    for e in events:
+        if e["ph"] == "M" and e["name"] == "process_name":
+            if e["pid"] in names:
+                fail("trace.json: two process names for pid %d" % e["pid"])
+            names[e["pid"]] = e["args"]["name"]
+    return names
+
+
+def check_flows(events, flows):
+    ends = {}
+    for e in events:
+        if e["ph"] in ("s", "f"):
+            ends.setdefault(e["id"], []).append((e["ph"], e["pid"]))
+    if len(ends) != flows:
+        fail("trace.json: %d flow ids, expected %d" % (len(ends), flows))
+    for k, v in ends.items():
+        if sorted(p for p, _ in v) != ["f", "s"] or v[0][1] != v[1][1]:
+            fail("trace.json: flow id %r has %r (one start and one end on one process)" % (k, v))
+
+
+def check_times(events, chips):
+    def one(pred):
+        found = [e for e in events if e["ph"] == "X" and pred(e)]
+        if len(found) != 1:
+            fail("trace.json: %d slices where one was expected" % len(found))
+        return found[0]
+
+    host = one(lambda e: e["pid"] == 0 and e["name"] == "l3.host")
+    for i in range(chips):
+        disp = one(lambda e: e["pid"] == 0 and e["name"] == "l3.dispatch" and
+                   e["args"].get("task") == i)
+        tasks = [e for e in events if e["ph"] == "X" and e["pid"] == i + 1 and
+                 e.get("cat") == "task"]
+        lo = min(e["ts"] for e in tasks)
+        hi = max(e["ts"] + e["dur"] for e in tasks)
+        if not disp["ts"] <= lo <= hi <= host["ts"]:
+            fail("trace.json: chip %d's tasks [%.3f, %.3f] us are not between the host's "
+                 "dispatch (%.3f us) and the host task (%.3f us): time bases differ"
+                 % (i, lo, hi, disp["ts"], host["ts"]))
+
+
+def main(argv):
+    if len(argv) != 6:
+        fail(__doc__.splitlines()[2])
+    d = argv[1]
+    chips, host_tasks, chip_tasks, flows = (int(x) for x in argv[2:])
+    pids = check_dfx(d, chips)
+    t = load(os.path.join(d, "trace.json"))
+    events = t["traceEvents"]
+    if t["otherData"].get("version") != 1:
+        fail("trace.json: otherData.version is not 1")
+    want = {0: "host (L3 orchestration + dispatch)"}
+    want.update({i + 1: "chip %d (pid %d)" % (i, pids[i]) for i in range(chips)})
+    if processes(events) != want:
+        fail("trace.json: processes %r, expected %r" % (processes(events), want))
+    for pid in want:
+        n = sum(1 for e in events if e["ph"] == "X" and e["pid"] == pid and
+                e.get("cat") == "task")
+        if n != (host_tasks if pid == 0 else chip_tasks):
+            fail("trace.json: %d task slices on %s" % (n, want[pid]))
+    check_flows(events, flows)
+    check_times(events, chips)
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main(sys.argv)
