@@ -36,3 +36,11 @@ px_cli_test(run_dfx_nothing_left
 px_cli_test(doctor_dfx
             "\ndfx transports [^\n]*\n(.*\n)?  pmu +via shadow\n +refused mapped: bar_mem=0 in profile minimal\n"
             "" doctor --device-profile minimal)
+
+# Tests that read or use the huge-page pool must not overlap the fixture above, which changes
+# it: their probes would see a different count than their own read of /proc/meminfo.
+foreach(t unit.test_caps unit.test_platform unit.test_dfx_transport)
+  if(TEST ${t})
+    set_tests_properties(${t} PROPERTIES RESOURCE_LOCK hugepages)
+  endif()
+endforeach()
