@@ -111,10 +111,12 @@ static px_task *px_task_execute(px_core_ctx *ctx, px_task *t)
                            px_last_error()[0] ? px_last_error() : px_status_str(st));
         }
     }
-    next = px_task_release(w, t, failed);
-    ctx->executed++;
+    /* End records first: argsdump copies the task's outputs, which its consumers may
+     * overwrite as soon as they are released. */
     if (PX_DFX_ON(dp, PX_DFX_FOR_CORE))
         px_rt_dfx_task_end(dp, ctx, t, d0, ran ? d1 : d0, st, ran);
+    next = px_task_release(w, t, failed);
+    ctx->executed++;
     px_task_finish(t);
     return next;
 }

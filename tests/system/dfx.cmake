@@ -19,6 +19,15 @@ if(TEST unit.test_dfx_huge)
                        RESOURCE_LOCK hugepages)
 endif()
 
+# Tests that read or use the huge-page pool must not overlap the fixture above, which changes
+# it: their probes would see a different count than their own read of /proc/meminfo. (This
+# holds with DFX compiled out too: the fixture still runs.)
+foreach(t unit.test_caps unit.test_platform unit.test_dfx_transport)
+  if(TEST ${t})
+    set_tests_properties(${t} PROPERTIES RESOURCE_LOCK hugepages)
+  endif()
+endforeach()
+
 # The command line with DFX: files are listed after the run, the allow-list error comes
 # before launch and names the way out, doctor shows the run's own transport choice. (A build
 # with DFX compiled out, -DPX_DFX=OFF, refuses --dfx, so these need DFX.)
@@ -36,11 +45,3 @@ px_cli_test(run_dfx_nothing_left
 px_cli_test(doctor_dfx
             "\ndfx transports [^\n]*\n(.*\n)?  pmu +via shadow\n +refused mapped: bar_mem=0 in profile minimal\n"
             "" doctor --device-profile minimal)
-
-# Tests that read or use the huge-page pool must not overlap the fixture above, which changes
-# it: their probes would see a different count than their own read of /proc/meminfo.
-foreach(t unit.test_caps unit.test_platform unit.test_dfx_transport)
-  if(TEST ${t})
-    set_tests_properties(${t} PROPERTIES RESOURCE_LOCK hugepages)
-  endif()
-endforeach()

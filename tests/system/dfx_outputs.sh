@@ -6,23 +6,40 @@
 # check: runs the example with every collector into OUT and checks the files with
 # dfx_check.py (counts worked out by hand by the caller). summary: `plexus trace summary OUT`
 # must list the kernels and the transport table. chromium: renders OUT/report.html headless and
-# counts the data-task elements of the DOM. A missing python3 or chromium exits 77 (skipped).
+# counts the data-task elements of the DOM. A missing python3 or chromium exits 77 (skipped),
+# and so does a plexus built with DFX compiled out (CMake option PX_DFX=OFF), which refuses
+# --dfx with a message naming that option.
 set -u
 mode=$1 plexus=$2 py=$3 out=$4
 shift 4
 here=$(dirname "$0")
 [ -x "$py" ] || { echo "skipped: python3 not found (scripts/install-deps.sh installs it)"; exit 77; }
+
+# run_dfx EXAMPLE [ARGS...]: runs EXAMPLE with every collector into $out, its output in
+# $out.log; exits 77 when this plexus has DFX compiled out, returns plexus's status otherwise.
+run_dfx() {
+    rm -rf "$out" "$out.log"
+    mkdir -p "$(dirname "$out")" || exit 1
+    PLEXUS_DFX_STRICT=1 "$plexus" run "$@" --dfx all --out "$out" > "$out.log" 2>&1
+    rc=$?
+    if [ $rc -ne 0 ] && grep -q "PX_DFX=OFF" "$out.log"; then
+        echo "skipped: DFX is compiled out of this plexus: $(grep -m1 "PX_DFX=OFF" "$out.log")"
+        exit 77
+    fi
+    [ $rc -eq 0 ] || cat "$out.log"
+    return $rc
+}
+
 case $mode in
 check)
     example=$1 tasks=$2 edges=$3
     shift 3
-    rm -rf "$out"
-    PLEXUS_DFX_STRICT=1 "$plexus" run "$example" --dfx all --out "$out" "$@" || exit 1
+    run_dfx "$example" "$@" || exit 1
+    cat "$out.log"
     exec "$py" "$here/dfx_check.py" "$out" "$tasks" "$edges"
     ;;
 summary)
-    rm -rf "$out"
-    PLEXUS_DFX_STRICT=1 "$plexus" run vector --dfx all --out "$out" >/dev/null || exit 1
+    run_dfx vector || exit 1
     "$plexus" trace summary "$out" > "$out.summary" || { cat "$out.summary"; exit 1; }
     cat "$out.summary"
     for k in add add_scalar mul; do
@@ -33,8 +50,8 @@ summary)
 chromium)
     chromium=$1 tasks=$2
     [ -x "$chromium" ] || { echo "skipped: chromium not found (scripts/install-deps.sh installs it)"; exit 77; }
-    rm -rf "$out" "$out.profile"
-    PLEXUS_DFX_STRICT=1 "$plexus" run vector --dfx all --out "$out" >/dev/null || exit 1
+    rm -rf "$out.profile"
+    run_dfx vector || exit 1
     "$chromium" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
         --disable-background-networking --disable-component-update --disable-sync \
         --user-data-dir="$out.profile" --dump-dom "file://$(cd "$out" && pwd)/report.html" \

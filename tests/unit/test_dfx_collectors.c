@@ -1,7 +1,8 @@
 /*
  * test_dfx_collectors.c - every DFX collector fed synthetic records of one small run, then its
- * files parsed back and compared with values worked out by hand; plus the JSON reader, the
- * report writer and the collector table.
+ * files parsed back and compared with values worked out by hand; plus the JSON reader (whole
+ * and element by element), the raw record store, the text output helpers, the report writer
+ * and the collector table.
  *
  * The synthetic run is the vector example's graph with task ids 101..105 (so renumbering to
  * 0..4 is visible): t0 = add(a, b) -> c, t1 = add_scalar(c, 1.0) -> d, t2 = add_scalar(c,
@@ -22,6 +23,7 @@
 #include "dfx/collectors/collectors.h"
 #include "dfx/collectors/json.h"
 #include "dfx/collectors/out.h"
+#include "dfx/collectors/raw.h"
 #include "dfx/records.h"
 
 #define T0 1000ull /* t0_ticks */
@@ -836,11 +838,161 @@ static void test_json_reader(void **state)
     assert_int_equal(dfxc_json_parse("\"a", 2, "bad", &j), PX_EINVAL);
 }
 
+/*
+ * The raw store keeps entries whole and in order across chunks: 5000 entries alternating 1
+ * and 3 records (10000 records, so several 2048-record chunks are crossed) come back with
+ * their a word 0..4999, their nrec and their continuation words (a + 1, a + 2, ...) intact; a
+ * second store, built from the first one's chunks, reads back its own entries only.
+ */
+static void test_raw_store(void **state)
+{
+    static px_dfx_rec e[3];
+    const px_dfx_rec *r;
+    dfxc_raw_it it;
+    dfxc_raw s;
+    uint64_t i;
+
+    for (int round = 0; round < 2; round++) {
+        dfxc_raw_init(&s);
+        for (i = 0; i < 5000; i++) {
+            memset(e, 0, sizeof(e));
+            e[0].kind = PX_DFXK_ARG;
+            e[0].nrec = (uint8_t)(i % 2 ? 3 : 1);
+            e[0].a = i + 1000 * (uint64_t)round;
+            for (int w = 0; w < 8; w++)
+                px_dfx_words_w(e)[w] = e[0].a + 1 + (uint64_t)w;
+            dfxc_raw_add(&s, e);
+        }
+        assert_false(s.oom);
+        assert_int_equal(s.entries, 5000);
+        assert_int_equal(s.records, 10000);
+        dfxc_raw_begin(&s, &it);
+        for (i = 0; (r = dfxc_raw_next(&it)) != NULL; i++) {
+            assert_int_equal(r->a, i + 1000 * (uint64_t)round);
+            assert_int_equal(r->nrec, i % 2 ? 3 : 1);
+            for (int w = 0; i % 2 && w < 8; w++)
+                assert_int_equal(px_dfx_words(r)[w], r->a + 1 + (uint64_t)w);
+        }
+        assert_int_equal(i, 5000);
+        dfxc_raw_free(&s);
+    }
+}
+
+/* Number and string output helpers write what printf and the JSON escaping rules would. */
+static void test_buf_format(void **state)
+{
+    dfxc_buf b;
+
+    dfxc_buf_init(&b);
+    dfxc_buf_u64(&b, 0);
+    dfxc_buf_puts(&b, " ");
+    dfxc_buf_u64(&b, UINT64_MAX);
+    dfxc_buf_puts(&b, " ");
+    dfxc_buf_i64(&b, INT64_MIN);
+    dfxc_buf_puts(&b, " ");
+    dfxc_buf_i64(&b, -7);
+    dfxc_buf_puts(&b, " ");
+    dfxc_buf_us(&b, 5);
+    dfxc_buf_puts(&b, " ");
+    dfxc_buf_us(&b, -1234567);
+    dfxc_buf_puts(&b, " ");
+    dfxc_buf_json_str(&b, "a<b\"c\\d\x01" "e&");
+    dfxc_buf_puts(&b, " ");
+    dfxc_buf_printf(&b, "%s|%05d", "x", 42);
+    assert_false(b.oom);
+    assert_string_equal(b.p, "0 18446744073709551615 -9223372036854775808 -7 0.005 -1234.567 "
+                             "\"a\\u003cb\\\"c\\\\d\\u0001e\\u0026\" x|00042");
+    dfxc_buf_free(&b);
+}
+
+/* Numbers read back equal strtod's value, on the fast path and off it (exponent, 16+ digits). */
+static void test_json_numbers(void **state)
+{
+    static const char *const nums[] = {"0", "-0", "7", "0.1", "123.456", "-0.001", "1234.567",
+                                       "9007199254740.993", "123456789012345",
+                                       "1234567890123456789", "0.30000000000000004", "1e3",
+                                       "-2.5E-3", "1.7976931348623157e308"};
+    char text[64];
+
+    for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+        dfxc_json *j = NULL;
+
+        snprintf(text, sizeof(text), "[%s]", nums[i]);
+        PX_ASSERT_OK(dfxc_json_parse(text, strlen(text), "num", &j));
+        assert_int_equal(j->n, 1);
+        assert_true(j->kids[0].num == strtod(nums[i], NULL));
+        dfxc_json_free(j);
+    }
+}
+
+typedef struct each_seen {
+    int n;         /* elements seen */
+    char log[256]; /* "key:value " per element, values as the test writes them */
+    int stop_at;   /* element at which the callback fails (0: never) */
+} each_seen;
+
+static px_status each_cb(void *ctx, const char *key, const dfxc_json *e)
+{
+    each_seen *s = ctx;
+    size_t len = strlen(s->log);
+
+    if (++s->n == s->stop_at)
+        return px_set_error(PX_EINVAL, "stopped at element %d", s->n);
+    if (e->type == DFXC_JNUM)
+        snprintf(s->log + len, sizeof(s->log) - len, "%s:%g ", key, e->num);
+    else if (e->type == DFXC_JOBJ)
+        snprintf(s->log + len, sizeof(s->log) - len, "%s:{x=%s} ", key,
+                 dfxc_json_str(e, "x", "?"));
+    else
+        snprintf(s->log + len, sizeof(s->log) - len, "%s:[%zu] ", key, e->n);
+    return PX_OK;
+}
+
+/*
+ * dfxc_json_load_each hands over the elements of top-level arrays in order and leaves those
+ * arrays empty; nested arrays and other members stay in the tree; a callback's failure stops
+ * the parse with its status.
+ */
+static void test_json_each(void **state)
+{
+    const char doc[] = "{\"version\": 1, \"a\": [1, {\"x\": \"y\"}, [2, 3]], "
+                       "\"o\": {\"b\": [4]}, \"e\": [], \"c\": [5.5]}";
+    each_seen seen = {0};
+    dfxc_json *j = NULL;
+    char path[400];
+    FILE *f;
+
+    fresh_dir();
+    snprintf(path, sizeof(path), "%s/doc.json", outdir);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fwrite(doc, 1, strlen(doc), f), strlen(doc));
+    assert_int_equal(fclose(f), 0);
+    PX_ASSERT_OK(dfxc_json_load_each(path, each_cb, &seen, &j));
+    assert_int_equal(seen.n, 4);
+    assert_string_equal(seen.log, "a:1 a:{x=y} a:[2] c:5.5 ");
+    assert_int_equal(dfxc_json_num(j, "version", 0), 1);
+    assert_int_equal(dfxc_json_get(j, "a")->type, DFXC_JARR);
+    assert_int_equal(dfxc_json_get(j, "a")->n, 0);
+    assert_int_equal(dfxc_json_get(dfxc_json_get(j, "o"), "b")->n, 1);
+    dfxc_json_free(j);
+    seen = (each_seen){.stop_at = 2};
+    j = NULL;
+    assert_int_equal(dfxc_json_load_each(path, each_cb, &seen, &j), PX_EINVAL);
+    assert_null(j);
+    assert_non_null(strstr(px_last_error(), "stopped at element 2"));
+    remove_dir();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_json_reader),
+        cmocka_unit_test(test_json_numbers),
+        cmocka_unit_test(test_json_each),
+        cmocka_unit_test(test_buf_format),
+        cmocka_unit_test(test_raw_store),
         cmocka_unit_test(test_trace_swimlane_hosttrace),
         cmocka_unit_test(test_trace_flows),
         cmocka_unit_test(test_trace_nesting),

@@ -3,12 +3,13 @@
  * metadata), plus the bytes of marked tensor arguments (level 2) or of all of them (level 3),
  * into args/args_dump.json and args/args.bin.
  *
- * Metadata comes from SUBMIT and ARG records (submits.h). The bytes come in ARGDATA chunks,
- * one dump per (task, argument, before/after the kernel), each chunk saying its offset in the
- * dump; chunks of different dumps interleave across cores, so dumps are assembled in memory
- * and args.bin is written at the end in (task, argument, when) order, which makes it the same
- * across runs and transports. A dump the framework cut short is marked truncated. Formats:
- * docs/formats.md.
+ * During the run it only keeps the raw entries (raw.h); finish() decodes them in arrival
+ * order. Metadata comes from SUBMIT and ARG records (submits.h). The bytes come in ARGDATA
+ * chunks, one dump per (task, argument, before/after the kernel), each chunk saying its offset
+ * in the dump; chunks of different dumps interleave across cores, so dumps are assembled in
+ * memory and args.bin is written at the end in (task, argument, when) order, which makes it
+ * the same across runs and transports. A dump the framework cut short is marked truncated.
+ * Formats: docs/formats.md.
  */
 #include "dfx/collectors/collectors.h"
 
@@ -18,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "dfx/collectors/out.h"
+#include "dfx/collectors/raw.h"
 #include "dfx/collectors/submits.h"
 #include "util/log.h"
 
@@ -31,6 +33,7 @@ typedef struct agd_dump {
 } agd_dump;
 
 typedef struct agd_state {
+    dfxc_raw raw; /* the entries as received */
     dfxc_submits sub;
     agd_dump *d;
     size_t n, cap;
@@ -45,6 +48,7 @@ static px_status agd_open(void **state, const px_dfx_run_info *info)
 
     if (s == NULL)
         return px_set_error(PX_ENOMEM, "dfx[argsdump]: cannot allocate its state");
+    dfxc_raw_init(&s->raw);
     dfxc_submits_init(&s->sub);
     *state = s;
     return PX_OK;
@@ -109,10 +113,23 @@ static void agd_on_record(void *state, const px_dfx_rec *r)
 {
     agd_state *s = state;
 
-    if (r->kind == PX_DFXK_ARGDATA)
-        agd_on_data(s, r);
-    else
-        dfxc_submits_on_record(&s->sub, r);
+    dfxc_raw_add(&s->raw, r);
+}
+
+/* Decodes every kept entry in arrival order: argument metadata and dump chunks. */
+static void agd_load(agd_state *s)
+{
+    const px_dfx_rec *r;
+    dfxc_raw_it it;
+
+    s->oom |= s->raw.oom;
+    dfxc_raw_begin(&s->raw, &it);
+    while ((r = dfxc_raw_next(&it)) != NULL && !s->oom) {
+        if (r->kind == PX_DFXK_ARGDATA)
+            agd_on_data(s, r);
+        else
+            dfxc_submits_on_record(&s->sub, r);
+    }
 }
 
 static int agd_dump_cmp(const void *pa, const void *pb)
@@ -219,6 +236,7 @@ static px_status agd_finish(void *state, const px_dfx_run_info *info)
     px_status st;
     dfxc_buf b;
 
+    agd_load(s);
     if (s->oom)
         return px_set_error(PX_ENOMEM,
                             "dfx[argsdump]: out of memory keeping %zu argument "
@@ -255,6 +273,7 @@ static void agd_close(void *state)
     free(s->d);
     dfxc_idmap_free(&s->keys);
     dfxc_submits_free(&s->sub);
+    dfxc_raw_free(&s->raw);
     free(s);
 }
 

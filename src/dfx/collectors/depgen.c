@@ -3,20 +3,23 @@
  * kernel and arguments (tags, tensors, scalars) and every dependency, into deps.json and
  * deps.dot (Graphviz).
  *
- * Tasks come from SUBMIT and ARG records (submits.h), edges from EDGE records, sorted and
- * without duplicates. A graph with a hole is worse than no graph: when the run dropped
- * records (info->dropped) neither file is written and earlier ones are removed (the framework
- * warns about the drops; this collector says at info what it skipped). Formats: docs/formats.md.
+ * During the run it only keeps the raw entries (raw.h); finish() decodes them: tasks from
+ * SUBMIT and ARG records (submits.h), edges from EDGE records, sorted and without duplicates.
+ * A graph with a hole is worse than no graph: when the run dropped records (info->dropped)
+ * neither file is written and earlier ones are removed (the framework warns about the drops;
+ * this collector says at info what it skipped). Formats: docs/formats.md.
  */
 #include "dfx/collectors/collectors.h"
 
 #include <stdlib.h>
 
 #include "dfx/collectors/out.h"
+#include "dfx/collectors/raw.h"
 #include "dfx/collectors/submits.h"
 #include "util/log.h"
 
 typedef struct dep_state {
+    dfxc_raw raw; /* the entries as received */
     dfxc_submits sub;
     dfxc_edges edges;
     int oom;
@@ -28,6 +31,7 @@ static px_status dep_open(void **state, const px_dfx_run_info *info)
 
     if (s == NULL)
         return px_set_error(PX_ENOMEM, "dfx[depgen]: cannot allocate its state");
+    dfxc_raw_init(&s->raw);
     dfxc_submits_init(&s->sub);
     *state = s;
     return PX_OK;
@@ -36,15 +40,27 @@ static px_status dep_open(void **state, const px_dfx_run_info *info)
 static void dep_on_record(void *state, const px_dfx_rec *r)
 {
     dep_state *s = state;
-    px_dfx_edge_rec e;
 
-    if (r->kind == PX_DFXK_EDGE) {
-        if (px_dfx_edge_decode(r, &e) == 0 &&
-            dfxc_edges_add(&s->edges, e.producer, e.consumer) != 0)
+    dfxc_raw_add(&s->raw, r);
+}
+
+/* Decodes every kept entry in arrival order into tasks, arguments and edges. */
+static void dep_load(dep_state *s)
+{
+    const px_dfx_rec *r;
+    px_dfx_edge_rec e;
+    dfxc_raw_it it;
+
+    dfxc_raw_begin(&s->raw, &it);
+    while ((r = dfxc_raw_next(&it)) != NULL) {
+        if (r->kind != PX_DFXK_EDGE)
+            dfxc_submits_on_record(&s->sub, r);
+        else if (px_dfx_edge_decode(r, &e) == 0 &&
+                 dfxc_edges_add(&s->edges, e.producer, e.consumer) != 0)
             s->oom = 1;
-        return;
     }
-    dfxc_submits_on_record(&s->sub, r);
+    if (s->raw.oom)
+        s->oom = 1;
 }
 
 /* Appends deps.json's text to b. */
@@ -58,8 +74,9 @@ static void dep_json(const dep_state *s, const px_dfx_run_info *info, dfxc_buf *
         size_t first;
         int n;
 
-        dfxc_buf_printf(b, "%s\n  {\"id\": %llu, \"kernel\": ", i ? "," : "",
-                        (unsigned long long)dfxc_submits_rid(&s->sub, t->id));
+        dfxc_buf_puts(b, i ? ",\n  {\"id\": " : "\n  {\"id\": ");
+        dfxc_buf_u64(b, dfxc_submits_rid(&s->sub, t->id));
+        dfxc_buf_puts(b, ", \"kernel\": ");
         dfxc_buf_json_str(b, dfxc_kernel_name(info, (uint64_t)t->kernel, tmp, sizeof(tmp)));
         dfxc_buf_puts(b, ", \"args\": [");
         dfxc_submits_args(&s->sub, i, &first, &n);
@@ -71,20 +88,27 @@ static void dep_json(const dep_state *s, const px_dfx_run_info *info, dfxc_buf *
         dfxc_buf_puts(b, "]}");
     }
     dfxc_buf_puts(b, "\n],\n\"edges\": [");
-    for (size_t k = 0; k < s->edges.n; k++)
-        dfxc_buf_printf(b, "%s[%llu, %llu]", k ? (k % 8 ? ", " : ",\n  ") : "\n  ",
-                        (unsigned long long)dfxc_submits_rid(&s->sub, s->edges.v[k].p),
-                        (unsigned long long)dfxc_submits_rid(&s->sub, s->edges.v[k].c));
+    for (size_t k = 0; k < s->edges.n; k++) {
+        dfxc_buf_puts(b, k ? (k % 8 ? ", [" : ",\n  [") : "\n  [");
+        dfxc_buf_u64(b, dfxc_submits_rid(&s->sub, s->edges.v[k].p));
+        dfxc_buf_puts(b, ", ");
+        dfxc_buf_u64(b, dfxc_submits_rid(&s->sub, s->edges.v[k].c));
+        dfxc_buf_puts(b, "]");
+    }
     dfxc_buf_puts(b, "\n]}\n");
 }
 
 /* Appends s as the inside of a DOT double-quoted string. */
 static void dep_dot_str(dfxc_buf *b, const char *s)
 {
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            dfxc_buf_put(b, "\\", 1);
-        dfxc_buf_put(b, s, 1);
+    for (const char *run = s;; s++) {
+        if (*s != '\0' && *s != '"' && *s != '\\')
+            continue;
+        dfxc_buf_put(b, run, (size_t)(s - run));
+        if (*s == '\0')
+            return;
+        dfxc_buf_put(b, "\\", 1);
+        run = s; /* the quote or backslash itself goes out with the next run */
     }
 }
 
@@ -98,15 +122,21 @@ static void dep_dot(const dep_state *s, const px_dfx_run_info *info, dfxc_buf *b
     for (size_t i = 0; i < s->sub.n; i++) {
         uint64_t id = dfxc_submits_rid(&s->sub, s->sub.t[i].id);
 
-        dfxc_buf_printf(b, "  t%llu [label=\"%llu: ", (unsigned long long)id,
-                        (unsigned long long)id);
+        dfxc_buf_puts(b, "  t");
+        dfxc_buf_u64(b, id);
+        dfxc_buf_puts(b, " [label=\"");
+        dfxc_buf_u64(b, id);
+        dfxc_buf_puts(b, ": ");
         dep_dot_str(b, dfxc_kernel_name(info, (uint64_t)s->sub.t[i].kernel, tmp, sizeof(tmp)));
         dfxc_buf_puts(b, "\"];\n");
     }
-    for (size_t k = 0; k < s->edges.n; k++)
-        dfxc_buf_printf(b, "  t%llu -> t%llu;\n",
-                        (unsigned long long)dfxc_submits_rid(&s->sub, s->edges.v[k].p),
-                        (unsigned long long)dfxc_submits_rid(&s->sub, s->edges.v[k].c));
+    for (size_t k = 0; k < s->edges.n; k++) {
+        dfxc_buf_puts(b, "  t");
+        dfxc_buf_u64(b, dfxc_submits_rid(&s->sub, s->edges.v[k].p));
+        dfxc_buf_puts(b, " -> t");
+        dfxc_buf_u64(b, dfxc_submits_rid(&s->sub, s->edges.v[k].c));
+        dfxc_buf_puts(b, ";\n");
+    }
     dfxc_buf_puts(b, "}\n");
 }
 
@@ -136,6 +166,7 @@ static px_status dep_finish(void *state, const px_dfx_run_info *info)
                     "in this run, so the graph would be incomplete (counts in dfx.json)");
         return PX_OK;
     }
+    dep_load(s);
     if (s->oom)
         return px_set_error(PX_ENOMEM,
                             "dfx[depgen]: out of memory keeping %zu edges; "
@@ -160,6 +191,7 @@ static void dep_close(void *state)
 
     if (s == NULL)
         return;
+    dfxc_raw_free(&s->raw);
     dfxc_submits_free(&s->sub);
     dfxc_edges_free(&s->edges);
     free(s);

@@ -5,13 +5,15 @@
  *
  * It contributes to the same trace builder as swimlane (trace.h), so with both on there is
  * one trace.json; with hosttrace alone it writes the file itself. The span's detail word is
- * kept as args.detail with its unit (args.unit: "tasks" or "bytes"). Format: docs/formats.md.
+ * kept as args.detail with its unit (args.unit: "tasks" or "bytes"). During the run it only
+ * keeps the raw entries (raw.h); finish() decodes them. Format: docs/formats.md.
  */
 #include "dfx/collectors/collectors.h"
 
 #include <stdlib.h>
 
 #include "dfx/collectors/out.h"
+#include "dfx/collectors/raw.h"
 #include "dfx/collectors/trace.h"
 #include "dfx/records.h"
 #include "util/log.h"
@@ -23,6 +25,7 @@ typedef struct hst_span {
 } hst_span;
 
 typedef struct hst_state {
+    dfxc_raw raw; /* the entries as received */
     hst_span *v;
     size_t n, cap;
     int oom;
@@ -36,6 +39,7 @@ static px_status hst_open(void **state, const px_dfx_run_info *info)
 
     if (s == NULL)
         return px_set_error(PX_ENOMEM, "dfx[hosttrace]: cannot allocate its state");
+    dfxc_raw_init(&s->raw);
     st = dfxc_trace_attach(info, "hosttrace", &s->trace);
     if (st != PX_OK) {
         free(s);
@@ -48,17 +52,31 @@ static px_status hst_open(void **state, const px_dfx_run_info *info)
 static void hst_on_record(void *state, const px_dfx_rec *r)
 {
     hst_state *s = state;
+
+    if (r->kind == PX_DFXK_HOST)
+        dfxc_raw_add(&s->raw, r);
+}
+
+/* Decodes the kept HOST entries into spans, in arrival order. */
+static void hst_load(hst_state *s)
+{
+    const px_dfx_rec *r;
+    dfxc_raw_it it;
     px_dfx_span d;
     hst_span *h;
 
-    if (r->kind != PX_DFXK_HOST || px_dfx_span_decode(r, &d) != 0)
-        return;
-    h = dfxc_push((void **)&s->v, &s->n, &s->cap, sizeof(*h));
-    if (h == NULL) {
-        s->oom = 1;
-        return;
+    s->oom |= s->raw.oom;
+    dfxc_raw_begin(&s->raw, &it);
+    while ((r = dfxc_raw_next(&it)) != NULL) {
+        if (px_dfx_span_decode(r, &d) != 0)
+            continue;
+        h = dfxc_push((void **)&s->v, &s->n, &s->cap, sizeof(*h));
+        if (h == NULL) {
+            s->oom = 1;
+            return;
+        }
+        *h = (hst_span){d.t0, d.t1 - d.t0, d.b, r->producer, (uint8_t)d.id};
     }
-    *h = (hst_span){d.t0, d.t1 - d.t0, d.b, r->producer, (uint8_t)d.id};
 }
 
 /* Returns the unit of a span's detail word. */
@@ -73,6 +91,7 @@ static px_status hst_finish(void *state, const px_dfx_run_info *info)
     px_status st;
     dfxc_buf m;
 
+    hst_load(s);
     dfxc_trace_names(s->trace, info);
     dfxc_buf_init(&m);
     for (size_t i = 0; i < s->n; i++) {
@@ -104,6 +123,7 @@ static void hst_close(void *state)
         return;
     if (s->trace != NULL && dfxc_trace_release(s->trace, 0) != PX_OK)
         PX_LOG_WARN("dfx[hosttrace]: %s", px_last_error());
+    dfxc_raw_free(&s->raw);
     free(s->v);
     free(s);
 }

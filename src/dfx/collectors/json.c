@@ -1,23 +1,126 @@
 /*
  * json.c - the strict JSON reader of json.h: recursive descent over the text, one node per
- * value, children in arrays that grow by doubling. Errors name line and column.
+ * value. Errors name line and column.
+ *
+ * DFX files reach a hundred megabytes (trace.json of a 100k-task run), so the reader is
+ * built for volume: nodes and strings come from an arena that is freed at once, a
+ * container's children are gathered on a scratch stack and copied into the arena once, at
+ * their final size, and numbers that fit a double exactly take a fast path that gives the
+ * same value strtod would. dfxc_json_load_each() hands the elements of the top-level arrays
+ * over one at a time and reuses their memory, so reading back a big file takes little.
  */
 #include "dfx/collectors/json.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdalign.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "dfx/collectors/out.h"
 
 #define DFXC_JSON_DEPTH 64
+#define DFXC_JBLOCK ((size_t)256 << 10) /* arena block bytes */
+
+/* ---- arena ---- */
+
+typedef struct dfxc_jblk {
+    struct dfxc_jblk *next;
+    size_t used, cap;
+    alignas(max_align_t) char mem[];
+} dfxc_jblk;
+
+typedef struct dfxc_jarena {
+    dfxc_jblk *cur;   /* the block small allocations come from */
+    dfxc_jblk *other; /* full blocks and blocks of single large allocations */
+} dfxc_jarena;
+
+/* A parsed document: the root node first, so a root pointer is the document's pointer. */
+typedef struct dfxc_jdoc {
+    dfxc_json root;
+    dfxc_jarena arena;
+} dfxc_jdoc;
+
+/* Frees every block of a. */
+static void dfxc_jarena_free(dfxc_jarena *a)
+{
+    dfxc_jblk *lists[2] = {a->cur, a->other};
+
+    for (int i = 0; i < 2; i++)
+        while (lists[i] != NULL) {
+            dfxc_jblk *next = lists[i]->next;
+
+            free(lists[i]);
+            lists[i] = next;
+        }
+    memset(a, 0, sizeof(*a));
+}
+
+/* Empties a but keeps its current block for reuse. */
+static void dfxc_jarena_reset(dfxc_jarena *a)
+{
+    dfxc_jblk *keep = a->cur;
+
+    if (keep != NULL)
+        a->cur = keep->next;
+    dfxc_jarena_free(a);
+    if (keep != NULL) {
+        keep->next = NULL;
+        keep->used = 0;
+        a->cur = keep;
+    }
+}
+
+/* Returns n bytes (aligned for any node) from a, or NULL when out of memory. */
+static void *dfxc_jarena_alloc(dfxc_jarena *a, size_t n)
+{
+    dfxc_jblk *b;
+
+    n = (n + alignof(max_align_t) - 1) & ~(alignof(max_align_t) - 1);
+    if (a->cur != NULL && a->cur->cap - a->cur->used >= n) {
+        void *p = a->cur->mem + a->cur->used;
+
+        a->cur->used += n;
+        return p;
+    }
+    b = malloc(sizeof(*b) + PX_MAX(n, DFXC_JBLOCK));
+    if (b == NULL)
+        return NULL;
+    b->cap = PX_MAX(n, DFXC_JBLOCK);
+    b->used = n;
+    if (n >= DFXC_JBLOCK / 2 && a->cur != NULL) { /* a large one: keep the current block */
+        b->next = a->other;
+        a->other = b;
+    } else {
+        if (a->cur != NULL) {
+            a->cur->next = a->other;
+            a->other = a->cur;
+        }
+        b->next = NULL;
+        a->cur = b;
+    }
+    return b->mem;
+}
+
+/* ---- parser ---- */
 
 typedef struct dfxc_jp {
     const char *s, *p, *end;
     const char *what;
     int depth;
-    px_status st; /* first error */
+    px_status st;       /* first error */
+    dfxc_jarena *arena; /* where nodes and strings go now */
+    dfxc_jarena elem;   /* for one streamed element at a time */
+    dfxc_json *stk;     /* children of the open containers */
+    size_t nstk, capstk;
+    dfxc_buf esc;       /* a string with escapes while it is decoded */
+    dfxc_json_each_cb each;
+    void *ctx;
 } dfxc_jp;
 
 static int dfxc_jp_value(dfxc_jp *jp, dfxc_json *out);
@@ -140,13 +243,10 @@ static int dfxc_jp_escape(dfxc_jp *jp, dfxc_buf *b)
     return 0;
 }
 
-/*
- * Copies a string without escapes (the common case) of n bytes at p; returns it malloc'ed,
- * or NULL when out of memory.
- */
-static char *dfxc_jp_plain(dfxc_jp *jp, const char *p, size_t n)
+/* Copies n bytes at p into the arena as a string; returns it or NULL (out of memory). */
+static char *dfxc_jp_copy(dfxc_jp *jp, const char *p, size_t n)
 {
-    char *s = malloc(n + 1);
+    char *s = dfxc_jarena_alloc(jp->arena, n + 1);
 
     if (s == NULL) {
         dfxc_jp_fail(jp, PX_ENOMEM, "");
@@ -154,23 +254,16 @@ static char *dfxc_jp_plain(dfxc_jp *jp, const char *p, size_t n)
     }
     memcpy(s, p, n);
     s[n] = '\0';
-    jp->p = p + n + 1;
     return s;
 }
 
-/* Parses a string (at its opening quote); returns it malloc'ed or NULL on error. */
-static char *dfxc_jp_string(dfxc_jp *jp)
+/* Parses a string with escapes (at its opening quote); returns it or NULL on error. */
+static char *dfxc_jp_escaped(dfxc_jp *jp)
 {
-    const char *q = jp->p + 1;
-    dfxc_buf b;
-    char *s;
+    dfxc_buf *b = &jp->esc;
 
-    while (q < jp->end && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20)
-        q++;
-    if (q < jp->end && *q == '"')
-        return dfxc_jp_plain(jp, jp->p + 1, (size_t)(q - jp->p - 1));
-    dfxc_buf_init(&b);
-    dfxc_buf_put(&b, "", 0);
+    b->len = 0;
+    dfxc_buf_put(b, "", 0);
     jp->p++;
     while (jp->p < jp->end && *jp->p != '"') {
         unsigned char c = (unsigned char)*jp->p;
@@ -179,20 +272,62 @@ static char *dfxc_jp_string(dfxc_jp *jp)
             break;
         if (c == '\\') {
             jp->p++;
-            if (dfxc_jp_escape(jp, &b) != 0)
+            if (dfxc_jp_escape(jp, b) != 0)
                 break;
             continue;
         }
-        dfxc_buf_put(&b, jp->p++, 1);
+        dfxc_buf_put(b, jp->p++, 1);
     }
-    if (jp->p >= jp->end || *jp->p != '"' || b.oom) {
-        dfxc_jp_fail(jp, b.oom ? PX_ENOMEM : PX_EINVAL, "a valid string");
-        dfxc_buf_free(&b);
+    if (jp->p >= jp->end || *jp->p != '"' || b->oom) {
+        dfxc_jp_fail(jp, b->oom ? PX_ENOMEM : PX_EINVAL, "a valid string");
         return NULL;
     }
     jp->p++;
-    s = realloc(b.p, b.len + 1); /* give back the buffer's slack */
-    return s ? s : b.p;
+    return dfxc_jp_copy(jp, b->p, b->len);
+}
+
+/* Parses a string (at its opening quote); returns it (in the arena) or NULL on error. */
+static char *dfxc_jp_string(dfxc_jp *jp)
+{
+    const char *q = jp->p + 1;
+    char *s;
+
+    while (q < jp->end && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20)
+        q++;
+    if (q >= jp->end || *q != '"')
+        return dfxc_jp_escaped(jp);
+    s = dfxc_jp_copy(jp, jp->p + 1, (size_t)(q - jp->p - 1));
+    jp->p = q + 1;
+    return s;
+}
+
+/*
+ * The value of the number text [p, q) without strtod when its digits fit 2^53 and its
+ * decimal exponent is at most 22: then mantissa and power of ten are exact doubles and one
+ * IEEE multiplication or division rounds correctly, as strtod does. Returns 1 with *v, or 0.
+ */
+static int dfxc_jp_fast_number(const char *p, const char *q, double *v)
+{
+    static const double p10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                 1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    uint64_t m = 0;
+    int neg = *p == '-', frac = 0, digits = 0, dot = 0;
+
+    for (p += neg; p < q; p++) {
+        if (*p == '.') {
+            dot = 1;
+            continue;
+        }
+        if (*p < '0' || *p > '9' || ++digits > 15)
+            return 0; /* an exponent, or more digits than the fast path keeps exact */
+        m = m * 10 + (uint64_t)(*p - '0');
+        frac += dot;
+    }
+    *v = frac ? (double)m / p10[frac] : (double)m;
+    if (neg)
+        *v = -*v;
+    return 1;
 }
 
 /* Parses a number in JSON's grammar; returns 0 or -1. */
@@ -227,31 +362,114 @@ static int dfxc_jp_number(dfxc_jp *jp, dfxc_json *out)
     }
     if ((size_t)(q - jp->p) >= sizeof(tmp))
         return dfxc_jp_fail(jp, PX_EINVAL, "a number shorter than 64 characters");
-    memcpy(tmp, jp->p, (size_t)(q - jp->p));
-    tmp[q - jp->p] = '\0';
     out->type = DFXC_JNUM;
-    out->num = strtod(tmp, NULL);
+    if (!dfxc_jp_fast_number(jp->p, q, &out->num)) {
+        memcpy(tmp, jp->p, (size_t)(q - jp->p));
+        tmp[q - jp->p] = '\0';
+        out->num = strtod(tmp, NULL);
+    }
     jp->p = q;
     return 0;
 }
 
-/*
- * Appends a zeroed kid to j (capacity *cap, starting at 4: most containers of DFX files are
- * small objects). Returns it, or NULL when out of memory.
- */
-static dfxc_json *dfxc_jp_push(dfxc_json *j, size_t *cap)
+/* Pushes a finished child onto the scratch stack; returns 0 or -1 (out of memory). */
+static int dfxc_jp_push(dfxc_jp *jp, const dfxc_json *kid)
 {
-    if (j->n == *cap) {
-        size_t c = *cap ? *cap * 2 : 4;
-        dfxc_json *k = realloc(j->kids, c * sizeof(*k));
+    if (jp->nstk == jp->capstk) {
+        size_t c = jp->capstk ? jp->capstk * 2 : 256;
+        dfxc_json *k = realloc(jp->stk, c * sizeof(*k));
 
         if (k == NULL)
-            return NULL;
-        j->kids = k;
-        *cap = c;
+            return dfxc_jp_fail(jp, PX_ENOMEM, "");
+        jp->stk = k;
+        jp->capstk = c;
     }
-    memset(&j->kids[j->n], 0, sizeof(*j->kids));
-    return &j->kids[j->n++];
+    jp->stk[jp->nstk++] = *kid;
+    return 0;
+}
+
+/* Moves the children above stack index base into out (in the arena); returns 0 or -1. */
+static int dfxc_jp_settle(dfxc_jp *jp, dfxc_json *out, size_t base)
+{
+    out->n = jp->nstk - base;
+    if (out->n > 0) {
+        out->kids = dfxc_jarena_alloc(jp->arena, out->n * sizeof(*out->kids));
+        if (out->kids == NULL)
+            return dfxc_jp_fail(jp, PX_ENOMEM, "");
+        memcpy(out->kids, jp->stk + base, out->n * sizeof(*out->kids));
+    }
+    jp->nstk = base;
+    return 0;
+}
+
+/*
+ * Parses the elements of a top-level array member (at '[') one at a time into the element
+ * arena and hands each to the callback; out stays an empty array. Returns 0 or -1.
+ */
+static int dfxc_jp_stream(dfxc_jp *jp, const char *key, dfxc_json *out)
+{
+    dfxc_jarena *keep = jp->arena;
+
+    out->type = DFXC_JARR;
+    jp->p++;
+    dfxc_jp_ws(jp);
+    if (jp->p < jp->end && *jp->p == ']') {
+        jp->p++;
+        return 0;
+    }
+    for (;;) {
+        dfxc_json el = {0};
+        px_status st;
+
+        jp->arena = &jp->elem;
+        if (dfxc_jp_value(jp, &el) != 0) {
+            jp->arena = keep;
+            return -1;
+        }
+        jp->arena = keep;
+        st = jp->each(jp->ctx, key, &el);
+        dfxc_jarena_reset(&jp->elem);
+        if (st != PX_OK && jp->st == PX_OK)
+            jp->st = st;
+        if (st != PX_OK)
+            return -1;
+        dfxc_jp_ws(jp);
+        if (jp->p < jp->end && *jp->p == ',') {
+            jp->p++;
+            continue;
+        }
+        if (jp->p < jp->end && *jp->p == ']') {
+            jp->p++;
+            return 0;
+        }
+        return dfxc_jp_fail(jp, PX_EINVAL, "',' or ']'");
+    }
+}
+
+/* Parses one member's name and the ':' after it into kid->key; returns 0 or -1. */
+static int dfxc_jp_key(dfxc_jp *jp, dfxc_json *kid)
+{
+    if (jp->p >= jp->end || *jp->p != '"')
+        return dfxc_jp_fail(jp, PX_EINVAL, "a member name");
+    kid->key = dfxc_jp_string(jp);
+    dfxc_jp_ws(jp);
+    if (kid->key == NULL || jp->p >= jp->end || *jp->p != ':')
+        return dfxc_jp_fail(jp, PX_EINVAL, "':'");
+    jp->p++;
+    return 0;
+}
+
+/* Parses one child of a container into kid (streamed when it is a top-level array). */
+static int dfxc_jp_child(dfxc_jp *jp, dfxc_json *kid, int obj)
+{
+    if (obj && dfxc_jp_key(jp, kid) != 0)
+        return -1;
+    if (obj && jp->each != NULL && jp->depth == 1) {
+        dfxc_jp_ws(jp);
+        if (jp->p < jp->end && *jp->p == '[')
+            return dfxc_jp_stream(jp, kid->key, kid);
+    }
+    return dfxc_jp_value(jp, kid);
 }
 
 /*
@@ -260,7 +478,7 @@ static dfxc_json *dfxc_jp_push(dfxc_json *j, size_t *cap)
  */
 static int dfxc_jp_container(dfxc_jp *jp, dfxc_json *out, int obj)
 {
-    size_t cap = 0;
+    size_t base = jp->nstk;
     char close = obj ? '}' : ']';
 
     out->type = obj ? DFXC_JOBJ : DFXC_JARR;
@@ -271,28 +489,10 @@ static int dfxc_jp_container(dfxc_jp *jp, dfxc_json *out, int obj)
         return 0;
     }
     for (;;) {
-        char *key = NULL;
-        dfxc_json *kid;
+        dfxc_json kid = {0};
 
         dfxc_jp_ws(jp);
-        if (obj) {
-            if (jp->p >= jp->end || *jp->p != '"')
-                return dfxc_jp_fail(jp, PX_EINVAL, "a member name");
-            key = dfxc_jp_string(jp);
-            dfxc_jp_ws(jp);
-            if (key == NULL || jp->p >= jp->end || *jp->p != ':') {
-                free(key);
-                return dfxc_jp_fail(jp, PX_EINVAL, "':'");
-            }
-            jp->p++;
-        }
-        kid = dfxc_jp_push(out, &cap);
-        if (kid == NULL) {
-            free(key);
-            return dfxc_jp_fail(jp, PX_ENOMEM, "");
-        }
-        kid->key = key;
-        if (dfxc_jp_value(jp, kid) != 0)
+        if (dfxc_jp_child(jp, &kid, obj) != 0 || dfxc_jp_push(jp, &kid) != 0)
             return -1;
         dfxc_jp_ws(jp);
         if (jp->p < jp->end && *jp->p == ',') {
@@ -301,7 +501,7 @@ static int dfxc_jp_container(dfxc_jp *jp, dfxc_json *out, int obj)
         }
         if (jp->p < jp->end && *jp->p == close) {
             jp->p++;
-            return 0;
+            return dfxc_jp_settle(jp, out, base);
         }
         return dfxc_jp_fail(jp, PX_EINVAL, obj ? "',' or '}'" : "',' or ']'");
     }
@@ -339,82 +539,120 @@ static int dfxc_jp_value(dfxc_jp *jp, dfxc_json *out)
     return rc;
 }
 
-/* Frees the contents of one node (not the node itself). */
-static void dfxc_json_clear(dfxc_json *j)
-{
-    for (size_t i = 0; i < j->n; i++)
-        dfxc_json_clear(&j->kids[i]);
-    free(j->kids);
-    free(j->str);
-    free(j->key);
-}
-
 void dfxc_json_free(dfxc_json *root)
 {
+    dfxc_jdoc *doc = (dfxc_jdoc *)(void *)root;
+
     if (root == NULL)
         return;
-    dfxc_json_clear(root);
-    free(root);
+    dfxc_jarena_free(&doc->arena);
+    free(doc);
+}
+
+/* Parses text into a new document; each (may be NULL) streams the top-level arrays. */
+static px_status dfxc_json_parse_with(const char *text, size_t n, const char *what,
+                                      dfxc_json_each_cb each, void *ctx, dfxc_json **root)
+{
+    dfxc_jp jp = {.s = text, .p = text, .end = text + n, .what = what, .each = each, .ctx = ctx};
+    dfxc_jdoc *doc = calloc(1, sizeof(*doc));
+
+    if (doc == NULL)
+        return px_set_error(PX_ENOMEM, "%s: out of memory while parsing JSON", what);
+    jp.arena = &doc->arena;
+    dfxc_buf_init(&jp.esc);
+    dfxc_jp_value(&jp, &doc->root);
+    dfxc_jp_ws(&jp);
+    if (jp.st == PX_OK && jp.p != jp.end)
+        dfxc_jp_fail(&jp, PX_EINVAL, "the end of the text after the top-level value");
+    dfxc_jarena_free(&jp.elem);
+    dfxc_buf_free(&jp.esc);
+    free(jp.stk);
+    if (jp.st != PX_OK) {
+        dfxc_json_free(&doc->root);
+        return jp.st;
+    }
+    *root = &doc->root;
+    return PX_OK;
 }
 
 px_status dfxc_json_parse(const char *text, size_t n, const char *what, dfxc_json **root)
 {
-    dfxc_jp jp = {.s = text, .p = text, .end = text + n, .what = what, .st = PX_OK};
-    dfxc_json *j = calloc(1, sizeof(*j));
+    return dfxc_json_parse_with(text, n, what, NULL, NULL, root);
+}
 
-    if (j == NULL)
-        return px_set_error(PX_ENOMEM, "%s: out of memory while parsing JSON", what);
-    dfxc_jp_value(&jp, j);
-    dfxc_jp_ws(&jp);
-    if (jp.st == PX_OK && jp.p != jp.end)
-        dfxc_jp_fail(&jp, PX_EINVAL, "the end of the text after the top-level value");
-    if (jp.st != PX_OK) {
-        dfxc_json_free(j);
-        return jp.st;
+/* Reads what is left of fd (a pipe, say) into b. Returns PX_OK, PX_EIO or PX_ENOMEM. */
+static px_status dfxc_read_rest(int fd, const char *path, dfxc_buf *b)
+{
+    char chunk[65536];
+    ssize_t got;
+
+    dfxc_buf_put(b, "", 0);
+    while ((got = read(fd, chunk, sizeof(chunk))) != 0) {
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            return px_set_error(PX_EIO, "cannot read %s: %s", path, strerror(errno));
+        dfxc_buf_put(b, chunk, (size_t)got);
     }
-    *root = j;
+    if (b->oom)
+        return px_set_error(PX_ENOMEM, "cannot read %s: out of memory", path);
     return PX_OK;
 }
 
-/* Reads a whole file into a malloc'ed buffer. Returns PX_OK, PX_ENOENT, PX_EIO or PX_ENOMEM. */
-static px_status dfxc_read_file(const char *path, char **text, size_t *n)
+/*
+ * Maps a regular file read-only (*map = 1; unmap *text, *n) or reads another kind of file
+ * into b (*map = 0). Returns PX_OK, PX_ENOENT, PX_EIO or PX_ENOMEM.
+ */
+static px_status dfxc_open_text(const char *path, const char **text, size_t *n, int *map,
+                                dfxc_buf *b)
 {
-    FILE *f = fopen(path, "rb");
-    dfxc_buf b;
-    char chunk[65536];
-    size_t got;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    px_status st = PX_OK;
+    struct stat sb;
+    void *p;
 
-    if (f == NULL)
+    *map = 0;
+    if (fd < 0)
         return px_set_error(errno == ENOENT ? PX_ENOENT : PX_EIO, "cannot open %s: %s", path,
                             strerror(errno));
-    dfxc_buf_init(&b);
-    while ((got = fread(chunk, 1, sizeof(chunk), f)) > 0)
-        dfxc_buf_put(&b, chunk, got);
-    if (ferror(f) || b.oom) {
-        px_status st = b.oom ? PX_ENOMEM : PX_EIO;
-
-        fclose(f);
-        dfxc_buf_free(&b);
-        return px_set_error(st, "cannot read %s: %s", path,
-                            st == PX_ENOMEM ? "out of memory" : "read error");
+    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) {
+        p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+        if (p != MAP_FAILED) {
+            *text = p;
+            *n = (size_t)sb.st_size;
+            *map = 1;
+        }
     }
-    fclose(f);
-    *text = b.p;
-    *n = b.len;
-    return PX_OK;
+    if (!*map && (st = dfxc_read_rest(fd, path, b)) == PX_OK) {
+        *text = b->p;
+        *n = b->len;
+    }
+    close(fd);
+    return st;
+}
+
+px_status dfxc_json_load_each(const char *path, dfxc_json_each_cb each, void *ctx,
+                              dfxc_json **root)
+{
+    const char *text = NULL;
+    size_t n = 0;
+    int map = 0;
+    dfxc_buf b;
+    px_status st;
+
+    dfxc_buf_init(&b);
+    st = dfxc_open_text(path, &text, &n, &map, &b);
+    if (st == PX_OK)
+        st = dfxc_json_parse_with(text, n, path, each, ctx, root);
+    if (map)
+        munmap((void *)(uintptr_t)text, n);
+    dfxc_buf_free(&b);
+    return st;
 }
 
 px_status dfxc_json_load(const char *path, dfxc_json **root)
 {
-    char *text = NULL;
-    size_t n = 0;
-    px_status st = dfxc_read_file(path, &text, &n);
-
-    if (st != PX_OK)
-        return st;
-    st = dfxc_json_parse(text ? text : "", n, path, root);
-    free(text);
-    return st;
+    return dfxc_json_load_each(path, NULL, NULL, root);
 }
 
 const dfxc_json *dfxc_json_get(const dfxc_json *j, const char *key)

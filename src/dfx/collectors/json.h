@@ -4,7 +4,10 @@
  *
  * The parser builds a tree of dfxc_json nodes. Objects keep their members in file order;
  * numbers are doubles; strings are decoded to UTF-8 (\u escapes included, surrogate pairs
- * joined). Nesting is limited to 64 levels.
+ * joined). Nesting is limited to 64 levels. A tree is one allocation as far as its owner is
+ * concerned: only its root is freed. Big files (trace.json of a large run) are read with
+ * dfxc_json_load_each(), which hands the elements of the top-level arrays over one at a time
+ * instead of keeping them all.
  */
 #ifndef PX_DFX_COLLECTORS_JSON_H
 #define PX_DFX_COLLECTORS_JSON_H
@@ -40,7 +43,23 @@ px_status dfxc_json_parse(const char *text, size_t n, const char *what, dfxc_jso
 /* Reads and parses a whole file. Returns as dfxc_json_parse, or PX_ENOENT / PX_EIO. */
 px_status dfxc_json_load(const char *path, dfxc_json **root);
 
-/* Frees a tree returned by dfxc_json_parse or dfxc_json_load; NULL is accepted. */
+/*
+ * Called by dfxc_json_load_each() for each element of an array that is a member of the
+ * top-level object; key names the member. elem and everything below it are valid during the
+ * call only. Returns PX_OK to go on; any other status stops the parse and is returned (the
+ * callback writes the message).
+ */
+typedef px_status (*dfxc_json_each_cb)(void *ctx, const char *key, const dfxc_json *elem);
+
+/*
+ * Like dfxc_json_load(), but every array member of the top-level object is handed to `each`
+ * element by element and left empty in *root, so a file of a million events takes the memory
+ * of one. Returns as dfxc_json_load(), or the status a callback stopped with.
+ */
+px_status dfxc_json_load_each(const char *path, dfxc_json_each_cb each, void *ctx,
+                              dfxc_json **root);
+
+/* Frees a tree returned by dfxc_json_parse or a dfxc_json_load*; NULL is accepted. */
 void dfxc_json_free(dfxc_json *root);
 
 /* Returns the member called key of an object, or NULL (also when j is not an object). */

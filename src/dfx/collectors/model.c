@@ -6,7 +6,9 @@
  * track names ("thread_name" metadata) and, through its flow starts, the edges; deps.json
  * gives every submitted task and the edges and wins for edges when present. Task ids grow in
  * submission order and a producer is always submitted before its consumer, so visiting tasks
- * by id is a topological order: the longest path is one pass over the sorted edges.
+ * by id is a topological order: the longest path is one pass over the sorted edges. Both
+ * files are read event by event (dfxc_json_load_each): a 100k-task trace.json holds close to
+ * a million events, and only the tasks, tracks and edges are kept.
  */
 #include "dfx/collectors/model.h"
 
@@ -87,7 +89,24 @@ static px_status dfxc_model_version(const dfxc_json *holder, const char *file)
     return PX_OK;
 }
 
-/* Reads trace.json's events into m. */
+/* What the callbacks of one file need. */
+typedef struct dfxc_mload {
+    dfxc_model *m;
+    const dfxc_idmap *have; /* deps.json: tasks trace.json already gave (id + 1 -> index) */
+    dfxc_edges edges;       /* deps.json's edges, which replace those of trace.json */
+    size_t nedges;          /* deps.json's edge elements seen */
+    size_t bad_edge;        /* index + 1 of the first malformed edge; 0: none */
+} dfxc_mload;
+
+/* Takes one element of trace.json's traceEvents. Returns PX_OK or PX_ENOMEM. */
+static px_status dfxc_model_trace_cb(void *ctx, const char *key, const dfxc_json *e)
+{
+    dfxc_mload *ld = ctx;
+
+    return strcmp(key, "traceEvents") == 0 ? dfxc_model_event(ld->m, e) : PX_OK;
+}
+
+/* Checks trace.json's shape after its events were read into m. */
 static px_status dfxc_model_trace(dfxc_model *m, const dfxc_json *root)
 {
     const dfxc_json *ev = dfxc_json_get(root, "traceEvents");
@@ -99,13 +118,43 @@ static px_status dfxc_model_trace(dfxc_model *m, const dfxc_json *root)
     if (ev == NULL || ev->type != DFXC_JARR)
         return px_set_error(PX_EINVAL, "trace.json: no \"traceEvents\" array");
     snprintf(m->clock, sizeof(m->clock), "%s", dfxc_json_str(other, "clock", "?"));
-    for (size_t i = 0; i < ev->n && st == PX_OK; i++)
-        st = dfxc_model_event(m, &ev->kids[i]);
-    return st;
+    return PX_OK;
 }
 
-/* Reads deps.json's tasks (those trace.json lacked) and edges into m. */
-static px_status dfxc_model_deps(dfxc_model *m, const dfxc_json *root, const dfxc_idmap *have)
+/* Takes one edge of deps.json: keeps it, or remembers the first malformed one. */
+static px_status dfxc_model_edge(dfxc_mload *ld, const dfxc_json *e)
+{
+    ld->nedges++;
+    if (e->type != DFXC_JARR || e->n != 2 || e->kids[0].type != DFXC_JNUM ||
+        e->kids[1].type != DFXC_JNUM) {
+        if (ld->bad_edge == 0)
+            ld->bad_edge = ld->nedges;
+        return PX_OK;
+    }
+    if (dfxc_edges_add(&ld->edges, (uint64_t)e->kids[0].num, (uint64_t)e->kids[1].num) != 0)
+        return px_set_error(PX_ENOMEM, "deps.json: out of memory");
+    return PX_OK;
+}
+
+/* Takes one element of deps.json's tasks (those trace.json lacked) or edges. */
+static px_status dfxc_model_deps_cb(void *ctx, const char *key, const dfxc_json *e)
+{
+    dfxc_mload *ld = ctx;
+    uint64_t id;
+
+    if (strcmp(key, "edges") == 0)
+        return dfxc_model_edge(ld, e);
+    if (strcmp(key, "tasks") != 0)
+        return PX_OK;
+    id = (uint64_t)dfxc_json_num(e, "id", 0);
+    if (dfxc_idmap_get(ld->have, id + 1) < 0 &&
+        dfxc_model_task(ld->m, id, dfxc_json_str(e, "kernel", "?")) == NULL)
+        return px_set_error(PX_ENOMEM, "deps.json: out of memory");
+    return PX_OK;
+}
+
+/* Checks deps.json's shape after its elements were read; its edges replace m's. */
+static px_status dfxc_model_deps(dfxc_model *m, const dfxc_json *root, dfxc_mload *ld)
 {
     const dfxc_json *tasks = dfxc_json_get(root, "tasks"), *edges = dfxc_json_get(root, "edges");
     px_status st = dfxc_model_version(root, "deps.json");
@@ -114,28 +163,21 @@ static px_status dfxc_model_deps(dfxc_model *m, const dfxc_json *root, const dfx
         return st;
     if (tasks == NULL || tasks->type != DFXC_JARR || edges == NULL || edges->type != DFXC_JARR)
         return px_set_error(PX_EINVAL, "deps.json: no \"tasks\" and \"edges\" arrays");
-    for (size_t i = 0; i < tasks->n; i++) {
-        uint64_t id = (uint64_t)dfxc_json_num(&tasks->kids[i], "id", 0);
-
-        if (dfxc_idmap_get(have, id + 1) < 0 &&
-            dfxc_model_task(m, id, dfxc_json_str(&tasks->kids[i], "kernel", "?")) == NULL)
-            return px_set_error(PX_ENOMEM, "deps.json: out of memory");
-    }
-    m->edges.n = 0;
-    for (size_t i = 0; i < edges->n; i++) {
-        const dfxc_json *e = &edges->kids[i];
-
-        if (e->type != DFXC_JARR || e->n != 2 || e->kids[0].type != DFXC_JNUM ||
-            e->kids[1].type != DFXC_JNUM)
-            return px_set_error(PX_EINVAL, "deps.json: edge %zu is not [producer, consumer]", i);
-        if (dfxc_edges_add(&m->edges, (uint64_t)e->kids[0].num, (uint64_t)e->kids[1].num) != 0)
-            return px_set_error(PX_ENOMEM, "deps.json: out of memory");
-    }
+    if (ld->bad_edge != 0)
+        return px_set_error(PX_EINVAL, "deps.json: edge %zu is not [producer, consumer]",
+                            ld->bad_edge - 1);
+    dfxc_edges_free(&m->edges);
+    m->edges = ld->edges;
+    memset(&ld->edges, 0, sizeof(ld->edges));
     return PX_OK;
 }
 
-/* Loads dir/name into *root; *found = 0 when the file does not exist. */
-static px_status dfxc_model_file(const char *dir, const char *name, dfxc_json **root, int *found)
+/*
+ * Reads dir/name, handing its top-level arrays' elements to each, into *root; *found = 0
+ * when the file does not exist.
+ */
+static px_status dfxc_model_file(const char *dir, const char *name, dfxc_json_each_cb each,
+                                 dfxc_mload *ld, dfxc_json **root, int *found)
 {
     char path[4096];
     px_status st = dfxc_path(path, sizeof(path), dir, name);
@@ -144,7 +186,7 @@ static px_status dfxc_model_file(const char *dir, const char *name, dfxc_json **
     *root = NULL;
     if (st != PX_OK)
         return st;
-    st = dfxc_json_load(path, root);
+    st = dfxc_json_load_each(path, each, ld, root);
     if (st == PX_ENOENT) {
         px_clear_error();
         return PX_OK;
@@ -254,20 +296,22 @@ static px_status dfxc_model_cp(dfxc_model *m, const dfxc_idmap *map)
 px_status dfxc_model_load(const char *dir, dfxc_model *m)
 {
     dfxc_json *trace = NULL, *deps = NULL;
+    dfxc_mload ld = {.m = m};
     dfxc_idmap map = {0};
     px_status st;
 
     memset(m, 0, sizeof(*m));
     snprintf(m->clock, sizeof(m->clock), "?");
-    st = dfxc_model_file(dir, "trace.json", &trace, &m->has_trace);
-    if (st == PX_OK)
-        st = dfxc_model_file(dir, "deps.json", &deps, &m->has_deps);
+    st = dfxc_model_file(dir, "trace.json", dfxc_model_trace_cb, &ld, &trace, &m->has_trace);
     if (st == PX_OK && trace != NULL)
         st = dfxc_model_trace(m, trace);
     if (st == PX_OK)
         st = dfxc_model_index(m, &map);
+    ld.have = &map;
+    if (st == PX_OK)
+        st = dfxc_model_file(dir, "deps.json", dfxc_model_deps_cb, &ld, &deps, &m->has_deps);
     if (st == PX_OK && deps != NULL)
-        st = dfxc_model_deps(m, deps, &map);
+        st = dfxc_model_deps(m, deps, &ld);
     if (st == PX_OK)
         st = dfxc_model_index(m, &map);
     if (st == PX_OK) {
@@ -276,6 +320,7 @@ px_status dfxc_model_load(const char *dir, dfxc_model *m)
     }
     if (st == PX_OK)
         st = dfxc_model_cp(m, &map);
+    dfxc_edges_free(&ld.edges);
     dfxc_idmap_free(&map);
     dfxc_json_free(trace);
     dfxc_json_free(deps);

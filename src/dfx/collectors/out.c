@@ -71,38 +71,74 @@ void dfxc_buf_puts(dfxc_buf *b, const char *s)
     dfxc_buf_put(b, s, strlen(s));
 }
 
+/* Formats into the free space first; only text longer than that is formatted twice. */
 void dfxc_buf_printf(dfxc_buf *b, const char *fmt, ...)
 {
     va_list ap;
     int n;
 
-    va_start(ap, fmt);
-    n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0 || dfxc_buf_reserve(b, (size_t)n) != 0)
+    if (dfxc_buf_reserve(b, 128) != 0)
         return;
     va_start(ap, fmt);
-    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+    n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
     va_end(ap);
+    if (n < 0) {
+        b->p[b->len] = '\0';
+        return;
+    }
+    if ((size_t)n >= b->cap - b->len) {
+        if (dfxc_buf_reserve(b, (size_t)n) != 0)
+            return;
+        va_start(ap, fmt);
+        vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
     b->len += (size_t)n;
+}
+
+void dfxc_buf_u64(dfxc_buf *b, uint64_t v)
+{
+    char tmp[20];
+    size_t n = 0;
+
+    do {
+        tmp[sizeof(tmp) - ++n] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    dfxc_buf_put(b, tmp + sizeof(tmp) - n, n);
+}
+
+void dfxc_buf_i64(dfxc_buf *b, int64_t v)
+{
+    if (v < 0)
+        dfxc_buf_put(b, "-", 1);
+    dfxc_buf_u64(b, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v);
 }
 
 void dfxc_buf_json_str(dfxc_buf *b, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
+    const unsigned char *c = (const unsigned char *)(s ? s : ""), *run = c;
 
     dfxc_buf_put(b, "\"", 1);
-    for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c; c++) {
+    for (;; c++) {
+        int plain = *c != '"' && *c != '\\' && *c >= 0x20 && *c != '<' && *c != '>' &&
+                    *c != '&' && *c != 0x7f;
+
+        if (plain)
+            continue;
+        dfxc_buf_put(b, run, (size_t)(c - run)); /* the plain characters before c */
+        run = c + 1;
+        if (*c == '\0')
+            break;
         if (*c == '"' || *c == '\\') {
             char e[2] = {'\\', (char)*c};
 
             dfxc_buf_put(b, e, 2);
-        } else if (*c < 0x20 || *c == '<' || *c == '>' || *c == '&' || *c == 0x7f) {
+        } else {
             char e[6] = {'\\', 'u', '0', '0', hex[*c >> 4], hex[*c & 15]};
 
             dfxc_buf_put(b, e, 6);
-        } else {
-            dfxc_buf_put(b, c, 1);
         }
     }
     dfxc_buf_put(b, "\"", 1);
@@ -110,11 +146,14 @@ void dfxc_buf_json_str(dfxc_buf *b, const char *s)
 
 void dfxc_buf_us(dfxc_buf *b, int64_t ns)
 {
-    const char *sign = ns < 0 ? "-" : "";
     uint64_t v = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
+    char frac[4] = {'.', (char)('0' + v / 100 % 10), (char)('0' + v / 10 % 10),
+                    (char)('0' + v % 10)};
 
-    dfxc_buf_printf(b, "%s%llu.%03llu", sign, (unsigned long long)(v / 1000),
-                    (unsigned long long)(v % 1000));
+    if (ns < 0)
+        dfxc_buf_put(b, "-", 1);
+    dfxc_buf_u64(b, v / 1000);
+    dfxc_buf_put(b, frac, sizeof(frac));
 }
 
 px_status dfxc_path(char *out, size_t n, const char *dir, const char *name)

@@ -35,6 +35,10 @@ void dfxc_buf_puts(dfxc_buf *b, const char *s);
 void dfxc_buf_fill(dfxc_buf *b, int c, size_t n);
 /* Appends printf-formatted text. */
 void dfxc_buf_printf(dfxc_buf *b, const char *fmt, ...) PX_PRINTF(2, 3);
+/* Appends v in decimal (what "%llu" writes, without printf: files of a big run hold millions). */
+void dfxc_buf_u64(dfxc_buf *b, uint64_t v);
+/* Appends v in decimal (what "%lld" writes). */
+void dfxc_buf_i64(dfxc_buf *b, int64_t v);
 /* Appends s as a quoted JSON string (NULL as ""). */
 void dfxc_buf_json_str(dfxc_buf *b, const char *s);
 /* Appends ns nanoseconds as microseconds with three decimals ("12.345"), exactly. */

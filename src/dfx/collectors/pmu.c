@@ -6,7 +6,8 @@
  * branch misses) where the machine has them, else software (task-clock, page faults, context
  * switches) plus TSC cycles. The file opens with comment lines saying the version, which set
  * and why (info->pmu_note), then one header row and one row per task in task order; a counter
- * of the set that could not be opened is an empty cell. Format: docs/formats.md.
+ * of the set that could not be opened is an empty cell. During the run it only keeps the raw
+ * entries (raw.h); finish() decodes them. Format: docs/formats.md.
  */
 #include "dfx/collectors/collectors.h"
 
@@ -14,10 +15,12 @@
 #include <string.h>
 
 #include "dfx/collectors/out.h"
+#include "dfx/collectors/raw.h"
 #include "dfx/records.h"
 #include "util/log.h"
 
 typedef struct pmu_state {
+    dfxc_raw raw; /* the entries as received */
     px_dfx_pmu_rec *v;
     size_t n, cap;
     uint64_t bad, min_id;
@@ -31,6 +34,7 @@ static px_status pmu_open(void **state, const px_dfx_run_info *info)
 
     if (s == NULL)
         return px_set_error(PX_ENOMEM, "dfx[pmu]: cannot allocate its state");
+    dfxc_raw_init(&s->raw);
     s->min_id = UINT64_MAX;
     *state = s;
     return PX_OK;
@@ -39,22 +43,34 @@ static px_status pmu_open(void **state, const px_dfx_run_info *info)
 static void pmu_on_record(void *state, const px_dfx_rec *r)
 {
     pmu_state *s = state;
-    px_dfx_pmu_rec *p;
 
-    if (r->kind != PX_DFXK_PMU)
-        return;
-    p = dfxc_push((void **)&s->v, &s->n, &s->cap, sizeof(*p));
-    if (p == NULL) {
-        s->oom = 1;
-        return;
+    if (r->kind == PX_DFXK_PMU)
+        dfxc_raw_add(&s->raw, r);
+}
+
+/* Decodes the kept PMU entries, in arrival order. */
+static void pmu_load(pmu_state *s)
+{
+    const px_dfx_rec *r;
+    px_dfx_pmu_rec *p;
+    dfxc_raw_it it;
+
+    s->oom |= s->raw.oom;
+    dfxc_raw_begin(&s->raw, &it);
+    while ((r = dfxc_raw_next(&it)) != NULL) {
+        p = dfxc_push((void **)&s->v, &s->n, &s->cap, sizeof(*p));
+        if (p == NULL) {
+            s->oom = 1;
+            return;
+        }
+        if (px_dfx_pmu_decode(r, p) != 0) {
+            s->n--;
+            s->bad++;
+            continue;
+        }
+        s->min_id = PX_MIN(s->min_id, p->task);
+        s->sets_seen |= 1 << (p->set & 1);
     }
-    if (px_dfx_pmu_decode(r, p) != 0) {
-        s->n--;
-        s->bad++;
-        return;
-    }
-    s->min_id = PX_MIN(s->min_id, p->task);
-    s->sets_seen |= 1 << (p->set & 1);
 }
 
 static int pmu_cmp(const void *pa, const void *pb)
@@ -137,6 +153,7 @@ static px_status pmu_finish(void *state, const px_dfx_run_info *info)
     px_status st;
     dfxc_buf b;
 
+    pmu_load(s);
     if (s->oom)
         return px_set_error(PX_ENOMEM, "dfx[pmu]: out of memory keeping %zu task counters", s->n);
     if (s->bad > 0)
@@ -160,6 +177,7 @@ static void pmu_close(void *state)
 
     if (s == NULL)
         return;
+    dfxc_raw_free(&s->raw);
     free(s->v);
     free(s);
 }

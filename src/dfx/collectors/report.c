@@ -124,11 +124,17 @@ static void report_tasks(const dfxc_model *m, dfxc_buf *b)
     for (size_t i = 0; i < m->n; i++) {
         const dfxc_mtask *t = &m->t[i];
 
-        dfxc_buf_printf(b, "%s\n{\"id\": %llu, \"kernel\": ", i ? "," : "",
-                        (unsigned long long)t->id);
+        dfxc_buf_puts(b, i ? ",\n{\"id\": " : "\n{\"id\": ");
+        dfxc_buf_u64(b, t->id);
+        dfxc_buf_puts(b, ", \"kernel\": ");
         dfxc_buf_json_str(b, t->kernel);
-        dfxc_buf_printf(b, ", \"pid\": %d, \"tid\": %d, \"core\": %d, \"ts_us\": ", t->pid, t->tid,
-                        t->core);
+        dfxc_buf_puts(b, ", \"pid\": ");
+        dfxc_buf_i64(b, t->pid);
+        dfxc_buf_puts(b, ", \"tid\": ");
+        dfxc_buf_i64(b, t->tid);
+        dfxc_buf_puts(b, ", \"core\": ");
+        dfxc_buf_i64(b, t->core);
+        dfxc_buf_puts(b, ", \"ts_us\": ");
         if (t->timed) {
             dfxc_buf_us(b, t->ts);
             dfxc_buf_puts(b, ", \"dur_us\": ");
@@ -152,15 +158,22 @@ static void report_graph(const dfxc_model *m, dfxc_buf *b)
         dfxc_buf_puts(b, "}");
     }
     dfxc_buf_puts(b, "],\n\"edges\": [");
-    for (size_t i = 0; i < m->edges.n; i++)
-        dfxc_buf_printf(b, "%s[%llu, %llu]", i ? ", " : "", (unsigned long long)m->edges.v[i].p,
-                        (unsigned long long)m->edges.v[i].c);
+    for (size_t i = 0; i < m->edges.n; i++) {
+        dfxc_buf_puts(b, i ? ", [" : "[");
+        dfxc_buf_u64(b, m->edges.v[i].p);
+        dfxc_buf_puts(b, ", ");
+        dfxc_buf_u64(b, m->edges.v[i].c);
+        dfxc_buf_puts(b, "]");
+    }
     dfxc_buf_printf(b, "],\n\"critical_path\": {\"by\": \"%s\", \"length_us\": ",
                     m->cp_by_count ? "count" : "duration");
     dfxc_buf_us(b, m->cp_by_count ? 0 : m->cp_len);
     dfxc_buf_puts(b, ", \"tasks\": [");
-    for (size_t i = 0; i < m->ncp; i++)
-        dfxc_buf_printf(b, "%s%llu", i ? ", " : "", (unsigned long long)m->cp[i]);
+    for (size_t i = 0; i < m->ncp; i++) {
+        if (i)
+            dfxc_buf_puts(b, ", ");
+        dfxc_buf_u64(b, m->cp[i]);
+    }
     dfxc_buf_puts(b, "]},\n\"kernels\": [");
     for (size_t i = 0; i < m->nk; i++) {
         const dfxc_mkernel *k = &m->k[i];

@@ -3,14 +3,16 @@
  * tensor map are at every scope begin and end, into scope_stats.jsonl (one JSON object per
  * line; the first line is a header with the format's version).
  *
- * SCOPE records come from the orchestration thread in program order; they are written in
- * time order (ties in arrival order). Format: docs/formats.md.
+ * SCOPE records come from the orchestration thread in program order; they are kept raw
+ * during the run (raw.h), decoded by finish() and written in time order (ties in arrival
+ * order). Format: docs/formats.md.
  */
 #include "dfx/collectors/collectors.h"
 
 #include <stdlib.h>
 
 #include "dfx/collectors/out.h"
+#include "dfx/collectors/raw.h"
 #include "dfx/records.h"
 #include "util/log.h"
 
@@ -20,6 +22,7 @@ typedef struct scs_entry {
 } scs_entry;
 
 typedef struct scs_state {
+    dfxc_raw raw; /* the entries as received */
     scs_entry *v;
     size_t n, cap;
     uint64_t bad;
@@ -32,6 +35,7 @@ static px_status scs_open(void **state, const px_dfx_run_info *info)
 
     if (s == NULL)
         return px_set_error(PX_ENOMEM, "dfx[scopestats]: cannot allocate its state");
+    dfxc_raw_init(&s->raw);
     *state = s;
     return PX_OK;
 }
@@ -39,19 +43,31 @@ static px_status scs_open(void **state, const px_dfx_run_info *info)
 static void scs_on_record(void *state, const px_dfx_rec *r)
 {
     scs_state *s = state;
+
+    if (r->kind == PX_DFXK_SCOPE)
+        dfxc_raw_add(&s->raw, r);
+}
+
+/* Decodes the kept SCOPE entries, numbering them in arrival order. */
+static void scs_load(scs_state *s)
+{
+    const px_dfx_rec *r;
+    dfxc_raw_it it;
     scs_entry *e;
 
-    if (r->kind != PX_DFXK_SCOPE)
-        return;
-    e = dfxc_push((void **)&s->v, &s->n, &s->cap, sizeof(*e));
-    if (e == NULL) {
-        s->oom = 1;
-        return;
-    }
-    e->seq = s->n - 1;
-    if (px_dfx_scope_decode(r, &e->r) != 0) {
-        s->n--;
-        s->bad++;
+    s->oom |= s->raw.oom;
+    dfxc_raw_begin(&s->raw, &it);
+    while ((r = dfxc_raw_next(&it)) != NULL) {
+        e = dfxc_push((void **)&s->v, &s->n, &s->cap, sizeof(*e));
+        if (e == NULL) {
+            s->oom = 1;
+            return;
+        }
+        e->seq = s->n - 1;
+        if (px_dfx_scope_decode(r, &e->r) != 0) {
+            s->n--;
+            s->bad++;
+        }
     }
 }
 
@@ -92,6 +108,7 @@ static px_status scs_finish(void *state, const px_dfx_run_info *info)
     px_status st;
     dfxc_buf b;
 
+    scs_load(s);
     if (s->oom)
         return px_set_error(PX_ENOMEM,
                             "dfx[scopestats]: out of memory keeping %zu scope "
@@ -115,6 +132,7 @@ static void scs_close(void *state)
 
     if (s == NULL)
         return;
+    dfxc_raw_free(&s->raw);
     free(s->v);
     free(s);
 }

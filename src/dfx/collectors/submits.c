@@ -157,8 +157,11 @@ uint64_t dfxc_submits_rid(const dfxc_submits *s, uint64_t id)
 static void dfxc_json_i64s(dfxc_buf *b, const int64_t *v, int n)
 {
     dfxc_buf_puts(b, "[");
-    for (int i = 0; i < n; i++)
-        dfxc_buf_printf(b, "%s%lld", i ? ", " : "", (long long)v[i]);
+    for (int i = 0; i < n; i++) {
+        if (i)
+            dfxc_buf_puts(b, ", ");
+        dfxc_buf_i64(b, v[i]);
+    }
     dfxc_buf_puts(b, "]");
 }
 
@@ -169,10 +172,12 @@ static void dfxc_scalar_json(dfxc_buf *b, const px_dfx_arg *a)
 
     switch (a->scalar_kind) {
     case PX_SCALAR_U64:
-        dfxc_buf_printf(b, ", \"kind\": \"u64\", \"value\": %llu", (unsigned long long)a->value);
+        dfxc_buf_puts(b, ", \"kind\": \"u64\", \"value\": ");
+        dfxc_buf_u64(b, a->value);
         return;
     case PX_SCALAR_I64:
-        dfxc_buf_printf(b, ", \"kind\": \"i64\", \"value\": %lld", (long long)(int64_t)a->value);
+        dfxc_buf_puts(b, ", \"kind\": \"i64\", \"value\": ");
+        dfxc_buf_i64(b, (int64_t)a->value);
         return;
     case PX_SCALAR_F64:
         memcpy(&d, &a->value, sizeof(d));
@@ -193,7 +198,11 @@ void dfxc_submits_arg_json(dfxc_buf *b, const dfxc_submits *s, size_t k)
 {
     const px_dfx_arg *a = &s->args[k];
 
-    dfxc_buf_printf(b, "{\"index\": %d, \"tag\": \"%s\"", a->index, px_tag_name(a->tag));
+    dfxc_buf_puts(b, "{\"index\": ");
+    dfxc_buf_i64(b, a->index);
+    dfxc_buf_puts(b, ", \"tag\": \"");
+    dfxc_buf_puts(b, px_tag_name(a->tag));
+    dfxc_buf_puts(b, "\"");
     if (a->tag == PX_TAG_SCALAR) {
         dfxc_scalar_json(b, a);
         return;
@@ -202,15 +211,18 @@ void dfxc_submits_arg_json(dfxc_buf *b, const dfxc_submits *s, size_t k)
         dfxc_buf_puts(b, ", \"null\": true");
         return;
     }
-    dfxc_buf_printf(b, ", \"dtype\": \"%s\", \"buffer\": ", px_dtype_name(a->t.dtype));
+    dfxc_buf_puts(b, ", \"dtype\": \"");
+    dfxc_buf_puts(b, px_dtype_name(a->t.dtype));
+    dfxc_buf_puts(b, "\", \"buffer\": ");
     if (a->t.addr == NULL)
         dfxc_buf_puts(b, "null");
     else
-        dfxc_buf_printf(b, "%u", s->buffer[k]);
+        dfxc_buf_u64(b, s->buffer[k]);
     dfxc_buf_puts(b, ", \"shape\": ");
     dfxc_json_i64s(b, a->t.shape, a->t.ndim);
     dfxc_buf_puts(b, ", \"stride\": ");
     dfxc_json_i64s(b, a->t.stride, a->t.ndim);
-    dfxc_buf_printf(b, ", \"offset\": %lld, \"marked\": %s", (long long)a->t.offset,
-                    a->marked ? "true" : "false");
+    dfxc_buf_puts(b, ", \"offset\": ");
+    dfxc_buf_i64(b, a->t.offset);
+    dfxc_buf_puts(b, a->marked ? ", \"marked\": true" : ", \"marked\": false");
 }

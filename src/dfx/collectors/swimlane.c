@@ -2,8 +2,10 @@
  * swimlane.c - the swimlane collector: when each task ran on which core, the phases of every
  * producer thread (DESIGN 3.6), and the dependencies as flow arrows, into trace.json.
  *
- * It keeps TASK_BEGIN / TASK_END pairs by task id, PHASE spans and EDGE records as they come,
- * and at finish() turns them into Chrome Trace Event objects for the shared trace builder
+ * During the run it only keeps the raw entries (raw.h: the drain thread must keep up with
+ * every producer). finish() decodes them in arrival order: TASK_BEGIN / TASK_END pairs by task
+ * id, PHASE spans and EDGE records, and turns them into Chrome Trace Event objects for the
+ * shared trace builder
  * (trace.h): one "X" slice per task (named by its kernel, on its core's track), one per phase,
  * and per edge a flow start ("s") inside the producer's slice just before its end and a flow
  * end ("f", binding point "e") at the consumer's start. Task ids are renumbered from the run's
@@ -15,6 +17,7 @@
 #include <string.h>
 
 #include "dfx/collectors/out.h"
+#include "dfx/collectors/raw.h"
 #include "dfx/collectors/trace.h"
 #include "dfx/records.h"
 #include "util/log.h"
@@ -39,6 +42,7 @@ typedef struct swl_phase {
 } swl_phase;
 
 typedef struct swl_state {
+    dfxc_raw raw; /* the entries as received */
     swl_task *tasks;
     size_t ntasks, cap_tasks;
     dfxc_idmap ids;
@@ -57,6 +61,7 @@ static px_status swl_open(void **state, const px_dfx_run_info *info)
 
     if (s == NULL)
         return px_set_error(PX_ENOMEM, "dfx[swimlane]: cannot allocate its state");
+    dfxc_raw_init(&s->raw);
     s->min_id = UINT64_MAX;
     st = dfxc_trace_attach(info, "swimlane", &s->trace);
     if (st != PX_OK) {
@@ -127,9 +132,9 @@ static void swl_on_phase(swl_state *s, const px_dfx_rec *r)
         s->min_id = PX_MIN(s->min_id, d.b);
 }
 
-static void swl_on_record(void *state, const px_dfx_rec *r)
+/* Decodes one kept entry. */
+static void swl_decode(swl_state *s, const px_dfx_rec *r)
 {
-    swl_state *s = state;
     px_dfx_edge_rec e;
 
     if (r->kind == PX_DFXK_TASK_BEGIN || r->kind == PX_DFXK_TASK_END) {
@@ -141,6 +146,26 @@ static void swl_on_record(void *state, const px_dfx_rec *r)
             s->oom = 1;
         s->min_id = PX_MIN(s->min_id, PX_MIN(e.producer, e.consumer));
     }
+}
+
+/* Decodes every kept entry in arrival order. */
+static void swl_load(swl_state *s)
+{
+    const px_dfx_rec *r;
+    dfxc_raw_it it;
+
+    dfxc_raw_begin(&s->raw, &it);
+    while ((r = dfxc_raw_next(&it)) != NULL)
+        swl_decode(s, r);
+    if (s->raw.oom)
+        s->oom = 1;
+}
+
+static void swl_on_record(void *state, const px_dfx_rec *r)
+{
+    swl_state *s = state;
+
+    dfxc_raw_add(&s->raw, r);
 }
 
 /* Returns the span of t in ns since the run's start: *t0 and a non-negative *dur. */
@@ -169,10 +194,15 @@ static void swl_tasks(swl_state *s, const px_dfx_run_info *info, uint64_t *incom
         m.len = 0;
         dfxc_buf_puts(&m, "\"name\":");
         dfxc_buf_json_str(&m, dfxc_kernel_name(info, t->kernel, tmp, sizeof(tmp)));
-        dfxc_buf_printf(&m,
-                        ",\"cat\":\"task\",\"args\":{\"task\":%llu,\"core\":%d,"
-                        "\"status\":%d,\"poisoned\":%d}",
-                        (unsigned long long)(t->id - s->min_id), t->core, t->status, t->poisoned);
+        dfxc_buf_puts(&m, ",\"cat\":\"task\",\"args\":{\"task\":");
+        dfxc_buf_u64(&m, t->id - s->min_id);
+        dfxc_buf_puts(&m, ",\"core\":");
+        dfxc_buf_i64(&m, t->core);
+        dfxc_buf_puts(&m, ",\"status\":");
+        dfxc_buf_i64(&m, t->status);
+        dfxc_buf_puts(&m, ",\"poisoned\":");
+        dfxc_buf_i64(&m, t->poisoned);
+        dfxc_buf_puts(&m, "}");
         dfxc_trace_add(s->trace, 'X', info->chip, t->producer, t0, dur, m.p ? m.p : "");
     }
     if (m.oom)
@@ -193,8 +223,10 @@ static void swl_phases(swl_state *s, const px_dfx_run_info *info)
         dfxc_buf_puts(&m, "\"name\":");
         dfxc_buf_json_str(&m, px_dfx_phase_name(p->phase));
         dfxc_buf_puts(&m, ",\"cat\":\"phase\",\"args\":{");
-        if (p->task != 0)
-            dfxc_buf_printf(&m, "\"task\":%llu", (unsigned long long)(p->task - s->min_id));
+        if (p->task != 0) {
+            dfxc_buf_puts(&m, "\"task\":");
+            dfxc_buf_u64(&m, p->task - s->min_id);
+        }
         dfxc_buf_puts(&m, "}");
         dfxc_trace_add(s->trace, 'X', info->chip, p->producer, dfxc_ns(info, p->ts),
                        dfxc_dur_ns(info, p->ts, p->ticks), m.p ? m.p : "");
@@ -229,11 +261,13 @@ static uint64_t swl_flows(swl_state *s, const px_dfx_run_info *info)
         swl_task_span(tp, info, &p0, &pd);
         swl_task_span(tc, info, &c0, &cd);
         m.len = 0;
-        dfxc_buf_printf(&m,
-                        "\"name\":\"dep\",\"cat\":\"dep\",\"id\":%zu,\"bp\":\"e\","
-                        "\"args\":{\"from\":%llu,\"to\":%llu}",
-                        k, (unsigned long long)(tp->id - s->min_id),
-                        (unsigned long long)(tc->id - s->min_id));
+        dfxc_buf_puts(&m, "\"name\":\"dep\",\"cat\":\"dep\",\"id\":");
+        dfxc_buf_u64(&m, k);
+        dfxc_buf_puts(&m, ",\"bp\":\"e\",\"args\":{\"from\":");
+        dfxc_buf_u64(&m, tp->id - s->min_id);
+        dfxc_buf_puts(&m, ",\"to\":");
+        dfxc_buf_u64(&m, tc->id - s->min_id);
+        dfxc_buf_puts(&m, "}");
         dfxc_trace_add(s->trace, 's', info->chip, tp->producer, p0 + PX_MAX(pd - 1, 0), 0,
                        m.p ? m.p : "");
         dfxc_trace_add(s->trace, 'f', info->chip, tc->producer, c0, 0, m.p ? m.p : "");
@@ -250,6 +284,7 @@ static px_status swl_finish(void *state, const px_dfx_run_info *info)
     uint64_t incomplete = 0, missing;
     px_status st;
 
+    swl_load(s);
     if (s->min_id == UINT64_MAX)
         s->min_id = 0;
     dfxc_edges_sort(&s->edges);
@@ -282,6 +317,7 @@ static void swl_close(void *state)
         return;
     if (s->trace != NULL && dfxc_trace_release(s->trace, 0) != PX_OK)
         PX_LOG_WARN("dfx[swimlane]: %s", px_last_error());
+    dfxc_raw_free(&s->raw);
     dfxc_idmap_free(&s->ids);
     dfxc_edges_free(&s->edges);
     free(s->tasks);

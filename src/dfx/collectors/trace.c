@@ -213,10 +213,17 @@ static int dfxc_file_cmp(const void *pa, const void *pb)
 /* Appends one event object to out. */
 static void dfxc_trace_render(const dfxc_trace *t, const dfxc_tev *e, dfxc_buf *out)
 {
-    dfxc_buf_puts(out, "{");
+    char ph[8] = {'"', 'p', 'h', '"', ':', '"', e->ph, '"'};
+
+    dfxc_buf_put(out, "{", 1);
     dfxc_buf_put(out, t->text.p + e->off, e->len);
-    dfxc_buf_printf(out, "%s\"ph\":\"%c\",\"pid\":%d,\"tid\":%d", e->len ? "," : "", e->ph, e->pid,
-                    e->tid);
+    if (e->len)
+        dfxc_buf_put(out, ",", 1);
+    dfxc_buf_put(out, ph, sizeof(ph));
+    dfxc_buf_puts(out, ",\"pid\":");
+    dfxc_buf_i64(out, e->pid);
+    dfxc_buf_puts(out, ",\"tid\":");
+    dfxc_buf_i64(out, e->tid);
     if (e->ph != 'M') {
         dfxc_buf_puts(out, ",\"ts\":");
         dfxc_buf_us(out, e->ts);
