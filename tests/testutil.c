@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 double px_test_slack(void)
@@ -61,4 +62,21 @@ int px_test_wait_flag(_Atomic int *f, double seconds)
         sched_yield();
     }
     return 0;
+}
+
+void px_test_mkdtemp(char *buf, size_t n, const char *tag)
+{
+    const char *tmp = getenv("TMPDIR");
+
+    snprintf(buf, n, "%s/%s_XXXXXX", tmp ? tmp : "/tmp", tag);
+    assert_non_null(mkdtemp(buf));
+}
+
+void px_test_rmtree(const char *dir)
+{
+    char cmd[600];
+
+    assert_true(strlen(dir) > 4 && strchr(dir, '\'') == NULL);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
 }

@@ -27,6 +27,12 @@ uint64_t px_test_deadline_ns(double seconds);
 /* Waits (yielding) until *f != 0 or `seconds * slack` pass; returns 0 when set, -1 on timeout. */
 int px_test_wait_flag(_Atomic int *f, double seconds);
 
+/* Makes a fresh empty directory $TMPDIR/<tag>_XXXXXX (default /tmp) into buf; asserts. */
+void px_test_mkdtemp(char *buf, size_t n, const char *tag);
+
+/* Removes dir and everything in it; asserts. */
+void px_test_rmtree(const char *dir);
+
 /* Prints "skipped: <reason>" and exits 77. */
 void px_test_skip(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 

@@ -12,11 +12,11 @@
 #include <linux/perf_event.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include "caps/caps_internal.h"
+#include "util/perf.h"
 
 #define CAPS_PARANOID_PATH "/proc/sys/kernel/perf_event_paranoid"
 
@@ -42,20 +42,11 @@ static void caps_probe_vm_readv(px_caps *c)
 /* Opens one disabled user-space counter on this process and closes it; 0 or errno. */
 static int caps_try_counter(uint32_t type, uint64_t config)
 {
-    struct perf_event_attr attr;
-    long fd;
+    int fd = px_perf_open(type, config, -1, 0, 1);
 
-    memset(&attr, 0, sizeof(attr));
-    attr.size = sizeof(attr);
-    attr.type = type;
-    attr.config = config;
-    attr.disabled = 1;
-    attr.exclude_kernel = 1;
-    attr.exclude_hv = 1;
-    fd = syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
     if (fd < 0)
         return errno;
-    close((int)fd);
+    close(fd);
     return 0;
 }
 

@@ -13,25 +13,10 @@
 #include <linux/perf_event.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "dfx/records.h"
-
-static int dfx_perf_open(uint32_t type, uint64_t config, int group)
-{
-    struct perf_event_attr a;
-
-    memset(&a, 0, sizeof(a));
-    a.size = sizeof(a);
-    a.type = type;
-    a.config = config;
-    a.disabled = 0;
-    a.exclude_kernel = 1;
-    a.exclude_hv = 1;
-    a.read_format = PERF_FORMAT_GROUP;
-    return (int)syscall(SYS_perf_event_open, &a, 0, -1, group, PERF_FLAG_FD_CLOEXEC);
-}
+#include "util/perf.h"
 
 /* Chooses the counter set of the run from the facts. */
 void dfx_pmu_choose(px_dfx *d, const px_caps *caps)
@@ -67,8 +52,8 @@ void dfx_pmu_open(px_dfx *d, px_dfx_prod *pr)
     for (int i = 0; i < n; i++) {
         int group = pr->pmu_leader >= 0 ? pr->pmu_fd[pr->pmu_leader] : -1;
 
-        pr->pmu_fd[i] = dfx_perf_open(hard ? PERF_TYPE_HARDWARE : PERF_TYPE_SOFTWARE,
-                                      hard ? hw[i] : sw[i], group);
+        pr->pmu_fd[i] = px_perf_open(hard ? PERF_TYPE_HARDWARE : PERF_TYPE_SOFTWARE,
+                                     hard ? hw[i] : sw[i], group, 1, 0);
         if (pr->pmu_fd[i] >= 0 && pr->pmu_leader < 0)
             pr->pmu_leader = i;
     }

@@ -43,19 +43,13 @@ static char outdir[256];
 /* Makes a fresh empty output directory. */
 static void fresh_dir(void)
 {
-    const char *tmp = getenv("TMPDIR");
-
-    snprintf(outdir, sizeof(outdir), "%s/px_dfxc_XXXXXX", tmp ? tmp : "/tmp");
-    assert_non_null(mkdtemp(outdir));
+    px_test_mkdtemp(outdir, sizeof(outdir), "px_dfxc");
 }
 
 /* Removes the output directory and what is in it. */
 static void remove_dir(void)
 {
-    char cmd[400];
-
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", outdir);
-    assert_int_equal(system(cmd), 0);
+    px_test_rmtree(outdir);
 }
 
 static px_dfx_run_info run_info(void)

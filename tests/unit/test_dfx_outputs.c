@@ -38,18 +38,12 @@ typedef struct run_case {
 
 static void fresh_dir(void)
 {
-    const char *tmp = getenv("TMPDIR");
-
-    snprintf(outdir, sizeof(outdir), "%s/px_dfxo_XXXXXX", tmp ? tmp : "/tmp");
-    assert_non_null(mkdtemp(outdir));
+    px_test_mkdtemp(outdir, sizeof(outdir), "px_dfxo");
 }
 
 static void remove_dir(const char *dir)
 {
-    char cmd[400];
-
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    px_test_rmtree(dir);
 }
 
 /* Runs one example with DFX into a fresh outdir; returns its result (check passed). */

@@ -37,18 +37,12 @@ static char outdir[256];
 
 static void fresh_dir(void)
 {
-    const char *tmp = getenv("TMPDIR");
-
-    snprintf(outdir, sizeof(outdir), "%s/px_l3dfx_XXXXXX", tmp ? tmp : "/tmp");
-    assert_non_null(mkdtemp(outdir));
+    px_test_mkdtemp(outdir, sizeof(outdir), "px_l3dfx");
 }
 
 static void remove_dir(const char *dir)
 {
-    char cmd[400];
-
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    px_test_rmtree(dir);
 }
 
 /* A level-3 config with `chips` chips of 1 core, collectors `dfx` into outdir, strict. */
