@@ -172,21 +172,15 @@ static inline px_status tg_run_chain(const px_config *c, int n)
     return st;
 }
 
-/* A fresh temporary directory for one run's outputs. */
+/* A fresh temporary directory for one run's outputs, and its removal. */
 static inline void tg_tmpdir(char *dir, size_t n)
 {
-    const char *tmp = getenv("TMPDIR");
-
-    snprintf(dir, n, "%s/px_dfxt_XXXXXX", tmp ? tmp : "/tmp");
-    assert_non_null(mkdtemp(dir));
+    px_test_mkdtemp(dir, n, "px_dfxt");
 }
 
 static inline void tg_rmdir(const char *dir)
 {
-    char cmd[512];
-
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    px_test_rmtree(dir);
 }
 
 /* A test config: cores, strict DFX with `dfx` collectors into dir, through `transports`. */
