@@ -53,3 +53,11 @@ px_status px_kernel_register(px_worker *w, const char *name, px_kernel_fn fn,
         return px_hier_kernel_register(w, name, fn, sig, id);
     return px_rt_kernel_register(w, name, fn, sig, id);
 }
+
+px_status px_kernel_lookup(px_worker *w, const char *name, px_kernel_id *id)
+{
+    /* At level 3 only the chip kernels are the user's; the executors after them are not. */
+    int limit = w != NULL && w->level == 3 ? px_hier_user_kernels(w) : PX_MAX_KERNELS;
+
+    return px_rt_kernel_lookup(w, name, limit, id);
+}

@@ -215,6 +215,14 @@ px_status px_hier_kernel_register(px_worker *w, const char *name, px_kernel_fn f
     return px_rt_kernel_register(w, name, fn, sig, id);
 }
 
+int px_hier_user_kernels(px_worker *w)
+{
+    px_hier *h = px_hier_of(w);
+
+    /* Before px_worker_init every registered kernel is the user's. */
+    return h->state == PX_HIER_CREATED ? w->nkernels : h->nkernels;
+}
+
 px_status px_callable_register(px_worker *w, const char *name, px_orch_fn fn,
                                px_callable_id *id)
 {

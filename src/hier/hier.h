@@ -18,6 +18,9 @@ px_status px_hier_init(px_worker *w);
 /* Stops and reaps every chip, frees everything. */
 px_status px_hier_destroy(px_worker *w);
 
+/* Number of kernels the user registered (the chip kernels; internal executors follow them). */
+int px_hier_user_kernels(px_worker *w);
+
 /* Registers a kernel for the chips (before px_worker_init). */
 px_status px_hier_kernel_register(px_worker *w, const char *name, px_kernel_fn fn,
                                   const px_signature *sig, px_kernel_id *id);

@@ -179,6 +179,9 @@ px_status px_rt_worker_destroy(px_worker *w);
 px_status px_rt_kernel_register(px_worker *w, const char *name, px_kernel_fn fn,
                                 const px_signature *sig, px_kernel_id *id);
 
+/* worker.c: finds a kernel by name among the first `limit` registered. */
+px_status px_rt_kernel_lookup(px_worker *w, const char *name, int limit, px_kernel_id *id);
+
 /* orch.c: submit without the level check (level 3 submits its own executors' kernels). */
 px_status px_rt_submit(px_orch *o, px_kernel_id k, px_task_args *a, const px_task_id *deps,
                        int ndeps, px_task_id *id);

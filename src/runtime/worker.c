@@ -203,11 +203,11 @@ px_status px_rt_kernel_register(px_worker *w, const char *name, px_kernel_fn fn,
     return PX_OK;
 }
 
-px_status px_kernel_lookup(px_worker *w, const char *name, px_kernel_id *id)
+px_status px_rt_kernel_lookup(px_worker *w, const char *name, int limit, px_kernel_id *id)
 {
     if (w == NULL || name == NULL)
         return px_set_error(PX_EINVAL, "px_kernel_lookup: worker and name are required");
-    for (int i = 0; i < w->nkernels; i++) {
+    for (int i = 0; i < w->nkernels && i < limit; i++) {
         if (strcmp(w->kernels[i].name, name) == 0) {
             if (id)
                 *id = i;

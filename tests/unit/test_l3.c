@@ -747,6 +747,12 @@ static void test_bad_args(void **state)
         assert_int_equal(b.st[i], PX_EINVAL);
         assert_non_null(strstr(b.msg[i], want[i]));
     }
+    /* Lookup sees the chip kernels the user registered ("boom" is the 5th: id 4), never the
+     * internal executors registered after them at px_worker_init. */
+    px_kernel_id kid = -1;
+    PX_ASSERT_OK(px_kernel_lookup(w, "boom", &kid));
+    assert_int_equal(kid, 4);
+    assert_int_equal(px_kernel_lookup(w, "l3.next_level", &kid), PX_ENOENT);
     assert_int_equal(px_callable_register(w, "late", rec_callable, NULL), PX_ESTATE);
     assert_non_null(strstr(px_last_error(), "before px_worker_init"));
     assert_int_equal(px_kernel_register(w, "late", rec_kernel, NULL, NULL), PX_ESTATE);
