@@ -476,21 +476,16 @@ static void bd_config(const bd_sizes *sz, bench_mode mode)
 
 int main(int argc, char **argv)
 {
+    int rc;
     const bd_sizes *sz;
     bench_mode mode;
     char cmd[320];
 
     if (argc > 1 && strcmp(argv[1], "--chain") == 0)
         return dfx_chain_main(argc, argv);
-    switch (bench_parse_mode(argc, argv, "bench_dfx", "what DFX records cost: per record, "
-                             "when off, and per task for the collectors", &mode)) {
-    case BENCH_PARSE_EXIT_OK:
-        return 0;
-    case BENCH_PARSE_ERROR:
-        return 1;
-    default:
-        break;
-    }
+    if ((rc = bench_start(argc, argv, "bench_dfx", "what DFX records cost: per record, "
+                             "when off, and per task for the collectors", &mode)) >= 0)
+        return rc;
     if (!PX_DFX) {
         printf("BENCH dfx skipped=dfx_compiled_out (CMake option PX_DFX=OFF)\n");
         return 77;

@@ -273,6 +273,7 @@ out_free:
 
 int main(int argc, char **argv)
 {
+    int rc;
     bench_mode mode = BENCH_FULL;
     double floor_us, per_run, per_task;
     uint64_t spin_ns = 2000, yield_ns = 50000;
@@ -281,16 +282,10 @@ int main(int argc, char **argv)
     bl_params p;
     px_status st;
 
-    switch (bench_parse_mode(argc, argv, "bench_l3",
+    if ((rc = bench_start(argc, argv, "bench_l3",
                              "level 3: round trip parent <-> chip process, per run and per task",
-                             &mode)) {
-    case BENCH_PARSE_EXIT_OK:
-        return 0;
-    case BENCH_PARSE_ERROR:
-        return 1;
-    case BENCH_PARSE_RUN:
-        break;
-    }
+                             &mode)) >= 0)
+        return rc;
     p = bl_params_for(mode);
     if (px_config_default(&c) == PX_OK) {
         spin_ns = c.spin_ns;

@@ -822,19 +822,14 @@ static int bt_check_anchors(bench_mode mode)
 
 int main(int argc, char **argv)
 {
+    int rc;
     bt_params p;
     bt_plexus px;
     bench_mode mode = BENCH_FULL;
 
-    switch (bench_parse_mode(argc, argv, "bench_tasks",
-                             "task throughput of plexus, StarPU and OpenMP on 3 graphs", &mode)) {
-    case BENCH_PARSE_EXIT_OK:
-        return 0;
-    case BENCH_PARSE_ERROR:
-        return 1;
-    case BENCH_PARSE_RUN:
-        break;
-    }
+    if ((rc = bench_start(argc, argv, "bench_tasks",
+                             "task throughput of plexus, StarPU and OpenMP on 3 graphs", &mode)) >= 0)
+        return rc;
     p = bt_params_for(mode);
     bt_print_config(&p);
     if (bt_check_anchors(mode) != 0)

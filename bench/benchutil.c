@@ -145,3 +145,15 @@ int bench_finish(void)
     fflush(stdout);
     return 1;
 }
+
+int bench_start(int argc, char **argv, const char *prog, const char *about, bench_mode *mode)
+{
+    switch (bench_parse_mode(argc, argv, prog, about, mode)) {
+    case BENCH_PARSE_EXIT_OK:
+        return 0;
+    case BENCH_PARSE_ERROR:
+        return 1;
+    default:
+        return -1;
+    }
+}

@@ -35,6 +35,12 @@ typedef enum bench_parse_result {
 bench_parse_result bench_parse_mode(int argc, char **argv, const char *prog, const char *about,
                                     bench_mode *mode);
 
+/*
+ * bench_parse_mode() for main(): returns -1 when the benchmark should run in *mode, else the
+ * exit status main() should return (0 after --help, 1 after a bad option).
+ */
+int bench_start(int argc, char **argv, const char *prog, const char *about, bench_mode *mode);
+
 /* Returns the mode's name: "full", "quick" or "smoke". */
 const char *bench_mode_name(bench_mode mode);
 

@@ -13,24 +13,13 @@ end on one process), and every chip's tasks between the host's dispatch of its c
 goes to chip i in multi_chip) and the host task; dfx.json lists every chip with a transport
 per collector, counts that add up, and reconciled true. Prints PASS or FAIL: <reason>.
 """
-import json
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dfx_check import fail, load  # noqa: E402  (shared with the single-chip checker)
+
 TRANSPORTS = ("mapped", "mapped_huge", "shadow")
-
-
-def fail(msg):
-    print("FAIL: " + msg)
-    sys.exit(1)
-
-
-def load(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        fail("%s: %s" % (path, e))
 
 
 def check_collectors(who, colls):
