@@ -25,11 +25,8 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include "util/clock.h"
 #include "util/futex.h"
 #include "util/log.h"
-
-#define PX_CHIP_PARENT_CHECK_NS 100000000ull
 
 static int px_hier_self_chip = -1;
 
@@ -100,8 +97,13 @@ static px_status px_chip_engine(px_hier *h, px_hier_proc *p, px_worker **out)
         cfg.dfx = 0; /* the parent records no DFX (off, or compiled out): neither do chips */
     else
         px_hier_dfx_chip_dir(h, p->index, cfg.out_dir, sizeof(cfg.out_dir));
-    if ((st = px_rt_worker_create(&cfg, 1, &l2)) != PX_OK)
+    if ((st = px_rt_worker_create(&cfg, 0, &l2)) != PX_OK)
         return st;
+    l2->caller_core = 1; /* this process's main thread is core 0: one thread fewer per chip */
+    if ((st = px_cores_start(l2)) != PX_OK) {
+        px_rt_worker_destroy(l2);
+        return st;
+    }
     l2->dfx_chip = p->index;
     l2->dfx_session = 1; /* one DFX session per run of the parent, ended by its flush call */
     for (int k = 0; k < h->nkernels; k++) {
@@ -153,7 +155,7 @@ static int px_child_wait(px_hier *h, px_mailbox *mb, uint64_t tail)
         if (atomic_load_explicit(&mb->call_head, memory_order_acquire) > tail)
             return 0;
         px_mb_wait(&mb->call_seq, seen, &mb->child_sleeping, h->spin_ticks, h->yield_ticks,
-                   px_now_ns() + PX_CHIP_PARENT_CHECK_NS);
+                   0 /* a sleep lasts at most 100 ms: then check the parent */);
         if (atomic_load_explicit(&mb->call_head, memory_order_acquire) > tail)
             return 0;
         if (getppid() != h->parent_pid)

@@ -222,18 +222,11 @@ static void px_l3_dispatch_records(px_core_ctx *ctx, px_dfx_producer *dp, uint64
  * be posted or queued: mostly the wait for the dispatch lock) and the task's end records,
  * all before the call goes out, so none is written after the task could have completed.
  */
-static px_status px_l3_dispatch(px_core_ctx *ctx, const px_task_args *args)
+/* Posts task id's call, or queues it behind the pending ones (lock held). */
+static void px_post_or_queue(px_hier *h, px_task_id id)
 {
-    px_hier *h = px_hier_of(ctx->w);
-    px_task_id id = px_core_task_id(ctx);
-    px_dfx_producer *dp = PX_RT_DFX_PRODUCER(ctx);
-    uint64_t d0 = PX_DFX_ON(dp, PX_DFX_FOR_PHASE) ? px_dfx_now() : 0;
     char blocked[PX_HIER_MAX_PROCS];
 
-    (void)args;
-    pthread_mutex_lock(&h->lock);
-    if (PX_DFX && dp != NULL)
-        px_l3_dispatch_records(ctx, dp, d0, id);
     if (h->npending == 0) {
         memset(blocked, 0, (size_t)h->nprocs);
         if (px_try(h, id, blocked) == 0)
@@ -242,8 +235,32 @@ static px_status px_l3_dispatch(px_core_ctx *ctx, const px_task_args *args)
         px_pending_push(h, id);
         px_pending_scan(h);
     }
+}
+
+static px_status px_l3_dispatch(px_core_ctx *ctx, const px_task_args *args)
+{
+    px_hier *h = px_hier_of(ctx->w);
+    px_task_id id = px_core_task_id(ctx);
+    px_dfx_producer *dp = PX_RT_DFX_PRODUCER(ctx);
+    uint64_t d0 = PX_DFX_ON(dp, PX_DFX_FOR_PHASE) ? px_dfx_now() : 0;
+
+    (void)args;
+    pthread_mutex_lock(&h->lock);
+    if (PX_DFX && dp != NULL)
+        px_l3_dispatch_records(ctx, dp, d0, id);
+    px_post_or_queue(h, id);
     pthread_mutex_unlock(&h->lock);
     return PX_TASK_ASYNC;
+}
+
+/* The same, run by the engine in the thread that readied task id (DFX off; px_dispatch_fn). */
+static void px_l3_dispatch_inline(px_worker *w, px_task_id id)
+{
+    px_hier *h = px_hier_of(w);
+
+    pthread_mutex_lock(&h->lock);
+    px_post_or_queue(h, id);
+    pthread_mutex_unlock(&h->lock);
 }
 
 /* Host tasks of a worker without sub-workers: run the function here. */
@@ -270,39 +287,51 @@ px_status px_hier_register_executors(px_hier *h)
         st = px_rt_kernel_register(w, "l3.host", h->nsubs > 0 ? px_l3_dispatch
                                                                : px_l3_host_inline,
                                    NULL, &h->k_host);
-    return st;
+    if (st != PX_OK)
+        return st;
+    px_rt_kernel_set_dispatch(w, h->k_next, px_l3_dispatch_inline);
+    px_rt_kernel_set_dispatch(w, h->k_group, px_l3_dispatch_inline);
+    if (h->nsubs > 0) /* without sub-workers a host task runs its function on a host core */
+        px_rt_kernel_set_dispatch(w, h->k_host, px_l3_dispatch_inline);
+    return PX_OK;
 }
 
 /* ---- completions and deaths (watch thread) ---- */
 
-/* Finishes the part of task id that proc p ran, with status st and message msg (lock held). */
-static void px_finish_part(px_hier *h, px_task_id id, px_status st, const char *msg)
+/*
+ * Accounts the part of task id that proc p ran, with status st and message msg (lock held).
+ * Returns 1 when the task is finished now: the caller completes it with *st and msg after
+ * dropping the lock (a dependent's executor may run inline in px_task_complete and take it).
+ */
+static int px_finish_part(px_hier *h, px_task_id id, px_status *st, char *msg, size_t n)
 {
     px_l3_slot *s = px_hier_side(h, id);
     px_l3_group *g;
 
     if (s->id != id)
-        return; /* a group finished early (a member died) and its slot was reused */
-    if (s->kind != PX_L3_GROUP) {
-        px_task_complete(h->w, id, st, msg);
-        return;
-    }
+        return 0; /* a group finished early (a member died) and its slot was reused */
+    if (s->kind != PX_L3_GROUP)
+        return 1;
     g = s->group;
     g->remaining--;
-    if (st != PX_OK && g->st == PX_OK) {
-        g->st = st;
+    if (*st != PX_OK && g->st == PX_OK) {
+        g->st = *st;
         snprintf(g->msg, sizeof(g->msg), "%s", msg);
     }
-    if (g->remaining == 0 && !g->finished) {
-        g->finished = 1;
-        px_task_complete(h->w, id, g->st, g->msg);
-    }
+    if (g->remaining != 0 || g->finished)
+        return 0;
+    g->finished = 1;
+    *st = g->st;
+    snprintf(msg, n, "%s", g->msg);
+    return 1;
 }
 
 void px_hier_on_done(px_hier *h, px_hier_proc *p, const px_mb_done *d)
 {
     char msg[PX_ERRMSG_MAX] = "";
+    px_status st = d->status;
     px_task_id id;
+    int done;
 
     pthread_mutex_lock(&h->lock);
     id = p->inflight[p->completed % PX_MB_DEPTH];
@@ -324,10 +353,12 @@ void px_hier_on_done(px_hier *h, px_hier_proc *p, const px_mb_done *d)
         snprintf(msg, sizeof(msg), "%s %d (pid %d), %s: %.*s", px_hier_proc_kind(p), p->index,
                  (int)p->pid, what, PX_MB_MSG_MAX, d->msg);
     }
-    px_finish_part(h, id, d->status, msg);
+    done = px_finish_part(h, id, &st, msg, sizeof(msg));
     if (h->npending > 0)
         px_pending_scan(h);
     pthread_mutex_unlock(&h->lock);
+    if (done)
+        px_task_complete(h->w, id, st, msg);
 }
 
 void px_hier_on_death(px_hier *h, px_hier_proc *p, const char *how)

@@ -136,6 +136,7 @@ static px_status px_hier_alloc(px_hier *h, const px_config *c)
         p->pidfd = p->sock = p->child_sock = p->memfd = -1;
     }
     pthread_mutex_init(&h->lock, NULL);
+    pthread_mutex_init(&h->drain_lock, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines come from px_now_ns */
     pthread_cond_init(&h->flush_cv, &ca);
@@ -151,6 +152,7 @@ static void px_hier_free(px_hier *h)
         free(h->side[i].group);
     free(h->side);
     pthread_mutex_destroy(&h->lock);
+    pthread_mutex_destroy(&h->drain_lock);
     pthread_cond_destroy(&h->flush_cv);
     free(h);
 }
@@ -450,6 +452,7 @@ px_status px_hier_init(px_worker *w)
     if (st == PX_OK)
         st = px_cores_start(w);
     if (st == PX_OK && (st = px_hier_watch_start(h)) == PX_OK) {
+        px_hier_poller_setup(h);
         h->state = PX_HIER_INITED;
         PX_LOG_INFO("worker: level 3 started %d chips and %d sub-workers", h->nchips, h->nsubs);
         return PX_OK;

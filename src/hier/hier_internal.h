@@ -37,6 +37,8 @@
 #define PX_HIER_HOST_CORES 2     /* host core threads: run dispatches and host functions */
 #define PX_HIER_DEATH_MAX 256
 #define PX_HIER_CHECK_NS 100000000ull /* the watch thread polls the pidfds this often */
+#define PX_HIER_BACKUP_NS 1000000ull  /* and the completion rings, while the orchestration
+                                       * polls them itself (px_rt_poller) */
 
 typedef struct px_hier_callable {
     char name[PX_KERNEL_NAME_MAX];
@@ -57,7 +59,8 @@ typedef struct px_hier_proc {
     /* dispatcher state, under h->lock */
     uint64_t posted;                  /* calls posted (== mb->call_head) */
     uint64_t completed;               /* completions consumed or failed */
-    uint64_t done_read;               /* completions read by the watch thread (its own) */
+    _Atomic uint64_t done_read;       /* completions read (written under drain_lock; read
+                                       * without it to see whether anything is new) */
     px_task_id inflight[PX_MB_DEPTH]; /* task id of call position p % PX_MB_DEPTH */
     int dead;                         /* exited or killed: fail everything sent to it */
     int reaped;                       /* waitid has collected it */
@@ -122,6 +125,9 @@ typedef struct px_hier {
     int dfx;                      /* DFX on: chips record sessions, a run ends by merging */
     pthread_cond_t flush_cv;      /* broadcast (under lock) when a flush is acknowledged */
 
+    pthread_mutex_t drain_lock;   /* one reader of the completion rings at a time: the
+                                   * watch thread, or the orchestration while it waits */
+    uint32_t poll_seen;           /* the doorbell at the orchestration's last read (drain_lock) */
     pthread_t watch;
     int watch_started;
     _Atomic int watch_stop;
@@ -157,8 +163,11 @@ void px_hier_on_death(px_hier *h, px_hier_proc *p, const char *death);
 px_status px_hier_watch_start(px_hier *h);
 void px_hier_watch_stop(px_hier *h);
 
-/* watch.c: reads proc p's completions posted so far (watch thread, or destroy). */
+/* watch.c: reads proc p's completions posted so far (drain_lock held). */
 int px_hier_drain_done(px_hier *h, px_hier_proc *p);
+
+/* watch.c: hooks the orchestration's polling of the completion rings into the host engine. */
+void px_hier_poller_setup(px_hier *h);
 
 /* watch.c: describes how p ended ("killed by signal 9 (SIGKILL)") if it has; reaps it. Returns
  * 1 when it had ended, 0 when it still runs. */

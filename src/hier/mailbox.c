@@ -75,7 +75,10 @@ void px_mb_publish_call(px_mailbox *mb, uint64_t head)
 void px_mb_publish_done(px_mailbox *mb, uint64_t head, px_doorbell *bell)
 {
     atomic_store_explicit(&mb->done_head, head + 1, memory_order_release);
-    px_mb_bump(&bell->seq, &bell->sleeping);
+    atomic_fetch_add_explicit(&bell->seq, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&bell->sleeping, memory_order_seq_cst) &&
+        !atomic_load_explicit(&bell->polling, memory_order_seq_cst))
+        px_futex_wake(&bell->seq, INT_MAX, 1);
 }
 
 /* Sleeps until *word != seen or the deadline; returns the last value read. */

@@ -74,6 +74,8 @@ typedef struct px_mailbox {
 typedef struct px_doorbell {
     PX_ALIGNED_CL _Atomic uint32_t seq;
     _Atomic uint32_t sleeping;
+    _Atomic uint32_t polling;  /* the parent's orchestration reads completions itself now:
+                                * a child posting one need not wake the watch thread */
 } px_doorbell;
 
 /*
@@ -90,7 +92,8 @@ void px_mb_region_destroy(void *mem, size_t len, int fd);
  * and wakes the child if it sleeps. */
 void px_mb_publish_call(px_mailbox *mb, uint64_t head);
 
-/* Publishes the completion filled at mb->dones[head % PX_MB_DEPTH] and rings the doorbell. */
+/* Publishes the completion filled at mb->dones[head % PX_MB_DEPTH] and rings the doorbell
+ * (it wakes the watch thread only when that sleeps and the orchestration is not polling). */
 void px_mb_publish_done(px_mailbox *mb, uint64_t head, px_doorbell *bell);
 
 /*

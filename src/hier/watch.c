@@ -57,12 +57,12 @@ int px_hier_reap(px_hier_proc *p, int block, char *how, size_t n)
 int px_hier_drain_done(px_hier *h, px_hier_proc *p)
 {
     uint64_t head = atomic_load_explicit(&p->mb->done_head, memory_order_acquire);
+    uint64_t pos = atomic_load_explicit(&p->done_read, memory_order_relaxed);
     int n = 0;
 
-    while (p->done_read < head) {
-        px_hier_on_done(h, p, &p->mb->dones[p->done_read % PX_MB_DEPTH]);
-        p->done_read++;
-        n++;
+    for (; pos < head; pos++, n++) {
+        px_hier_on_done(h, p, &p->mb->dones[pos % PX_MB_DEPTH]);
+        atomic_store_explicit(&p->done_read, pos + 1, memory_order_relaxed);
     }
     return n;
 }
@@ -85,13 +85,15 @@ static void px_watch_deaths(px_hier *h)
 static void *px_watch_main(void *arg)
 {
     px_hier *h = arg;
+    px_doorbell *bell = h->bell;
     uint64_t next_check = px_now_ns() + PX_HIER_CHECK_NS;
 
     while (!atomic_load_explicit(&h->watch_stop, memory_order_acquire)) {
-        uint32_t seen = atomic_load_explicit(&h->bell->seq, memory_order_acquire);
+        uint32_t seen = atomic_load_explicit(&bell->seq, memory_order_acquire);
         uint64_t now;
-        int got = 0;
+        int got = 0, polled;
 
+        pthread_mutex_lock(&h->drain_lock);
         for (int i = 0; i < h->nprocs; i++)
             got += px_hier_drain_done(h, &h->procs[i]);
         now = px_now_ns();
@@ -99,10 +101,69 @@ static void *px_watch_main(void *arg)
             px_watch_deaths(h);
             next_check = now + PX_HIER_CHECK_NS;
         }
-        if (got == 0)
-            px_mb_wait(&h->bell->seq, seen, &h->bell->sleeping, h->spin_ticks, h->yield_ticks, next_check);
+        pthread_mutex_unlock(&h->drain_lock);
+        if (got > 0)
+            continue;
+        /* While the orchestration polls, it reads the completions and the children do not
+         * ring: sleep right away, and look again within PX_HIER_BACKUP_NS in case the
+         * orchestration is busy in its own code. It rings when it stops polling. */
+        polled = atomic_load_explicit(&bell->polling, memory_order_seq_cst) != 0;
+        px_mb_wait(&bell->seq, seen, &bell->sleeping, polled ? 0 : h->spin_ticks,
+                   polled ? 0 : h->yield_ticks,
+                   polled ? PX_MIN(next_check, now + PX_HIER_BACKUP_NS) : next_check);
     }
     return NULL;
+}
+
+/* The host engine's poller (px_rt_poller): reads every child's completions unless the watch
+ * thread is reading them now. */
+static int px_hier_poll(void *arg)
+{
+    px_hier *h = arg;
+    int got = 0, news = 0;
+
+    for (int i = 0; i < h->nprocs && !news; i++) /* the common case: nothing new, no lock */
+        news = atomic_load_explicit(&h->procs[i].mb->done_head, memory_order_relaxed) !=
+               atomic_load_explicit(&h->procs[i].done_read, memory_order_relaxed);
+    if (!news || pthread_mutex_trylock(&h->drain_lock) != 0)
+        return 0;
+    h->poll_seen = atomic_load_explicit(&h->bell->seq, memory_order_seq_cst);
+    for (int i = 0; i < h->nprocs; i++)
+        got += px_hier_drain_done(h, &h->procs[i]);
+    pthread_mutex_unlock(&h->drain_lock);
+    return got;
+}
+
+/*
+ * The orchestration starts or stops polling. A child that posted a completion while the flag
+ * was up did not wake the watch thread; if the doorbell moved since the orchestration's last
+ * read, the orchestration reads the rings once more (everything posted before the doorbell
+ * value it loaded), or rings the doorbell when the watch thread holds them. The flag store
+ * and the doorbell load are sequentially consistent, as are the child's doorbell increment
+ * and flag load, so a child either is seen here or sees the flag down and rings itself.
+ */
+static void px_hier_polling(void *arg, int on)
+{
+    px_hier *h = arg;
+    px_doorbell *bell = h->bell;
+    uint32_t seq;
+
+    atomic_store_explicit(&bell->polling, (uint32_t)on, memory_order_seq_cst);
+    if (on || (seq = atomic_load_explicit(&bell->seq, memory_order_seq_cst)) == h->poll_seen)
+        return;
+    if (pthread_mutex_trylock(&h->drain_lock) != 0) {
+        px_mb_bump(&bell->seq, &bell->sleeping);
+        return;
+    }
+    h->poll_seen = seq;
+    for (int i = 0; i < h->nprocs; i++)
+        px_hier_drain_done(h, &h->procs[i]);
+    pthread_mutex_unlock(&h->drain_lock);
+}
+
+void px_hier_poller_setup(px_hier *h)
+{
+    h->w->poller = (px_rt_poller){.arg = h, .poll = px_hier_poll, .polling = px_hier_polling};
 }
 
 px_status px_hier_watch_start(px_hier *h)

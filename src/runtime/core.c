@@ -27,8 +27,14 @@
  */
 void px_task_ready(px_worker *w, px_task *t)
 {
+    px_dispatch_fn dispatch = w->kernels[t->kernel].dispatch;
     uint32_t sleepers, spinning;
 
+    if (dispatch != NULL && w->dfx == NULL &&
+        !atomic_load_explicit(&t->poisoned, memory_order_acquire)) {
+        dispatch(w, t->id);
+        return;
+    }
     px_readyq_push(&w->readyq, t);
     atomic_thread_fence(memory_order_seq_cst);
     sleepers = atomic_load_explicit(&w->sleepers, memory_order_relaxed);
@@ -188,23 +194,38 @@ static void *px_core_main(void *arg)
     return NULL;
 }
 
+int px_core_help(px_worker *w)
+{
+    px_core_ctx *ctx = &w->cores[0];
+    px_task *t = px_readyq_pop(&w->readyq);
+    int n = 0;
+
+    for (; t != NULL; n++)
+        t = px_task_execute(ctx, t);
+    return n;
+}
+
 px_status px_cores_start(px_worker *w)
 {
+    int first = w->caller_core ? 1 : 0;
+
     if (w->cores_started)
         return PX_OK;
     w->cores_started = 1;
     for (int i = 0; i < w->ncores; i++) {
-        px_core_ctx *ctx = &w->cores[i];
-        int rc;
+        w->cores[i].w = w;
+        w->cores[i].index = i;
+    }
+    for (int i = first; i < w->ncores; i++) {
+        int rc = pthread_create(&w->cores[i].thread, NULL, px_core_main, &w->cores[i]);
 
-        ctx->w = w;
-        ctx->index = i;
-        rc = pthread_create(&ctx->thread, NULL, px_core_main, ctx);
         if (rc != 0) {
+            int n = w->ncores;
+
             w->ncores = i;
             px_cores_stop(w);
             return px_set_error(PX_ENOMEM, "cannot start core thread %d of %d: %s; lower "
-                                "--cores / PLEXUS_CORES", i, w->ncores, strerror(rc));
+                                "--cores / PLEXUS_CORES", i, n, strerror(rc));
         }
     }
     return PX_OK;
@@ -215,7 +236,7 @@ void px_cores_stop(px_worker *w)
     atomic_store_explicit(&w->shutdown, 1, memory_order_seq_cst);
     atomic_fetch_add_explicit(&w->wake_seq, 1, memory_order_seq_cst);
     px_futex_wake(&w->wake_seq, w->ncores + 1, 0);
-    for (int i = 0; i < w->ncores; i++)
+    for (int i = w->caller_core ? 1 : 0; i < w->ncores; i++)
         pthread_join(w->cores[i].thread, NULL);
 }
 

@@ -55,17 +55,33 @@ static px_status px_orch_timeout(px_orch *o, px_task_id id, double waited, const
                         w->cfg.timeout_s);
 }
 
-/* Waits until task id has finished, at most until deadline_ns. Spins first, then sleeps. */
-static px_status px_orch_wait_task(px_orch *o, px_task_id id, uint64_t deadline_ns,
+static uint64_t px_orch_deadline(const px_orch *o)
+{
+    return px_now_ns() + (uint64_t)(o->w->cfg.timeout_s * 1e9);
+}
+
+/*
+ * Waits until task id has finished, at most until *deadline_ns; a zero *deadline_ns is set to
+ * PLEXUS_TIMEOUT_S from now when the wait first sleeps (a wait that ends while it spins reads
+ * no clock). Spins first, then polls with sched_yield, then sleeps.
+ */
+static px_status px_orch_wait_task(px_orch *o, px_task_id id, uint64_t *deadline,
                                    const char *why)
 {
     px_worker *w = o->w;
     px_task *t = px_task_slot(w, id);
+    const px_rt_poller *pl = &w->poller;
     uint64_t until = px_ticks() + w->spin_ticks, start;
+    px_status st = PX_OK;
 
     while (atomic_load_explicit(&t->state, memory_order_acquire) != PX_TASK_DONE) {
-        uint64_t now = px_ticks();
+        uint64_t now;
 
+        if ((w->caller_core && px_core_help(w) > 0) || (pl->poll != NULL && pl->poll(pl->arg))) {
+            until = px_ticks() + w->spin_ticks;
+            continue;
+        }
+        now = px_ticks();
         if (now >= until + w->yield_ticks)
             goto sleep;
         if (now < until)
@@ -75,24 +91,29 @@ static px_status px_orch_wait_task(px_orch *o, px_task_id id, uint64_t deadline_
     }
     return PX_OK;
 sleep:
+    if (pl->poll != NULL) /* asleep it reads nothing: completions go to the watch thread */
+        pl->polling(pl->arg, 0);
     start = px_now_ns();
+    if (*deadline == 0)
+        *deadline = px_orch_deadline(o);
     atomic_store_explicit(&t->waiters, 1, memory_order_seq_cst);
     while (atomic_load_explicit(&t->state, memory_order_seq_cst) != PX_TASK_DONE) {
         uint64_t now = px_now_ns();
-        int64_t left = (int64_t)(deadline_ns - now);
+        int64_t left = (int64_t)(*deadline - now);
 
-        if (now >= deadline_ns)
-            return px_orch_timeout(o, id, (double)(now - start) / 1e9, why);
+        if (now >= *deadline) {
+            st = px_orch_timeout(o, id, (double)(now - start) / 1e9, why);
+            break;
+        }
+        if (w->caller_core && px_core_help(w) > 0)
+            continue;
         px_futex_wait(&t->state, PX_TASK_PENDING, left < PX_WAIT_SLICE_NS ? left :
                       PX_WAIT_SLICE_NS, 0);
     }
     atomic_store_explicit(&t->waiters, 0, memory_order_relaxed);
-    return PX_OK;
-}
-
-static uint64_t px_orch_deadline(const px_orch *o)
-{
-    return px_now_ns() + (uint64_t)(o->w->cfg.timeout_s * 1e9);
+    if (pl->poll != NULL)
+        pl->polling(pl->arg, 1);
+    return st;
 }
 
 /* Waits for the oldest unfinished task, then advances the watermark. */
@@ -100,7 +121,8 @@ static px_status px_orch_wait_oldest(px_orch *o, const char *why)
 {
     uint64_t d0 = PX_DFX_ON(o->dfx, PX_DFX_FOR_PHASE) ? px_dfx_now() : 0;
     px_task_id oldest = o->wm;
-    px_status st = px_orch_wait_task(o, oldest, px_orch_deadline(o), why);
+    uint64_t deadline = 0;
+    px_status st = px_orch_wait_task(o, oldest, &deadline, why);
 
     if (PX_DFX_ON(o->dfx, PX_DFX_FOR_PHASE))
         px_dfx_phase(o->dfx, PX_PHASE_ORCH_RING_WAIT, d0, px_dfx_now(), oldest);
@@ -267,11 +289,13 @@ static px_status px_orch_heap_alloc(px_orch *o, uint64_t n, void **out)
         return px_set_error(PX_ENOMEM, "cannot allocate %llu bytes: larger than the whole heap "
                             "ring (%llu bytes, PLEXUS_HEAP_RING)", (unsigned long long)n,
                             (unsigned long long)w->heap.size);
-    for (uint64_t deadline = px_orch_deadline(o);;) {
+    for (uint64_t deadline = 0;;) {
         p = px_heap_try_alloc(&w->heap, n, &oom);
         if (p != NULL)
             break;
-        if (px_now_ns() > deadline)
+        if (deadline == 0)
+            deadline = px_orch_deadline(o);
+        else if (px_now_ns() > deadline)
             return px_set_error(PX_ETIMEDOUT, "heap ring: no room for %llu bytes within %g s "
                                 "(PLEXUS_TIMEOUT_S)", (unsigned long long)n, w->cfg.timeout_s);
         if (oom)
@@ -543,6 +567,8 @@ px_status px_rt_submit(px_orch *o, px_kernel_id k, px_task_args *a, const px_tas
         return px_set_error(PX_EINVAL, "px_submit: orchestration or args is NULL");
     d0 = PX_DFX_ON(o->dfx, PX_DFX_FOR_PHASE | PX_DFX_FOR_SUBMIT) ? px_dfx_now() : 0;
     w = o->w;
+    if (w->poller.poll != NULL)
+        w->poller.poll(w->poller.arg);
     if (PX_UNLIKELY(atomic_load_explicit(&w->failed, memory_order_acquire)))
         return px_orch_aborted(w);
     if ((st = px_orch_check(o, k, a, deps, ndeps)) != PX_OK)
@@ -610,10 +636,10 @@ px_status px_orch_begin(px_worker *w)
 
 px_status px_orch_drain(px_orch *o)
 {
-    uint64_t deadline = px_orch_deadline(o);
+    uint64_t deadline = 0; /* one bound for the whole drain, from its first sleep */
 
     while (o->wm < o->next_id) {
-        px_status st = px_orch_wait_task(o, o->wm, deadline, "at the end of the run");
+        px_status st = px_orch_wait_task(o, o->wm, &deadline, "at the end of the run");
         if (st != PX_OK)
             return st;
         px_orch_advance(o);

@@ -54,9 +54,23 @@ typedef struct px_task {
     px_task_args args;              /* only args.a[0 .. n) are copied */
 } px_task;
 
+struct px_worker;
+
+/*
+ * A dispatch function stands in for a kernel that only hands its task to someone else and
+ * returns PX_TASK_ASYNC (level 3's executors post a call to a child process). It never blocks
+ * and must not call px_task_complete with PX_OK for a task other than id while holding a lock
+ * it takes itself. With DFX off the engine calls it right in the thread that makes the task
+ * ready (the orchestration at submit, or whoever completes a producer) instead of queueing the
+ * task for a core: one thread hand-off fewer per task. Poisoned tasks and runs recording DFX
+ * take the queue and the kernel as usual.
+ */
+typedef void (*px_dispatch_fn)(struct px_worker *w, px_task_id id);
+
 typedef struct px_kernel {
     char name[PX_KERNEL_NAME_MAX];
     px_kernel_fn fn;
+    px_dispatch_fn dispatch;        /* or NULL: see px_dispatch_fn */
     px_signature sig;
     int has_sig;
 } px_kernel;
@@ -111,10 +125,26 @@ typedef struct px_rt_dfx_l3 {
     px_status (*merge)(void *arg);
 } px_rt_dfx_l3;
 
+/*
+ * How the host engine of a level-3 worker lets its orchestration thread read the children's
+ * completions itself, instead of waiting for the watch thread to be woken to do it (src/hier
+ * sets it; all NULL at level 2). polling(arg, 1) when the orchestration starts and after it
+ * wakes from a sleep; polling(arg, 0) before it sleeps and once the run has drained; poll(arg)
+ * at every submit and on every turn of a wait's spin and yield phases (returns how many
+ * completions it handled). While the flag is up the watch thread only checks now and then.
+ */
+typedef struct px_rt_poller {
+    void *arg;
+    int (*poll)(void *arg);
+    void (*polling)(void *arg, int on);
+} px_rt_poller;
+
 struct px_worker {
     px_config cfg;
     int level;                      /* 2, or 3 for the host side of a level-3 worker */
     int cores_started;
+    int caller_core;                /* core 0 has no thread: the caller of px_run runs its
+                                     * tasks while the orchestration waits (level-3 chips) */
     void *hier;                     /* level-3 state, owned by src/hier */
     px_caps caps;
     px_chip *chip;
@@ -167,6 +197,7 @@ struct px_worker {
                                      * px_rt_dfx_session_end (the parent's flush call) */
     const char *dfx_core_name;      /* producer name of the cores; NULL: "core" */
     px_rt_dfx_l3 dfx_l3;            /* the host engine of a level-3 worker: flush and merge */
+    px_rt_poller poller;            /* the host engine of a level-3 worker: completions */
 };
 
 /* A kernel returning this leaves its task running; px_task_complete() finishes it. */
@@ -179,6 +210,9 @@ px_status px_rt_worker_destroy(px_worker *w);
 px_status px_rt_kernel_register(px_worker *w, const char *name, px_kernel_fn fn,
                                 const px_signature *sig, px_kernel_id *id);
 
+/* worker.c: gives kernel k a dispatch function (see px_dispatch_fn). */
+void px_rt_kernel_set_dispatch(px_worker *w, px_kernel_id k, px_dispatch_fn fn);
+
 /* worker.c: finds a kernel by name among the first `limit` registered. */
 px_status px_rt_kernel_lookup(px_worker *w, const char *name, int limit, px_kernel_id *id);
 
@@ -190,7 +224,11 @@ px_status px_rt_submit(px_orch *o, px_kernel_id k, px_task_args *a, const px_tas
  * fails the run with msg, as a failing kernel does. */
 void px_task_complete(struct px_worker *w, px_task_id id, px_status st, const char *msg);
 
-/* core.c: starts and stops the core threads. */
+/* core.c: a worker with caller_core: runs ready tasks as core 0 on the calling thread until
+ * the ready queue is empty. Returns how many ran. */
+int px_core_help(struct px_worker *w);
+
+/* core.c: starts and stops the core threads (not core 0's when w->caller_core). */
 px_status px_cores_start(struct px_worker *w);
 void px_cores_stop(struct px_worker *w);
 

@@ -164,6 +164,11 @@ int px_worker_cores(const px_worker *w)
     return w ? w->ncores : 0;
 }
 
+void px_rt_kernel_set_dispatch(px_worker *w, px_kernel_id k, px_dispatch_fn fn)
+{
+    w->kernels[k].dispatch = fn;
+}
+
 px_status px_rt_kernel_register(px_worker *w, const char *name, px_kernel_fn fn,
                                 const px_signature *sig, px_kernel_id *id)
 {
@@ -402,7 +407,7 @@ static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *ar
     char orch_msg[PX_ERRMSG_MAX] = "";
     px_task_args dev;
     px_status st, drain_st;
-    uint64_t t0 = px_now_ns();
+    uint64_t t0 = px_ticks(); /* a TSC read, not a clock call: runs at level 3 are short */
     uint64_t d0 = px_run_span_t0(w);
     int ng = 0;
 
@@ -413,6 +418,8 @@ static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *ar
     if ((st = px_orch_begin(w)) != PX_OK)
         return st;
     w->running = 1;
+    if (w->poller.poll != NULL)
+        w->poller.polling(w->poller.arg, 1);
     d0 = px_run_span_t0(w);
     st = fn(&w->orch, &dev, user);
     if (st != PX_OK)
@@ -420,6 +427,8 @@ static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *ar
     px_run_span(w, PX_HOST_ORCH, d0, w->orch.stats.tasks);
     d0 = px_run_span_t0(w);
     drain_st = px_orch_drain(&w->orch);
+    if (w->poller.poll != NULL)
+        w->poller.polling(w->poller.arg, 0);
     px_run_span(w, PX_HOST_DRAIN, d0, w->orch.stats.tasks);
     if (drain_st == PX_OK) {
         px_status cst;
@@ -438,7 +447,7 @@ static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *ar
     px_orch_end(&w->orch);
     w->running = 0;
     w->last = w->orch.stats;
-    w->last.wall_ns = px_now_ns() - t0;
+    w->last.wall_ns = (uint64_t)((double)(px_ticks() - t0) / px_ticks_per_ns());
     return px_run_result(w, st, orch_msg, drain_st);
 }
 
@@ -446,7 +455,7 @@ px_status px_run(px_worker *w, px_orch_fn fn, const px_task_args *args, void *us
 {
     char msg[PX_ERRMSG_MAX];
     px_status st, dst;
-    uint64_t d0, entry = px_now_ns();
+    uint64_t d0, entry;
 
     if (w == NULL || fn == NULL)
         return px_set_error(PX_EINVAL, "px_run: worker and orchestration are required");
@@ -458,6 +467,7 @@ px_status px_run(px_worker *w, px_orch_fn fn, const px_task_args *args, void *us
                             "still running; destroy it and create a new one");
     if (!PX_DFX || w->dfx_region_bytes == 0)
         return px_run_body(w, fn, args, user);
+    entry = px_now_ns();
     if ((st = px_rt_dfx_begin(w)) != PX_OK)
         return st;
     d0 = px_run_span_t0(w);
