@@ -3,9 +3,9 @@
  *
  * Three measurements in one program run:
  *   floor  the anchor: a raw round trip between two processes through one shared-memory word,
- *          each side waiting with the wait plexus uses between its processes (px_mb_wait:
- *          spin PLEXUS_SPIN_NS, poll with sched_yield PLEXUS_YIELD_NS, then a process-shared
- *          futex; the poster wakes only a sleeper).
+ *          each side waiting with the wait plexus uses for its calls (px_mb_wait_head: spin
+ *          PLEXUS_SPIN_NS, poll with sched_yield PLEXUS_YIELD_NS, then a process-shared
+ *          futex; the poster stores the word and touches the futex only for a sleeper).
  *   run    one px_run on a level-3 worker with one next-level task: the L3 orchestration,
  *          the dispatch to chip 0, the chip's px_run of an L2 orchestration that submits one
  *          empty kernel, the completion, the drain, the copies in and out.
@@ -65,26 +65,24 @@ static bl_params bl_params_for(bench_mode m)
 /* ---- the floor: a round trip through one shared word ---- */
 
 typedef struct bl_pingpong {
-    PX_ALIGNED_CL _Atomic uint32_t word;  /* odd: the parent's turn is over; even: the child's */
-    PX_ALIGNED_CL _Atomic uint32_t parent_sleeping;
-    PX_ALIGNED_CL _Atomic uint32_t child_sleeping;
+    PX_ALIGNED_CL _Atomic uint64_t word;  /* odd: the parent's turn is over; even: the child's */
+    PX_ALIGNED_CL _Atomic uint32_t parent_seq;     /* futex words and sleep announcements */
+    _Atomic uint32_t parent_sleeping;
+    PX_ALIGNED_CL _Atomic uint32_t child_seq;
+    _Atomic uint32_t child_sleeping;
 } bl_pingpong;
 
-/* The child: answers every odd value by bumping to the next even one, trips times. */
+#define BL_FLOOR_WAIT_NS 10000000000ull /* a side that hears nothing for 10 s gives up */
+
+/* The child: answers every odd value with the next even one, trips times. */
 static void bl_floor_child(bl_pingpong *pp, uint64_t spin, uint64_t yield, int trips)
 {
-    uint32_t seen = 0;
-
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    for (int i = 0; i < trips; i++) {
-        uint64_t deadline = px_now_ns() + 10000000000ull;
-
-        while ((seen = px_mb_wait(&pp->word, seen, &pp->child_sleeping, spin, yield,
-                                   deadline)) % 2 == 0)
-            if (px_now_ns() > deadline)
-                _exit(2);
-        px_mb_bump(&pp->word, &pp->parent_sleeping);
-        seen++;
+    for (uint64_t i = 0; i < (uint64_t)trips; i++) {
+        if (!px_mb_wait_head(&pp->word, 2 * i, &pp->child_seq, &pp->child_sleeping, spin, yield,
+                             px_now_ns() + BL_FLOOR_WAIT_NS))
+            _exit(2);
+        px_mb_advance(&pp->word, 2 * i + 2, &pp->parent_seq, &pp->parent_sleeping);
     }
     _exit(0);
 }
@@ -92,17 +90,14 @@ static void bl_floor_child(bl_pingpong *pp, uint64_t spin, uint64_t yield, int t
 /* One repetition in the parent: trips round trips; returns us per round trip, or -1. */
 static double bl_floor_rep(bl_pingpong *pp, uint64_t spin, uint64_t yield, int trips)
 {
-    uint32_t seen = atomic_load(&pp->word);
+    uint64_t v = atomic_load(&pp->word);
     uint64_t t0 = bench_now_ns();
 
-    for (int i = 0; i < trips; i++) {
-        uint64_t deadline = px_now_ns() + 10000000000ull;
-
-        px_mb_bump(&pp->word, &pp->child_sleeping);
-        seen++;
-        if (px_mb_wait(&pp->word, seen, &pp->parent_sleeping, spin, yield, deadline) != seen + 1)
+    for (int i = 0; i < trips; i++, v += 2) {
+        px_mb_advance(&pp->word, v + 1, &pp->child_seq, &pp->child_sleeping);
+        if (!px_mb_wait_head(&pp->word, v + 1, &pp->parent_seq, &pp->parent_sleeping, spin,
+                             yield, px_now_ns() + BL_FLOOR_WAIT_NS))
             return -1;
-        seen++;
     }
     return (double)(bench_now_ns() - t0) / 1e3 / trips;
 }
@@ -131,9 +126,9 @@ static double bl_floor(const bl_params *p, uint64_t spin, uint64_t yield)
         kill(pid, SIGKILL);
     if (pid > 0 && (waitpid(pid, &status, 0) != pid || (ok && status != 0)))
         bench_fail(BL_NAME, "floor: the child ended with status %d", status);
-    if (atomic_load(&pp->word) != (uint32_t)(2 * p->floor_trips * p->floor_reps) && ok)
-        bench_fail(BL_NAME, "floor: the word ended at %u, expected %d", atomic_load(&pp->word),
-                   2 * p->floor_trips * p->floor_reps);
+    if (atomic_load(&pp->word) != (uint64_t)2 * p->floor_trips * p->floor_reps && ok)
+        bench_fail(BL_NAME, "floor: the word ended at %" PRIu64 ", expected %d",
+                   (uint64_t)atomic_load(&pp->word), 2 * p->floor_trips * p->floor_reps);
     px_mb_region_destroy(pp, len, fd);
     return ok ? bench_median(us, p->floor_reps) : 0;
 }

@@ -149,18 +149,12 @@ static void px_child_run(px_hier *h, px_worker *l2, const px_mb_call *c, px_mb_d
 /* Waits for the next call; returns 0 when one is there, -1 when the parent is gone. */
 static int px_child_wait(px_hier *h, px_mailbox *mb, uint64_t tail)
 {
-    for (;;) {
-        uint32_t seen = atomic_load_explicit(&mb->call_seq, memory_order_acquire);
-
-        if (atomic_load_explicit(&mb->call_head, memory_order_acquire) > tail)
-            return 0;
-        px_mb_wait(&mb->call_seq, seen, &mb->child_sleeping, h->spin_ticks, h->yield_ticks,
-                   0 /* a sleep lasts at most 100 ms: then check the parent */);
-        if (atomic_load_explicit(&mb->call_head, memory_order_acquire) > tail)
-            return 0;
+    /* A sleep lasts at most 100 ms (deadline 0): then check that the parent still lives. */
+    while (!px_mb_wait_head(&mb->call_head, tail, &mb->call_seq, &mb->child_sleeping,
+                            h->spin_ticks, h->yield_ticks, 0))
         if (getppid() != h->parent_pid)
             return -1;
-    }
+    return 0;
 }
 
 /* Serves calls in order until a shutdown call or the parent's death. */

@@ -127,7 +127,6 @@ typedef struct px_hier {
 
     pthread_mutex_t drain_lock;   /* one reader of the completion rings at a time: the
                                    * watch thread, or the orchestration while it waits */
-    uint32_t poll_seen;           /* the doorbell at the orchestration's last read (drain_lock) */
     pthread_t watch;
     int watch_started;
     _Atomic int watch_stop;

@@ -66,19 +66,28 @@ void px_mb_bump(_Atomic uint32_t *word, _Atomic uint32_t *sleeping)
         px_futex_wake(word, INT_MAX, 1);
 }
 
-void px_mb_publish_call(px_mailbox *mb, uint64_t head)
+void px_mb_advance(_Atomic uint64_t *head, uint64_t value, _Atomic uint32_t *seq,
+                   _Atomic uint32_t *sleeping)
 {
-    atomic_store_explicit(&mb->call_head, head + 1, memory_order_release);
-    px_mb_bump(&mb->call_seq, &mb->child_sleeping);
+    atomic_store_explicit(head, value, memory_order_seq_cst);
+    if (atomic_load_explicit(sleeping, memory_order_seq_cst)) {
+        atomic_fetch_add_explicit(seq, 1, memory_order_seq_cst);
+        px_futex_wake(seq, INT_MAX, 1);
+    }
 }
 
+void px_mb_publish_call(px_mailbox *mb, uint64_t head)
+{
+    px_mb_advance(&mb->call_head, head + 1, &mb->call_seq, &mb->child_sleeping);
+}
+
+/* The orchestration, when it stops polling, looks at every done_head after lowering the
+ * flag (src/hier/watch.c): a completion it would miss found the flag down here. */
 void px_mb_publish_done(px_mailbox *mb, uint64_t head, px_doorbell *bell)
 {
-    atomic_store_explicit(&mb->done_head, head + 1, memory_order_release);
-    atomic_fetch_add_explicit(&bell->seq, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&bell->sleeping, memory_order_seq_cst) &&
-        !atomic_load_explicit(&bell->polling, memory_order_seq_cst))
-        px_futex_wake(&bell->seq, INT_MAX, 1);
+    atomic_store_explicit(&mb->done_head, head + 1, memory_order_seq_cst);
+    if (!atomic_load_explicit(&bell->polling, memory_order_seq_cst))
+        px_mb_bump(&bell->seq, &bell->sleeping);
 }
 
 /* Sleeps until *word != seen or the deadline; returns the last value read. */
@@ -123,4 +132,43 @@ uint32_t px_mb_wait(_Atomic uint32_t *word, uint32_t seen, _Atomic uint32_t *sle
             sched_yield();
     }
     return v;
+}
+
+int px_mb_wait_head(_Atomic uint64_t *head, uint64_t pos, _Atomic uint32_t *seq,
+                    _Atomic uint32_t *sleeping, uint64_t spin_ticks, uint64_t yield_ticks,
+                    uint64_t deadline_ns)
+{
+    uint64_t until = px_ticks() + spin_ticks;
+    int moved = 0;
+
+    while (atomic_load_explicit(head, memory_order_acquire) <= pos) {
+        uint64_t now = px_ticks();
+
+        if (now >= until + yield_ticks)
+            goto sleep;
+        if (now < until)
+            px_cpu_relax();
+        else
+            sched_yield();
+    }
+    return 1;
+sleep:
+    if (deadline_ns == 0)
+        deadline_ns = px_now_ns() + PX_MB_SLICE_NS;
+    for (;;) {
+        uint32_t v = atomic_load_explicit(seq, memory_order_seq_cst);
+        uint64_t now;
+        int64_t left;
+
+        atomic_store_explicit(sleeping, 1, memory_order_seq_cst);
+        if ((moved = atomic_load_explicit(head, memory_order_seq_cst) > pos))
+            break;
+        now = px_now_ns();
+        if (now >= deadline_ns)
+            break;
+        left = (int64_t)(deadline_ns - now);
+        px_futex_wait(seq, v, left < PX_MB_SLICE_NS ? left : PX_MB_SLICE_NS, 1);
+    }
+    atomic_store_explicit(sleeping, 0, memory_order_relaxed);
+    return moved;
 }

@@ -9,10 +9,13 @@
  * parent's watch thread). Calls complete in the order they were posted, so the calls in flight
  * on a child are exactly the ring positions [completions consumed, calls posted).
  *
- * Waiting follows the rest of plexus: spin for PLEXUS_SPIN_NS on the counter, then announce
- * the sleep, re-check, and sleep on a process-shared futex with a deadline. A poster bumps the
- * futex word and calls FUTEX_WAKE only when the other side has announced that it sleeps.
- * The parent's watch thread sleeps on one doorbell word shared by every child.
+ * Waiting follows the rest of plexus: spin for PLEXUS_SPIN_NS on the counter, poll it with
+ * sched_yield for PLEXUS_YIELD_NS, then announce the sleep, re-check, and sleep on a
+ * process-shared futex word beside the counter, with a deadline. A poster stores the counter
+ * and touches the futex word (bump, FUTEX_WAKE) only when the other side announced a sleep,
+ * so a call or a completion to a side that is awake costs one store and one load.
+ * The parent's watch thread sleeps on one doorbell word shared by every child; a child rings
+ * it only while the parent's orchestration is not reading the completion rings itself.
  */
 #ifndef PX_HIER_MAILBOX_H
 #define PX_HIER_MAILBOX_H
@@ -58,7 +61,8 @@ typedef struct px_mb_done {
 typedef struct px_mailbox {
     /* parent -> child */
     PX_ALIGNED_CL _Atomic uint64_t call_head; /* calls posted */
-    _Atomic uint32_t call_seq;                /* futex word the child sleeps on */
+    _Atomic uint32_t call_seq;                /* futex word the child sleeps on (bumped only
+                                               * when it announced a sleep) */
     _Atomic uint32_t child_sleeping;          /* the child announced a sleep */
     /* child -> parent */
     PX_ALIGNED_CL _Atomic uint64_t done_head; /* completions posted */
@@ -92,8 +96,9 @@ void px_mb_region_destroy(void *mem, size_t len, int fd);
  * and wakes the child if it sleeps. */
 void px_mb_publish_call(px_mailbox *mb, uint64_t head);
 
-/* Publishes the completion filled at mb->dones[head % PX_MB_DEPTH] and rings the doorbell
- * (it wakes the watch thread only when that sleeps and the orchestration is not polling). */
+/* Publishes the completion filled at mb->dones[head % PX_MB_DEPTH] and, unless the parent's
+ * orchestration is polling the rings, rings the doorbell (waking the watch thread if it
+ * sleeps). */
 void px_mb_publish_done(px_mailbox *mb, uint64_t head, px_doorbell *bell);
 
 /*
@@ -101,12 +106,31 @@ void px_mb_publish_done(px_mailbox *mb, uint64_t head, px_doorbell *bell);
  * yield_ticks, then announces itself in
  * *sleeping and sleeps on the process-shared futex *word (one waiter per word), re-checking at
  * least every 100 ms, at most until deadline_ns (0: at most 100 ms). Returns the word's value:
- * still seen on timeout. The floor benchmark times exactly this wait.
+ * still seen on timeout. (The watch thread's doorbell.)
  */
 uint32_t px_mb_wait(_Atomic uint32_t *word, uint32_t seen, _Atomic uint32_t *sleeping,
                     uint64_t spin_ticks, uint64_t yield_ticks, uint64_t deadline_ns);
 
 /* Adds one to *word and wakes its waiter if it announced a sleep (process-shared futex). */
 void px_mb_bump(_Atomic uint32_t *word, _Atomic uint32_t *sleeping);
+
+/*
+ * The counter protocol (calls to a child; the floor benchmark's round trip): the poster
+ * stores *head = value, then bumps *seq and wakes only if the waiter announced a sleep in
+ * *sleeping. Both sides' store-then-load pairs are sequentially consistent, so either the
+ * poster sees the announcement or the waiter's re-check sees the new head.
+ */
+void px_mb_advance(_Atomic uint64_t *head, uint64_t value, _Atomic uint32_t *seq,
+                   _Atomic uint32_t *sleeping);
+
+/*
+ * Waits until *head > pos: spins for spin_ticks, polls with sched_yield for yield_ticks, then
+ * announces itself in *sleeping and sleeps on the futex *seq, re-checking at least every
+ * 100 ms, at most until deadline_ns (0: at most 100 ms). Returns 1 when the head moved past
+ * pos, 0 at the deadline. The floor benchmark times exactly this wait.
+ */
+int px_mb_wait_head(_Atomic uint64_t *head, uint64_t pos, _Atomic uint32_t *seq,
+                    _Atomic uint32_t *sleeping, uint64_t spin_ticks, uint64_t yield_ticks,
+                    uint64_t deadline_ns);
 
 #endif

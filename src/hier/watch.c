@@ -127,7 +127,6 @@ static int px_hier_poll(void *arg)
                atomic_load_explicit(&h->procs[i].done_read, memory_order_relaxed);
     if (!news || pthread_mutex_trylock(&h->drain_lock) != 0)
         return 0;
-    h->poll_seen = atomic_load_explicit(&h->bell->seq, memory_order_seq_cst);
     for (int i = 0; i < h->nprocs; i++)
         got += px_hier_drain_done(h, &h->procs[i]);
     pthread_mutex_unlock(&h->drain_lock);
@@ -136,26 +135,28 @@ static int px_hier_poll(void *arg)
 
 /*
  * The orchestration starts or stops polling. A child that posted a completion while the flag
- * was up did not wake the watch thread; if the doorbell moved since the orchestration's last
- * read, the orchestration reads the rings once more (everything posted before the doorbell
- * value it loaded), or rings the doorbell when the watch thread holds them. The flag store
- * and the doorbell load are sequentially consistent, as are the child's doorbell increment
- * and flag load, so a child either is seen here or sees the flag down and rings itself.
+ * was up did not ring the doorbell; so after lowering the flag the orchestration looks at
+ * every completion ring and, if one holds news, reads them once more, or rings the doorbell
+ * for the watch thread when that holds the rings. The flag store and the done_head loads are
+ * sequentially consistent, as are the child's done_head store and flag load, so a child's
+ * completion is either seen here or finds the flag down and rings the doorbell itself.
  */
 static void px_hier_polling(void *arg, int on)
 {
     px_hier *h = arg;
     px_doorbell *bell = h->bell;
-    uint32_t seq;
+    int news = 0;
 
     atomic_store_explicit(&bell->polling, (uint32_t)on, memory_order_seq_cst);
-    if (on || (seq = atomic_load_explicit(&bell->seq, memory_order_seq_cst)) == h->poll_seen)
+    for (int i = 0; !on && i < h->nprocs && !news; i++)
+        news = atomic_load_explicit(&h->procs[i].mb->done_head, memory_order_seq_cst) !=
+               atomic_load_explicit(&h->procs[i].done_read, memory_order_relaxed);
+    if (!news)
         return;
     if (pthread_mutex_trylock(&h->drain_lock) != 0) {
         px_mb_bump(&bell->seq, &bell->sleeping);
         return;
     }
-    h->poll_seen = seq;
     for (int i = 0; i < h->nprocs; i++)
         px_hier_drain_done(h, &h->procs[i]);
     pthread_mutex_unlock(&h->drain_lock);
