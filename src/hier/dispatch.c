@@ -3,10 +3,12 @@
  * host sub-worker, and how its completion (or its chip's death) finishes it.
  *
  * Every level-3 task is a task of the host engine whose kernel is an executor. When the
- * engine finds it ready, a host core runs the executor, which posts the call into the target
- * child's mailbox and returns PX_TASK_ASYNC; the watch thread later reads the child's
- * completion and calls px_task_complete, which releases the task's dependents (or fails the
- * run and poisons them). A call that cannot be posted yet waits in one FIFO pending queue:
+ * engine finds it ready, the executor posts the call into the target child's mailbox and
+ * leaves the task running (PX_TASK_ASYNC): with DFX off right in the thread that readied it
+ * (px_l3_dispatch_inline, a px_dispatch_fn), with DFX on on a host core (px_l3_dispatch, which
+ * records the dispatch). Whoever reads the child's completion later (the orchestration while
+ * it polls, or the watch thread) calls px_task_complete, which releases the task's dependents
+ * (or fails the run and poisons them). A call that cannot be posted yet waits in one FIFO pending queue:
  * a next-level task while its chip's mailbox is full, a group task until every chip of the
  * group is free (nothing queued or running), a host task while every sub-worker is full. The
  * queue is rescanned after every completion; an entry that cannot go blocks its children for
@@ -328,11 +330,12 @@ static int px_finish_part(px_hier *h, px_task_id id, px_status *st, char *msg, s
 
 void px_hier_on_done(px_hier *h, px_hier_proc *p, const px_mb_done *d)
 {
-    char msg[PX_ERRMSG_MAX] = "";
+    char msg[PX_ERRMSG_MAX]; /* only read for a failure */
     px_status st = d->status;
     px_task_id id;
     int done;
 
+    msg[0] = '\0';
     pthread_mutex_lock(&h->lock);
     id = p->inflight[p->completed % PX_MB_DEPTH];
     p->completed++;

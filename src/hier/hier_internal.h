@@ -14,9 +14,13 @@
  *
  * Locking: h->lock guards the dispatcher state (every proc's posted/completed counts and
  * in-flight table, the pending queue, the side table's group records and dead flags). It is
- * taken by host cores (dispatch kernels), by the watch thread (completions, deaths) and by the
- * orchestration (writing a side-table slot). px_task_complete may be called under it: the
- * engine never calls back into this code synchronously.
+ * taken by executors (inline in the thread that readies a task, or on a host core with DFX
+ * on), by whoever reads completions (the orchestration or the watch thread) and by the
+ * orchestration writing a side-table slot. px_task_complete is called under it only with a
+ * failure (whose dependents are poisoned and so never dispatched inline): a successful
+ * completion may dispatch a dependent inline, which takes the lock.
+ * h->drain_lock, taken before h->lock, makes one thread at a time the reader of the
+ * completion rings (it owns every proc's done_read).
  */
 #ifndef PX_HIER_HIER_INTERNAL_H
 #define PX_HIER_HIER_INTERNAL_H
@@ -152,10 +156,11 @@ void px_hier_child_main(px_hier *h, px_hier_proc *p) __attribute__((noreturn));
 /* dispatch.c: the executors, registered on the host engine at px_hier_init. */
 px_status px_hier_register_executors(px_hier *h);
 
-/* dispatch.c: handles one completion read from proc p's ring (watch thread, no lock held). */
+/* dispatch.c: handles one completion read from proc p's ring (drain_lock held, h->lock not). */
 void px_hier_on_done(px_hier *h, px_hier_proc *p, const px_mb_done *d);
 
-/* dispatch.c: marks p dead and fails its calls in flight and pending (watch thread). */
+/* dispatch.c: marks p dead and fails its calls in flight and pending (watch thread, drain_lock
+ * held). */
 void px_hier_on_death(px_hier *h, px_hier_proc *p, const char *death);
 
 /* watch.c: starts and stops the completion and death-watch thread. */

@@ -1,13 +1,16 @@
 /*
- * watch.c - the parent's completion and death-watch thread of a level-3 worker.
+ * watch.c - reading the children's completions: the orchestration's poller and the parent's
+ * completion and death-watch thread of a level-3 worker.
  *
- * One thread reads every child's completion ring and finishes the tasks (dispatch.c). It
- * spins briefly on the shared doorbell word that every child bumps after posting a
- * completion, then sleeps on it (a process-shared futex) with a deadline, so that at least
- * every PX_HIER_CHECK_NS it asks each child's pidfd whether the child has ended (waitid
- * P_PIDFD, WNOHANG, which also reaps it). A child that has ended has its last completions
- * read first; everything still in flight on it then fails with PX_EPEERDEAD, naming the
- * child, its pid and how it ended.
+ * The reader of the completion rings is whoever holds h->drain_lock. While the host engine's
+ * orchestration runs, it reads them itself (px_hier_poll, at every submit and while it waits)
+ * and keeps the doorbell's polling flag up, so children do not ring. The watch thread reads
+ * them otherwise: it spins briefly on the doorbell word that children bump after a
+ * completion, then sleeps on it (a process-shared futex) with a deadline; while the flag is
+ * up it sleeps at once and looks every PX_HIER_BACKUP_NS. At least every PX_HIER_CHECK_NS it
+ * asks each child's pidfd whether the child has ended (waitid P_PIDFD, WNOHANG, which also
+ * reaps it). A child that has ended has its last completions read first; everything still in
+ * flight on it then fails with PX_EPEERDEAD, naming the child, its pid and how it ended.
  */
 #include "hier/hier_internal.h"
 

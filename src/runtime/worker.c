@@ -244,11 +244,17 @@ typedef struct px_group {
     int written;
 } px_group;
 
-static int px_span_cmp(const void *a, const void *b)
+/* Sorts spans by start address: insertion sort, as there are at most PX_MAX_ARGS. */
+static void px_span_sort(px_span *s, int n)
 {
-    const px_span *x = a, *y = b;
+    for (int i = 1; i < n; i++) {
+        px_span v = s[i];
+        int j = i;
 
-    return x->lo < y->lo ? -1 : x->lo > y->lo;
+        for (; j > 0 && s[j - 1].lo > v.lo; j--)
+            s[j] = s[j - 1];
+        s[j] = v;
+    }
 }
 
 /* Fills spans for every tensor argument of a; returns their count or -1 (error set). */
@@ -303,7 +309,7 @@ static px_status px_run_place(px_worker *w, const px_task_args *a, px_task_args 
 
     if (ns < 0)
         return PX_EINVAL;
-    qsort(spans, (size_t)ns, sizeof(*spans), px_span_cmp);
+    px_span_sort(spans, ns);
     for (int i = 0; i < ns; i++) {
         if (ng > 0 && spans[i].lo < groups[ng - 1].hi) {
             if (spans[i].hi > groups[ng - 1].hi)
@@ -332,7 +338,9 @@ static px_status px_run_place(px_worker *w, const px_task_args *a, px_task_args 
                                              (const void *)groups[g].lo, n)) != PX_OK)
             return st;
     }
-    *dev = *a;
+    dev->n = a->n; /* only the arguments in use: the array is PX_MAX_ARGS long */
+    dev->overflow = 0;
+    memcpy(dev->a, a->a, (size_t)a->n * sizeof(a->a[0]));
     for (int i = 0; i < ns; i++) {
         px_arg *arg = &dev->a[spans[i].arg];
         px_group *g = &groups[spans[i].group];
@@ -404,13 +412,14 @@ static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *ar
     static const px_task_args no_args = {0};
     px_span spans[PX_MAX_ARGS];
     px_group groups[PX_MAX_ARGS];
-    char orch_msg[PX_ERRMSG_MAX] = "";
+    char orch_msg[PX_ERRMSG_MAX]; /* only read when the orchestration failed */
     px_task_args dev;
     px_status st, drain_st;
     uint64_t t0 = px_ticks(); /* a TSC read, not a clock call: runs at level 3 are short */
     uint64_t d0 = px_run_span_t0(w);
     int ng = 0;
 
+    orch_msg[0] = '\0';
     st = px_run_place(w, args ? args : &no_args, &dev, spans, groups, &ng);
     if (st != PX_OK)
         return st;

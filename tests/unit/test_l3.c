@@ -506,6 +506,122 @@ static void test_cross_chip_order(void **state)
     PX_ASSERT_OK(px_worker_destroy(w));
 }
 
+/* ---- progress while the orchestration is busy in its own code ---- */
+
+/* Submits the chain of test_cross_chip_order, then, without calling plexus again, waits until
+ * its last step has written the host heap: the completions must be read and the dependents
+ * dispatched by the watch thread, since the orchestration thread polls only inside plexus. */
+static px_status busy_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    int64_t *x = px_tensor_data(px_arg_tensor(args, 0));
+    uint64_t deadline = px_test_deadline_ns(L3_WAIT_S);
+    px_status st = chain_orch(o, args, user);
+
+    if (st != PX_OK)
+        return st;
+    while (__atomic_load_n(x, __ATOMIC_ACQUIRE) != 3824) {
+        if (px_test_now_ns() > deadline)
+            return px_set_error(PX_ETIMEDOUT, "the chain stalled at %lld while the "
+                                "orchestration was busy", (long long)__atomic_load_n(x, __ATOMIC_ACQUIRE));
+        sched_yield();
+    }
+    return PX_OK;
+}
+
+static void test_progress_while_orch_busy(void **state)
+{
+    int64_t x[1] = {5};
+    px_tensor t = l3_tensor(x, PX_I64, 1);
+    px_worker *w = l3_worker(2, 0);
+    px_task_args args;
+
+    px_args_init(&args);
+    px_args_inout(&args, &t);
+    PX_ASSERT_OK(px_run(w, busy_orch, &args, NULL));
+    assert_int_equal(x[0], 3824);
+    PX_ASSERT_OK(px_worker_destroy(w));
+}
+
+/* ---- a chip's core 0 is its main thread ---- */
+
+#define WHERE_TASKS 32
+
+/* where: out i64[2] = {core index, thread id}, after about 50 us of work. */
+static px_status where_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    int64_t *out = px_arg_data(a, 0);
+    uint64_t until = px_test_now_ns() + 50000;
+
+    while (px_test_now_ns() < until)
+        sched_yield();
+    out[0] = px_core_index(ctx);
+    out[1] = gettid();
+    return PX_OK;
+}
+
+static px_kernel_id k_where;
+
+/* The callable: one where task per row of its i64[WHERE_TASKS * 2] argument. */
+static px_status where_callable(px_orch *o, const px_task_args *args, void *u)
+{
+    const px_tensor *out = px_arg_tensor(args, 0);
+
+    for (int i = 0; i < WHERE_TASKS; i++) {
+        int64_t shape[1] = {2};
+        px_task_args a;
+        px_tensor row;
+        px_status st = px_tensor_view(out, 1, shape, NULL, 2 * i, &row);
+
+        if (st != PX_OK)
+            return st;
+        px_args_init(&a);
+        px_args_out(&a, &row);
+        if ((st = px_submit(o, k_where, &a, NULL)) != PX_OK)
+            return st;
+    }
+    return PX_OK;
+}
+
+static px_callable_id c_where;
+
+static px_status where_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    px_task_args a = *args;
+
+    return px_submit_next_level(o, c_where, &a, 0, NULL);
+}
+
+/* A chip with two cores runs core 0 on its main thread (no thread of its own) and core 1 on a
+ * core thread: every task that reports core 0 ran on the thread whose id is the chip's pid,
+ * every other on another thread; every row is written. */
+static void test_chip_core0_main_thread(void **state)
+{
+    int64_t out[WHERE_TASKS * 2];
+    px_tensor t = l3_tensor(out, PX_I64, WHERE_TASKS * 2);
+    px_task_args args;
+    px_worker *w = NULL;
+    px_config c;
+    pid_t chip;
+
+    l3_config(&c, 1, 0);
+    c.cores = 2;
+    PX_ASSERT_OK(px_worker_create(&c, &w));
+    PX_ASSERT_OK(px_kernel_register(w, "where", where_kernel, NULL, &k_where));
+    PX_ASSERT_OK(px_callable_register(w, "where", where_callable, &c_where));
+    PX_ASSERT_OK(px_worker_init(w));
+    assert_int_equal(px_worker_chip_cores(w), 2);
+    chip = px_hier_proc_pid(w, 0);
+    memset(out, 0xff, sizeof(out));
+    px_args_init(&args);
+    px_args_out(&args, &t);
+    PX_ASSERT_OK(px_run(w, where_orch, &args, NULL));
+    for (int i = 0; i < WHERE_TASKS; i++) {
+        assert_true(out[2 * i] == 0 || out[2 * i] == 1);
+        assert_int_equal(out[2 * i] == 0, out[2 * i + 1] == chip);
+    }
+    PX_ASSERT_OK(px_worker_destroy(w));
+}
+
 /* ---- kill -9 of a chip mid-run ---- */
 
 typedef struct kill_ctx {
@@ -891,6 +1007,8 @@ int main(void)
         cmocka_unit_test(test_group_start),
         cmocka_unit_test(test_group_wide),
         cmocka_unit_test(test_cross_chip_order),
+        cmocka_unit_test(test_progress_while_orch_busy),
+        cmocka_unit_test(test_chip_core0_main_thread),
         cmocka_unit_test(test_kill_chip),
         cmocka_unit_test(test_chip_exits),
         cmocka_unit_test(test_kernel_failure),
