@@ -68,8 +68,10 @@ typedef struct bl_pingpong {
     PX_ALIGNED_CL _Atomic uint64_t word;  /* odd: the parent's turn is over; even: the child's */
     PX_ALIGNED_CL _Atomic uint32_t parent_seq;     /* futex words and sleep announcements */
     _Atomic uint32_t parent_sleeping;
+    _Atomic int32_t parent_cpu;                    /* where each side last waited */
     PX_ALIGNED_CL _Atomic uint32_t child_seq;
     _Atomic uint32_t child_sleeping;
+    _Atomic int32_t child_cpu;
 } bl_pingpong;
 
 #define BL_FLOOR_WAIT_NS 10000000000ull /* a side that hears nothing for 10 s gives up */
@@ -79,8 +81,10 @@ static void bl_floor_child(bl_pingpong *pp, uint64_t spin, uint64_t yield, int t
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     for (uint64_t i = 0; i < (uint64_t)trips; i++) {
-        if (!px_mb_wait_head(&pp->word, 2 * i, &pp->child_seq, &pp->child_sleeping, spin, yield,
-                             px_now_ns() + BL_FLOOR_WAIT_NS))
+        px_mb_cpus cpus = {&pp->child_cpu, &pp->parent_cpu};
+
+        if (!px_mb_wait_head(&pp->word, 2 * i, &pp->child_seq, &pp->child_sleeping, cpus, spin,
+                             yield, px_now_ns() + BL_FLOOR_WAIT_NS))
             _exit(2);
         px_mb_advance(&pp->word, 2 * i + 2, &pp->parent_seq, &pp->parent_sleeping);
     }
@@ -94,9 +98,11 @@ static double bl_floor_rep(bl_pingpong *pp, uint64_t spin, uint64_t yield, int t
     uint64_t t0 = bench_now_ns();
 
     for (int i = 0; i < trips; i++, v += 2) {
+        px_mb_cpus cpus = {&pp->parent_cpu, &pp->child_cpu};
+
         px_mb_advance(&pp->word, v + 1, &pp->child_seq, &pp->child_sleeping);
-        if (!px_mb_wait_head(&pp->word, v + 1, &pp->parent_seq, &pp->parent_sleeping, spin,
-                             yield, px_now_ns() + BL_FLOOR_WAIT_NS))
+        if (!px_mb_wait_head(&pp->word, v + 1, &pp->parent_seq, &pp->parent_sleeping, cpus,
+                             spin, yield, px_now_ns() + BL_FLOOR_WAIT_NS))
             return -1;
     }
     return (double)(bench_now_ns() - t0) / 1e3 / trips;

@@ -100,6 +100,7 @@ static px_status px_chip_engine(px_hier *h, px_hier_proc *p, px_worker **out)
     if ((st = px_rt_worker_create(&cfg, 0, &l2)) != PX_OK)
         return st;
     l2->caller_core = 1; /* this process's main thread is core 0: one thread fewer per chip */
+    l2->no_wall_time = 1;
     if ((st = px_cores_start(l2)) != PX_OK) {
         px_rt_worker_destroy(l2);
         return st;
@@ -150,7 +151,9 @@ static void px_child_run(px_hier *h, px_worker *l2, const px_mb_call *c, px_mb_d
 static int px_child_wait(px_hier *h, px_mailbox *mb, uint64_t tail)
 {
     /* A sleep lasts at most 100 ms (deadline 0): then check that the parent still lives. */
-    while (!px_mb_wait_head(&mb->call_head, tail, &mb->call_seq, &mb->child_sleeping,
+    px_mb_cpus cpus = {&mb->cpu, &h->bell->orch_cpu};
+
+    while (!px_mb_wait_head(&mb->call_head, tail, &mb->call_seq, &mb->child_sleeping, cpus,
                             h->spin_ticks, h->yield_ticks, 0))
         if (getppid() != h->parent_pid)
             return -1;

@@ -134,13 +134,28 @@ uint32_t px_mb_wait(_Atomic uint32_t *word, uint32_t seen, _Atomic uint32_t *sle
     return v;
 }
 
-int px_mb_wait_head(_Atomic uint64_t *head, uint64_t pos, _Atomic uint32_t *seq,
-                    _Atomic uint32_t *sleeping, uint64_t spin_ticks, uint64_t yield_ticks,
-                    uint64_t deadline_ns)
+int px_mb_note_cpu(_Atomic int32_t *self)
 {
-    uint64_t until = px_ticks() + spin_ticks;
-    int moved = 0;
+    int cpu = sched_getcpu();
 
+    if (self != NULL && atomic_load_explicit(self, memory_order_relaxed) != cpu)
+        atomic_store_explicit(self, cpu, memory_order_relaxed);
+    return cpu;
+}
+
+int px_mb_wait_head(_Atomic uint64_t *head, uint64_t pos, _Atomic uint32_t *seq,
+                    _Atomic uint32_t *sleeping, px_mb_cpus cpus, uint64_t spin_ticks,
+                    uint64_t yield_ticks, uint64_t deadline_ns)
+{
+    uint64_t until;
+    int moved = 0, cpu;
+
+    if (atomic_load_explicit(head, memory_order_acquire) > pos)
+        return 1;
+    cpu = px_mb_note_cpu(cpus.self);
+    if (cpus.peer != NULL && cpu >= 0 && atomic_load_explicit(cpus.peer, memory_order_relaxed) == cpu)
+        spin_ticks = 0; /* the peer waits for this CPU: yield it at once */
+    until = px_ticks() + spin_ticks;
     while (atomic_load_explicit(head, memory_order_acquire) <= pos) {
         uint64_t now = px_ticks();
 

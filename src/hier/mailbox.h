@@ -66,6 +66,7 @@ typedef struct px_mailbox {
     _Atomic uint32_t child_sleeping;          /* the child announced a sleep */
     /* child -> parent */
     PX_ALIGNED_CL _Atomic uint64_t done_head; /* completions posted */
+    _Atomic int32_t cpu;                      /* the CPU the child last waited on */
     _Atomic uint32_t state;                   /* px_mb_state; futex word at start-up */
     int32_t pid;                              /* the child's pid, written by the child */
     char fail_msg[PX_MB_MSG_MAX];             /* why start-up failed (PX_MB_FAILED) */
@@ -80,6 +81,7 @@ typedef struct px_doorbell {
     _Atomic uint32_t sleeping;
     _Atomic uint32_t polling;  /* the parent's orchestration reads completions itself now:
                                 * a child posting one need not wake the watch thread */
+    PX_ALIGNED_CL _Atomic int32_t orch_cpu; /* the CPU the orchestration last waited on */
 } px_doorbell;
 
 /*
@@ -123,14 +125,26 @@ void px_mb_bump(_Atomic uint32_t *word, _Atomic uint32_t *sleeping);
 void px_mb_advance(_Atomic uint64_t *head, uint64_t value, _Atomic uint32_t *seq,
                    _Atomic uint32_t *sleeping);
 
+/* The two sides' CPU words for px_mb_wait_head (either may be NULL). */
+typedef struct px_mb_cpus {
+    _Atomic int32_t *self;       /* where this side publishes the CPU it waits on */
+    const _Atomic int32_t *peer; /* where the side that will advance the head publishes its */
+} px_mb_cpus;
+
 /*
  * Waits until *head > pos: spins for spin_ticks, polls with sched_yield for yield_ticks, then
  * announces itself in *sleeping and sleeps on the futex *seq, re-checking at least every
  * 100 ms, at most until deadline_ns (0: at most 100 ms). Returns 1 when the head moved past
- * pos, 0 at the deadline. The floor benchmark times exactly this wait.
+ * pos, 0 at the deadline. The spin is skipped when the peer last waited on this CPU: then it
+ * cannot be running while this side spins, and yielding at once hands it the CPU (on a
+ * machine with fewer CPUs than busy processes a 2 us spin per hand-off tripled a run). The
+ * floor benchmark times exactly this wait.
  */
 int px_mb_wait_head(_Atomic uint64_t *head, uint64_t pos, _Atomic uint32_t *seq,
-                    _Atomic uint32_t *sleeping, uint64_t spin_ticks, uint64_t yield_ticks,
-                    uint64_t deadline_ns);
+                    _Atomic uint32_t *sleeping, px_mb_cpus cpus, uint64_t spin_ticks,
+                    uint64_t yield_ticks, uint64_t deadline_ns);
+
+/* Publishes this thread's CPU in *self (written only when it changed); returns it, or -1. */
+int px_mb_note_cpu(_Atomic int32_t *self);
 
 #endif

@@ -165,9 +165,29 @@ static void px_hier_polling(void *arg, int on)
     pthread_mutex_unlock(&h->drain_lock);
 }
 
+/* The poller's alone(): publishes the orchestration's CPU for the children's waits and
+ * returns 0 when a child with calls in flight last waited on the same CPU (it cannot run
+ * while the orchestration spins there). */
+static int px_hier_alone(void *arg)
+{
+    px_hier *h = arg;
+    int cpu = px_mb_note_cpu(&h->bell->orch_cpu);
+
+    for (int i = 0; cpu >= 0 && i < h->nprocs; i++) {
+        px_mailbox *mb = h->procs[i].mb;
+
+        if (atomic_load_explicit(&mb->cpu, memory_order_relaxed) == cpu &&
+            atomic_load_explicit(&mb->call_head, memory_order_relaxed) >
+            atomic_load_explicit(&mb->done_head, memory_order_relaxed))
+            return 0;
+    }
+    return 1;
+}
+
 void px_hier_poller_setup(px_hier *h)
 {
-    h->w->poller = (px_rt_poller){.arg = h, .poll = px_hier_poll, .polling = px_hier_polling};
+    h->w->poller = (px_rt_poller){.arg = h, .poll = px_hier_poll, .polling = px_hier_polling,
+                                  .alone = px_hier_alone};
 }
 
 px_status px_hier_watch_start(px_hier *h)

@@ -71,17 +71,19 @@ static px_status px_orch_wait_task(px_orch *o, px_task_id id, uint64_t *deadline
     px_worker *w = o->w;
     px_task *t = px_task_slot(w, id);
     const px_rt_poller *pl = &w->poller;
-    uint64_t until = px_ticks() + w->spin_ticks, start;
+    uint64_t until = 0, start; /* the spin starts at the first turn that finds nothing to do */
     px_status st = PX_OK;
 
     while (atomic_load_explicit(&t->state, memory_order_acquire) != PX_TASK_DONE) {
         uint64_t now;
 
         if ((w->caller_core && px_core_help(w) > 0) || (pl->poll != NULL && pl->poll(pl->arg))) {
-            until = px_ticks() + w->spin_ticks;
+            until = 0;
             continue;
         }
-        now = px_ticks();
+        now = px_ticks(); /* a TSC read costs tens of ns in a VM: none when help was enough */
+        if (until == 0)
+            until = pl->alone == NULL || pl->alone(pl->arg) ? now + w->spin_ticks : now;
         if (now >= until + w->yield_ticks)
             goto sleep;
         if (now < until)

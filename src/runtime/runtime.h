@@ -137,6 +137,8 @@ typedef struct px_rt_poller {
     void *arg;
     int (*poll)(void *arg);
     void (*polling)(void *arg, int on);
+    int (*alone)(void *arg); /* 0 when a process with work in flight last ran on this CPU:
+                              * a wait then skips its spin phase and yields at once */
 } px_rt_poller;
 
 struct px_worker {
@@ -145,6 +147,8 @@ struct px_worker {
     int cores_started;
     int caller_core;                /* core 0 has no thread: the caller of px_run runs its
                                      * tasks while the orchestration waits (level-3 chips) */
+    int no_wall_time;               /* px_run leaves last.wall_ns 0: two TSC reads saved per
+                                     * call of a level-3 chip, whose stats nobody reads */
     void *hier;                     /* level-3 state, owned by src/hier */
     px_caps caps;
     px_chip *chip;

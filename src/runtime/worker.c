@@ -415,7 +415,7 @@ static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *ar
     char orch_msg[PX_ERRMSG_MAX]; /* only read when the orchestration failed */
     px_task_args dev;
     px_status st, drain_st;
-    uint64_t t0 = px_ticks(); /* a TSC read, not a clock call: runs at level 3 are short */
+    uint64_t t0 = w->no_wall_time ? 0 : px_ticks(); /* a TSC read, not a clock call */
     uint64_t d0 = px_run_span_t0(w);
     int ng = 0;
 
@@ -456,7 +456,8 @@ static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *ar
     px_orch_end(&w->orch);
     w->running = 0;
     w->last = w->orch.stats;
-    w->last.wall_ns = (uint64_t)((double)(px_ticks() - t0) / px_ticks_per_ns());
+    if (!w->no_wall_time)
+        w->last.wall_ns = (uint64_t)((double)(px_ticks() - t0) / px_ticks_per_ns());
     return px_run_result(w, st, orch_msg, drain_st);
 }
 
