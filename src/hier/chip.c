@@ -147,16 +147,23 @@ static void px_child_run(px_hier *h, px_worker *l2, const px_mb_call *c, px_mb_d
         d->msg[0] = '\0';
 }
 
-/* Waits for the next call; returns 0 when one is there, -1 when the parent is gone. */
-static int px_child_wait(px_hier *h, px_mailbox *mb, uint64_t tail)
+/*
+ * Waits for call `tail`; returns 0 when it is there, -1 when the parent is gone. *known is the
+ * last call_head read: calls below it need no look at the shared counter, whose line the
+ * parent must then fetch back for its next post.
+ */
+static int px_child_wait(px_hier *h, px_mailbox *mb, uint64_t tail, uint64_t *known)
 {
     /* A sleep lasts at most 100 ms (deadline 0): then check that the parent still lives. */
     px_mb_cpus cpus = {&mb->cpu, &h->bell->orch_cpu};
 
+    if (tail < *known)
+        return 0;
     while (!px_mb_wait_head(&mb->call_head, tail, &mb->call_seq, &mb->child_sleeping, cpus,
                             h->spin_ticks, h->yield_ticks, 0))
         if (getppid() != h->parent_pid)
             return -1;
+    *known = atomic_load_explicit(&mb->call_head, memory_order_acquire);
     return 0;
 }
 
@@ -165,10 +172,10 @@ static void px_child_loop(px_hier *h, px_hier_proc *p, px_worker *l2)
 {
     px_mailbox *mb = p->mb;
 
-    for (uint64_t tail = 0;; tail++) {
+    for (uint64_t tail = 0, known = 0;; tail++) {
         const px_mb_call *c;
 
-        if (px_child_wait(h, mb, tail) != 0)
+        if (px_child_wait(h, mb, tail, &known) != 0)
             return;
         c = &mb->calls[tail % PX_MB_DEPTH];
         if (c->kind == PX_MB_SHUTDOWN)

@@ -81,8 +81,15 @@ void px_mb_advance(_Atomic uint64_t *head, uint64_t value, _Atomic uint32_t *seq
  * store behind it. */
 static void px_mb_prefetch_w(const void *p, size_t n)
 {
-    for (size_t off = 0; off < n; off += PX_CACHELINE)
+    for (size_t off = 0; off < n; off += PX_CACHELINE) {
+#if defined(__x86_64__)
+        /* PREFETCHW (a no-op where unsupported); __builtin_prefetch(p, 1) emits a plain read
+         * prefetch unless the build targets a CPU that has it */
+        __asm__ volatile("prefetchw %0" : : "m"(*((const char *)p + off)));
+#else
         __builtin_prefetch((const char *)p + off, 1, 3);
+#endif
+    }
 }
 
 void px_mb_publish_call(px_mailbox *mb, uint64_t head)
