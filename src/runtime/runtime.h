@@ -111,6 +111,7 @@ struct px_orch {
     px_status dep_err;              /* error raised inside a tensor-map callback */
     px_run_stats stats;
     px_dfx_producer *dfx;           /* DFX producer of the current run, or NULL (rt_dfx.c) */
+    uint32_t submit_polls;          /* submits since the poller last read at one */
 };
 
 /*
@@ -130,7 +131,7 @@ typedef struct px_rt_dfx_l3 {
  * completions itself, instead of waiting for the watch thread to be woken to do it (src/hier
  * sets it; all NULL at level 2). polling(arg, 1) when the orchestration starts and after it
  * wakes from a sleep; polling(arg, 0) before it sleeps and once the run has drained; poll(arg)
- * at every submit and on every turn of a wait's spin and yield phases (returns how many
+ * at every 8th submit and on every turn of a wait's spin and yield phases (returns how many
  * completions it handled). While the flag is up the watch thread only checks now and then.
  */
 typedef struct px_rt_poller {
