@@ -27,13 +27,16 @@
  */
 void px_task_ready(px_worker *w, px_task *t)
 {
-    px_dispatch_fn dispatch = w->kernels[t->kernel].dispatch;
     uint32_t sleepers, spinning;
 
-    if (dispatch != NULL && w->dfx == NULL &&
-        !atomic_load_explicit(&t->poisoned, memory_order_acquire)) {
-        dispatch(w, t->id);
-        return;
+    if (PX_UNLIKELY(w->ndispatch > 0)) { /* a level-3 host engine: see px_dispatch_fn */
+        px_dispatch_fn dispatch = w->kernels[t->kernel].dispatch;
+
+        if (dispatch != NULL && w->dfx == NULL &&
+            !atomic_load_explicit(&t->poisoned, memory_order_acquire)) {
+            dispatch(w, t->id);
+            return;
+        }
     }
     px_readyq_push(&w->readyq, t);
     atomic_thread_fence(memory_order_seq_cst);

@@ -164,6 +164,7 @@ struct px_worker {
     uint64_t task_mask;
     px_edge *edges;
     uint64_t dep_size;
+    int ndispatch;                  /* kernels with a dispatch function (level-3 host) */
     px_readyq readyq;
 
     /* idle cores sleep on wake_seq; pushers wake them only when sleepers > 0 */

@@ -166,6 +166,7 @@ int px_worker_cores(const px_worker *w)
 
 void px_rt_kernel_set_dispatch(px_worker *w, px_kernel_id k, px_dispatch_fn fn)
 {
+    w->ndispatch += (fn != NULL) - (w->kernels[k].dispatch != NULL);
     w->kernels[k].dispatch = fn;
 }
 
