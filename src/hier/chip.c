@@ -123,21 +123,29 @@ static px_status px_chip_engine(px_hier *h, px_hier_proc *p, px_worker **out)
 /* Runs one call; writes the completion's status and message. */
 static void px_child_run(px_hier *h, px_worker *l2, const px_mb_call *c, px_mb_done *d)
 {
+    px_task_args args;
     px_status st;
 
     px_clear_error();
+    if (c->nargs < 0 || c->nargs > PX_MAX_ARGS || c->bytes > PX_MB_ARGS_MAX) {
+        st = px_set_error(PX_EINVAL, "call of task %llu carries %d arguments in %u bytes: a "
+                          "corrupt mailbox", (unsigned long long)c->task, c->nargs, c->bytes);
+        goto out;
+    }
+    px_mb_unpack_args(c, &args);
     if (c->kind == PX_MB_CALLABLE) {
         if (c->callable < 0 || c->callable >= h->ncallables || l2 == NULL)
             st = px_set_error(PX_EINVAL, "callable id %d unknown to this chip", c->callable);
         else
-            st = px_run(l2, h->callables[c->callable].fn, &c->args, NULL);
+            st = px_run(l2, h->callables[c->callable].fn, &args, NULL);
     } else if (c->kind == PX_MB_DFX_FLUSH) {
         st = l2 != NULL ? px_rt_dfx_session_end(l2) : PX_OK;
     } else {
-        st = c->fn(&c->args, c->user);
+        st = c->fn(&args, c->user);
         if (st > 0) /* not a status: a host function must return PX_OK or a PX_E* code */
             st = px_set_error(PX_EKERNEL, "host function returned %d, not a px_status", (int)st);
     }
+out:
     d->task = c->task;
     d->status = st;
     if (st != PX_OK)

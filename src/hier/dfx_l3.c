@@ -56,8 +56,8 @@ static void dfx_l3_post_flush(px_hier_proc *p)
     c = &p->mb->calls[pos % PX_MB_DEPTH];
     c->task = PX_TASK_NONE;
     c->kind = PX_MB_DFX_FLUSH;
-    c->args.n = 0;
-    c->args.overflow = 0;
+    c->nargs = 0;
+    c->bytes = 0;
     p->inflight[pos % PX_MB_DEPTH] = PX_TASK_NONE; /* marks a call that is not a task */
     p->posted = pos + 1;
     p->flush_out++;

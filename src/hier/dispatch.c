@@ -46,9 +46,7 @@ static void px_post(px_hier_proc *p, px_task_id id, int kind, const px_l3_slot *
     c->callable = s->callable;
     c->fn = s->fn;
     c->user = s->user;
-    c->args.n = a->n;
-    c->args.overflow = 0;
-    memcpy(c->args.a, a->a, (size_t)a->n * sizeof(a->a[0]));
+    px_mb_pack_args(c, a);
     p->inflight[pos % PX_MB_DEPTH] = id;
     p->posted = pos + 1;
     px_mb_publish_call(p->mb, pos);

@@ -478,7 +478,8 @@ static void px_hier_post_shutdown(px_hier *h)
         c = &p->mb->calls[p->posted % PX_MB_DEPTH];
         c->task = PX_TASK_NONE;
         c->kind = PX_MB_SHUTDOWN;
-        c->args.n = 0;
+        c->nargs = 0;
+        c->bytes = 0;
         px_mb_publish_call(p->mb, p->posted);
         p->posted++;
     }

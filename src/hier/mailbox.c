@@ -92,12 +92,88 @@ static void px_mb_prefetch_w(const void *p, size_t n)
     }
 }
 
+/* A packed argument: px_arg's four header bytes and the tensor's dtype (0 for a scalar), then
+ * a scalar's 8 bytes, or a tensor's ndim, address and offset followed by its ndim extents
+ * and ndim strides. */
+typedef struct px_mb_packed {
+    uint8_t hdr[4];
+    int32_t dtype;
+} px_mb_packed;
+
+typedef struct px_mb_packed_tensor {
+    int32_t ndim;
+    int32_t pad;
+    void *addr;
+    int64_t offset;
+} px_mb_packed_tensor;
+
+void px_mb_pack_args(px_mb_call *c, const px_task_args *a)
+{
+    unsigned char *out = c->args;
+
+    for (int i = 0; i < a->n; i++) {
+        const px_arg *arg = &a->a[i];
+        px_mb_packed *p = (px_mb_packed *)out;
+        px_mb_packed_tensor *t = (px_mb_packed_tensor *)(p + 1);
+        int64_t *dims = (int64_t *)(t + 1);
+        int nd;
+
+        memcpy(p->hdr, arg, sizeof(p->hdr));
+        if (arg->tag == PX_TAG_SCALAR) {
+            p->dtype = 0;
+            memcpy(p + 1, &arg->v.u64, sizeof(uint64_t));
+            out += sizeof(*p) + sizeof(uint64_t);
+            continue;
+        }
+        /* checked at submit; clamped so that a slot can never overflow */
+        nd = PX_MAX(0, PX_MIN(arg->v.t.ndim, PX_MAX_DIMS));
+        p->dtype = (int32_t)arg->v.t.dtype;
+        t->ndim = nd;
+        t->pad = 0;
+        t->addr = arg->v.t.addr;
+        t->offset = arg->v.t.offset;
+        memcpy(dims, arg->v.t.shape, (size_t)nd * sizeof(int64_t));
+        memcpy(dims + nd, arg->v.t.stride, (size_t)nd * sizeof(int64_t));
+        out = (unsigned char *)(dims + 2 * nd);
+    }
+    c->nargs = a->n;
+    c->bytes = (uint32_t)(out - c->args);
+}
+
+void px_mb_unpack_args(const px_mb_call *c, px_task_args *a)
+{
+    const unsigned char *in = c->args;
+
+    a->n = c->nargs;
+    a->overflow = 0;
+    for (int i = 0; i < c->nargs; i++) {
+        px_arg *arg = &a->a[i];
+        const px_mb_packed *p = (const px_mb_packed *)in;
+        const px_mb_packed_tensor *t = (const px_mb_packed_tensor *)(p + 1);
+        const int64_t *dims = (const int64_t *)(t + 1);
+
+        memset(arg, 0, sizeof(*arg));
+        memcpy(arg, p->hdr, sizeof(p->hdr));
+        if (arg->tag == PX_TAG_SCALAR) {
+            memcpy(&arg->v.u64, p + 1, sizeof(uint64_t));
+            in += sizeof(*p) + sizeof(uint64_t);
+            continue;
+        }
+        arg->v.t.dtype = (px_dtype)p->dtype;
+        arg->v.t.ndim = t->ndim;
+        arg->v.t.addr = t->addr;
+        arg->v.t.offset = t->offset;
+        memcpy(arg->v.t.shape, dims, (size_t)t->ndim * sizeof(int64_t));
+        memcpy(arg->v.t.stride, dims + t->ndim, (size_t)t->ndim * sizeof(int64_t));
+        in = (const unsigned char *)(dims + 2 * t->ndim);
+    }
+}
+
 void px_mb_publish_call(px_mailbox *mb, uint64_t head)
 {
     px_mb_advance(&mb->call_head, head + 1, &mb->call_seq, &mb->child_sleeping);
-    /* the header and the first two arguments of the next call */
-    px_mb_prefetch_w(&mb->calls[(head + 1) % PX_MB_DEPTH],
-                     offsetof(px_mb_call, args.a) + 2 * sizeof(px_arg));
+    /* the header and the first packed arguments of the next call: two lines */
+    px_mb_prefetch_w(&mb->calls[(head + 1) % PX_MB_DEPTH], 2 * PX_CACHELINE);
 }
 
 /* The orchestration, when it stops polling, looks at every done_head after lowering the

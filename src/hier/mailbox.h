@@ -42,13 +42,21 @@ enum px_mb_kind {
 /* A child's start-up state (mb->state), a futex word the parent waits on at init. */
 enum px_mb_state { PX_MB_STARTING = 0, PX_MB_READY = 1, PX_MB_FAILED = 2 };
 
+/* Bytes of a call's packed arguments at most: a packed argument is never larger than a px_arg. */
+#define PX_MB_ARGS_MAX (PX_MAX_ARGS * sizeof(px_arg))
+
 typedef struct px_mb_call {
     uint64_t task;     /* the parent's task id */
     int32_t kind;      /* px_mb_kind */
     int32_t callable;  /* PX_MB_CALLABLE: index into the worker's callable table */
     px_host_fn fn;     /* PX_MB_HOST: valid after fork (same program image) */
     void *user;        /* PX_MB_HOST: the child's copy-at-fork of the parent's memory */
-    px_task_args args; /* host-heap tensors, valid at the same address in every process */
+    int32_t nargs;     /* arguments packed in args */
+    uint32_t bytes;    /* bytes of args in use */
+    /* px_mb_pack_args: host-heap tensors, valid at the same address in every process. Packed,
+     * a 1-D tensor takes 48 bytes and a scalar 16 instead of 112 each, so a call usually
+     * spans two cache lines, which the child must fetch from the parent's cache. */
+    unsigned char args[PX_MB_ARGS_MAX] __attribute__((aligned(8)));
 } px_mb_call;
 
 typedef struct px_mb_done {
@@ -93,6 +101,14 @@ px_status px_mb_region_create(const char *name, size_t bytes, void **mem, size_t
 
 /* Unmaps and closes a region from px_mb_region_create. NULL / -1 are accepted. */
 void px_mb_region_destroy(void *mem, size_t len, int fd);
+
+/* Packs a's arguments into c (nargs, bytes, args): per argument its four header bytes and a
+ * tensor's dtype, then a scalar's 8 bytes (16 in all), or a tensor's ndim, address, offset
+ * and its ndim extents and strides (32 + 16 ndim; a px_arg is 112). */
+void px_mb_pack_args(px_mb_call *c, const px_task_args *a);
+
+/* Unpacks c's arguments into *a (the inverse of px_mb_pack_args; unused fields are zero). */
+void px_mb_unpack_args(const px_mb_call *c, px_task_args *a);
 
 /* Publishes the call the caller filled at mb->calls[head % PX_MB_DEPTH] (head: its position)
  * and wakes the child if it sleeps. */
