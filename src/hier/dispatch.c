@@ -61,6 +61,19 @@ static void px_task_what(px_hier *h, const px_l3_slot *s, char *buf, size_t n)
         snprintf(buf, n, "callable \"%s\"", h->callables[s->callable].name);
 }
 
+/* A group finishes early: its calls still in flight on other members become orphans (lock
+ * held). */
+static void px_orphan_group(px_hier *h, px_task_id id, const px_l3_group *g)
+{
+    for (int i = 0; i < g->n; i++) {
+        px_hier_proc *q = &h->procs[g->chips[i]];
+
+        for (uint64_t pos = q->completed; pos < q->posted; pos++)
+            if (q->inflight[pos % PX_MB_DEPTH] == id)
+                q->inflight[pos % PX_MB_DEPTH] = PX_L3_ORPHAN;
+    }
+}
+
 /* Fails task id because proc p is dead; inflight: the call had reached it (lock held). */
 static void px_fail_dead(px_hier *h, px_task_id id, const px_l3_slot *s, const px_hier_proc *p,
                          int inflight)
@@ -74,6 +87,7 @@ static void px_fail_dead(px_hier *h, px_task_id id, const px_l3_slot *s, const p
         if (s->group->finished)
             return;
         s->group->finished = 1;
+        px_orphan_group(h, id, s->group);
     }
     px_task_complete(h->w, id, PX_EPEERDEAD, msg);
 }
@@ -308,8 +322,6 @@ static int px_finish_part(px_hier *h, px_task_id id, px_status *st, char *msg, s
     px_l3_slot *s = px_hier_side(h, id);
     px_l3_group *g;
 
-    if (s->id != id)
-        return 0; /* a group finished early (a member died) and its slot was reused */
     if (s->kind != PX_L3_GROUP)
         return 1;
     g = s->group;
@@ -342,6 +354,12 @@ void px_hier_on_done(px_hier *h, px_hier_proc *p, const px_mb_done *d)
         pthread_mutex_unlock(&h->lock);
         return;
     }
+    if (id == PX_L3_ORPHAN) { /* its group finished when another member died */
+        if (h->npending > 0)
+            px_pending_scan(h);
+        pthread_mutex_unlock(&h->lock);
+        return;
+    }
     if (id != d->task)
         PX_LOG_ERROR("%s %d: completion for task %llu, expected task %llu; using the expected one",
                      px_hier_proc_kind(p), p->index, (unsigned long long)d->task,
@@ -371,10 +389,11 @@ void px_hier_on_death(px_hier *h, px_hier_proc *p, const char *how)
     PX_LOG_WARN("%s", p->death);
     for (uint64_t pos = p->completed; pos < p->posted; pos++) {
         px_task_id id = p->inflight[pos % PX_MB_DEPTH];
-        px_l3_slot *s = px_hier_side(h, id);
+        px_l3_slot *s;
 
-        if (id == PX_TASK_NONE || s->id != id)
+        if (id == PX_TASK_NONE || id == PX_L3_ORPHAN)
             continue;
+        s = px_hier_side(h, id);
         if (s->kind == PX_L3_GROUP)
             s->group->remaining--;
         px_fail_dead(h, id, s, p, 1);

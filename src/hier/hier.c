@@ -121,8 +121,6 @@ static px_status px_hier_alloc(px_hier *h, const px_config *c)
         return px_set_error(PX_ENOMEM, "level 3: cannot allocate the side table "
                             "(%llu task slots); lower PLEXUS_TASK_RING",
                             (unsigned long long)(h->side_mask + 1));
-    for (uint64_t i = 0; i <= h->side_mask; i++)
-        h->side[i].id = PX_TASK_NONE;
     h->pend_head = h->pend_tail = PX_TASK_NONE;
     online = (int)px_caps_get(&h->w->caps, PX_FACT_ONLINE_CPUS);
     h->chip_cores = c->cores > 0 ? c->cores : PX_MAX(1, online / h->nchips);

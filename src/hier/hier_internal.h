@@ -65,7 +65,8 @@ typedef struct px_hier_proc {
     uint64_t completed;               /* completions consumed or failed */
     _Atomic uint64_t done_read;       /* completions read (written under drain_lock; read
                                        * without it to see whether anything is new) */
-    px_task_id inflight[PX_MB_DEPTH]; /* task id of call position p % PX_MB_DEPTH */
+    px_task_id inflight[PX_MB_DEPTH]; /* task id of call position p % PX_MB_DEPTH;
+                                       * PX_TASK_NONE: a DFX flush; PX_L3_ORPHAN */
     int dead;                         /* exited or killed: fail everything sent to it */
     int reaped;                       /* waitid has collected it */
     char death[PX_HIER_DEATH_MAX];    /* "chip 1 (pid 42) died: killed by signal 9 (SIGKILL)" */
@@ -76,6 +77,12 @@ typedef struct px_hier_proc {
 } px_hier_proc;
 
 enum px_l3_kind { PX_L3_NEXT = 1, PX_L3_GROUP, PX_L3_HOST };
+
+/* An in-flight table entry whose call belongs to a group that has finished already (another
+ * member died): its completion is counted and otherwise ignored. Together with completions
+ * consuming their entries, this keeps the rule that no thread but the orchestration reads the
+ * side-table entry of a finished task, so the orchestration rewrites entries without a lock. */
+#define PX_L3_ORPHAN (PX_TASK_NONE - 1)
 
 /* A group task's per-chip calls and progress (malloc'd; freed when its slot is reused). */
 typedef struct px_l3_group {
@@ -90,7 +97,6 @@ typedef struct px_l3_group {
 
 /* What one level-3 task needs beyond its px_task slot; indexed by id & side_mask. */
 typedef struct px_l3_slot {
-    px_task_id id;           /* the task this entry describes */
     int32_t kind;            /* px_l3_kind */
     int32_t callable;
     int32_t chip;            /* next-level: target chip */

@@ -91,18 +91,21 @@ static px_status px_l3_check_chip(px_hier *h, int chip, const char *what)
 
 /* ---- the side table ---- */
 
-/* Writes the side-table entry of the task the engine will submit next. */
+/*
+ * Writes the side-table entry of the task the engine will submit next. The entry's previous
+ * task has finished, and no other thread reads the entry of a finished task (a completion
+ * consumes its in-flight entry; a group that finishes early orphans its members' calls,
+ * PX_L3_ORPHAN), so this needs no lock; the engine publishes the task, and with it the
+ * entry, to whoever runs its executor.
+ */
 static void px_l3_side_write(px_hier *h, const px_l3_slot *v)
 {
     px_task_id id = h->w->orch.next_id;
     px_l3_slot *s = px_hier_side(h, id);
 
-    pthread_mutex_lock(&h->lock);
     free(s->group); /* its task finished, or its submit failed before taking a slot */
     *s = *v;
-    s->id = id;
     s->next_pending = PX_TASK_NONE;
-    pthread_mutex_unlock(&h->lock);
 }
 
 /* ---- next-level and host tasks ---- */

@@ -711,6 +711,102 @@ static void test_kill_chip(void **state)
     assert_int_equal(l3_shm_entries(), shm_before);
 }
 
+/* ---- a group member dies while another still runs its part ---- */
+
+typedef struct orphan_ctx {
+    px_worker *w;
+    _Atomic uint32_t *release; /* the host-heap word that lets chip 1's part finish */
+    int started;
+} orphan_ctx;
+
+/* A group of chips 0 and 1 runs block on both; once both parts run, chip 0 is killed. */
+static px_status orphan_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    orphan_ctx *k = user;
+    _Atomic uint32_t *flags = px_tensor_data(px_arg_tensor(args, 0));
+    int chips[2] = {0, 1};
+    px_task_args per[2];
+    px_status st;
+
+    for (int i = 0; i < 2; i++) {
+        px_args_init(&per[i]);
+        px_args_scalar_u64(&per[i], (uint64_t)(uintptr_t)(flags + 4 * i));
+    }
+    if ((st = px_submit_group(o, c_block, per, chips, 2, NULL)) != PX_OK)
+        return st;
+    k->started = l3_wait_at_least(flags, 1, L3_WAIT_S) == 0 &&
+                 l3_wait_at_least(flags + 4, 1, L3_WAIT_S) == 0;
+    k->release = flags + 5;
+    kill(px_hier_proc_pid(k->w, 0), SIGKILL);
+    return PX_OK;
+}
+
+/* Rows i of the i64[3 * n] argument: rec on chip 1 with tag 1000 + i. */
+static px_status many_rec_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    const px_tensor *out = px_arg_tensor(args, 0);
+    int n = *(int *)user;
+
+    for (int i = 0; i < n; i++) {
+        int64_t shape[1] = {3};
+        px_task_args a;
+        px_tensor row;
+        px_status st = px_tensor_view(out, 1, shape, NULL, 3 * i, &row);
+
+        if (st != PX_OK)
+            return st;
+        px_args_init(&a);
+        px_args_out(&a, &row);
+        px_args_scalar_u64(&a, 1000 + (uint64_t)i);
+        if ((st = px_submit_next_level(o, c_rec, &a, 1, NULL)) != PX_OK)
+            return st;
+    }
+    return PX_OK;
+}
+
+/* The group fails when chip 0 dies while chip 1 still runs its part; that part's completion,
+ * arriving later, belongs to no task (the group finished) and is dropped. The next run sends
+ * 300 tasks to chip 1 through a 64-slot task ring (the smallest), so every side-table entry
+ * (128) is reused while or after the late completion is read: all of them run, on chip 1. */
+static void test_group_member_dies(void **state)
+{
+    enum { N = 300 };
+    uint32_t flags[16] = {0};
+    int64_t rows[3 * N];
+    px_tensor tf = l3_tensor(flags, PX_U8, sizeof(flags)), tr = l3_tensor(rows, PX_I64, 3 * N);
+    orphan_ctx k = {0};
+    px_task_args args;
+    px_config c;
+    px_status st;
+    int n = N;
+
+    l3_config(&c, 2, 0);
+    c.task_ring = 64;
+    PX_ASSERT_OK(px_worker_create(&c, &k.w));
+    l3_register(k.w);
+    PX_ASSERT_OK(px_worker_init(k.w));
+    px_args_init(&args);
+    px_args_inout(&args, &tf);
+    st = px_run(k.w, orphan_orch, &args, &k);
+    assert_true(k.started);
+    assert_int_equal(st, PX_EPEERDEAD);
+    assert_non_null(strstr(px_last_error(), "chip 0"));
+    assert_non_null(strstr(px_last_error(), "callable \"block\""));
+    atomic_store(k.release, 1); /* chip 1's part ends now, after its group */
+
+    memset(rows, 0xff, sizeof(rows));
+    px_args_init(&args);
+    px_args_out(&args, &tr);
+    PX_ASSERT_OK(px_run(k.w, many_rec_orch, &args, &n));
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(rows[3 * i], px_hier_proc_pid(k.w, 1));
+        assert_int_equal(rows[3 * i + 1], 1);
+        assert_int_equal(rows[3 * i + 2], 1000 + i);
+    }
+    PX_ASSERT_OK(px_worker_destroy(k.w));
+    assert_int_equal(l3_children(), 0);
+}
+
 /* ---- a chip that exits by itself ---- */
 
 static px_status quit_orch(px_orch *o, const px_task_args *args, void *user)
@@ -1010,6 +1106,7 @@ int main(void)
         cmocka_unit_test(test_progress_while_orch_busy),
         cmocka_unit_test(test_chip_core0_main_thread),
         cmocka_unit_test(test_kill_chip),
+        cmocka_unit_test(test_group_member_dies),
         cmocka_unit_test(test_chip_exits),
         cmocka_unit_test(test_kernel_failure),
         cmocka_unit_test(test_bad_args),
