@@ -15,8 +15,10 @@
  * Locking: h->lock guards the dispatcher state (every proc's posted/completed counts and
  * in-flight table, the pending queue, the side table's group records and dead flags). It is
  * taken by executors (inline in the thread that readies a task, or on a host core with DFX
- * on), by whoever reads completions (the orchestration or the watch thread) and by the
- * orchestration writing a side-table slot. px_task_complete is called under it only with a
+ * on) and by whoever reads completions (the orchestration or the watch thread). The side
+ * table is not under it: only the orchestration writes an entry, and only for a task that
+ * has not been submitted yet, whose entry no other thread reads any more (PX_L3_ORPHAN).
+ * px_task_complete is called under it only with a
  * failure (whose dependents are poisoned and so never dispatched inline): a successful
  * completion may dispatch a dependent inline, which takes the lock.
  * h->drain_lock, taken before h->lock, makes one thread at a time the reader of the
