@@ -130,6 +130,7 @@ void px_tmap_fini(px_tmap *m)
     for (uint32_t i = 0; i < m->nspare; i++)
         px_tm_entry_free(m->spare[i]);
     free(m->sorted);
+    free(m->keys);
     free(m->spare);
     free(m->hits);
     memset(m, 0, sizeof(*m));
@@ -160,15 +161,18 @@ void px_tmap_clear(px_tmap *m)
     m->max_len = 0;
 }
 
-/* Index of the first entry whose lo is >= key. */
+/* Index of the first entry whose lo is >= key. A key past every entry (a loop walking
+ * upwards through memory) costs one comparison. */
 static uint32_t px_tm_lower_bound(const px_tmap *m, uintptr_t key)
 {
     uint32_t lo = 0, hi = m->n;
 
+    if (hi == 0 || m->keys[hi - 1] < key)
+        return hi;
     while (lo < hi) {
         uint32_t mid = (lo + hi) / 2;
 
-        if (m->sorted[mid]->v.lo < key)
+        if (m->keys[mid] < key)
             lo = mid + 1;
         else
             hi = mid;
@@ -184,10 +188,14 @@ static px_tm_entry *px_tm_insert(px_tmap *m, const px_tm_view *v)
     if (m->n == m->cap) {
         uint32_t cap = m->cap ? m->cap * 2 : 64;
         px_tm_entry **s = realloc(m->sorted, cap * sizeof(*s));
+        uintptr_t *k;
 
         if (s == NULL)
             return NULL;
         m->sorted = s;
+        if ((k = realloc(m->keys, cap * sizeof(*k))) == NULL)
+            return NULL; /* sorted grew, keys did not: cap stays, the next insert retries */
+        m->keys = k;
         m->cap = cap;
     }
     if (m->nspare > 0) {
@@ -202,7 +210,9 @@ static px_tm_entry *px_tm_insert(px_tmap *m, const px_tm_view *v)
     e->nreaders = 0;
     pos = px_tm_lower_bound(m, v->lo);
     memmove(&m->sorted[pos + 1], &m->sorted[pos], (m->n - pos) * sizeof(*m->sorted));
+    memmove(&m->keys[pos + 1], &m->keys[pos], (m->n - pos) * sizeof(*m->keys));
     m->sorted[pos] = e;
+    m->keys[pos] = v->lo;
     m->n++;
     if (v->hi - v->lo > m->max_len)
         m->max_len = v->hi - v->lo;
@@ -214,6 +224,7 @@ static void px_tm_remove_at(px_tmap *m, uint32_t i)
     px_tm_entry *e = m->sorted[i];
 
     memmove(&m->sorted[i], &m->sorted[i + 1], (m->n - i - 1) * sizeof(*m->sorted));
+    memmove(&m->keys[i], &m->keys[i + 1], (m->n - i - 1) * sizeof(*m->keys));
     m->n--;
     px_tm_recycle(m, e);
 }
@@ -242,7 +253,7 @@ static int px_tm_find(px_tmap *m, const px_tm_view *v, uint32_t *first)
     uint32_t i = px_tm_lower_bound(m, from), nh = 0;
 
     *first = i;
-    for (; i < m->n && m->sorted[i]->v.lo < v->hi; i++) {
+    for (; i < m->n && m->keys[i] < v->hi; i++) {
         px_tm_entry *e = m->sorted[i];
 
         if (e->v.hi <= v->lo || !px_tm_views_may_overlap(&e->v, v))
@@ -289,7 +300,7 @@ static void px_tm_drop_covered(px_tmap *m, const px_tm_view *v, const px_tm_entr
 {
     if (!v->dense)
         return;
-    for (uint32_t i = first; i < m->n && m->sorted[i]->v.lo < v->hi;) {
+    for (uint32_t i = first; i < m->n && m->keys[i] < v->hi;) {
         px_tm_entry *e = m->sorted[i];
 
         if (e != keep && e->v.lo >= v->lo && e->v.hi <= v->hi)
@@ -333,7 +344,7 @@ void px_tmap_forget(px_tmap *m, uintptr_t lo, uintptr_t hi)
 {
     uint32_t i = px_tm_lower_bound(m, lo);
 
-    while (i < m->n && m->sorted[i]->v.lo < hi) {
+    while (i < m->n && m->keys[i] < hi) {
         if (m->sorted[i]->v.hi <= hi)
             px_tm_remove_at(m, i);
         else

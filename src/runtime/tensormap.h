@@ -40,6 +40,7 @@ typedef struct px_tm_entry {
 
 typedef struct px_tmap {
     px_tm_entry **sorted; /* by v.lo */
+    uintptr_t *keys;      /* keys[i] = sorted[i]->v.lo: searches touch one array, not entries */
     uint32_t n, cap;
     px_tm_entry **spare; /* recycled entries (their reader arrays kept) */
     uint32_t nspare, spare_cap;
