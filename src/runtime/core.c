@@ -39,6 +39,8 @@ void px_task_ready(px_worker *w, px_task *t)
         }
     }
     px_readyq_push(&w->readyq, t);
+    if (w->ncores == w->caller_core)
+        return; /* a chip whose only core is its caller's thread: nobody to wake */
     atomic_thread_fence(memory_order_seq_cst);
     sleepers = atomic_load_explicit(&w->sleepers, memory_order_relaxed);
     if (sleepers == 0)

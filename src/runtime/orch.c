@@ -563,7 +563,7 @@ px_status px_rt_submit(px_orch *o, px_kernel_id k, px_task_args *a, const px_tas
     px_worker *w;
     px_task *t;
     px_status st;
-    uint64_t d0;
+    uint64_t d0, wired;
 
     if (o == NULL || a == NULL)
         return px_set_error(PX_EINVAL, "px_submit: orchestration or args is NULL");
@@ -588,6 +588,7 @@ px_status px_rt_submit(px_orch *o, px_kernel_id k, px_task_args *a, const px_tas
     if (PX_DFX_ON(o->dfx, PX_DFX_FOR_SUBMIT))
         px_dfx_submit(o->dfx, d0, t->id, k, &t->args);
     o->cur = t;
+    wired = o->dep_head;
     st = px_orch_wire(o, t, deps, ndeps);
     if (PX_UNLIKELY(st != PX_OK)) {
         /* Half-wired: let it drain as a failed task so every producer still releases it. */
@@ -598,8 +599,14 @@ px_status px_rt_submit(px_orch *o, px_kernel_id k, px_task_args *a, const px_tas
     t->dep_end = o->dep_head;
     o->next_id++;
     o->stats.tasks++;
-    if (atomic_fetch_sub_explicit(&t->fanin, 1, memory_order_acq_rel) == 1)
+    if (o->dep_head == wired) {
+        /* No producer holds an edge to t, so no other thread touches its fanin: drop the
+         * wiring guard without a locked instruction (it drained the store buffer). */
+        atomic_store_explicit(&t->fanin, 0, memory_order_relaxed);
         px_task_ready(w, t);
+    } else if (atomic_fetch_sub_explicit(&t->fanin, 1, memory_order_acq_rel) == 1) {
+        px_task_ready(w, t);
+    }
     if (id != NULL)
         *id = t->id;
     if (PX_DFX_ON(o->dfx, PX_DFX_FOR_PHASE))
