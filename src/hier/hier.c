@@ -43,6 +43,15 @@
 
 static pthread_mutex_t px_hier_reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static px_hier *px_hier_reg[PX_HIER_MAX_WORKERS];
+static _Atomic uint64_t px_hier_reg_gen; /* bumped (under the lock) by every change */
+
+/* The last lookup of this thread: an orchestration submits many tasks in a row, and the
+ * registry does not change meanwhile unless a worker is created or destroyed. */
+static _Thread_local struct {
+    const px_orch *o;
+    px_hier *h;
+    uint64_t gen;
+} px_hier_last;
 
 /* ---- the registry of live level-3 workers ---- */
 
@@ -55,6 +64,7 @@ static px_status px_hier_reg_add(px_hier *h)
     for (int i = 0; i < PX_HIER_MAX_WORKERS; i++) {
         if (px_hier_reg[i] == NULL) {
             px_hier_reg[i] = h;
+            atomic_fetch_add_explicit(&px_hier_reg_gen, 1, memory_order_release);
             st = PX_OK;
             break;
         }
@@ -69,6 +79,7 @@ static void px_hier_reg_remove(px_hier *h)
     for (int i = 0; i < PX_HIER_MAX_WORKERS; i++)
         if (px_hier_reg[i] == h)
             px_hier_reg[i] = NULL;
+    atomic_fetch_add_explicit(&px_hier_reg_gen, 1, memory_order_release);
     pthread_mutex_unlock(&px_hier_reg_lock);
 }
 
@@ -78,11 +89,19 @@ px_status px_hier_from_orch(px_orch *o, const char *what, px_hier **out)
 
     if (o == NULL)
         return px_set_error(PX_EINVAL, "%s: orchestration is NULL", what);
-    pthread_mutex_lock(&px_hier_reg_lock);
-    for (int i = 0; i < PX_HIER_MAX_WORKERS && h == NULL; i++)
-        if (px_hier_reg[i] != NULL && &px_hier_reg[i]->w->orch == o)
-            h = px_hier_reg[i];
-    pthread_mutex_unlock(&px_hier_reg_lock);
+    if (px_hier_last.o == o &&
+        px_hier_last.gen == atomic_load_explicit(&px_hier_reg_gen, memory_order_acquire)) {
+        h = px_hier_last.h;
+    } else {
+        pthread_mutex_lock(&px_hier_reg_lock);
+        for (int i = 0; i < PX_HIER_MAX_WORKERS && h == NULL; i++)
+            if (px_hier_reg[i] != NULL && &px_hier_reg[i]->w->orch == o)
+                h = px_hier_reg[i];
+        px_hier_last.o = o;
+        px_hier_last.h = h;
+        px_hier_last.gen = atomic_load_explicit(&px_hier_reg_gen, memory_order_relaxed);
+        pthread_mutex_unlock(&px_hier_reg_lock);
+    }
     if (h == NULL)
         return px_set_error(PX_ESTATE, "%s: the orchestration does not belong to a live level-3 "
                             "worker (destroyed, or a level-2 worker); submit level-3 tasks from "
