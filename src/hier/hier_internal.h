@@ -8,19 +8,18 @@
  *
  * Files: hier.c (create, init, destroy, registration), chip.c (a child's main loop),
  * mailbox.c (shared rings and waits), submit.c (the level-3 orchestration API), dispatch.c
- * (executors, the pending queue, completions), watch.c (the completion and death-watch
- * thread), dfx_l3.c (the chips' DFX sessions: flush calls at the end of a run) and
+ * (executors, the pending queue, completions), watch.c (reading completions: the
+ * orchestration's poller and the completion and death-watch thread), dfx_l3.c (the chips' DFX sessions: flush calls at the end of a run) and
  * dfx_merge.c (one trace.json and dfx.json from the host's and the chips' outputs).
  *
  * Locking: h->lock guards the dispatcher state (every proc's posted/completed counts and
- * in-flight table, the pending queue, the side table's group records and dead flags). It is
- * taken by executors (inline in the thread that readies a task, or on a host core with DFX
- * on) and by whoever reads completions (the orchestration or the watch thread). The side
- * table is not under it: only the orchestration writes an entry, and only for a task that
- * has not been submitted yet, whose entry no other thread reads any more (PX_L3_ORPHAN).
- * px_task_complete is called under it only with a
- * failure (whose dependents are poisoned and so never dispatched inline): a successful
- * completion may dispatch a dependent inline, which takes the lock.
+ * in-flight table, the pending queue, group records and dead flags). It is taken by
+ * executors (inline in the thread that readies a task, or on a host core with DFX on) and by
+ * whoever reads completions (the orchestration or the watch thread). The side table is not
+ * under it: only the orchestration writes an entry, and only for a task not yet submitted,
+ * whose entry no other thread reads any more (PX_L3_ORPHAN). px_task_complete is called
+ * under it only with a failure (whose dependents are poisoned and so never dispatched
+ * inline): a successful completion may dispatch a dependent inline, which takes the lock.
  * h->drain_lock, taken before h->lock, makes one thread at a time the reader of the
  * completion rings (it owns every proc's done_read).
  */
