@@ -81,7 +81,8 @@ static void bl_floor_child(bl_pingpong *pp, uint64_t spin, uint64_t yield, int t
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     for (uint64_t i = 0; i < (uint64_t)trips; i++) {
-        px_mb_cpus cpus = {&pp->child_cpu, &pp->parent_cpu};
+        static uint32_t shared;
+        px_mb_cpus cpus = {&pp->child_cpu, &pp->parent_cpu, &shared};
 
         if (!px_mb_wait_head(&pp->word, 2 * i, &pp->child_seq, &pp->child_sleeping, cpus, spin,
                              yield, px_now_ns() + BL_FLOOR_WAIT_NS))
@@ -98,7 +99,8 @@ static double bl_floor_rep(bl_pingpong *pp, uint64_t spin, uint64_t yield, int t
     uint64_t t0 = bench_now_ns();
 
     for (int i = 0; i < trips; i++, v += 2) {
-        px_mb_cpus cpus = {&pp->parent_cpu, &pp->child_cpu};
+        static uint32_t shared;
+        px_mb_cpus cpus = {&pp->parent_cpu, &pp->child_cpu, &shared};
 
         px_mb_advance(&pp->word, v + 1, &pp->child_seq, &pp->child_sleeping);
         if (!px_mb_wait_head(&pp->word, v + 1, &pp->parent_seq, &pp->parent_sleeping, cpus,

@@ -163,7 +163,8 @@ out:
 static int px_child_wait(px_hier *h, px_mailbox *mb, uint64_t tail, uint64_t *known)
 {
     /* A sleep lasts at most 100 ms (deadline 0): then check that the parent still lives. */
-    px_mb_cpus cpus = {&mb->cpu, &h->bell->orch_cpu};
+    static uint32_t shared; /* this process's waits in a row on the orchestration's CPU */
+    px_mb_cpus cpus = {&mb->cpu, &h->bell->orch_cpu, &shared};
 
     if (tail < *known)
         return 0;

@@ -249,8 +249,14 @@ int px_mb_wait_head(_Atomic uint64_t *head, uint64_t pos, _Atomic uint32_t *seq,
     if (atomic_load_explicit(head, memory_order_acquire) > pos)
         return 1;
     cpu = px_mb_note_cpu(cpus.self);
-    if (cpus.peer != NULL && cpu >= 0 && atomic_load_explicit(cpus.peer, memory_order_relaxed) == cpu)
+    if (cpus.peer != NULL && cpu >= 0 &&
+        atomic_load_explicit(cpus.peer, memory_order_relaxed) == cpu) {
         spin_ticks = 0; /* the peer waits for this CPU: yield it at once */
+        if (cpus.shared != NULL && ++*cpus.shared % PX_MB_SHARED_SLEEP == 0)
+            yield_ticks = 0; /* or sleep, so that the wake-up may move this side */
+    } else if (cpus.shared != NULL) {
+        *cpus.shared = 0;
+    }
     until = px_ticks() + spin_ticks;
     while (atomic_load_explicit(head, memory_order_acquire) <= pos) {
         uint64_t now = px_ticks();

@@ -145,7 +145,14 @@ void px_mb_advance(_Atomic uint64_t *head, uint64_t value, _Atomic uint32_t *seq
 typedef struct px_mb_cpus {
     _Atomic int32_t *self;       /* where this side publishes the CPU it waits on */
     const _Atomic int32_t *peer; /* where the side that will advance the head publishes its */
+    uint32_t *shared;            /* this side's count of waits in a row that found the peer
+                                  * on its CPU (NULL: none kept) */
 } px_mb_cpus;
+
+/* Every this many waits in a row that find the peer on the same CPU, a wait sleeps at once
+ * instead of yielding: sched_yield never moves a thread, but the poster's wake-up lets the
+ * scheduler place the sleeper on an idle CPU, so two processes stuck on one CPU part. */
+#define PX_MB_SHARED_SLEEP 64
 
 /*
  * Waits until *head > pos: spins for spin_ticks, polls with sched_yield for yield_ticks, then
@@ -153,8 +160,9 @@ typedef struct px_mb_cpus {
  * 100 ms, at most until deadline_ns (0: at most 100 ms). Returns 1 when the head moved past
  * pos, 0 at the deadline. The spin is skipped when the peer last waited on this CPU: then it
  * cannot be running while this side spins, and yielding at once hands it the CPU (on a
- * machine with fewer CPUs than busy processes a 2 us spin per hand-off tripled a run). The
- * floor benchmark times exactly this wait.
+ * machine with fewer CPUs than busy processes a 2 us spin per hand-off tripled a run); every
+ * PX_MB_SHARED_SLEEP such waits in a row, it sleeps at once. The floor benchmark times
+ * exactly this wait.
  */
 int px_mb_wait_head(_Atomic uint64_t *head, uint64_t pos, _Atomic uint32_t *seq,
                     _Atomic uint32_t *sleeping, px_mb_cpus cpus, uint64_t spin_ticks,
