@@ -70,6 +70,27 @@ int px_hier_drain_done(px_hier *h, px_hier_proc *p)
     return n;
 }
 
+/* Reads every child's completions (drain_lock held); returns how many. */
+static int px_hier_drain_all(px_hier *h)
+{
+    int got = 0;
+
+    for (int i = 0; i < h->nprocs; i++)
+        got += px_hier_drain_done(h, &h->procs[i]);
+    return got;
+}
+
+/* Returns 1 when some child posted a completion not read yet (no lock needed: a racy look
+ * that the caller confirms under drain_lock). */
+static int px_hier_news(px_hier *h)
+{
+    for (int i = 0; i < h->nprocs; i++)
+        if (atomic_load_explicit(&h->procs[i].mb->done_head, memory_order_seq_cst) !=
+            atomic_load_explicit(&h->procs[i].done_read, memory_order_relaxed))
+            return 1;
+    return 0;
+}
+
 /* Notices children that have ended since the last look. */
 static void px_watch_deaths(px_hier *h)
 {
@@ -94,11 +115,10 @@ static void *px_watch_main(void *arg)
     while (!atomic_load_explicit(&h->watch_stop, memory_order_acquire)) {
         uint32_t seen = atomic_load_explicit(&bell->seq, memory_order_acquire);
         uint64_t now;
-        int got = 0, polled;
+        int got, polled;
 
         pthread_mutex_lock(&h->drain_lock);
-        for (int i = 0; i < h->nprocs; i++)
-            got += px_hier_drain_done(h, &h->procs[i]);
+        got = px_hier_drain_all(h);
         now = px_now_ns();
         if (now >= next_check) {
             px_watch_deaths(h);
@@ -123,15 +143,12 @@ static void *px_watch_main(void *arg)
 static int px_hier_poll(void *arg)
 {
     px_hier *h = arg;
-    int got = 0, news = 0;
+    int got;
 
-    for (int i = 0; i < h->nprocs && !news; i++) /* the common case: nothing new, no lock */
-        news = atomic_load_explicit(&h->procs[i].mb->done_head, memory_order_relaxed) !=
-               atomic_load_explicit(&h->procs[i].done_read, memory_order_relaxed);
-    if (!news || pthread_mutex_trylock(&h->drain_lock) != 0)
+    /* the common case: nothing new, no lock */
+    if (!px_hier_news(h) || pthread_mutex_trylock(&h->drain_lock) != 0)
         return 0;
-    for (int i = 0; i < h->nprocs; i++)
-        got += px_hier_drain_done(h, &h->procs[i]);
+    got = px_hier_drain_all(h);
     pthread_mutex_unlock(&h->drain_lock);
     return got;
 }
@@ -148,20 +165,15 @@ static void px_hier_polling(void *arg, int on)
 {
     px_hier *h = arg;
     px_doorbell *bell = h->bell;
-    int news = 0;
 
     atomic_store_explicit(&bell->polling, (uint32_t)on, memory_order_seq_cst);
-    for (int i = 0; !on && i < h->nprocs && !news; i++)
-        news = atomic_load_explicit(&h->procs[i].mb->done_head, memory_order_seq_cst) !=
-               atomic_load_explicit(&h->procs[i].done_read, memory_order_relaxed);
-    if (!news)
+    if (on || !px_hier_news(h))
         return;
     if (pthread_mutex_trylock(&h->drain_lock) != 0) {
         px_mb_bump(&bell->seq, &bell->sleeping);
         return;
     }
-    for (int i = 0; i < h->nprocs; i++)
-        px_hier_drain_done(h, &h->procs[i]);
+    px_hier_drain_all(h);
     pthread_mutex_unlock(&h->drain_lock);
 }
 

@@ -284,12 +284,11 @@ static px_status who_host(const px_task_args *a, void *user)
 
 /* ---- dispatch to each chip ---- */
 
-static px_status dispatch_orch(px_orch *o, const px_task_args *args, void *user)
+/* Submits n rec tasks: task i writes row i of the i64[3 n] tensor out with tag tag0 + i, on
+ * chip `chip`, or on chip i when chip is -1. */
+static px_status submit_recs(px_orch *o, const px_tensor *out, int n, uint64_t tag0, int chip)
 {
-    int chips = *(int *)user;
-    const px_tensor *out = px_arg_tensor(args, 0);
-
-    for (int i = 0; i < chips; i++) {
+    for (int i = 0; i < n; i++) {
         int64_t shape[1] = {3};
         px_task_args a;
         px_tensor row;
@@ -299,11 +298,16 @@ static px_status dispatch_orch(px_orch *o, const px_task_args *args, void *user)
             return st;
         px_args_init(&a);
         px_args_out(&a, &row);
-        px_args_scalar_u64(&a, 100 + (uint64_t)i);
-        if ((st = px_submit_next_level(o, c_rec, &a, i, NULL)) != PX_OK)
+        px_args_scalar_u64(&a, tag0 + (uint64_t)i);
+        if ((st = px_submit_next_level(o, c_rec, &a, chip < 0 ? i : chip, NULL)) != PX_OK)
             return st;
     }
     return PX_OK;
+}
+
+static px_status dispatch_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    return submit_recs(o, px_arg_tensor(args, 0), *(int *)user, 100, -1);
 }
 
 /* A next-level task on each of 3 chips runs in that chip's own process: it sees the pid the
@@ -744,24 +748,7 @@ static px_status orphan_orch(px_orch *o, const px_task_args *args, void *user)
 /* Rows i of the i64[3 * n] argument: rec on chip 1 with tag 1000 + i. */
 static px_status many_rec_orch(px_orch *o, const px_task_args *args, void *user)
 {
-    const px_tensor *out = px_arg_tensor(args, 0);
-    int n = *(int *)user;
-
-    for (int i = 0; i < n; i++) {
-        int64_t shape[1] = {3};
-        px_task_args a;
-        px_tensor row;
-        px_status st = px_tensor_view(out, 1, shape, NULL, 3 * i, &row);
-
-        if (st != PX_OK)
-            return st;
-        px_args_init(&a);
-        px_args_out(&a, &row);
-        px_args_scalar_u64(&a, 1000 + (uint64_t)i);
-        if ((st = px_submit_next_level(o, c_rec, &a, 1, NULL)) != PX_OK)
-            return st;
-    }
-    return PX_OK;
+    return submit_recs(o, px_arg_tensor(args, 0), *(int *)user, 1000, 1);
 }
 
 /* The group fails when chip 0 dies while chip 1 still runs its part; that part's completion,
