@@ -14,6 +14,15 @@
  * task must have run exactly once. Repetitions are interleaved (rep r runs plexus, StarPU,
  * OpenMP in turn) and medians are printed as BENCH lines; docs/benchmarks.md describes them.
  * Tensors are int64 counters one cache line apart, so no two share a line in any system.
+ *
+ * A fourth graph, plexus only, checks that a task's cost does not grow with the length of a
+ * run (examples/vector's shape, issue: runs of 1M iterations slowed down superlinearly):
+ *   scoped       iteration i opens a scope, allocates a temporary with px_tensor_alloc, task
+ *                A writes i into it (OUT), task B reads it (IN) and writes 3i+1 into row i of
+ *                an output block (OUT): 2 tasks and 1 edge per iteration, one new output view
+ *                per iteration, heap memory reused all the time
+ * It runs once with the short task count and once with a long one (20x, 2M tasks in full
+ * mode) and prints long_over_short, the ratio of their microseconds per task.
  */
 #include "benchutil.h"
 
@@ -65,6 +74,8 @@ typedef struct bt_params {
     bench_mode mode;
     uint64_t ntasks;
     int reps;
+    uint64_t long_ntasks; /* the scoped graph's long run */
+    int long_reps;
 } bt_params;
 
 /* The tensors (host memory; plexus copies them to device memory for a run). */
@@ -233,6 +244,7 @@ static int bt_verify(const bt_case *c, const char *sys, int rep)
 typedef struct bt_plexus {
     px_worker *w;
     px_kernel_id k_independent, k_chain, k_stencil_first, k_stencil_mid, k_stencil_last;
+    px_kernel_id k_scoped_make, k_scoped_use;
 } bt_plexus;
 
 /* What the orchestration of one run needs, and the time it started submitting. */
@@ -266,15 +278,37 @@ static px_status bt_px_stencil(px_core_ctx *ctx, const px_task_args *a)
     return PX_OK;
 }
 
-/* Builds a signature from a string of tags: 'i' IN i64, 'x' INOUT i64, 's' scalar. */
+/* Scoped graph, task A of iteration i: OUT tmp = i; args tmp, i, t. */
+static px_status bt_px_scoped_make(px_core_ctx *ctx, const px_task_args *a)
+{
+    *(int64_t *)px_arg_data(a, 0) = (int64_t)px_arg_u64(a, 1);
+    bt_count_run(px_arg_u64(a, 2));
+    return PX_OK;
+}
+
+/* Task B: IN tmp (must hold i), OUT row = 3 tmp + 1; args tmp, row, i, t. */
+static px_status bt_px_scoped_use(px_core_ctx *ctx, const px_task_args *a)
+{
+    int64_t v = *(const int64_t *)px_arg_data(a, 0);
+
+    if (v != (int64_t)px_arg_u64(a, 2))
+        bt_violation();
+    *(int64_t *)px_arg_data(a, 1) = 3 * v + 1;
+    bt_count_run(px_arg_u64(a, 3));
+    return PX_OK;
+}
+
+/* Builds a signature from tags: 'i' IN i64, 'x' INOUT i64, 'o' OUT i64, 's' scalar. */
 static px_signature bt_px_sig(const char *tags)
 {
     px_signature sig = {.nargs = (int32_t)strlen(tags)};
 
     for (int i = 0; i < sig.nargs; i++) {
         sig.params[i].dtype = tags[i] == 's' ? PX_DTYPE_ANY : PX_I64;
-        sig.params[i].tag = tags[i] == 'i' ? PX_TAG_IN : tags[i] == 'x' ? PX_TAG_INOUT
-                                                                        : PX_TAG_SCALAR;
+        sig.params[i].tag = tags[i] == 'i'   ? PX_TAG_IN
+                            : tags[i] == 'x' ? PX_TAG_INOUT
+                            : tags[i] == 'o' ? PX_TAG_OUT
+                                             : PX_TAG_SCALAR;
     }
     return sig;
 }
@@ -283,6 +317,7 @@ static px_status bt_px_register(bt_plexus *p)
 {
     px_signature s_ind = bt_px_sig("is"), s_chain = bt_px_sig("xss");
     px_signature s_first = bt_px_sig("xsssi"), s_mid = bt_px_sig("xsssii");
+    px_signature s_make = bt_px_sig("oss"), s_use = bt_px_sig("ioss");
     px_status st;
 
     st = px_kernel_register(p->w, "bt_independent", bt_px_independent, &s_ind,
@@ -298,6 +333,12 @@ static px_status bt_px_register(bt_plexus *p)
     if (st == PX_OK)
         st = px_kernel_register(p->w, "bt_stencil_last", bt_px_stencil, &s_first,
                                 &p->k_stencil_last);
+    if (st == PX_OK)
+        st = px_kernel_register(p->w, "bt_scoped_make", bt_px_scoped_make, &s_make,
+                                &p->k_scoped_make);
+    if (st == PX_OK)
+        st = px_kernel_register(p->w, "bt_scoped_use", bt_px_scoped_use, &s_use,
+                                &p->k_scoped_use);
     return st;
 }
 
@@ -429,6 +470,161 @@ static double bt_px_rep(const bt_plexus *p, const bt_case *c, int rep)
     if (bt_verify(c, "plexus", rep) != 0 || bt_px_check_stats(p, c, rep) != 0)
         return -1;
     return (double)(t1 - r.t0) / 1e3 / (double)c->ntasks;
+}
+
+/* ---- the scoped graph (plexus only): cost per task over a long run ---- */
+
+/* One scoped run: n tasks over an output block of n / 2 rows. */
+typedef struct bt_scoped_run {
+    const bt_plexus *px;
+    uint64_t ntasks;
+    uint64_t t0;
+} bt_scoped_run;
+
+/* Iteration i: a scope with one temporary, task A writes it, task B reads it into row i. */
+static px_status bt_scoped_iteration(px_orch *o, const bt_scoped_run *r, const px_tensor *out,
+                                     uint64_t i)
+{
+    const int64_t one[1] = {1};
+    px_tensor tmp, row;
+    px_task_args a;
+    px_status st = px_scope_begin(o), st_end;
+
+    if (st != PX_OK)
+        return st;
+    st = px_tensor_alloc(o, PX_I64, 1, one, &tmp);
+    if (st == PX_OK)
+        st = px_tensor_view(out, 1, one, NULL, (int64_t)i, &row);
+    if (st == PX_OK) {
+        px_args_init(&a);
+        px_args_out(&a, &tmp);
+        px_args_scalar_u64(&a, i);
+        px_args_scalar_u64(&a, 2 * i);
+        st = px_submit(o, r->px->k_scoped_make, &a, NULL);
+    }
+    if (st == PX_OK) {
+        px_args_init(&a);
+        px_args_in(&a, &tmp);
+        px_args_out(&a, &row);
+        px_args_scalar_u64(&a, i);
+        px_args_scalar_u64(&a, 2 * i + 1);
+        st = px_submit(o, r->px->k_scoped_use, &a, NULL);
+    }
+    st_end = px_scope_end(o);
+    return st != PX_OK ? st : st_end;
+}
+
+static px_status bt_scoped_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    bt_scoped_run *r = user;
+    const px_tensor *out = px_arg_tensor(args, 0);
+    px_status st = PX_OK;
+
+    r->t0 = bench_now_ns();
+    for (uint64_t i = 0; i < r->ntasks / 2 && st == PX_OK; i++)
+        st = bt_scoped_iteration(o, r, out, i);
+    return st;
+}
+
+/* Checks a scoped run: every task once, no violation, every row, the run's statistics. */
+static int bt_scoped_verify(const bt_plexus *p, const int64_t *out, uint64_t n, int rep)
+{
+    uint64_t viol = __atomic_load_n(&bt_violations, __ATOMIC_RELAXED);
+    px_run_stats rs;
+    px_status st;
+
+    if (viol != 0)
+        bench_fail(BT_NAME, "graph scoped tasks %" PRIu64 " rep %d: %" PRIu64 " tasks read a "
+                   "temporary before its producer wrote it", n, rep, viol);
+    for (uint64_t t = 0; t < n && viol == 0; t++) {
+        if (bt_ran[t] != 1) {
+            bench_fail(BT_NAME, "graph scoped tasks %" PRIu64 " rep %d: task %" PRIu64
+                       " ran %u times, expected exactly once", n, rep, t, bt_ran[t]);
+            return -1;
+        }
+    }
+    for (uint64_t i = 0; i < n / 2; i++) {
+        if (out[i] != 3 * (int64_t)i + 1) {
+            bench_fail(BT_NAME, "graph scoped tasks %" PRIu64 " rep %d: row %" PRIu64
+                       " holds %" PRId64 ", expected %" PRId64, n, rep, i, out[i],
+                       3 * (int64_t)i + 1);
+            return -1;
+        }
+    }
+    st = px_run_stats_get(p->w, &rs);
+    if (st != PX_OK || rs.tasks != n || rs.edges != n / 2) {
+        bench_fail(BT_NAME, "graph scoped tasks %" PRIu64 " rep %d: px_run_stats has tasks=%"
+                   PRIu64 " edges=%" PRIu64 ", the graph has tasks=%" PRIu64 " edges=%" PRIu64
+                   " (%s)", n, rep, rs.tasks, rs.edges, n, n / 2,
+                   st == PX_OK ? "wrong dependencies" : px_last_error());
+        return -1;
+    }
+    return viol != 0 ? -1 : 0;
+}
+
+/* Runs the scoped graph once with n tasks (even). Returns us per task, or -1 on failure. */
+static double bt_scoped_rep(const bt_plexus *p, int64_t *out, uint64_t n, int rep)
+{
+    bt_scoped_run r = {.px = p, .ntasks = n};
+    const int64_t shape[1] = {(int64_t)(n / 2)};
+    px_tensor host;
+    px_task_args args;
+    px_status st;
+    uint64_t t1;
+
+    memset(out, 0xff, n / 2 * sizeof(*out));
+    memset(bt_ran, 0, n * sizeof(bt_ran[0]));
+    __atomic_store_n(&bt_violations, 0, __ATOMIC_RELAXED);
+    st = px_tensor_make(&host, out, PX_I64, 1, shape);
+    if (st == PX_OK) {
+        px_args_init(&args);
+        px_args_out(&args, &host);
+        st = px_run(p->w, bt_scoped_orch, &args, &r);
+    }
+    t1 = bench_now_ns();
+    if (st != PX_OK) {
+        bench_fail(BT_NAME, "graph scoped tasks %" PRIu64 " rep %d: px_run failed: %s: %s", n,
+                   rep, px_status_name(st), px_last_error());
+        return -1;
+    }
+    if (bt_scoped_verify(p, out, n, rep) != 0)
+        return -1;
+    return (double)(t1 - r.t0) / 1e3 / (double)n;
+}
+
+/* Median us per task of reps scoped runs with n tasks, or -1 after a failure. */
+static double bt_scoped_measure(const bt_plexus *p, int64_t *out, uint64_t n, int reps)
+{
+    double us[BT_MAX_REPS];
+
+    for (int r = 0; r < reps; r++)
+        if ((us[r] = bt_scoped_rep(p, out, n, r)) < 0)
+            return -1;
+    return bench_median(us, reps);
+}
+
+/* The scoped graph at the short and the long task count, and their ratio. */
+static void bt_scoped(const bt_plexus *p, const bt_params *prm)
+{
+    int64_t *out = malloc(prm->long_ntasks / 2 * sizeof(*out));
+    double s, l;
+
+    if (out == NULL || p->w == NULL) {
+        bench_fail(BT_NAME, "graph scoped: %s", p->w ? "out of memory for the output rows"
+                                                     : "no plexus worker");
+        free(out);
+        return;
+    }
+    s = bt_scoped_measure(p, out, prm->ntasks, prm->reps);
+    l = s < 0 ? -1 : bt_scoped_measure(p, out, prm->long_ntasks, prm->long_reps);
+    free(out);
+    if (l < 0)
+        return;
+    bench_line(BT_NAME, "graph=scoped system=plexus tasks=%" PRIu64 " us_per_task=%.3f edges=%"
+               PRIu64, prm->ntasks, s, prm->ntasks / 2);
+    bench_line(BT_NAME, "graph=scoped system=plexus tasks=%" PRIu64 " us_per_task=%.3f edges=%"
+               PRIu64, prm->long_ntasks, l, prm->long_ntasks / 2);
+    bench_line(BT_NAME, "graph=scoped long_over_short=%.2f", l / s);
 }
 
 /* ---- StarPU ---- */
@@ -766,13 +962,16 @@ static bt_params bt_params_for(bench_mode mode)
 {
     switch (mode) {
     case BENCH_QUICK:
-        return (bt_params){.mode = mode, .ntasks = 20000, .reps = 5};
+        return (bt_params){.mode = mode, .ntasks = 20000, .reps = 5, .long_ntasks = 400000,
+                           .long_reps = 3};
     case BENCH_SMOKE:
-        return (bt_params){.mode = mode, .ntasks = 200, .reps = 1};
+        return (bt_params){.mode = mode, .ntasks = 200, .reps = 1, .long_ntasks = 4000,
+                           .long_reps = 1};
     case BENCH_FULL:
         break;
     }
-    return (bt_params){.mode = BENCH_FULL, .ntasks = 100000, .reps = 7};
+    return (bt_params){.mode = BENCH_FULL, .ntasks = 100000, .reps = 7, .long_ntasks = 2000000,
+                       .long_reps = 3};
 }
 
 /* Prints the pinned configuration; in smoke mode also a line per anchor not compiled in. */
@@ -794,9 +993,11 @@ static void bt_print_config(const bt_params *p)
 #endif
 #endif
     bench_line(BT_NAME, "config tasks=%" PRIu64 " reps=%d threads=%d starpu=%s "
-               "schedulers=lws,eager,ws omp=%s plexus=%s mode=%s chains=%d stencil_width=%d",
+               "schedulers=lws,eager,ws omp=%s plexus=%s mode=%s chains=%d stencil_width=%d "
+               "long_tasks=%" PRIu64 " long_reps=%d",
                p->ntasks, p->reps, BT_THREADS, sp, omp, PX_VERSION_STRING,
-               bench_mode_name(p->mode), BT_CHAINS, BT_TENSORS_MAX);
+               bench_mode_name(p->mode), BT_CHAINS, BT_TENSORS_MAX, p->long_ntasks,
+               p->long_reps);
     if (p->mode != BENCH_SMOKE)
         return; /* a missing anchor is an error there: bt_check_anchors() */
     if (!bt_have(BT_STARPU))
@@ -834,9 +1035,10 @@ int main(int argc, char **argv)
     bt_print_config(&p);
     if (bt_check_anchors(mode) != 0)
         return 1;
-    bt_ran = calloc(p.ntasks, sizeof(bt_ran[0]));
+    bt_ran = calloc(p.long_ntasks, sizeof(bt_ran[0])); /* the longest run's tasks */
     if (bt_ran == NULL) {
-        fprintf(stderr, "bench_tasks: out of memory for %" PRIu64 " task counters\n", p.ntasks);
+        fprintf(stderr, "bench_tasks: out of memory for %" PRIu64 " task counters\n",
+                p.long_ntasks);
         return 1;
     }
 #ifdef PX_HAVE_STARPU
@@ -848,6 +1050,7 @@ int main(int argc, char **argv)
         bt_result res = bt_measure(&px, &c, p.reps);
         bt_print_result(&c, &res);
     }
+    bt_scoped(&px, &p);
     px_worker_destroy(px.w);
     free(bt_ran);
     return bench_finish();

@@ -8,7 +8,10 @@
  */
 #include "examples.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+#include "util/log.h"
 
 px_status px_example_defaults(const px_example *ex, const px_example_opts *o, px_example_opts *out)
 {
@@ -50,6 +53,46 @@ static px_status example_config(const px_example *ex, const px_config *cfg,
     return PX_OK;
 }
 
+#define EXAMPLE_MEM_SLACK (64ull << 20) /* run area beyond the tensors (DFX buffers, ...) */
+#define EXAMPLE_MEM_ROUND (1ull << 20)
+
+/* Raises c->*knob to need when the user left the knob unset; else fails if it is too small. */
+static px_status example_fit(const px_example *ex, const char *knob, uint64_t *have,
+                             uint64_t need)
+{
+    uint64_t rounded = (need + EXAMPLE_MEM_ROUND - 1) / EXAMPLE_MEM_ROUND * EXAMPLE_MEM_ROUND;
+
+    if (*have >= need)
+        return PX_OK;
+    if (getenv(knob) != NULL)
+        return px_set_error(PX_EINVAL, "example %s: this size needs %s >= %llu bytes, it is %llu; "
+                            "raise %s or lower --size / --iters", ex->name, knob,
+                            (unsigned long long)rounded, (unsigned long long)*have, knob);
+    PX_LOG_INFO("example %s: %s raised from %llu to %llu bytes for this size", ex->name, knob,
+                (unsigned long long)*have, (unsigned long long)rounded);
+    *have = rounded;
+    return PX_OK;
+}
+
+/* Sizes the device arena and heap ring for what the example says the run needs. */
+static px_status example_size_memory(const px_example *ex, const px_example_opts *o,
+                                     px_config *c)
+{
+    uint64_t run = 0, heap = 0, dev;
+    px_status st;
+
+    if (ex->memory == NULL)
+        return PX_OK;
+    ex->memory(o, &run, &heap);
+    if ((st = example_fit(ex, "PLEXUS_HEAP_RING", &c->heap_ring, heap)) != PX_OK)
+        return st;
+    if (__builtin_add_overflow(run, c->heap_ring, &dev) ||
+        __builtin_add_overflow(dev, EXAMPLE_MEM_SLACK, &dev))
+        return px_set_error(PX_EINVAL, "example %s: the size needs more device memory than "
+                            "64-bit arithmetic holds; lower --size", ex->name);
+    return example_fit(ex, "PLEXUS_DEVICE_MEM", &c->device_mem, dev);
+}
+
 px_status px_example_exec(const px_example *ex, const px_config *cfg, const px_example_opts *o,
                           px_example_result *r)
 {
@@ -65,6 +108,8 @@ px_status px_example_exec(const px_example *ex, const px_config *cfg, const px_e
     r->iters = eo.iters;
     r->tile = eo.tile;
     st = example_config(ex, cfg, &eo, &c);
+    if (st == PX_OK)
+        st = example_size_memory(ex, &eo, &c);
     if (st != PX_OK)
         return st;
     st = px_worker_create(&c, &w);

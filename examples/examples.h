@@ -51,6 +51,13 @@ typedef struct px_example {
     int64_t default_tile; /* used when opts.tile is 0; 0 when the example is not tiled */
     const char *size_doc; /* what --size means for it ("floats per vector") */
 
+    /*
+     * Optional: the device memory a run with o (already defaulted) needs: *run bytes of run
+     * area for px_run's tensors and *heap bytes of heap ring for its scopes. The driver raises
+     * PLEXUS_DEVICE_MEM / PLEXUS_HEAP_RING to fit when the user did not set them, and refuses
+     * the run before starting it when the user's values are too small.
+     */
+    void (*memory)(const px_example_opts *o, uint64_t *run, uint64_t *heap);
     /* Validates o (already defaulted), registers kernels on w, makes host data in *state. */
     px_status (*reg)(px_worker *w, const px_example_opts *o, void **state);
     /* The orchestration passed to px_run; user is the example's state. */

@@ -142,6 +142,15 @@ static void vec_fini(void *state)
     free(s);
 }
 
+/* Run area: a, b and f; heap ring: the four temporaries of one iteration (one scope). */
+static void vec_memory(const px_example_opts *o, uint64_t *run, uint64_t *heap)
+{
+    uint64_t row = ((uint64_t)o->size * sizeof(float) + 63) / 64 * 64; /* validated sizes */
+
+    *run = (2 + (uint64_t)o->iters) * row;
+    *heap = 4 * row;
+}
+
 static px_status vec_register_kernels(px_worker *w, vec_state *s)
 {
     px_status st = px_kernel_register(w, "vector.add", vec_add_kernel, &vec_sig_binary, &s->k_add);
@@ -327,6 +336,7 @@ const px_example px_example_vector = {
     .default_size = 16384,
     .default_tile = 0,
     .size_doc = "floats per vector",
+    .memory = vec_memory,
     .reg = vec_reg,
     .orchestrate = vec_orchestrate,
     .run = vec_run,

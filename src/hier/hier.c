@@ -535,6 +535,8 @@ px_status px_hier_destroy(px_worker *w)
 
     if (w->running)
         return px_set_error(PX_ESTATE, "px_worker_destroy called during px_run on this worker");
+    if (h == NULL) /* destroyed before, but a host core was stuck: retry the engine's part */
+        return px_rt_worker_destroy(w);
     px_hier_reg_remove(h);
     if (h->watch_started)
         px_hier_watch_stop(h);

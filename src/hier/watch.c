@@ -196,10 +196,58 @@ static int px_hier_alone(void *arg)
     return 1;
 }
 
+/* Appends " chip 1 (pid 42, stopped)" for proc p to buf (len bytes used of n). */
+static size_t px_hier_proc_where(const px_hier_proc *p, char *buf, size_t len, size_t n)
+{
+    static const char *const states[] = {
+        ['R'] = "running", ['S'] = "sleeping", ['D'] = "in uninterruptible sleep",
+        ['T'] = "stopped", ['t'] = "stopped by a tracer", ['Z'] = "exited (zombie)",
+        ['X'] = "dead", ['I'] = "idle",
+    };
+    char path[64], stat[256] = "", *rp;
+    const char *state = "state unknown";
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)p->pid);
+    if (p->pid > 0 && (f = fopen(path, "r")) != NULL) {
+        if (fgets(stat, sizeof(stat), f) != NULL && (rp = strrchr(stat, ')')) != NULL &&
+            rp[1] == ' ' && (unsigned char)rp[2] < sizeof(states) / sizeof(states[0]) &&
+            states[(unsigned char)rp[2]] != NULL)
+            state = states[(unsigned char)rp[2]];
+        fclose(f);
+    }
+    if (len < n)
+        len += (size_t)snprintf(buf + len, n - len, " %s %d (pid %d, %s)", px_hier_proc_kind(p),
+                                p->index, (int)p->pid, p->dead ? "dead" : state);
+    return len;
+}
+
+/* The host engine's task_where: which chips a level-3 task in flight waits for. */
+static void px_hier_task_where(void *arg, px_task_id id, char *buf, size_t n)
+{
+    px_hier *h = arg;
+    const px_l3_slot *s = px_hier_side(h, id);
+    size_t len = 0;
+
+    buf[0] = '\0';
+    if (s->kind == PX_L3_NEXT && s->chip >= 0 && s->chip < h->nchips) {
+        len = (size_t)snprintf(buf, n, " on");
+        px_hier_proc_where(&h->procs[s->chip], buf, len, n);
+    } else if (s->kind == PX_L3_GROUP && s->group != NULL) {
+        len = (size_t)snprintf(buf, n, " on the group of");
+        for (int i = 0; i < s->group->n && len < n; i++)
+            if (s->group->chips[i] >= 0 && s->group->chips[i] < h->nchips)
+                len = px_hier_proc_where(&h->procs[s->group->chips[i]], buf, len, n);
+    } else if (s->kind == PX_L3_HOST) {
+        snprintf(buf, n, " on the host");
+    }
+}
+
 void px_hier_poller_setup(px_hier *h)
 {
     h->w->poller = (px_rt_poller){.arg = h, .poll = px_hier_poll, .polling = px_hier_polling,
                                   .alone = px_hier_alone};
+    h->w->task_where = px_hier_task_where;
 }
 
 px_status px_hier_watch_start(px_hier *h)

@@ -12,6 +12,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "util/clock.h"
 #include "util/futex.h"
@@ -102,8 +103,10 @@ static px_task *px_task_execute(px_core_ctx *ctx, px_task *t)
         const px_kernel *k = &w->kernels[t->kernel];
 
         ctx->task = t->id;
+        atomic_store_explicit(&ctx->in_kernel, 1, memory_order_relaxed);
         px_clear_error();
         st = k->fn(ctx, &t->args);
+        atomic_store_explicit(&ctx->in_kernel, 0, memory_order_relaxed);
         if (st == PX_TASK_ASYNC) {
             /* The task may be complete, and its run's DFX state freed, already: an async
              * kernel that hands its records off (px_rt_dfx_async_handoff) leaves dp alone. */
@@ -216,33 +219,80 @@ px_status px_cores_start(px_worker *w)
 
     if (w->cores_started)
         return PX_OK;
-    w->cores_started = 1;
     for (int i = 0; i < w->ncores; i++) {
         w->cores[i].w = w;
         w->cores[i].index = i;
+        w->cores[i].joined = i < first; /* core 0 of a caller_core worker has no thread */
     }
+    atomic_store_explicit(&w->shutdown, 0, memory_order_relaxed);
+    w->cores_started = 1;
     for (int i = first; i < w->ncores; i++) {
         int rc = pthread_create(&w->cores[i].thread, NULL, px_core_main, &w->cores[i]);
 
         if (rc != 0) {
-            int n = w->ncores;
-
-            w->ncores = i;
-            px_cores_stop(w);
+            for (int j = i; j < w->ncores; j++)
+                w->cores[j].joined = 1; /* never started */
+            /* The started cores are idle: they exit at once. */
+            (void)px_cores_stop(w, w->cfg.timeout_s);
             return px_set_error(PX_ENOMEM, "cannot start core thread %d of %d: %s; lower "
-                                "--cores / PLEXUS_CORES", i, n, strerror(rc));
+                                "--cores / PLEXUS_CORES", i, w->ncores, strerror(rc));
         }
     }
     return PX_OK;
 }
 
-void px_cores_stop(px_worker *w)
+/* Joins core i until deadline (CLOCK_REALTIME); returns 0 once joined, else ETIMEDOUT. */
+static int px_core_join(px_core_ctx *c, const struct timespec *deadline)
 {
+    int rc;
+
+    if (c->joined)
+        return 0;
+    rc = pthread_timedjoin_np(c->thread, NULL, deadline);
+    if (rc == 0)
+        c->joined = 1;
+    return rc == 0 ? 0 : ETIMEDOUT;
+}
+
+px_status px_cores_stop(px_worker *w, double grace_s)
+{
+    struct timespec dl;
+    int stuck = 0, first_stuck = -1;
+    char where[PX_KERNEL_NAME_MAX + 64];
+    px_core_ctx *c;
+
+    if (!w->cores_started)
+        return PX_OK;
     atomic_store_explicit(&w->shutdown, 1, memory_order_seq_cst);
     atomic_fetch_add_explicit(&w->wake_seq, 1, memory_order_seq_cst);
     px_futex_wake(&w->wake_seq, w->ncores + 1, 0);
-    for (int i = w->caller_core ? 1 : 0; i < w->ncores; i++)
-        pthread_join(w->cores[i].thread, NULL);
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += (time_t)grace_s;
+    dl.tv_nsec += (long)((grace_s - (double)(time_t)grace_s) * 1e9);
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    for (int i = 0; i < w->ncores; i++) {
+        if (px_core_join(&w->cores[i], &dl) != 0 && stuck++ == 0)
+            first_stuck = i;
+    }
+    if (stuck == 0) {
+        w->cores_started = 0;
+        return PX_OK;
+    }
+    c = &w->cores[first_stuck];
+    if (atomic_load_explicit(&c->in_kernel, memory_order_relaxed))
+        snprintf(where, sizeof(where), "is still inside kernel \"%s\" (task %llu)",
+                 w->kernels[px_task_slot(w, c->task)->kernel].name,
+                 (unsigned long long)c->task);
+    else
+        snprintf(where, sizeof(where), "has not exited (it is not inside a kernel)");
+    return px_set_error(PX_ETIMEDOUT, "%d core thread%s did not exit within %g s of the stop: "
+                        "core %d %s. A kernel must return; the thread is left running and the "
+                        "worker stays allocated: destroy it again once the kernel has "
+                        "returned, or end the process", stuck, stuck > 1 ? "s" : "", grace_s,
+                        first_stuck, where);
 }
 
 void px_task_complete(px_worker *w, px_task_id id, px_status st, const char *msg)

@@ -95,8 +95,10 @@ void px_heap_end_scope(px_heap *h, uint64_t first_rec, px_task_id before)
     }
 }
 
-void px_heap_reclaim(px_heap *h, px_task_id watermark)
+uint64_t px_heap_reclaim(px_heap *h, px_task_id watermark, uint64_t *from)
 {
+    uint64_t tail = h->tail, freed;
+
     while (h->rec_first < h->rec_end) {
         px_heap_rec *r = &h->recs[h->rec_first];
 
@@ -105,8 +107,11 @@ void px_heap_reclaim(px_heap *h, px_task_id watermark)
         h->tail = r->end;
         h->rec_first++;
     }
+    freed = h->tail - tail;
+    *from = tail;
     if (h->rec_first == h->rec_end)
         h->head = h->tail = 0; /* nothing live: start again at the ring's beginning */
+    return freed;
 }
 
 int px_heap_oldest_open(const px_heap *h)

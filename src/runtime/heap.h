@@ -54,8 +54,12 @@ void *px_heap_try_alloc(px_heap *h, uint64_t n, int *oom);
 /* Ends the scope whose first record is first_rec: its records retire before task `before`. */
 void px_heap_end_scope(px_heap *h, uint64_t first_rec, px_task_id before);
 
-/* Returns memory of retired records, given that every task below `watermark` finished. */
-void px_heap_reclaim(px_heap *h, px_task_id watermark);
+/*
+ * Returns memory of retired records, given that every task below `watermark` finished.
+ * Returns the number of bytes freed; *from is set to the ring position where they begin (the
+ * freed bytes are ring positions [*from, *from + n), to be taken modulo the ring's size).
+ */
+uint64_t px_heap_reclaim(px_heap *h, px_task_id watermark, uint64_t *from);
 
 /* 1 when the oldest live record belongs to a scope that is still open (no wait can help). */
 int px_heap_oldest_open(const px_heap *h);

@@ -25,11 +25,35 @@
 
 /* ---- watermark and bounded waits ---- */
 
+/*
+ * Drops the tensor-map entries of n heap-ring bytes freed from ring position `from` on. Memory
+ * freed is forgotten at once, not when it is allocated again: otherwise the map keeps an entry
+ * for every allocation made since the ring last wrapped, and inserting below them moves them
+ * all (a run's cost grew with its length, not with the tasks in flight).
+ */
+static void px_orch_forget_freed(px_worker *w, uint64_t n, uint64_t from)
+{
+    uintptr_t base = (uintptr_t)w->heap.base;
+    uint64_t size = w->heap.size, off = from % size;
+
+    if (n == 0)
+        return;
+    if (n >= size) {
+        px_tmap_forget(&w->tmap, base, base + size);
+    } else if (off + n <= size) {
+        px_tmap_forget(&w->tmap, base + off, base + off + n);
+    } else {
+        px_tmap_forget(&w->tmap, base + off, base + size);
+        px_tmap_forget(&w->tmap, base, base + (off + n - size));
+    }
+}
+
 /* Moves the watermark over finished tasks, freeing their dep records and heap memory. */
 static void px_orch_advance(px_orch *o)
 {
     px_worker *w = o->w;
     px_task_id wm = o->wm;
+    uint64_t from, freed;
 
     while (wm < o->next_id) {
         px_task *t = px_task_slot(w, wm);
@@ -40,18 +64,22 @@ static void px_orch_advance(px_orch *o)
         wm++;
     }
     o->wm = wm;
-    px_heap_reclaim(&w->heap, wm);
+    freed = px_heap_reclaim(&w->heap, wm, &from);
+    px_orch_forget_freed(w, freed, from);
 }
 
 static px_status px_orch_timeout(px_orch *o, px_task_id id, double waited, const char *why)
 {
     px_worker *w = o->w;
     px_task *t = px_task_slot(w, id);
+    char where[256] = "";
 
-    return px_set_error(PX_ETIMEDOUT, "waited %.1f s for task %llu (kernel \"%s\") to finish "
+    if (w->task_where != NULL)
+        w->task_where(w->hier, id, where, sizeof(where));
+    return px_set_error(PX_ETIMEDOUT, "waited %.1f s for task %llu (kernel \"%s\")%s to finish "
                         "%s; it is still running or waiting for its inputs. Raise "
                         "PLEXUS_TIMEOUT_S (now %g s) if kernels run this long", waited,
-                        (unsigned long long)id, w->kernels[t->kernel].name, why,
+                        (unsigned long long)id, w->kernels[t->kernel].name, where, why,
                         w->cfg.timeout_s);
 }
 

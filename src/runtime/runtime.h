@@ -80,6 +80,8 @@ struct px_core_ctx {
     int index;
     px_task_id task;
     pthread_t thread;
+    int joined;                     /* its thread has been joined (px_cores_stop) */
+    _Atomic int in_kernel;          /* inside the kernel of `task` now (px_cores_stop names it) */
     uint64_t executed;
     _Atomic(px_dfx_producer *) dfx; /* DFX producer of the current run, or NULL (rt_dfx.c) */
     uint64_t dfx_t0;                /* DFX time stamp of the current task's begin (rt_dfx.c) */
@@ -204,6 +206,9 @@ struct px_worker {
     const char *dfx_core_name;      /* producer name of the cores; NULL: "core" */
     px_rt_dfx_l3 dfx_l3;            /* the host engine of a level-3 worker: flush and merge */
     px_rt_poller poller;            /* the host engine of a level-3 worker: completions */
+    /* level 3 (src/hier): writes where task `id`, still in flight, runs (" on chip 1 (pid 42,
+     * stopped)") into buf for a timeout's message; NULL at level 2 */
+    void (*task_where)(void *hier, px_task_id id, char *buf, size_t n);
 };
 
 /* A kernel returning this leaves its task running; px_task_complete() finishes it. */
@@ -234,9 +239,15 @@ void px_task_complete(struct px_worker *w, px_task_id id, px_status st, const ch
  * the ready queue is empty. Returns how many ran. */
 int px_core_help(struct px_worker *w);
 
-/* core.c: starts and stops the core threads (not core 0's when w->caller_core). */
+/*
+ * core.c: starts and stops the core threads (not core 0's when w->caller_core). Start returns
+ * PX_OK, or PX_ENOMEM with no thread left running. Stop tells the cores to exit and joins each
+ * until grace_s seconds have passed; a core still inside a kernel then is left running and
+ * stop returns PX_ETIMEDOUT naming it and its kernel (calling stop again later joins what
+ * has exited since). Stop on stopped cores returns PX_OK.
+ */
 px_status px_cores_start(struct px_worker *w);
-void px_cores_stop(struct px_worker *w);
+px_status px_cores_stop(struct px_worker *w, double grace_s);
 
 /* core.c: makes a task runnable (queue + wake). Called by the orchestration and by cores. */
 void px_task_ready(struct px_worker *w, px_task *t);

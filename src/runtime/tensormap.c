@@ -342,12 +342,22 @@ int px_tmap_access(px_tmap *m, const px_tm_view *v, int write, px_task_id id, px
 
 void px_tmap_forget(px_tmap *m, uintptr_t lo, uintptr_t hi)
 {
-    uint32_t i = px_tm_lower_bound(m, lo);
+    uint32_t i = px_tm_lower_bound(m, lo), out = i, end = i;
 
-    while (i < m->n && m->keys[i] < hi) {
-        if (m->sorted[i]->v.hi <= hi)
-            px_tm_remove_at(m, i);
-        else
-            i++;
+    /* One pass keeps the survivors of [i, end) in order, then one move closes the gap. */
+    for (; end < m->n && m->keys[end] < hi; end++) {
+        px_tm_entry *e = m->sorted[end];
+
+        if (e->v.hi <= hi) {
+            px_tm_recycle(m, e);
+        } else {
+            m->sorted[out] = e;
+            m->keys[out++] = m->keys[end];
+        }
     }
+    if (out == end)
+        return;
+    memmove(&m->sorted[out], &m->sorted[end], (m->n - end) * sizeof(*m->sorted));
+    memmove(&m->keys[out], &m->keys[end], (m->n - end) * sizeof(*m->keys));
+    m->n -= end - out;
 }

@@ -147,14 +147,25 @@ out_free:
     return st;
 }
 
+/* How long destroy waits for a core of a worker whose run timed out (a stuck kernel). */
+#define PX_DESTROY_GRACE_S 1.0
+
 px_status px_rt_worker_destroy(px_worker *w)
 {
     if (w == NULL)
         return PX_OK;
     if (w->running)
         return px_set_error(PX_ESTATE, "px_worker_destroy called during px_run on this worker");
-    if (w->cores_started)
-        px_cores_stop(w);
+    if (w->cores_started) {
+        /* Idle cores exit at once; after a run that timed out a kernel may never return:
+         * give it a short grace, then report it instead of waiting forever. */
+        double grace = w->broken ? PX_MIN(w->cfg.timeout_s, PX_DESTROY_GRACE_S)
+                                 : w->cfg.timeout_s;
+        px_status st = px_cores_stop(w, grace);
+
+        if (st != PX_OK)
+            return st; /* the worker stays allocated: a stuck kernel may still touch it */
+    }
     px_worker_free(w);
     return PX_OK;
 }

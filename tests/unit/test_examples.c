@@ -7,6 +7,7 @@
  */
 #include "testutil.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "examples.h"
@@ -181,6 +182,33 @@ static void test_bad_sizes_refused(void **state)
     assert_int_equal(r.tasks, 0);
 }
 
+/*
+ * A size whose four temporaries (one scope) exceed the heap ring runs when the user left
+ * PLEXUS_HEAP_RING unset (the driver raises the ring and the arena), and is refused before the
+ * run, naming the knob and the bytes needed, when the user set it. 100000 floats: a 400000-byte
+ * tensor (6250 cache lines), 4 of them = 1600000 bytes > the 1 MiB ring.
+ */
+static void test_vector_sizes_memory_from_request(void **state)
+{
+    const px_example *ex = px_example_find("vector");
+    px_example_opts o = {.size = 100000, .iters = 1};
+    px_example_result r;
+    px_config c;
+
+    unsetenv("PLEXUS_HEAP_RING");
+    px_test_config(&c, 2);
+    c.heap_ring = 1ull << 20;
+    c.device_mem = 4ull << 20;
+    PX_ASSERT_OK(px_example_exec(ex, &c, &o, &r));
+    assert_true(r.check_ok);
+    assert_int_equal(r.tasks, 5);
+
+    setenv("PLEXUS_HEAP_RING", "1M", 1);
+    assert_int_equal(px_example_exec(ex, &c, &o, &r), PX_EINVAL);
+    assert_non_null(strstr(px_last_error(), "PLEXUS_HEAP_RING >= 2097152"));
+    unsetenv("PLEXUS_HEAP_RING");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -189,6 +217,7 @@ int main(void)
         cmocka_unit_test(test_vector_two_cores),
         cmocka_unit_test(test_vector_defaults),
         cmocka_unit_test(test_vector_heap_reuse),
+        cmocka_unit_test(test_vector_sizes_memory_from_request),
         cmocka_unit_test(test_matmul_tile_multiple),
         cmocka_unit_test(test_matmul_tile_remainder),
         cmocka_unit_test(test_matmul_iterations),
