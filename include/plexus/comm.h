@@ -1,0 +1,142 @@
+/*
+ * plexus/comm.h - communication inside a domain, as kernels see it.
+ *
+ * A domain is a set of ranks (chips) with one symmetric window each: the same size and the
+ * same layout of named buffers on every rank, plus an area of 64-bit signal slots. A kernel on
+ * a member chip gets its rank's communicator (px_comm) and moves bytes between windows with
+ * one-sided calls: put and get address a peer's window by offset (px_comm_offset turns a
+ * pointer into this rank's window into the offset of the same bytes on every rank); signals
+ * are set or added on a peer and waited for locally. A put followed by a signal to the same
+ * peer is visible there before the signal is.
+ *
+ * Every wait has a deadline (timeout_s > 0, or PLEXUS_COMM_TIMEOUT_S when timeout_s <= 0) and
+ * returns PX_ETIMEDOUT naming the signal, the value waited for and the value seen; when a
+ * member of the domain dies every wait returns PX_EPEERDEAD naming it, within a second.
+ *
+ * Collectives are called by every rank of the domain with the same arguments, in the same
+ * order, and work in place on a buffer inside the window. Every rank ends with bit-identical
+ * results: reductions combine ranks in order 0, 1, ..., n-1 whatever the algorithm.
+ */
+#ifndef PLEXUS_COMM_H
+#define PLEXUS_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <plexus/api.h>
+#include <plexus/status.h>
+#include <plexus/tensor.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PX_COMM_MAX_RANKS 64
+
+typedef struct px_comm px_comm;
+
+/* How a signal changes: set to the value, or add the value (wrapping modulo 2^64). */
+typedef enum px_sig_op { PX_SIG_SET = 0, PX_SIG_ADD = 1 } px_sig_op;
+
+/* Comparisons of px_comm_wait_until: signal <cmp> value. */
+typedef enum px_cmp {
+    PX_CMP_EQ = 0,
+    PX_CMP_NE,
+    PX_CMP_GT,
+    PX_CMP_GE,
+    PX_CMP_LT,
+    PX_CMP_LE,
+} px_cmp;
+
+/* Reductions, on f32, f64, i32 and i64 (integer sum and product wrap). */
+typedef enum px_redop { PX_OP_SUM = 0, PX_OP_PROD, PX_OP_MIN, PX_OP_MAX } px_redop;
+
+/* This rank (0 .. size-1) and the number of ranks; -1 for a NULL communicator. */
+PX_API int px_comm_rank(const px_comm *c);
+PX_API int px_comm_size(const px_comm *c);
+
+/* The domain's name; "" for NULL. */
+PX_API const char *px_comm_name(const px_comm *c);
+
+/* The name of the transport to peer ("direct", ...), NULL when peer is out of range. */
+PX_API const char *px_comm_transport(const px_comm *c, int peer);
+
+/*
+ * This rank's buffer called name: returns its address in this rank's window and its size in
+ * *bytes (if not NULL), or NULL when the domain has no such buffer.
+ */
+PX_API void *px_comm_buffer(px_comm *c, const char *name, size_t *bytes);
+
+/*
+ * The offset of ptr inside this rank's window data, which is also the offset of the same
+ * bytes on every peer. Returns PX_OK, or PX_EINVAL when ptr .. ptr + n is not inside it.
+ */
+PX_API px_status px_comm_offset(const px_comm *c, const void *ptr, size_t n, size_t *off);
+
+/* Writes n bytes from src into peer's window at offset dst_off. */
+PX_API px_status px_comm_put(px_comm *c, int peer, size_t dst_off, const void *src, size_t n);
+
+/* Reads n bytes of peer's window at offset src_off into dst. */
+PX_API px_status px_comm_get(px_comm *c, int peer, size_t src_off, void *dst, size_t n);
+
+/* Changes signal sig of peer (op with v). */
+PX_API px_status px_comm_signal(px_comm *c, int peer, int sig, px_sig_op op, uint64_t v);
+
+/* A put, then a signal to the same peer that becomes visible only after the put's bytes. */
+PX_API px_status px_comm_put_signal(px_comm *c, int peer, size_t dst_off, const void *src,
+                                    size_t n, int sig, px_sig_op op, uint64_t v);
+
+/*
+ * Waits until this rank's signal sig compares to v as cmp says. Returns PX_OK, PX_ETIMEDOUT
+ * after timeout_s seconds (<= 0: PLEXUS_COMM_TIMEOUT_S), or PX_EPEERDEAD when a member died.
+ */
+PX_API px_status px_comm_wait_until(px_comm *c, int sig, px_cmp cmp, uint64_t v,
+                                    double timeout_s);
+
+/* This rank's signal sig now (0 for a bad index). */
+PX_API uint64_t px_comm_signal_read(const px_comm *c, int sig);
+
+/* Returns when every rank has entered it (deadline as for waits). */
+PX_API px_status px_comm_barrier(px_comm *c);
+
+/*
+ * A pointer through which this process reaches the bytes of peer's window that correspond to
+ * local (an address in this rank's window), or NULL: on every transport but "direct", when
+ * local is not in the window, or when peer is out of range.
+ */
+PX_API void *px_comm_peer_ptr(px_comm *c, int peer, const void *local);
+
+/* Every rank's buf[0 .. count) becomes the reduction (op) of all ranks' buf. */
+PX_API px_status px_allreduce(px_comm *c, void *buf, size_t count, px_dtype dt, px_redop op);
+
+/* buf holds size * count elements; rank r's contribution is block r; afterwards every rank
+ * holds every block. */
+PX_API px_status px_allgather(px_comm *c, void *buf, size_t count, px_dtype dt);
+
+/* buf holds size * count elements on every rank; afterwards block r of rank r holds the
+ * reduction of every rank's block r (the other blocks are left as they were). */
+PX_API px_status px_reduce_scatter(px_comm *c, void *buf, size_t count, px_dtype dt,
+                                   px_redop op);
+
+/* Every rank's buf[0 .. count) becomes root's. */
+PX_API px_status px_broadcast(px_comm *c, void *buf, size_t count, px_dtype dt, int root);
+
+/* buf holds size blocks of count elements; block j of rank r goes to block r of rank j. */
+PX_API px_status px_alltoall(px_comm *c, void *buf, size_t count, px_dtype dt);
+
+/*
+ * Per-peer counts: rank r sends send_counts[j] elements from send + send_offs[j] to rank j,
+ * where they land at recv + recv_offs[r] of rank j (whose recv_counts[r] must equal it).
+ * send and recv are inside the window and must not overlap; offsets are in elements.
+ */
+PX_API px_status px_alltoallv(px_comm *c, const void *send, const size_t *send_counts,
+                              const size_t *send_offs, void *recv, const size_t *recv_counts,
+                              const size_t *recv_offs, px_dtype dt);
+
+/* The algorithm the last collective on c used ("oneshot", "rs_ag", ...); "" before any. */
+PX_API const char *px_comm_last_algorithm(const px_comm *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

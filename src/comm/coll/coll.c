@@ -1,0 +1,397 @@
+/*
+ * coll.c - collectives over a domain, in place on buffers inside the window.
+ *
+ * Every collective is a fixed sequence of barriers and one-sided reads and writes, the same
+ * on every rank, so ranks agree on each step without messages of their own:
+ *   allreduce, one-shot   barrier (inputs ready); every rank reduces the whole buffer from
+ *                         every rank's copy into private scratch; barrier (reads done);
+ *                         scratch -> buffer. For small messages: 2 barriers, n reads.
+ *   allreduce, rs_ag      barrier; rank r reduces chunk r from every rank; barrier; rank r
+ *                         writes its chunk into every rank's buffer; barrier. For large ones:
+ *                         each byte is read once per rank and written once per rank.
+ *   reduce_scatter        the first half of rs_ag, written into the own block only.
+ *   allgather, broadcast, alltoall(v)
+ *                         barrier; each rank pulls what it needs (alltoall: into scratch);
+ *                         barrier; (alltoall: scratch -> buffer).
+ * A reduction always combines ranks in order 0, 1, ..., n-1 for every element, and each result
+ * element is computed once (rs_ag) or the same way by every rank (one-shot), so every rank ends
+ * bit-identical. A peer's bytes are read through px_comm_peer_ptr where the transport maps
+ * them, else fetched with its get() into scratch first.
+ */
+#include "comm/comm.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "util/util.h"
+
+#define COLL_BLOCK_BYTES (32u << 10) /* reductions walk the buffer in blocks of this size */
+
+/* ---- checks ---- */
+
+/* Element size of dt for a collective, or 0 (message set); reductions take numbers only. */
+static size_t coll_esize(const px_comm *c, px_dtype dt, int reduction, const char *what)
+{
+    size_t es = px_dtype_size(dt);
+
+    if (c == NULL) {
+        px_set_error(PX_EINVAL, "%s: the communicator is NULL", what);
+        return 0;
+    }
+    if (es == 0 || (reduction && dt != PX_F32 && dt != PX_F64 && dt != PX_I32 && dt != PX_I64)) {
+        px_set_error(PX_EINVAL, "%s: domain \"%s\": dtype %d (%s) is not supported%s", what,
+                     c->name, (int)dt, px_dtype_name(dt),
+                     reduction ? "; reductions take f32, f64, i32 or i64" : "");
+        return 0;
+    }
+    return es;
+}
+
+/* Byte count of `count` elements times `mult`, overflow-checked, and where buf lies. */
+static px_status coll_span(const px_comm *c, const void *buf, size_t count, size_t mult,
+                           size_t es, const char *what, size_t *bytes, size_t *off)
+{
+    if (__builtin_mul_overflow(count, mult, bytes) || __builtin_mul_overflow(*bytes, es, bytes))
+        return px_set_error(PX_EINVAL, "%s: domain \"%s\": %zu x %zu elements of %zu bytes "
+                            "overflow", what, c->name, mult, count, es);
+    if (buf == NULL)
+        return px_set_error(PX_EINVAL, "%s: domain \"%s\": the buffer is NULL", what, c->name);
+    return px_comm_offset(c, buf, *bytes, off);
+}
+
+static px_status coll_check_op(const px_comm *c, px_redop op, const char *what)
+{
+    if (op < PX_OP_SUM || op > PX_OP_MAX)
+        return px_set_error(PX_EINVAL, "%s: domain \"%s\": reduction %d is not a px_redop",
+                            what, c->name, (int)op);
+    return PX_OK;
+}
+
+/* ---- moving a peer's bytes ---- */
+
+/* n bytes of peer's data at off: this process's mapping of them, or a copy in tmp. */
+static const void *coll_view(px_comm *c, int peer, size_t off, size_t n, void *tmp,
+                             px_status *st)
+{
+    void *p = NULL;
+
+    if (peer == c->rank)
+        return c->data[peer] + off;
+    if (c->tl[peer]->peer_ptr != NULL)
+        p = c->tl[peer]->peer_ptr(c, peer, off);
+    if (p != NULL)
+        return p;
+    *st = c->tl[peer]->get(c, peer, off, tmp, n);
+    return *st == PX_OK ? tmp : NULL;
+}
+
+/* Copies n bytes of peer's data at src_off to local memory dst. */
+static px_status coll_pull(px_comm *c, int peer, size_t src_off, void *dst, size_t n)
+{
+    if (n == 0)
+        return PX_OK;
+    if (peer == c->rank) {
+        memmove(dst, c->data[peer] + src_off, n);
+        return PX_OK;
+    }
+    return c->tl[peer]->get(c, peer, src_off, dst, n);
+}
+
+/*
+ * dst[0 .. hi - lo) = reduction over ranks 0..n-1, in order, of elements [lo, hi) of the
+ * buffer at offset off. tmp holds COLL_BLOCK_BYTES for peers whose bytes are not mapped.
+ */
+static px_status coll_reduce_range(px_comm *c, size_t off, size_t lo, size_t hi, size_t es,
+                                   px_dtype dt, px_redop op, char *dst, char *tmp)
+{
+    size_t blk = COLL_BLOCK_BYTES / es;
+    px_status st = PX_OK;
+
+    for (size_t b = lo; b < hi; b += blk) {
+        size_t m = PX_MIN(blk, hi - b), nb = m * es;
+        char *d = dst + (b - lo) * es;
+        const void *s = coll_view(c, 0, off + b * es, nb, tmp, &st);
+
+        if (s == NULL)
+            return st;
+        memcpy(d, s, nb);
+        for (int q = 1; q < c->n; q++) {
+            if ((s = coll_view(c, q, off + b * es, nb, tmp, &st)) == NULL)
+                return st;
+            comm_reduce(d, s, m, dt, op);
+        }
+    }
+    return PX_OK;
+}
+
+/* Scratch for `bytes` of results plus one block for unmapped peers' bytes. */
+static char *coll_scratch(px_comm *c, size_t bytes, char **tmp)
+{
+    char *s = comm_scratch(c, px_align_up(bytes, 64) + COLL_BLOCK_BYTES);
+
+    if (s != NULL)
+        *tmp = s + px_align_up(bytes, 64);
+    return s;
+}
+
+/* ---- allreduce ---- */
+
+static px_status coll_allreduce_oneshot(px_comm *c, char *buf, size_t off, size_t count,
+                                        size_t es, px_dtype dt, px_redop op)
+{
+    char *tmp, *res = coll_scratch(c, count * es, &tmp);
+    px_status st;
+
+    c->last_algo = "oneshot";
+    if (res == NULL)
+        return PX_ENOMEM;
+    if ((st = px_comm_barrier(c)) != PX_OK)
+        return st;
+    st = coll_reduce_range(c, off, 0, count, es, dt, op, res, tmp);
+    if (st == PX_OK)
+        st = px_comm_barrier(c);
+    if (st == PX_OK)
+        memcpy(buf, res, count * es);
+    return st;
+}
+
+/* Elements [lo, hi) of count owned by rank r of n: an even split, remainder spread left. */
+static void coll_chunk(size_t count, int n, int r, size_t *lo, size_t *hi)
+{
+    *lo = count / (size_t)n * (size_t)r + PX_MIN((size_t)r, count % (size_t)n);
+    *hi = *lo + count / (size_t)n + ((size_t)r < count % (size_t)n ? 1 : 0);
+}
+
+static px_status coll_allreduce_rs_ag(px_comm *c, char *buf, size_t off, size_t count,
+                                      size_t es, px_dtype dt, px_redop op)
+{
+    size_t lo, hi;
+    char *tmp, *res;
+    px_status st;
+
+    c->last_algo = "rs_ag";
+    coll_chunk(count, c->n, c->rank, &lo, &hi);
+    if ((res = coll_scratch(c, (hi - lo) * es, &tmp)) == NULL)
+        return PX_ENOMEM;
+    if ((st = px_comm_barrier(c)) != PX_OK)
+        return st;
+    st = coll_reduce_range(c, off, lo, hi, es, dt, op, res, tmp);
+    if (st == PX_OK)
+        st = px_comm_barrier(c); /* nobody reads inputs any more */
+    for (int i = 0; st == PX_OK && i < c->n; i++) {
+        int q = (c->rank + i) % c->n;
+
+        if (q == c->rank)
+            memcpy(buf + lo * es, res, (hi - lo) * es);
+        else if (hi > lo)
+            st = c->tl[q]->put(c, q, off + lo * es, res, (hi - lo) * es);
+    }
+    if (st == PX_OK)
+        st = px_comm_barrier(c); /* every chunk has arrived everywhere */
+    return st;
+}
+
+px_status px_allreduce(px_comm *c, void *buf, size_t count, px_dtype dt, px_redop op)
+{
+    size_t es = coll_esize(c, dt, 1, "px_allreduce"), bytes, off;
+    px_status st;
+
+    if (es == 0)
+        return PX_EINVAL;
+    if ((st = coll_check_op(c, op, "px_allreduce")) != PX_OK ||
+        (st = coll_span(c, buf, count, 1, es, "px_allreduce", &bytes, &off)) != PX_OK)
+        return st;
+    if (c->n == 1 || count == 0) {
+        c->last_algo = "local";
+        return PX_OK;
+    }
+    if (bytes <= c->oneshot_max || count < (size_t)c->n)
+        return coll_allreduce_oneshot(c, buf, off, count, es, dt, op);
+    return coll_allreduce_rs_ag(c, buf, off, count, es, dt, op);
+}
+
+/* ---- reduce_scatter, allgather, broadcast ---- */
+
+px_status px_reduce_scatter(px_comm *c, void *buf, size_t count, px_dtype dt, px_redop op)
+{
+    size_t es = coll_esize(c, dt, 1, "px_reduce_scatter"), bytes, off, blk;
+    char *tmp, *res;
+    px_status st;
+
+    if (es == 0)
+        return PX_EINVAL;
+    if ((st = coll_check_op(c, op, "px_reduce_scatter")) != PX_OK ||
+        (st = coll_span(c, buf, count, (size_t)c->n, es, "px_reduce_scatter", &bytes, &off)) !=
+            PX_OK)
+        return st;
+    c->last_algo = "pull";
+    if (c->n == 1 || count == 0)
+        return PX_OK;
+    blk = (size_t)c->rank * count;
+    if ((res = coll_scratch(c, count * es, &tmp)) == NULL)
+        return PX_ENOMEM;
+    if ((st = px_comm_barrier(c)) != PX_OK)
+        return st;
+    st = coll_reduce_range(c, off, blk, blk + count, es, dt, op, res, tmp);
+    if (st == PX_OK)
+        st = px_comm_barrier(c);
+    if (st == PX_OK)
+        memcpy((char *)buf + blk * es, res, count * es);
+    return st;
+}
+
+px_status px_allgather(px_comm *c, void *buf, size_t count, px_dtype dt)
+{
+    size_t es = coll_esize(c, dt, 0, "px_allgather"), bytes, off;
+    px_status st;
+
+    if (es == 0)
+        return PX_EINVAL;
+    if ((st = coll_span(c, buf, count, (size_t)c->n, es, "px_allgather", &bytes, &off)) !=
+        PX_OK)
+        return st;
+    c->last_algo = "pull";
+    if (c->n == 1 || count == 0)
+        return PX_OK;
+    if ((st = px_comm_barrier(c)) != PX_OK)
+        return st;
+    for (int i = 1; st == PX_OK && i < c->n; i++) {
+        int q = (c->rank + i) % c->n;
+        size_t b = (size_t)q * count * es;
+
+        st = coll_pull(c, q, off + b, (char *)buf + b, count * es);
+    }
+    if (st == PX_OK)
+        st = px_comm_barrier(c);
+    return st;
+}
+
+px_status px_broadcast(px_comm *c, void *buf, size_t count, px_dtype dt, int root)
+{
+    size_t es = coll_esize(c, dt, 0, "px_broadcast"), bytes, off;
+    px_status st;
+
+    if (es == 0)
+        return PX_EINVAL;
+    if (root < 0 || root >= c->n)
+        return px_set_error(PX_EINVAL, "px_broadcast: domain \"%s\": root %d is not a rank "
+                            "(0..%d)", c->name, root, c->n - 1);
+    if ((st = coll_span(c, buf, count, 1, es, "px_broadcast", &bytes, &off)) != PX_OK)
+        return st;
+    c->last_algo = "pull";
+    if (c->n == 1 || count == 0)
+        return PX_OK;
+    if ((st = px_comm_barrier(c)) != PX_OK)
+        return st;
+    if (c->rank != root)
+        st = coll_pull(c, root, off, buf, bytes);
+    if (st == PX_OK)
+        st = px_comm_barrier(c);
+    return st;
+}
+
+/* ---- alltoall ---- */
+
+px_status px_alltoall(px_comm *c, void *buf, size_t count, px_dtype dt)
+{
+    size_t es = coll_esize(c, dt, 0, "px_alltoall"), bytes, off, blk;
+    char *tmp, *res;
+    px_status st;
+
+    if (es == 0)
+        return PX_EINVAL;
+    if ((st = coll_span(c, buf, count, (size_t)c->n, es, "px_alltoall", &bytes, &off)) != PX_OK)
+        return st;
+    c->last_algo = "pull";
+    if (c->n == 1 || count == 0)
+        return PX_OK;
+    blk = count * es;
+    if ((res = coll_scratch(c, bytes, &tmp)) == NULL)
+        return PX_ENOMEM;
+    if ((st = px_comm_barrier(c)) != PX_OK)
+        return st;
+    for (int q = 0; st == PX_OK && q < c->n; q++) /* q's block for me is its block `rank` */
+        st = coll_pull(c, q, off + (size_t)c->rank * blk, res + (size_t)q * blk, blk);
+    if (st == PX_OK)
+        st = px_comm_barrier(c);
+    if (st == PX_OK)
+        memcpy(buf, res, bytes);
+    return st;
+}
+
+/* Checks that count elements at element offset eoff of base stay inside the window. */
+static px_status coll_v_range(px_comm *c, const void *base, size_t eoff, size_t count,
+                              size_t es, const char *what, size_t *off)
+{
+    size_t b, n;
+
+    if (__builtin_mul_overflow(eoff, es, &b) || __builtin_mul_overflow(count, es, &n) ||
+        (uintptr_t)base + b < (uintptr_t)base)
+        return px_set_error(PX_EINVAL, "px_alltoallv: domain \"%s\": %s offset %zu or count "
+                            "%zu overflows", c->name, what, eoff, count);
+    return px_comm_offset(c, (const char *)base + b, n, off);
+}
+
+px_status px_alltoallv(px_comm *c, const void *send, const size_t *send_counts,
+                       const size_t *send_offs, void *recv, const size_t *recv_counts,
+                       const size_t *recv_offs, px_dtype dt)
+{
+    size_t es = coll_esize(c, dt, 0, "px_alltoallv"), off;
+    px_comm_area *me;
+    px_status st = PX_OK, bad = PX_OK;
+    char msg[256] = "";
+
+    if (es == 0)
+        return PX_EINVAL;
+    if (send == NULL || recv == NULL || send_counts == NULL || send_offs == NULL ||
+        recv_counts == NULL || recv_offs == NULL)
+        return px_set_error(PX_EINVAL, "px_alltoallv: domain \"%s\": buffers, counts and "
+                            "offsets are required", c->name);
+    me = c->area[c->rank];
+    for (int j = 0; j < c->n; j++) {
+        if ((st = coll_v_range(c, recv, recv_offs[j], recv_counts[j], es, "recv", &off)) !=
+            PX_OK ||
+            (st = coll_v_range(c, send, send_offs[j], send_counts[j], es, "send", &off)) !=
+            PX_OK)
+            return st; /* off: where block j of send starts */
+        atomic_store_explicit(&me->a2av[j].off, off, memory_order_relaxed);
+        atomic_store_explicit(&me->a2av[j].count, send_counts[j], memory_order_relaxed);
+    }
+    c->last_algo = "pull";
+    if ((st = px_comm_barrier(c)) != PX_OK) /* the barrier's release publishes the table */
+        return st;
+    for (int i = 0; i < c->n; i++) {
+        int q = (c->rank + i) % c->n;
+        uint64_t qoff, qcount;
+
+        if (q == c->rank) {
+            qoff = atomic_load_explicit(&me->a2av[q].off, memory_order_relaxed);
+            qcount = send_counts[q];
+        } else if (c->area[q] != NULL) {
+            qoff = atomic_load_explicit(&c->area[q]->a2av[c->rank].off, memory_order_relaxed);
+            qcount = atomic_load_explicit(&c->area[q]->a2av[c->rank].count,
+                                          memory_order_relaxed);
+        } else {
+            st = px_set_error(PX_ENOTSUP, "px_alltoallv: domain \"%s\": rank %d's send table "
+                              "is not reachable over transport %s", c->name, q,
+                              c->tl[q]->name);
+            break;
+        }
+        if (qcount != recv_counts[q]) {
+            if (bad == PX_OK)
+                snprintf(msg, sizeof(msg), "rank %d sends %llu elements to rank %d, which "
+                         "expects %zu", q, (unsigned long long)qcount, c->rank, recv_counts[q]);
+            bad = PX_EINVAL;
+            continue; /* keep in step with the others: the barriers still come */
+        }
+        st = coll_pull(c, q, qoff, (char *)recv + recv_offs[q] * es, qcount * es);
+        if (st != PX_OK)
+            break;
+    }
+    if (st == PX_OK)
+        st = px_comm_barrier(c);
+    if (st == PX_OK && bad != PX_OK)
+        st = px_set_error(bad, "px_alltoallv: domain \"%s\": %s; every rank's recv_counts[j] "
+                          "must equal rank j's send_counts for it", c->name, msg);
+    return st;
+}

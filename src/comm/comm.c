@@ -1,0 +1,399 @@
+/*
+ * comm.c - the kernel-side communication API: argument checks, signals and their waits,
+ * barriers, offsets; the bytes themselves move through each peer's transport (transport/).
+ *
+ * A wait looks at one slot of this rank's own area. It spins briefly, polls with
+ * sched_yield, then sleeps on the area's wake word in slices of at most PX_COMM_SLICE_NS,
+ * checking the deadline and the domain's deaths between slices, so a dead member is noticed
+ * within a slice and nothing ever waits without an end.
+ */
+#include "comm/comm.h"
+
+#include <limits.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/clock.h"
+#include "util/futex.h"
+#include "util/util.h"
+
+#define PX_COMM_SLICE_NS (50 * 1000 * 1000) /* a sleep's slice: deaths seen within it */
+
+static const char *const comm_cmp_names[] = {"==", "!=", ">", ">=", "<", "<="};
+
+/* ---- building ---- */
+
+px_status comm_build(px_comm *c, const px_comm_spec *s)
+{
+    if (c == NULL || s == NULL || s->windows == NULL || s->tl == NULL)
+        return px_set_error(PX_EINVAL, "comm: communicator, spec, windows and transports are "
+                            "required");
+    if (s->n < 1 || s->n > PX_COMM_MAX_RANKS || s->rank < 0 || s->rank >= s->n)
+        return px_set_error(PX_EINVAL, "comm: rank %d of %d ranks; ranks must be 1..%d and "
+                            "the rank below them", s->rank, s->n, PX_COMM_MAX_RANKS);
+    if (s->nsig > PX_COMM_MAX_SIGNALS || s->nbuffers < 0 || s->nbuffers > PX_COMM_MAX_BUFFERS)
+        return px_set_error(PX_EINVAL, "comm: %u signals and %d buffers; at most %d and %d",
+                            s->nsig, s->nbuffers, PX_COMM_MAX_SIGNALS, PX_COMM_MAX_BUFFERS);
+    if (s->windows[s->rank] == NULL)
+        return px_set_error(PX_EINVAL, "comm: rank %d has no window of its own", s->rank);
+    memset(c, 0, sizeof(*c));
+    snprintf(c->name, sizeof(c->name), "%s", s->name ? s->name : "");
+    c->rank = s->rank;
+    c->n = s->n;
+    c->data_bytes = s->data_bytes;
+    c->nsig = s->nsig;
+    for (int q = 0; q < s->n; q++) {
+        if (s->tl[q] == NULL)
+            return px_set_error(PX_EINVAL, "comm: no transport for rank %d -> rank %d",
+                                s->rank, q);
+        c->tl[q] = s->tl[q];
+        if (s->windows[q] != NULL) {
+            c->area[q] = s->windows[q];
+            c->data[q] = (char *)s->windows[q] + px_comm_area_bytes(s->nsig);
+        }
+    }
+    c->deaths = s->deaths;
+    c->timeout_s = s->timeout_s > 0 ? s->timeout_s : 60.0;
+    c->spin_ns = s->spin_ns;
+    c->yield_ns = s->yield_ns;
+    c->oneshot_max = s->oneshot_max ? s->oneshot_max : PX_COMM_ONESHOT_MAX_DEFAULT;
+    for (int i = 0; i < s->nbuffers; i++)
+        c->buffers[i] = s->buffers[i];
+    c->nbuffers = s->nbuffers;
+    c->last_algo = "";
+    return PX_OK;
+}
+
+void comm_fini(px_comm *c)
+{
+    if (c == NULL)
+        return;
+    free(c->scratch);
+    c->scratch = NULL;
+    c->scratch_bytes = 0;
+}
+
+void *comm_scratch(px_comm *c, size_t n)
+{
+    void *p;
+
+    if (n <= c->scratch_bytes)
+        return c->scratch;
+    if (posix_memalign(&p, 64, n) != 0) {
+        px_set_error(PX_ENOMEM, "domain \"%s\" rank %d: cannot allocate %zu bytes of "
+                     "collective scratch", c->name, c->rank, n);
+        return NULL;
+    }
+    free(c->scratch);
+    c->scratch = p;
+    c->scratch_bytes = n;
+    return p;
+}
+
+/* ---- small accessors ---- */
+
+int px_comm_rank(const px_comm *c)
+{
+    return c ? c->rank : -1;
+}
+
+int px_comm_size(const px_comm *c)
+{
+    return c ? c->n : -1;
+}
+
+const char *px_comm_name(const px_comm *c)
+{
+    return c ? c->name : "";
+}
+
+const char *px_comm_transport(const px_comm *c, int peer)
+{
+    return c && peer >= 0 && peer < c->n ? c->tl[peer]->name : NULL;
+}
+
+const char *px_comm_last_algorithm(const px_comm *c)
+{
+    return c ? c->last_algo : "";
+}
+
+void *px_comm_buffer(px_comm *c, const char *name, size_t *bytes)
+{
+    for (int i = 0; c != NULL && name != NULL && i < c->nbuffers; i++) {
+        if (strcmp(c->buffers[i].name, name) == 0) {
+            if (bytes != NULL)
+                *bytes = c->buffers[i].bytes;
+            return c->data[c->rank] + c->buffers[i].off;
+        }
+    }
+    if (bytes != NULL)
+        *bytes = 0;
+    return NULL;
+}
+
+px_status px_comm_offset(const px_comm *c, const void *ptr, size_t n, size_t *off)
+{
+    uintptr_t p = (uintptr_t)ptr, base, end;
+
+    if (c == NULL || off == NULL)
+        return px_set_error(PX_EINVAL, "px_comm_offset: communicator and output are required");
+    base = (uintptr_t)c->data[c->rank];
+    if (p < base || p - base > c->data_bytes || n > c->data_bytes - (p - base) ||
+        __builtin_add_overflow(p, n, &end))
+        return px_set_error(PX_EINVAL, "domain \"%s\" rank %d: %zu bytes at %p are not inside "
+                            "this rank's window (%zu bytes at %p); pass a pointer from "
+                            "px_comm_buffer", c->name, c->rank, n, ptr, c->data_bytes,
+                            (void *)base);
+    *off = (size_t)(p - base);
+    return PX_OK;
+}
+
+void *px_comm_peer_ptr(px_comm *c, int peer, const void *local)
+{
+    size_t off;
+
+    if (c == NULL || peer < 0 || peer >= c->n || c->tl[peer]->peer_ptr == NULL)
+        return NULL;
+    if (px_comm_offset(c, local, 0, &off) != PX_OK)
+        return NULL;
+    return c->tl[peer]->peer_ptr(c, peer, off);
+}
+
+/* ---- checks ---- */
+
+/* PX_OK when c is usable and peer is one of its ranks. */
+static px_status comm_check_peer(const px_comm *c, int peer, const char *what)
+{
+    if (c == NULL)
+        return px_set_error(PX_EINVAL, "%s: the communicator is NULL", what);
+    if (peer < 0 || peer >= c->n)
+        return px_set_error(PX_EINVAL, "%s: domain \"%s\" rank %d: peer %d is not a rank "
+                            "(0..%d)", what, c->name, c->rank, peer, c->n - 1);
+    return PX_OK;
+}
+
+/* PX_OK when [off, off + n) lies inside a window's data. */
+static px_status comm_check_range(const px_comm *c, size_t off, size_t n, const char *what)
+{
+    size_t end;
+
+    if (__builtin_add_overflow(off, n, &end) || end > c->data_bytes)
+        return px_set_error(PX_EINVAL, "%s: domain \"%s\" rank %d: %zu bytes at offset %zu "
+                            "end past the window's %zu bytes", what, c->name, c->rank, n, off,
+                            c->data_bytes);
+    return PX_OK;
+}
+
+static px_status comm_check_sig(const px_comm *c, int sig, const char *what)
+{
+    if (sig < 0 || (uint32_t)sig >= c->nsig)
+        return px_set_error(PX_EINVAL, "%s: domain \"%s\" rank %d: signal %d does not exist "
+                            "(the domain has %u)", what, c->name, c->rank, sig, c->nsig);
+    return PX_OK;
+}
+
+px_status comm_check_dead(const px_comm *c)
+{
+    uint64_t m;
+    int q;
+
+    if (c->deaths == NULL)
+        return PX_OK;
+    m = atomic_load_explicit(&c->deaths->mask, memory_order_acquire);
+    if (m == 0)
+        return PX_OK;
+    q = __builtin_ctzll(m);
+    return px_set_error(PX_EPEERDEAD, "domain \"%s\" rank %d: rank %d of the domain is dead%s%s;"
+                        " every wait of this domain fails now: end the run and destroy the "
+                        "worker", c->name, c->rank, q, c->deaths->why[q][0] ? ": " : "",
+                        c->deaths->why[q]);
+}
+
+/* ---- signals ---- */
+
+void comm_wake(px_comm_area *a)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&a->sleepers, memory_order_relaxed) != 0) {
+        atomic_fetch_add_explicit(&a->wake, 1, memory_order_release);
+        px_futex_wake(&a->wake, INT_MAX, 1);
+    }
+}
+
+static int comm_holds(uint64_t x, px_cmp cmp, uint64_t v)
+{
+    switch (cmp) {
+    case PX_CMP_EQ:
+        return x == v;
+    case PX_CMP_NE:
+        return x != v;
+    case PX_CMP_GT:
+        return x > v;
+    case PX_CMP_GE:
+        return x >= v;
+    case PX_CMP_LT:
+        return x < v;
+    case PX_CMP_LE:
+        return x <= v;
+    }
+    return 0;
+}
+
+/* Waits until slot of this rank's area compares to v; `what` names it in messages. */
+static px_status comm_wait_slot(px_comm *c, uint32_t slot, px_cmp cmp, uint64_t v,
+                                double timeout_s, const char *what)
+{
+    px_comm_area *a = c->area[c->rank];
+    _Atomic uint64_t *s = comm_slot(a, slot);
+    uint64_t t0 = px_now_ns(), deadline, now, x;
+    px_status st;
+
+    if (comm_holds(atomic_load_explicit(s, memory_order_acquire), cmp, v))
+        return PX_OK;
+    if (timeout_s <= 0)
+        timeout_s = c->timeout_s;
+    deadline = t0 + (uint64_t)(timeout_s * 1e9);
+    for (now = t0; now - t0 < c->spin_ns + c->yield_ns; now = px_now_ns()) {
+        if (comm_holds(atomic_load_explicit(s, memory_order_acquire), cmp, v))
+            return PX_OK;
+        if (now - t0 < c->spin_ns)
+            px_cpu_relax();
+        else
+            sched_yield();
+    }
+    for (;;) {
+        uint32_t w;
+
+        if ((st = comm_check_dead(c)) != PX_OK)
+            return st;
+        now = px_now_ns();
+        if (now >= deadline)
+            break;
+        atomic_fetch_add_explicit(&a->sleepers, 1, memory_order_seq_cst);
+        w = atomic_load_explicit(&a->wake, memory_order_seq_cst);
+        x = atomic_load_explicit(s, memory_order_acquire);
+        if (!comm_holds(x, cmp, v))
+            px_futex_wait(&a->wake, w, (int64_t)PX_MIN(deadline - now, PX_COMM_SLICE_NS), 1);
+        atomic_fetch_sub_explicit(&a->sleepers, 1, memory_order_relaxed);
+        if (comm_holds(atomic_load_explicit(s, memory_order_acquire), cmp, v))
+            return PX_OK;
+    }
+    x = atomic_load_explicit(s, memory_order_acquire);
+    return px_set_error(PX_ETIMEDOUT, "domain \"%s\" rank %d: waited %.3g s for %s to be %s "
+                        "%llu; it is %llu. The peer that should change it has not (a missing "
+                        "signal, or a peer still busy): raise the deadline "
+                        "(PLEXUS_COMM_TIMEOUT_S, now %g s) only if it is slow", c->name,
+                        c->rank, (double)(px_now_ns() - t0) / 1e9, what, comm_cmp_names[cmp],
+                        (unsigned long long)v, (unsigned long long)x, c->timeout_s);
+}
+
+px_status px_comm_signal(px_comm *c, int peer, int sig, px_sig_op op, uint64_t v)
+{
+    px_status st = comm_check_peer(c, peer, "px_comm_signal");
+
+    if (st == PX_OK)
+        st = comm_check_sig(c, sig, "px_comm_signal");
+    if (st == PX_OK && op != PX_SIG_SET && op != PX_SIG_ADD)
+        st = px_set_error(PX_EINVAL, "px_comm_signal: op %d is neither PX_SIG_SET nor "
+                          "PX_SIG_ADD", (int)op);
+    if (st != PX_OK)
+        return st;
+    return c->tl[peer]->signal(c, peer, PX_COMM_SLOT_SIG(sig), op, v);
+}
+
+px_status px_comm_wait_until(px_comm *c, int sig, px_cmp cmp, uint64_t v, double timeout_s)
+{
+    char what[32];
+    px_status st = comm_check_peer(c, c ? c->rank : 0, "px_comm_wait_until");
+
+    if (st == PX_OK)
+        st = comm_check_sig(c, sig, "px_comm_wait_until");
+    if (st == PX_OK && (cmp < PX_CMP_EQ || cmp > PX_CMP_LE))
+        st = px_set_error(PX_EINVAL, "px_comm_wait_until: comparison %d is not a px_cmp",
+                          (int)cmp);
+    if (st != PX_OK)
+        return st;
+    snprintf(what, sizeof(what), "signal %d", sig);
+    return comm_wait_slot(c, PX_COMM_SLOT_SIG(sig), cmp, v, timeout_s, what);
+}
+
+uint64_t px_comm_signal_read(const px_comm *c, int sig)
+{
+    if (c == NULL || sig < 0 || (uint32_t)sig >= c->nsig)
+        return 0;
+    return atomic_load_explicit(comm_slot(c->area[c->rank], PX_COMM_SLOT_SIG(sig)),
+                                memory_order_acquire);
+}
+
+/* ---- one-sided data ---- */
+
+px_status px_comm_put(px_comm *c, int peer, size_t dst_off, const void *src, size_t n)
+{
+    px_status st = comm_check_peer(c, peer, "px_comm_put");
+
+    if (st == PX_OK)
+        st = comm_check_range(c, dst_off, n, "px_comm_put");
+    if (st == PX_OK && src == NULL && n > 0)
+        st = px_set_error(PX_EINVAL, "px_comm_put: the source is NULL");
+    if (st != PX_OK || n == 0)
+        return st;
+    return c->tl[peer]->put(c, peer, dst_off, src, n);
+}
+
+px_status px_comm_get(px_comm *c, int peer, size_t src_off, void *dst, size_t n)
+{
+    px_status st = comm_check_peer(c, peer, "px_comm_get");
+
+    if (st == PX_OK)
+        st = comm_check_range(c, src_off, n, "px_comm_get");
+    if (st == PX_OK && dst == NULL && n > 0)
+        st = px_set_error(PX_EINVAL, "px_comm_get: the destination is NULL");
+    if (st != PX_OK || n == 0)
+        return st;
+    return c->tl[peer]->get(c, peer, src_off, dst, n);
+}
+
+px_status px_comm_put_signal(px_comm *c, int peer, size_t dst_off, const void *src, size_t n,
+                             int sig, px_sig_op op, uint64_t v)
+{
+    px_status st = comm_check_peer(c, peer, "px_comm_put_signal");
+
+    if (st == PX_OK)
+        st = comm_check_sig(c, sig, "px_comm_put_signal");
+    if (st == PX_OK)
+        st = px_comm_put(c, peer, dst_off, src, n);
+    if (st == PX_OK)
+        st = px_comm_signal(c, peer, sig, op, v);
+    return st;
+}
+
+/* ---- barrier ---- */
+
+px_status px_comm_barrier(px_comm *c)
+{
+    uint64_t e;
+    px_status st = comm_check_peer(c, c ? c->rank : 0, "px_comm_barrier");
+
+    if (st != PX_OK)
+        return st;
+    e = ++c->epoch;
+    for (int i = 1; i < c->n; i++) {
+        int q = (c->rank + i) % c->n; /* not everybody at rank 0 first */
+
+        st = c->tl[q]->signal(c, q, (uint32_t)c->rank, PX_SIG_SET, e);
+        if (st != PX_OK)
+            return st;
+    }
+    for (int i = 1; i < c->n; i++) {
+        int q = (c->rank + c->n - i) % c->n;
+        char what[48];
+
+        snprintf(what, sizeof(what), "barrier %llu of rank %d", (unsigned long long)e, q);
+        st = comm_wait_slot(c, (uint32_t)q, PX_CMP_GE, e, 0, what);
+        if (st != PX_OK)
+            return st;
+    }
+    return PX_OK;
+}

@@ -1,0 +1,160 @@
+/*
+ * comm.h - a rank's communicator inside one process: the window layout every rank shares,
+ * the transport contract, and the pieces the domain layer and the collectives use.
+ *
+ * Window layout (the same on every rank, offsets from the window's start):
+ *   px_comm_area   control line (sleepers, wake word), the alltoallv table, one barrier
+ *                  slot per source rank, then the user's signal slots
+ *   data           from px_comm_area_bytes(nsig) on, page aligned: the named buffers
+ * A rank waits only on its own area. Whoever changes a slot there (a peer's store through a
+ * mapping, or a service thread on the peer's behalf) stores it with release order, then
+ * bumps the wake word with a futex wake if the owner announced a sleep.
+ *
+ * The communicator itself is private to its process. Nothing here knows about processes or
+ * chips: the domain layer hands px_comm_build the windows it mapped (or, in tests, memory
+ * shared by threads) and the word where deaths of members are announced.
+ */
+#ifndef PX_COMM_COMM_H
+#define PX_COMM_COMM_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <plexus/comm.h>
+
+#define PX_COMM_NAME_MAX 32
+#define PX_COMM_MAX_BUFFERS 16
+#define PX_COMM_MAX_SIGNALS 4096
+#define PX_COMM_DATA_ALIGN 4096
+
+/* The head of every rank's window; 64-byte lines so writers of different parts do not share. */
+typedef struct px_comm_area {
+    _Atomic uint32_t sleepers;  /* the owner is (about to be) asleep on wake */
+    _Atomic uint32_t wake;      /* bumped after every change of a slot, when sleepers > 0 */
+    uint32_t nsig;              /* user signal slots */
+    uint32_t pad_[13];
+    struct {
+        _Atomic uint64_t off, count; /* alltoallv: what this rank sends to rank j */
+    } a2av[PX_COMM_MAX_RANKS];
+    _Atomic uint64_t bar[PX_COMM_MAX_RANKS]; /* barrier epoch last announced by rank q */
+    _Atomic uint64_t sig[];                  /* nsig user signals */
+} px_comm_area;
+
+/* Bytes of the head for nsig user signals, rounded up to the data alignment. */
+static inline size_t px_comm_area_bytes(uint32_t nsig)
+{
+    size_t b = sizeof(px_comm_area) + (size_t)nsig * sizeof(uint64_t);
+
+    return (b + PX_COMM_DATA_ALIGN - 1) / PX_COMM_DATA_ALIGN * PX_COMM_DATA_ALIGN;
+}
+
+typedef struct px_comm_buffer_desc {
+    char name[PX_COMM_NAME_MAX];
+    size_t off;   /* from the start of the data */
+    size_t bytes;
+} px_comm_buffer_desc;
+
+struct px_comm_tl;
+
+/*
+ * Where deaths of a domain's members are announced (shared memory written by whoever watches
+ * the processes; a waiting rank reads it every slice of its sleep). Bit q of mask: rank q
+ * died; why[q] says how ("chip 3 (pid 42) killed by signal 9 (SIGKILL)").
+ */
+typedef struct px_comm_deaths {
+    _Atomic uint64_t mask;
+    char why[PX_COMM_MAX_RANKS][96];
+} px_comm_deaths;
+
+struct px_comm {
+    char name[PX_COMM_NAME_MAX];
+    int rank, n;
+    size_t data_bytes;                        /* the data part of every window */
+    uint32_t nsig;
+    px_comm_area *area[PX_COMM_MAX_RANKS];    /* every rank's head, where this process
+                                               * reaches it (NULL where it does not) */
+    char *data[PX_COMM_MAX_RANKS];            /* every rank's data, likewise */
+    const struct px_comm_tl *tl[PX_COMM_MAX_RANKS]; /* transport to each peer */
+    void *tl_state[PX_COMM_MAX_RANKS];        /* that transport's per-peer state */
+    const px_comm_deaths *deaths;             /* NULL: nobody announces deaths */
+    double timeout_s;                         /* default deadline of waits */
+    uint64_t spin_ns, yield_ns;               /* wait budgets before sleeping */
+    uint64_t epoch;                           /* barriers passed (the same on every rank) */
+    px_comm_buffer_desc buffers[PX_COMM_MAX_BUFFERS];
+    int nbuffers;
+    size_t oneshot_max;                       /* allreduce: one-shot up to this many bytes */
+    void *scratch;                            /* private, grown by collectives */
+    size_t scratch_bytes;
+    const char *last_algo;
+};
+
+/*
+ * The contract every comm transport fills (one file each under transport/). Operations on
+ * peer q act on q's window. Slots are numbered from the area's bar[0]: 0 .. 63 are barrier
+ * slots, 64 + s is user signal s. signal() must make its slot change visible after every
+ * byte of the caller's earlier puts to q, then wake q if it sleeps. An operation a transport
+ * cannot do returns PX_ENOTSUP; peer_ptr returns NULL when it maps nothing.
+ */
+typedef struct px_comm_tl {
+    const char *name;
+    px_status (*put)(px_comm *c, int peer, size_t off, const void *src, size_t n);
+    px_status (*get)(px_comm *c, int peer, size_t off, void *dst, size_t n);
+    px_status (*signal)(px_comm *c, int peer, uint32_t slot, px_sig_op op, uint64_t v);
+    void *(*peer_ptr)(px_comm *c, int peer, size_t off);
+} px_comm_tl;
+
+#define PX_COMM_SLOT_SIG(s) ((uint32_t)PX_COMM_MAX_RANKS + (uint32_t)(s))
+
+/* Slot `slot` of area a (barrier slots, then user signals: one u64 array). */
+static inline _Atomic uint64_t *comm_slot(px_comm_area *a, uint32_t slot)
+{
+    return (_Atomic uint64_t *)((char *)a + offsetof(px_comm_area, bar)) + slot;
+}
+
+/* transport/direct.c: peers' windows are mapped here; bytes move by load and store. */
+extern const px_comm_tl px_comm_tl_direct;
+
+/* What px_comm_build needs for one rank. */
+typedef struct px_comm_spec {
+    const char *name;
+    int rank, n;
+    size_t data_bytes;
+    uint32_t nsig;
+    void *const *windows;          /* n windows (head + data); NULL where not reachable */
+    const px_comm_tl *const *tl;   /* n transports (tl[rank] is used for self-access) */
+    const px_comm_deaths *deaths;  /* or NULL */
+    double timeout_s;
+    uint64_t spin_ns, yield_ns;
+    size_t oneshot_max;            /* 0: the default */
+    const px_comm_buffer_desc *buffers;
+    int nbuffers;
+} px_comm_spec;
+
+#define PX_COMM_ONESHOT_MAX_DEFAULT (64u << 10)
+
+/* Fills c for one rank (no allocation; the windows must outlive it). Returns PX_OK or
+ * PX_EINVAL with a message naming the field. */
+px_status comm_build(px_comm *c, const px_comm_spec *s);
+
+/* Frees what collectives allocated (the scratch). */
+void comm_fini(px_comm *c);
+
+/* Wakes rank q if it announced a sleep; called after a slot of q changed. */
+void comm_wake(px_comm_area *a);
+
+/* Returns PX_OK or PX_EPEERDEAD (message naming the dead member) from c's deaths. */
+px_status comm_check_dead(const px_comm *c);
+
+/* A private buffer of at least n bytes for a collective, or NULL (message set). */
+void *comm_scratch(px_comm *c, size_t n);
+
+/* Collectives' internals: the algorithm name is kept for px_comm_last_algorithm. */
+size_t comm_dtype_ok(px_comm *c, px_dtype dt, const char *what);
+px_status comm_check_buf(const px_comm *c, const void *buf, size_t bytes, const char *what,
+                         size_t *off);
+
+/* coll/reduce.c: dst[i] = dst[i] op src[i] for count elements of dt (f32 f64 i32 i64). */
+void comm_reduce(void *dst, const void *src, size_t count, px_dtype dt, px_redop op);
+
+#endif

@@ -1,0 +1,50 @@
+/*
+ * direct.c - the "direct" comm transport: every peer's window is mapped into this process,
+ * so a put is a store, a get a load and a signal an atomic on the peer's slot.
+ *
+ * Ordering: a signal is a release store (or add), so every byte this thread put to the peer
+ * before it is visible to a waiter that acquires the slot. After the change the peer is woken
+ * if it announced a sleep (comm_wake). No policy here: whether direct may be used between two
+ * ranks is decided above (selection), which only hands this transport mapped windows.
+ */
+#include "comm/comm.h"
+
+#include <string.h>
+
+static px_status direct_put(px_comm *c, int peer, size_t off, const void *src, size_t n)
+{
+    memcpy(c->data[peer] + off, src, n);
+    return PX_OK;
+}
+
+static px_status direct_get(px_comm *c, int peer, size_t off, void *dst, size_t n)
+{
+    memcpy(dst, c->data[peer] + off, n);
+    return PX_OK;
+}
+
+static px_status direct_signal(px_comm *c, int peer, uint32_t slot, px_sig_op op, uint64_t v)
+{
+    px_comm_area *a = c->area[peer];
+    _Atomic uint64_t *s = comm_slot(a, slot);
+
+    if (op == PX_SIG_ADD)
+        atomic_fetch_add_explicit(s, v, memory_order_release);
+    else
+        atomic_store_explicit(s, v, memory_order_release);
+    comm_wake(a);
+    return PX_OK;
+}
+
+static void *direct_peer_ptr(px_comm *c, int peer, size_t off)
+{
+    return c->data[peer] + off;
+}
+
+const px_comm_tl px_comm_tl_direct = {
+    .name = "direct",
+    .put = direct_put,
+    .get = direct_get,
+    .signal = direct_signal,
+    .peer_ptr = direct_peer_ptr,
+};

@@ -1,0 +1,579 @@
+/*
+ * test_comm.c - the communicator on the direct transport, with ranks as threads of one
+ * process sharing their windows (what mapped windows give chip processes).
+ *
+ * Checks every collective at 1, 2, 3, 4 and 8 ranks with counts 1, 7, 4096 and 262147, every
+ * reduction dtype and op, against values worked out here in rank order; that every rank ends
+ * bit-identical to rank 0; which algorithm a size picks; put/get and put-then-signal ordering;
+ * a wait that times out (naming the signal, the value waited for and the value seen); a death
+ * announced while a rank waits (PX_EPEERDEAD within a second, naming the rank); bad input.
+ */
+#include "testutil.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm.h"
+
+#define TC_MAX_RANKS 8
+#define TC_NSIG 16
+#define TC_BIG 262147
+
+/* A group of ranks as threads: their windows, communicators and the shared death board. */
+typedef struct tc_group {
+    int n;
+    size_t data_bytes;
+    void *win[TC_MAX_RANKS];
+    px_comm comm[TC_MAX_RANKS];
+    px_comm_deaths deaths;
+    double timeout_s;
+} tc_group;
+
+typedef struct tc_thread {
+    tc_group *g;
+    int rank;
+    int (*body)(px_comm *c, void *arg); /* returns failures counted */
+    void *arg;
+    int failures;
+    pthread_t t;
+} tc_thread;
+
+static const px_comm_tl *const tc_tl[PX_COMM_MAX_RANKS] = {
+    [0 ... PX_COMM_MAX_RANKS - 1] = &px_comm_tl_direct,
+};
+
+static void tc_group_init(tc_group *g, int n, size_t data_bytes, double timeout_s)
+{
+    size_t wb = px_comm_area_bytes(TC_NSIG) + data_bytes;
+    px_comm_buffer_desc buf = {.name = "buf", .off = 0, .bytes = data_bytes};
+
+    memset(g, 0, sizeof(*g));
+    g->n = n;
+    g->data_bytes = data_bytes;
+    g->timeout_s = timeout_s;
+    for (int r = 0; r < n; r++) {
+        assert_int_equal(posix_memalign(&g->win[r], 4096, wb), 0);
+        memset(g->win[r], 0, wb);
+    }
+    for (int r = 0; r < n; r++) {
+        px_comm_spec s = {.name = "test", .rank = r, .n = n, .data_bytes = data_bytes,
+                          .nsig = TC_NSIG, .windows = g->win, .tl = tc_tl,
+                          .deaths = &g->deaths, .timeout_s = timeout_s, .spin_ns = 2000,
+                          .yield_ns = 20000, .buffers = &buf, .nbuffers = 1};
+
+        PX_ASSERT_OK(comm_build(&g->comm[r], &s));
+    }
+}
+
+static void tc_group_fini(tc_group *g)
+{
+    for (int r = 0; r < g->n; r++) {
+        comm_fini(&g->comm[r]);
+        free(g->win[r]);
+    }
+}
+
+static void *tc_main(void *arg)
+{
+    tc_thread *t = arg;
+
+    t->failures = t->body(&t->g->comm[t->rank], t->arg);
+    return NULL;
+}
+
+/* Runs body on every rank at once; returns the failures of all ranks. */
+static int tc_run(tc_group *g, int (*body)(px_comm *, void *), void *arg)
+{
+    tc_thread t[TC_MAX_RANKS];
+    int failures = 0;
+
+    for (int r = 0; r < g->n; r++) {
+        t[r] = (tc_thread){.g = g, .rank = r, .body = body, .arg = arg};
+        assert_int_equal(pthread_create(&t[r].t, NULL, tc_main, &t[r]), 0);
+    }
+    for (int r = 0; r < g->n; r++) {
+        pthread_join(t[r].t, NULL);
+        failures += t[r].failures;
+    }
+    return failures;
+}
+
+/* ---- expected values, worked out here ---- */
+
+/* Rank r's input element i: small integers, so sums and products are exact in floats. */
+static int64_t tc_input(int r, size_t i, px_redop op)
+{
+    if (op == PX_OP_PROD)
+        return 1 + (int64_t)((i + (size_t)r) % 3); /* 1..3: 3^8 fits every type */
+    return (int64_t)((i * 7 + (size_t)r * 13) % 101) - 50;
+}
+
+static void tc_store(void *buf, size_t i, px_dtype dt, int64_t v)
+{
+    switch (dt) {
+    case PX_F32: ((float *)buf)[i] = (float)v; break;
+    case PX_F64: ((double *)buf)[i] = (double)v; break;
+    case PX_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case PX_I64: ((int64_t *)buf)[i] = v; break;
+    default: break;
+    }
+}
+
+static int64_t tc_load(const void *buf, size_t i, px_dtype dt)
+{
+    switch (dt) {
+    case PX_F32: return (int64_t)((const float *)buf)[i];
+    case PX_F64: return (int64_t)((const double *)buf)[i];
+    case PX_I32: return ((const int32_t *)buf)[i];
+    case PX_I64: return ((const int64_t *)buf)[i];
+    default: return 0;
+    }
+}
+
+static int64_t tc_expected(int n, size_t i, px_redop op)
+{
+    int64_t acc = tc_input(0, i, op);
+
+    for (int r = 1; r < n; r++) {
+        int64_t v = tc_input(r, i, op);
+
+        switch (op) {
+        case PX_OP_SUM: acc += v; break;
+        case PX_OP_PROD: acc *= v; break;
+        case PX_OP_MIN: acc = v < acc ? v : acc; break;
+        case PX_OP_MAX: acc = v > acc ? v : acc; break;
+        }
+    }
+    return acc;
+}
+
+/* ---- allreduce over every count, dtype and op ---- */
+
+static const size_t tc_counts[] = {1, 7, 4096, TC_BIG};
+static const px_dtype tc_dtypes[] = {PX_F32, PX_F64, PX_I32, PX_I64};
+static const px_redop tc_ops[] = {PX_OP_SUM, PX_OP_PROD, PX_OP_MIN, PX_OP_MAX};
+
+#define TC_NCASES (4 * 4 * 4)
+
+/* After every case, rank 0's copy of each rank's result (bit-identity check). */
+static int tc_bits_fail;
+
+static int tc_body_allreduce(px_comm *c, void *arg)
+{
+    tc_group *g = arg;
+    int r = px_comm_rank(c), n = px_comm_size(c), fails = 0;
+    void *buf = px_comm_buffer(c, "buf", NULL);
+
+    for (int k = 0; k < TC_NCASES; k++) {
+        size_t count = tc_counts[k / 16];
+        px_dtype dt = tc_dtypes[(k / 4) % 4];
+        px_redop op = tc_ops[k % 4];
+        size_t es = px_dtype_size(dt);
+        px_status st;
+
+        for (size_t i = 0; i < count; i++)
+            tc_store(buf, i, dt, tc_input(r, i, op));
+        st = px_allreduce(c, buf, count, dt, op);
+        if (st != PX_OK) {
+            print_error("rank %d allreduce count %zu %s op %d: %s: %s\n", r, count,
+                        px_dtype_name(dt), op, px_status_name(st), px_last_error());
+            return fails + 1;
+        }
+        for (size_t i = 0; i < count; i++) {
+            int64_t have = tc_load(buf, i, dt), want = tc_expected(n, i, op);
+
+            if (dt == PX_I32)
+                want = (int32_t)want;
+            if (have != want) {
+                print_error("rank %d of %d: allreduce count %zu %s op %d element %zu: %lld, "
+                            "expected %lld\n", r, n, count, px_dtype_name(dt), op, i,
+                            (long long)have, (long long)want);
+                fails++;
+                break;
+            }
+        }
+        /* every rank's bits equal rank 0's: compare now, before the next case overwrites */
+        if (px_comm_barrier(c) != PX_OK)
+            return fails + 1;
+        if (r != 0 && memcmp(buf, g->comm[0].data[0], count * es) != 0)
+            __atomic_fetch_add(&tc_bits_fail, 1, __ATOMIC_RELAXED);
+        if (px_comm_barrier(c) != PX_OK)
+            return fails + 1;
+    }
+    return fails;
+}
+
+static void tc_allreduce_at(int n)
+{
+    tc_group g;
+
+    tc_group_init(&g, n, TC_BIG * 8, 30.0 * px_test_slack());
+    tc_bits_fail = 0;
+    assert_int_equal(tc_run(&g, tc_body_allreduce, &g), 0);
+    assert_int_equal(tc_bits_fail, 0);
+    tc_group_fini(&g);
+}
+
+/* allreduce: 1, 2, 3, 4 and 8 ranks, counts 1, 7, 4096, 262147, 4 dtypes, 4 ops. */
+static void test_allreduce_matrix(void **state)
+{
+    static const int ranks[] = {1, 2, 3, 4, 8};
+
+    for (size_t i = 0; i < sizeof(ranks) / sizeof(ranks[0]); i++)
+        tc_allreduce_at(ranks[i]);
+}
+
+/* ---- the data-movement collectives ---- */
+
+typedef struct tc_move {
+    tc_group *g;
+    size_t count;
+} tc_move;
+
+/* Value of block b element i as rank r wrote it. */
+static int64_t tc_mv(int r, int b, size_t i)
+{
+    return (int64_t)r * 1000003 + (int64_t)b * 1009 + (int64_t)(i % 997);
+}
+
+static int tc_check_i64(const int64_t *buf, size_t i, int64_t want, const char *what, int r)
+{
+    if (buf[i] == want)
+        return 0;
+    print_error("rank %d %s element %zu: %lld, expected %lld\n", r, what, i, (long long)buf[i],
+                (long long)want);
+    return 1;
+}
+
+static int tc_body_moves(px_comm *c, void *arg)
+{
+    tc_move *m = arg;
+    int r = px_comm_rank(c), n = px_comm_size(c);
+    int64_t *buf = px_comm_buffer(c, "buf", NULL);
+    size_t cnt = m->count;
+    px_status st;
+    int f = 0;
+
+    /* allgather: block r is mine; afterwards block b holds rank b's */
+    for (int b = 0; b < n; b++)
+        for (size_t i = 0; i < cnt; i++)
+            buf[(size_t)b * cnt + i] = b == r ? tc_mv(r, b, i) : -1;
+    if ((st = px_allgather(c, buf, cnt, PX_I64)) != PX_OK)
+        return print_error("allgather: %s\n", px_last_error()), 1;
+    for (int b = 0; b < n && !f; b++)
+        for (size_t i = 0; i < cnt && !f; i++)
+            f += tc_check_i64(buf, (size_t)b * cnt + i, tc_mv(b, b, i), "allgather", r);
+
+    /* broadcast from the last rank and from rank 0 */
+    for (int root = n - 1; root >= 0 && !f; root = root == 0 ? -1 : 0) {
+        for (size_t i = 0; i < cnt; i++)
+            buf[i] = tc_mv(r, 7, i);
+        if ((st = px_broadcast(c, buf, cnt, PX_I64, root)) != PX_OK)
+            return print_error("broadcast: %s\n", px_last_error()), f + 1;
+        for (size_t i = 0; i < cnt && !f; i++)
+            f += tc_check_i64(buf, i, tc_mv(root, 7, i), "broadcast", r);
+    }
+
+    /* alltoall: block b of rank r goes to block r of rank b */
+    for (int b = 0; b < n; b++)
+        for (size_t i = 0; i < cnt; i++)
+            buf[(size_t)b * cnt + i] = tc_mv(r, b, i);
+    if ((st = px_alltoall(c, buf, cnt, PX_I64)) != PX_OK)
+        return print_error("alltoall: %s\n", px_last_error()), f + 1;
+    for (int b = 0; b < n && !f; b++)
+        for (size_t i = 0; i < cnt && !f; i++)
+            f += tc_check_i64(buf, (size_t)b * cnt + i, tc_mv(b, r, i), "alltoall", r);
+
+    /* reduce_scatter (sum): block r of rank r is the sum over ranks of their block r */
+    for (int b = 0; b < n; b++)
+        for (size_t i = 0; i < cnt; i++)
+            buf[(size_t)b * cnt + i] = tc_mv(r, b, i);
+    if ((st = px_reduce_scatter(c, buf, cnt, PX_I64, PX_OP_SUM)) != PX_OK)
+        return print_error("reduce_scatter: %s\n", px_last_error()), f + 1;
+    for (size_t i = 0; i < cnt && !f; i++) {
+        int64_t want = 0;
+
+        for (int q = 0; q < n; q++)
+            want += tc_mv(q, r, i);
+        f += tc_check_i64(buf, (size_t)r * cnt + i, want, "reduce_scatter", r);
+    }
+    return f + (px_comm_barrier(c) != PX_OK);
+}
+
+/* allgather, broadcast (two roots), alltoall, reduce_scatter at 1, 2, 3, 4, 8 ranks. */
+static void test_moves_matrix(void **state)
+{
+    static const int ranks[] = {1, 2, 3, 4, 8};
+
+    for (size_t i = 0; i < sizeof(ranks) / sizeof(ranks[0]); i++) {
+        for (size_t k = 0; k < 4; k++) {
+            size_t cnt = tc_counts[k] == TC_BIG ? 65537 : tc_counts[k]; /* x 8 ranks fits */
+            tc_group g;
+            tc_move m = {.g = &g, .count = cnt};
+
+            tc_group_init(&g, ranks[i], (size_t)ranks[i] * cnt * 8, 30.0 * px_test_slack());
+            assert_int_equal(tc_run(&g, tc_body_moves, &m), 0);
+            tc_group_fini(&g);
+        }
+    }
+}
+
+/* ---- alltoallv ---- */
+
+/* Rank r sends (r + 2 j) % 5 + 1 elements to rank j: distinct, uneven counts. */
+static size_t tc_vcount(int r, int j)
+{
+    return (size_t)((r + 2 * j) % 5 + 1);
+}
+
+static int tc_body_a2av(px_comm *c, void *arg)
+{
+    int r = px_comm_rank(c), n = px_comm_size(c), f = 0;
+    int64_t *buf = px_comm_buffer(c, "buf", NULL), *send = buf, *recv = buf + 64 * 8;
+    size_t sc[TC_MAX_RANKS], so[TC_MAX_RANKS], rc[TC_MAX_RANKS], ro[TC_MAX_RANKS], o = 0;
+
+    for (int j = 0; j < n; j++) {
+        sc[j] = tc_vcount(r, j);
+        so[j] = o;
+        for (size_t i = 0; i < sc[j]; i++)
+            send[o + i] = tc_mv(r, j, i);
+        o += sc[j];
+    }
+    o = 0;
+    for (int j = 0; j < n; j++) {
+        rc[j] = tc_vcount(j, r);
+        ro[j] = o;
+        o += rc[j] + 1; /* a gap that must stay untouched */
+        recv[o - 1] = -7;
+    }
+    if (px_alltoallv(c, send, sc, so, recv, rc, ro, PX_I64) != PX_OK)
+        return print_error("alltoallv: %s\n", px_last_error()), 1;
+    for (int j = 0; j < n && !f; j++) {
+        for (size_t i = 0; i < rc[j] && !f; i++)
+            f += tc_check_i64(recv, ro[j] + i, tc_mv(j, r, i), "alltoallv", r);
+        f += tc_check_i64(recv, ro[j] + rc[j], -7, "alltoallv gap", r);
+    }
+    /* a count mismatch: rank 0 expects one element too many from the last rank */
+    if (n > 1) {
+        px_status st;
+
+        if (r == 0)
+            rc[n - 1]++;
+        st = px_alltoallv(c, send, sc, so, recv, rc, ro, PX_I64);
+        if (r == 0 && (st != PX_EINVAL || strstr(px_last_error(), "which expects") == NULL)) {
+            print_error("mismatch: %s: %s\n", px_status_name(st), px_last_error());
+            f++;
+        }
+        if (r != 0 && st != PX_OK)
+            f++;
+    }
+    return f;
+}
+
+/* alltoallv with uneven per-peer counts and gaps, and a count mismatch reported, 1..8 ranks. */
+static void test_alltoallv(void **state)
+{
+    for (int n = 1; n <= TC_MAX_RANKS; n++) {
+        tc_group g;
+
+        tc_group_init(&g, n, 64 * 8 * 8 * 2, 30.0 * px_test_slack());
+        assert_int_equal(tc_run(&g, tc_body_a2av, NULL), 0);
+        tc_group_fini(&g);
+    }
+}
+
+/* ---- algorithm choice ---- */
+
+static int tc_body_algo(px_comm *c, void *arg)
+{
+    float *buf = px_comm_buffer(c, "buf", NULL);
+    int f = 0;
+
+    memset(buf, 0, 4096 * sizeof(float));
+    f += px_allreduce(c, buf, 4096, PX_F32, PX_OP_SUM) != PX_OK;
+    f += strcmp(px_comm_last_algorithm(c), "oneshot") != 0;
+    f += px_allreduce(c, buf, TC_BIG, PX_F32, PX_OP_SUM) != PX_OK;
+    f += strcmp(px_comm_last_algorithm(c), "rs_ag") != 0;
+    f += px_allreduce(c, buf, 3, PX_F32, PX_OP_SUM) != PX_OK; /* fewer elements than ranks */
+    f += strcmp(px_comm_last_algorithm(c), "oneshot") != 0;
+    return f;
+}
+
+/* 16 KiB picks one-shot, 1 MiB reduce-scatter + allgather (threshold 64 KiB), 4 ranks. */
+static void test_algorithm_by_size(void **state)
+{
+    tc_group g;
+
+    tc_group_init(&g, 4, TC_BIG * 4, 30.0 * px_test_slack());
+    assert_int_equal(tc_run(&g, tc_body_algo, NULL), 0);
+    tc_group_fini(&g);
+}
+
+/* ---- one-sided ordering, timeouts, deaths, bad input ---- */
+
+#define TC_ROUNDS 2000
+
+/* Rank 0 puts round k's bytes then signals k; rank 1 waits for k and must see the bytes;
+ * then rank 1 gets rank 0's bytes back and checks them. */
+static int tc_body_order(px_comm *c, void *arg)
+{
+    int r = px_comm_rank(c), f = 0;
+    uint64_t *buf = px_comm_buffer(c, "buf", NULL);
+    uint64_t local[64], got[64];
+    size_t off;
+
+    if (px_comm_offset(c, buf, sizeof(local), &off) != PX_OK)
+        return 1;
+    for (uint64_t k = 1; k <= TC_ROUNDS && !f; k++) {
+        if (r == 0) {
+            for (int i = 0; i < 64; i++)
+                local[i] = k * 64 + (uint64_t)i;
+            f += px_comm_put_signal(c, 1, off, local, sizeof(local), 3, PX_SIG_SET, k) != PX_OK;
+            f += px_comm_wait_until(c, 4, PX_CMP_GE, k, 0) != PX_OK; /* rank 1 has read */
+        } else {
+            f += px_comm_wait_until(c, 3, PX_CMP_GE, k, 0) != PX_OK;
+            for (int i = 0; i < 64 && !f; i++)
+                f += buf[i] != k * 64 + (uint64_t)i;
+            f += px_comm_signal(c, 0, 4, PX_SIG_ADD, 1) != PX_OK;
+        }
+    }
+    if (r == 0) {
+        for (int i = 0; i < 64; i++)
+            buf[i] = 5000 + (uint64_t)i;
+    }
+    f += px_comm_barrier(c) != PX_OK;
+    if (r == 1) {
+        f += px_comm_get(c, 0, off, got, sizeof(got)) != PX_OK;
+        for (int i = 0; i < 64; i++)
+            f += got[i] != 5000 + (uint64_t)i;
+    }
+    return f;
+}
+
+/* 2000 rounds of put-then-signal: the bytes are there when the signal is; get reads back. */
+static void test_put_signal_ordering(void **state)
+{
+    tc_group g;
+
+    tc_group_init(&g, 2, 4096, 30.0 * px_test_slack());
+    assert_int_equal(tc_run(&g, tc_body_order, NULL), 0);
+    /* direct maps peers: rank 1 reaches rank 0's buffer through a peer pointer */
+    assert_ptr_equal(px_comm_peer_ptr(&g.comm[1], 0, g.comm[1].data[1] + 8),
+                     g.comm[0].data[0] + 8);
+    assert_null(px_comm_peer_ptr(&g.comm[1], 2, g.comm[1].data[1]));
+    tc_group_fini(&g);
+}
+
+/* A wait nobody answers: PX_ETIMEDOUT after about its deadline, naming the signal, the value
+ * waited for and the value seen. */
+static void test_wait_times_out(void **state)
+{
+    tc_group g;
+    uint64_t t0;
+    double took;
+
+    tc_group_init(&g, 2, 4096, 30.0);
+    PX_ASSERT_OK(px_comm_signal(&g.comm[1], 0, 5, PX_SIG_SET, 3));
+    t0 = px_test_now_ns();
+    assert_int_equal(px_comm_wait_until(&g.comm[0], 5, PX_CMP_GE, 9, 0.2), PX_ETIMEDOUT);
+    took = (double)(px_test_now_ns() - t0) / 1e9;
+    assert_true(took >= 0.19 && took < 2.0 * px_test_slack());
+    assert_non_null(strstr(px_last_error(), "signal 5 to be >= 9; it is 3"));
+    tc_group_fini(&g);
+}
+
+typedef struct tc_death {
+    tc_group *g;
+    _Atomic int waiting;
+    px_status st;
+    double took;
+} tc_death;
+
+static void *tc_death_waiter(void *arg)
+{
+    tc_death *d = arg;
+    uint64_t t0 = px_test_now_ns();
+
+    atomic_store(&d->waiting, 1);
+    d->st = px_comm_wait_until(&d->g->comm[0], 0, PX_CMP_EQ, 1, 20.0);
+    d->took = (double)(px_test_now_ns() - t0) / 1e9;
+    if (d->st == PX_EPEERDEAD && strstr(px_last_error(), "rank 2 of the domain is dead: "
+                                        "chip 5 (pid 1) killed") == NULL)
+        d->st = PX_EIO;
+    return NULL;
+}
+
+/* A member's death announced while rank 0 sleeps in a 20 s wait: PX_EPEERDEAD within 1 s
+ * (the sleep's slice), naming the dead rank and why. */
+static void test_death_ends_wait(void **state)
+{
+    tc_group g;
+    tc_death d = {.g = &g};
+    pthread_t t;
+    uint64_t t0;
+
+    tc_group_init(&g, 3, 4096, 30.0);
+    assert_int_equal(pthread_create(&t, NULL, tc_death_waiter, &d), 0);
+    assert_int_equal(px_test_wait_flag(&d.waiting, 10.0), 0);
+    t0 = px_test_now_ns();
+    while (px_test_now_ns() - t0 < 100000000ull) /* let it fall asleep: 100 ms */
+        sched_yield();
+    snprintf(g.deaths.why[2], sizeof(g.deaths.why[2]), "chip 5 (pid 1) killed by signal 9");
+    atomic_fetch_or(&g.deaths.mask, 1ull << 2);
+    pthread_join(t, NULL);
+    assert_int_equal(d.st, PX_EPEERDEAD);
+    assert_true(d.took < 1.1 + 0.1 * px_test_slack());
+    tc_group_fini(&g);
+}
+
+/* Bad peers, signals, ranges, buffers outside the window, dtypes and ops: PX_EINVAL. */
+static void test_bad_input(void **state)
+{
+    tc_group g;
+    px_comm *c;
+    char outside[64];
+    uint8_t *buf;
+
+    tc_group_init(&g, 2, 4096, 30.0);
+    c = &g.comm[0];
+    buf = px_comm_buffer(c, "buf", NULL);
+    assert_non_null(buf);
+    assert_null(px_comm_buffer(c, "nosuch", NULL));
+    assert_int_equal(px_comm_put(c, 2, 0, outside, 8), PX_EINVAL);
+    assert_non_null(strstr(px_last_error(), "peer 2 is not a rank"));
+    assert_int_equal(px_comm_put(c, 1, 4090, outside, 8), PX_EINVAL);
+    assert_int_equal(px_comm_put(c, 1, SIZE_MAX, outside, 8), PX_EINVAL);
+    assert_int_equal(px_comm_get(c, -1, 0, outside, 8), PX_EINVAL);
+    assert_int_equal(px_comm_signal(c, 1, TC_NSIG, PX_SIG_SET, 1), PX_EINVAL);
+    assert_int_equal(px_comm_signal(c, 1, 0, (px_sig_op)7, 1), PX_EINVAL);
+    assert_int_equal(px_comm_wait_until(c, 0, (px_cmp)9, 1, 1), PX_EINVAL);
+    assert_int_equal(px_allreduce(c, outside, 4, PX_F32, PX_OP_SUM), PX_EINVAL);
+    assert_non_null(strstr(px_last_error(), "not inside this rank's window"));
+    assert_int_equal(px_allreduce(c, buf, 4096, PX_F32, PX_OP_SUM), PX_EINVAL);
+    assert_int_equal(px_allreduce(c, buf, 4, PX_U8, PX_OP_SUM), PX_EINVAL);
+    assert_int_equal(px_allreduce(c, buf, 4, PX_F32, (px_redop)9), PX_EINVAL);
+    assert_int_equal(px_allgather(c, buf, SIZE_MAX / 2, PX_F64), PX_EINVAL);
+    assert_int_equal(px_broadcast(c, buf, 4, PX_F32, 2), PX_EINVAL);
+    assert_int_equal(px_allreduce(NULL, buf, 4, PX_F32, PX_OP_SUM), PX_EINVAL);
+    assert_int_equal(px_comm_barrier(NULL), PX_EINVAL);
+    assert_int_equal(px_comm_rank(NULL), -1);
+    tc_group_fini(&g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_allreduce_matrix),
+        cmocka_unit_test(test_moves_matrix),
+        cmocka_unit_test(test_alltoallv),
+        cmocka_unit_test(test_algorithm_by_size),
+        cmocka_unit_test(test_put_signal_ordering),
+        cmocka_unit_test(test_wait_times_out),
+        cmocka_unit_test(test_death_ends_wait),
+        cmocka_unit_test(test_bad_input),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
