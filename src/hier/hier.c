@@ -156,7 +156,7 @@ static px_status px_hier_alloc(px_hier *h, const px_config *c)
     pthread_mutex_init(&h->drain_lock, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines come from px_now_ns */
-    pthread_cond_init(&h->flush_cv, &ca);
+    pthread_cond_init(&h->ctl_cv, &ca);
     pthread_condattr_destroy(&ca);
     return px_hier_dfx_setup(h);
 }
@@ -168,9 +168,10 @@ static void px_hier_free(px_hier *h)
     for (uint64_t i = 0; h->side != NULL && i <= h->side_mask; i++)
         free(h->side[i].group);
     free(h->side);
+    free(h->dfx_flush);
     pthread_mutex_destroy(&h->lock);
     pthread_mutex_destroy(&h->drain_lock);
-    pthread_cond_destroy(&h->flush_cv);
+    pthread_cond_destroy(&h->ctl_cv);
     free(h);
 }
 
