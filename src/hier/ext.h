@@ -1,6 +1,6 @@
 /*
  * ext.h - the extension points of a level-3 worker that the layers above (DFX, comm) plug
- * into: control calls and chip services.
+ * into: control calls, chip services and file-descriptor passing.
  *
  * Control calls (ctl.c). A control call is {kind, payload} posted by the parent to a set of
  * chips; every chip runs the kind's handler on the payload and answers with a status and a
@@ -18,6 +18,12 @@
  * built and before it reports ready (a failure fails px_worker_init with its message), stop()
  * in reverse order when the chip leaves. A service may start threads of its own there; its
  * handlers reach the chip through the chip context (hier_chip).
+ *
+ * File descriptors (fdpass.c). Memfds move over the socketpair of each chip with SCM_RIGHTS:
+ * parent -> chip (hier_fd_send; the chip finds it with hier_chip_fd_take), chip -> parent
+ * (the chip offers it with hier_chip_fd_offer, the parent fetches it with hier_fd_fetch),
+ * chip -> chip relayed by the parent (hier_fd_relay). Nothing is ever named in /dev/shm;
+ * hier_memfd_create makes the memory objects (mode 0600).
  */
 #ifndef PX_HIER_EXT_H
 #define PX_HIER_EXT_H
@@ -31,6 +37,7 @@
 #define HIER_CTL_MAX 32           /* control kinds per worker */
 #define HIER_CTL_REPLY_MAX 768    /* bytes of a reply (the mailbox's message size) */
 #define HIER_SERVICE_MAX 16       /* chip services per worker */
+#define HIER_CHIP_FDS 64          /* descriptors a chip holds received or offered at once */
 
 /* The context of a chip process: only inside a chip (hier_chip_self()). */
 typedef struct hier_chip hier_chip;
@@ -111,5 +118,34 @@ int hier_chip_index(const hier_chip *chip);
 
 /* The chip's level-2 engine (its device memory and cores). */
 px_worker *hier_chip_engine(hier_chip *chip);
+
+/* ---- file descriptors (fdpass.c) ---- */
+
+/* Creates an anonymous memory object of bytes (memfd, close-on-exec, mode 0600, never a
+ * name in /dev/shm; name shows in /proc/PID/fd only). Returns PX_OK with *fd, or PX_ENOMEM /
+ * PX_EINVAL (message set). */
+px_status hier_memfd_create(const char *name, size_t bytes, int *fd);
+
+/* Parent: passes a duplicate of fd to chip `chip` under tag (the caller keeps fd); returns
+ * once the chip holds it. PX_EPEERDEAD for a dead chip, PX_ETIMEDOUT, PX_EINVAL. */
+px_status hier_fd_send(px_worker *w, int chip, uint64_t tag, int fd, double timeout_s);
+
+/* Parent: fetches the descriptor chip `chip` offered under tag; *fd is the parent's own
+ * (close it). PX_EPEERDEAD, PX_ETIMEDOUT, PX_ENOENT (nothing offered under tag). */
+px_status hier_fd_fetch(px_worker *w, int chip, uint64_t tag, int *fd, double timeout_s);
+
+/* Parent: moves the descriptor chip `from` offered under from_tag to chip `to` under to_tag,
+ * keeping no copy. Errors as hier_fd_fetch and hier_fd_send. */
+px_status hier_fd_relay(px_worker *w, int from, uint64_t from_tag, int to, uint64_t to_tag,
+                        double timeout_s);
+
+/* Chip: takes the descriptor the parent passed under tag (the caller owns it now). Returns
+ * PX_OK with *fd, or PX_ENOENT. */
+px_status hier_chip_fd_take(hier_chip *chip, uint64_t tag, int *fd);
+
+/* Chip: offers a duplicate of fd under tag for the parent to fetch (the caller keeps fd; the
+ * chip's duplicate is closed when fetched or when the chip leaves). PX_OK, PX_EINVAL (tag
+ * in use), PX_ENOMEM (table full). */
+px_status hier_chip_fd_offer(hier_chip *chip, uint64_t tag, int fd);
 
 #endif

@@ -10,7 +10,8 @@
  * mailbox.c (shared rings and waits), submit.c (the level-3 orchestration API), dispatch.c
  * (executors, the pending queue, completions), watch.c (reading completions: the
  * orchestration's poller and the completion and death-watch thread), ctl.c (control calls),
- * service.c (the chip context, chip services, the chip's service thread), dfx_l3.c (the chips' DFX sessions: a flush control
+ * service.c (the chip context, chip services, the chip's service thread), fdpass.c
+ * (descriptors over the socketpairs), dfx_l3.c (the chips' DFX sessions: a flush control
  * call at the end of a run) and dfx_merge.c (one trace.json and dfx.json from the host's and
  * the chips' outputs). ext.h is what upper layers may call of these.
  *
@@ -59,7 +60,7 @@ typedef struct px_hier_proc {
     int is_sub;
     pid_t pid;           /* 0 until forked */
     int pidfd;           /* -1 when none */
-    int sock;            /* the parent's end of the socketpair (fd passing, later) */
+    int sock;            /* the parent's end of the socketpair (fd passing, fdpass.c) */
     int child_sock;      /* the child's end; closed in the parent after the fork */
     int memfd;
     px_mailbox *mb;
@@ -173,6 +174,8 @@ typedef struct px_hier {
     hier_ctl_kind ctl[HIER_CTL_MAX]; /* the control table (ctl.c) */
     int nctl;
     pthread_cond_t ctl_cv;        /* broadcast (under lock) when a control call is answered */
+    int k_fd_in, k_fd_out;        /* fd passing's own control kinds (fdpass.c) */
+    pthread_mutex_t fd_lock;      /* one descriptor transfer at a time (fdpass.c) */
     hier_service services[HIER_SERVICE_MAX];
     int nservices;
 
@@ -212,6 +215,8 @@ struct hier_chip {
     pthread_t service;            /* the service thread: answers the control ring */
     int service_started;
     _Atomic int stop;
+    pthread_mutex_t fd_lock;      /* the descriptor table (service thread and handlers) */
+    struct { uint64_t tag; int fd; int offered; } fds[HIER_CHIP_FDS]; /* fd -1: free */
 };
 
 /* service.c: builds the chip context, starts the services and the service thread. Returns
@@ -232,6 +237,9 @@ int hier_ctl_drain(px_hier *h, px_hier_proc *p);
 
 /* ctl.c: p died: fails its control calls in flight (h->lock held). */
 void hier_ctl_on_death(px_hier *h, px_hier_proc *p);
+
+/* fdpass.c: registers fd passing's control kinds (px_hier_create). */
+px_status hier_fd_setup(px_hier *h);
 
 /* chip.c: the main function of a forked child; never returns. */
 void px_hier_child_main(px_hier *h, px_hier_proc *p) __attribute__((noreturn));

@@ -3,7 +3,8 @@
  * its main loop.
  *
  * Every chip process has a context (hier_chip): its index and pid, its mailbox, its end of
- * the socketpair, its level-2 engine and its service thread. The service thread answers the control calls of the service route (ctl.c): it
+ * the socketpair, its level-2 engine, its descriptor table (fdpass.c) and its service
+ * thread. The service thread answers the control calls of the service route (ctl.c): it
  * sleeps on the control ring's futex word and runs each call's handler at once, so a chip
  * answers while its main thread (core 0) is inside a kernel. Services registered by upper
  * layers before px_worker_init start in registration order after the engine is built and
@@ -118,6 +119,9 @@ px_status hier_chip_start(hier_chip *chip)
     px_hier *h = chip->h;
     int rc;
 
+    for (int i = 0; i < HIER_CHIP_FDS; i++)
+        chip->fds[i].fd = -1;
+    pthread_mutex_init(&chip->fd_lock, NULL);
     hier_self = chip;
     rc = pthread_create(&chip->service, NULL, chip_service_main, chip);
     if (rc != 0)
@@ -156,4 +160,11 @@ void hier_chip_stop(hier_chip *chip)
         if (s->stop != NULL)
             s->stop(chip, s->arg);
     }
+    pthread_mutex_lock(&chip->fd_lock);
+    for (int i = 0; i < HIER_CHIP_FDS; i++) {
+        if (chip->fds[i].fd >= 0)
+            close(chip->fds[i].fd);
+        chip->fds[i].fd = -1;
+    }
+    pthread_mutex_unlock(&chip->fd_lock);
 }

@@ -1,9 +1,9 @@
 /*
  * test_l3_ext.c - the extension points of level 3 (src/hier/ext.h): control calls, chip
- * services.
+ * services and file-descriptor passing.
  *
  * The handlers run inside the chip processes and answer with what they see there (their pid,
- * their chip index, what a service's start() left there), so the test
+ * their chip index, bytes read from a descriptor, their descriptor count), so the test
  * compares with what it knows independently: px_hier_proc_pid, the bytes it wrote itself.
  * Where the parent must see a chip *while* it runs (a kernel in progress, a handler entered),
  * the chip writes a word of a MAP_SHARED anonymous region mapped before the fork. Every wait
@@ -12,6 +12,8 @@
  */
 #include "testutil.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -19,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "hier/ext.h"
@@ -34,7 +37,7 @@ typedef struct ext_shared {
 } ext_shared;
 
 static ext_shared *g_sh;
-static int k_ping, k_oping, k_hold;
+static int k_ping, k_oping, k_hold, k_fdread, k_fdmake, k_fdcount;
 static px_kernel_id k_long;
 static px_callable_id c_long;
 static pid_t g_service_pid; /* written by the service's start() inside each chip */
@@ -44,6 +47,35 @@ static pid_t g_service_pid; /* written by the service's start() inside each chip
 static uint64_t ext_ns(void)
 {
     return px_test_now_ns();
+}
+
+/* Counts this process's open descriptors. */
+static int ext_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    int n = 0;
+
+    assert_non_null(d);
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n - 1; /* the directory's own descriptor */
+}
+
+/* Counts entries in /dev/shm (0 when it does not exist). */
+static int ext_shm_entries(void)
+{
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+    int n = 0;
+
+    if (d == NULL)
+        return 0;
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
 }
 
 static int ext_wait_word(_Atomic uint32_t *w, uint32_t want, double seconds)
@@ -90,6 +122,61 @@ static px_status hold_cb(hier_chip *chip, void *arg, const void *payload, size_t
     while (ext_ns() < deadline)
         sched_yield();
     return px_set_error(PX_ETIMEDOUT, "hold: nobody killed chip %d", victim);
+}
+
+/* fdread: take the descriptor received under the payload's tag, reply its first 64 bytes and
+ * its mode, close it. */
+static px_status fdread_cb(hier_chip *chip, void *arg, const void *payload, size_t n,
+                           void *reply, size_t *reply_n)
+{
+    uint64_t tag;
+    struct stat sb;
+    char *out = reply;
+    int fd;
+    px_status st;
+
+    memcpy(&tag, payload, sizeof(tag));
+    if ((st = hier_chip_fd_take(chip, tag, &fd)) != PX_OK)
+        return st;
+    if (fstat(fd, &sb) != 0 || pread(fd, out + 4, 64, 0) != 64) {
+        close(fd);
+        return px_set_error(PX_EIO, "fdread: cannot read descriptor of tag %llu",
+                            (unsigned long long)tag);
+    }
+    memcpy(out, &(uint32_t){(uint32_t)(sb.st_mode & 0777)}, 4);
+    close(fd);
+    *reply_n = 68;
+    return PX_OK;
+}
+
+/* fdmake: payload {tag, 64 bytes}: make a memfd holding the bytes, offer it under tag. */
+static px_status fdmake_cb(hier_chip *chip, void *arg, const void *payload, size_t n,
+                           void *reply, size_t *reply_n)
+{
+    uint64_t tag;
+    int fd;
+    px_status st;
+
+    memcpy(&tag, payload, sizeof(tag));
+    if ((st = hier_memfd_create("ext-test", 4096, &fd)) != PX_OK)
+        return st;
+    if (pwrite(fd, (const char *)payload + 8, 64, 0) != 64)
+        st = px_set_error(PX_EIO, "fdmake: write failed");
+    else
+        st = hier_chip_fd_offer(chip, tag, fd);
+    close(fd);
+    return st;
+}
+
+/* fdcount: reply this chip's descriptor count. */
+static px_status fdcount_cb(hier_chip *chip, void *arg, const void *payload, size_t n,
+                            void *reply, size_t *reply_n)
+{
+    int c = ext_fds();
+
+    memcpy(reply, &c, sizeof(c));
+    *reply_n = sizeof(c);
+    return PX_OK;
 }
 
 /* The test's chip service: start() records the chip's pid, stop() counts itself. */
@@ -141,6 +228,12 @@ static px_worker *ext_worker(int chips)
     PX_ASSERT_OK(hier_ctl_register(w, "test.oping", HIER_CTL_ORDERED, ping_cb, NULL,
                                    &k_oping));
     PX_ASSERT_OK(hier_ctl_register(w, "test.hold", HIER_CTL_SERVICE, hold_cb, NULL, &k_hold));
+    PX_ASSERT_OK(hier_ctl_register(w, "test.fdread", HIER_CTL_SERVICE, fdread_cb, NULL,
+                                   &k_fdread));
+    PX_ASSERT_OK(hier_ctl_register(w, "test.fdmake", HIER_CTL_SERVICE, fdmake_cb, NULL,
+                                   &k_fdmake));
+    PX_ASSERT_OK(hier_ctl_register(w, "test.fdcount", HIER_CTL_SERVICE, fdcount_cb, NULL,
+                                   &k_fdcount));
     PX_ASSERT_OK(hier_service_register(w, "test.svc", svc_start, svc_stop, NULL));
     PX_ASSERT_OK(px_kernel_register(w, "long", long_kernel, NULL, &k_long));
     PX_ASSERT_OK(px_callable_register(w, "long", long_callable, &c_long));
@@ -362,6 +455,120 @@ static void test_service_answers_during_kernel(void **state)
     PX_ASSERT_OK(px_worker_destroy(w));
 }
 
+/* ---- file descriptors ---- */
+
+/* Fills 64 bytes with a pattern named by seed. */
+static void ext_pattern(char *b, int seed)
+{
+    for (int i = 0; i < 64; i++)
+        b[i] = (char)('a' + (i * 7 + seed) % 26);
+}
+
+/* Returns chip i's descriptor count. */
+static int ext_chip_fds(px_worker *w, int i)
+{
+    hier_call_result res;
+    int n;
+
+    PX_ASSERT_OK(hier_call_run(w, k_fdcount, NULL, 0, &i, 1, 10, &res));
+    memcpy(&n, res.reply, sizeof(n));
+    return n;
+}
+
+/* Makes a memfd on chip `chip` holding pattern seed, offered under tag. */
+static void ext_chip_make(px_worker *w, int chip, uint64_t tag, int seed)
+{
+    char payload[72];
+
+    memcpy(payload, &tag, 8);
+    ext_pattern(payload + 8, seed);
+    PX_ASSERT_OK(hier_call_run(w, k_fdmake, payload, sizeof(payload), &chip, 1, 10, NULL));
+}
+
+/* Checks that chip `chip` received under tag a descriptor holding pattern seed, mode 0600. */
+static void ext_chip_check(px_worker *w, int chip, uint64_t tag, int seed)
+{
+    hier_call_result res;
+    char want[64];
+    uint32_t mode;
+
+    PX_ASSERT_OK(hier_call_run(w, k_fdread, &tag, sizeof(tag), &chip, 1, 10, &res));
+    ext_pattern(want, seed);
+    memcpy(&mode, res.reply, 4);
+    assert_int_equal(mode, 0600);
+    assert_memory_equal(res.reply + 4, want, 64);
+}
+
+/* Memfds move parent -> chip, chip -> parent and chip -> chip (relayed by the parent): the
+ * bytes written on one side are read on the other, every object has mode 0600, nothing
+ * appears in /dev/shm, and no process's descriptor count changes. */
+static void test_fd_passing(void **state)
+{
+    px_worker *w = ext_worker(2);
+    int shm0 = ext_shm_entries(), fds0 = ext_fds();
+    int c0 = ext_chip_fds(w, 0), c1 = ext_chip_fds(w, 1);
+    char buf[64], want[64];
+    struct stat sb;
+    int fd;
+
+    /* parent -> chip 0 */
+    PX_ASSERT_OK(hier_memfd_create("ext-parent", 4096, &fd));
+    ext_pattern(buf, 1);
+    assert_int_equal(pwrite(fd, buf, 64, 0), 64);
+    PX_ASSERT_OK(hier_fd_send(w, 0, 11, fd, 10));
+    close(fd);
+    ext_chip_check(w, 0, 11, 1);
+    /* chip 1 -> parent */
+    ext_chip_make(w, 1, 22, 2);
+    PX_ASSERT_OK(hier_fd_fetch(w, 1, 22, &fd, 10));
+    assert_int_equal(fstat(fd, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0600);
+    assert_int_equal(pread(fd, buf, 64, 0), 64);
+    ext_pattern(want, 2);
+    assert_memory_equal(buf, want, 64);
+    close(fd);
+    /* chip 0 -> chip 1, through the parent */
+    ext_chip_make(w, 0, 33, 3);
+    PX_ASSERT_OK(hier_fd_relay(w, 0, 33, 1, 44, 10));
+    ext_chip_check(w, 1, 44, 3);
+    /* nothing offered: an error, no descriptor */
+    assert_int_equal(hier_fd_fetch(w, 0, 99, &fd, 10), PX_ENOENT);
+    assert_non_null(strstr(px_last_error(), "offers no descriptor under tag 99"));
+
+    assert_int_equal(ext_fds(), fds0);
+    assert_int_equal(ext_chip_fds(w, 0), c0);
+    assert_int_equal(ext_chip_fds(w, 1), c1);
+    assert_int_equal(ext_shm_entries(), shm0);
+    PX_ASSERT_OK(px_worker_destroy(w));
+}
+
+/* Passing a descriptor to a chip that died fails with PX_EPEERDEAD naming it, and leaves no
+ * descriptor behind in the parent. */
+static void test_fd_to_dead_chip(void **state)
+{
+    px_worker *w = ext_worker(2);
+    pid_t pid = px_hier_proc_pid(w, 1);
+    int fds0, fd, out = -1;
+    char want[32];
+
+    PX_ASSERT_OK(hier_memfd_create("ext-dead", 4096, &fd));
+    fds0 = ext_fds();
+    ext_kill(w, 1);
+    assert_int_equal(hier_fd_send(w, 1, 5, fd, 10), PX_EPEERDEAD);
+    snprintf(want, sizeof(want), "pid %d", (int)pid);
+    assert_non_null(strstr(px_last_error(), want));
+    assert_int_equal(hier_fd_fetch(w, 1, 5, &out, 10), PX_EPEERDEAD);
+    assert_int_equal(out, -1);
+    assert_int_equal(ext_fds(), fds0);
+    close(fd);
+    /* the other chip still works */
+    ext_chip_make(w, 0, 6, 4);
+    PX_ASSERT_OK(hier_fd_fetch(w, 0, 6, &out, 10));
+    close(out);
+    assert_int_equal(ext_fds(), fds0 - 1);
+    PX_ASSERT_OK(px_worker_destroy(w));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -371,6 +578,8 @@ int main(void)
         cmocka_unit_test(test_ctl_killed_during_call),
         cmocka_unit_test(test_ctl_timeout),
         cmocka_unit_test(test_service_answers_during_kernel),
+        cmocka_unit_test(test_fd_passing),
+        cmocka_unit_test(test_fd_to_dead_chip),
     };
 
     return cmocka_run_group_tests(tests, ext_setup, ext_teardown);
