@@ -126,6 +126,7 @@ const char *px_hier_proc_kind(const px_hier_proc *p)
 static px_status px_hier_alloc(px_hier *h, const px_config *c)
 {
     pthread_condattr_t ca;
+    px_status st;
     int online;
 
     h->cfg = *c;
@@ -156,8 +157,11 @@ static px_status px_hier_alloc(px_hier *h, const px_config *c)
     pthread_mutex_init(&h->drain_lock, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines come from px_now_ns */
-    pthread_cond_init(&h->flush_cv, &ca);
+    pthread_cond_init(&h->ctl_cv, &ca);
     pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&h->fd_lock, NULL);
+    if ((st = hier_fd_setup(h)) != PX_OK)
+        return st;
     return px_hier_dfx_setup(h);
 }
 
@@ -168,9 +172,11 @@ static void px_hier_free(px_hier *h)
     for (uint64_t i = 0; h->side != NULL && i <= h->side_mask; i++)
         free(h->side[i].group);
     free(h->side);
+    free(h->dfx_flush);
     pthread_mutex_destroy(&h->lock);
     pthread_mutex_destroy(&h->drain_lock);
-    pthread_cond_destroy(&h->flush_cv);
+    pthread_mutex_destroy(&h->fd_lock);
+    pthread_cond_destroy(&h->ctl_cv);
     free(h);
 }
 

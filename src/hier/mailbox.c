@@ -13,6 +13,7 @@
 #include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "util/clock.h"
@@ -30,9 +31,9 @@ px_status px_mb_region_create(const char *name, size_t bytes, void **mem, size_t
     if (f < 0)
         return px_set_error(PX_ENOMEM, "level 3: memfd_create(\"%s\") for a shared region of "
                             "%zu bytes failed: %s", name, n, strerror(errno));
-    if (ftruncate(f, (off_t)n) != 0) {
-        px_set_error(PX_ENOMEM, "level 3: sizing shared region \"%s\" to %zu bytes failed: %s",
-                     name, n, strerror(errno));
+    if (fchmod(f, 0600) != 0 || ftruncate(f, (off_t)n) != 0) {
+        px_set_error(PX_ENOMEM, "level 3: mode 0600 / sizing shared region \"%s\" to %zu bytes "
+                     "failed: %s", name, n, strerror(errno));
         goto out_close_fd;
     }
     p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);

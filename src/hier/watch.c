@@ -70,13 +70,16 @@ int px_hier_drain_done(px_hier *h, px_hier_proc *p)
     return n;
 }
 
-/* Reads every child's completions (drain_lock held); returns how many. */
+/* Reads every child's completions and control-call answers (drain_lock held); returns how
+ * many. */
 static int px_hier_drain_all(px_hier *h)
 {
     int got = 0;
 
     for (int i = 0; i < h->nprocs; i++)
         got += px_hier_drain_done(h, &h->procs[i]);
+    for (int i = 0; i < h->nchips; i++)
+        got += hier_ctl_drain(h, &h->procs[i]);
     return got;
 }
 
@@ -102,6 +105,8 @@ static void px_watch_deaths(px_hier *h)
         if (p->dead || !px_hier_reap(p, 0, how, sizeof(how)))
             continue;
         px_hier_drain_done(h, p);
+        if (!p->is_sub)
+            hier_ctl_drain(h, p);
         px_hier_on_death(h, p, how);
     }
 }
