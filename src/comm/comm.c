@@ -55,6 +55,8 @@ px_status comm_build(px_comm *c, const px_comm_spec *s)
         }
     }
     c->deaths = s->deaths;
+    for (int q = 0; q < s->n; q++)
+        c->member[q] = s->member != NULL ? s->member[q] : (int8_t)q;
     c->timeout_s = s->timeout_s > 0 ? s->timeout_s : 60.0;
     c->spin_ns = s->spin_ns;
     c->yield_ns = s->yield_ns;
@@ -197,18 +199,22 @@ static px_status comm_check_sig(const px_comm *c, int sig, const char *what)
 px_status comm_check_dead(const px_comm *c)
 {
     uint64_t m;
-    int q;
 
     if (c->deaths == NULL)
         return PX_OK;
     m = atomic_load_explicit(&c->deaths->mask, memory_order_acquire);
     if (m == 0)
         return PX_OK;
-    q = __builtin_ctzll(m);
-    return px_set_error(PX_EPEERDEAD, "domain \"%s\" rank %d: rank %d of the domain is dead%s%s;"
-                        " every wait of this domain fails now: end the run and destroy the "
-                        "worker", c->name, c->rank, q, c->deaths->why[q][0] ? ": " : "",
-                        c->deaths->why[q]);
+    for (int q = 0; q < c->n; q++) {
+        int b = c->member[q];
+
+        if (b >= 0 && b < HIER_DEATHS_MAX && (m >> b & 1))
+            return px_set_error(PX_EPEERDEAD, "domain \"%s\" rank %d: rank %d of the domain "
+                                "is dead: %s; every wait of this domain fails now: end the run "
+                                "and destroy the worker", c->name, c->rank, q,
+                                c->deaths->why[b][0] ? c->deaths->why[b] : "no reason known");
+    }
+    return PX_OK;
 }
 
 /* ---- signals ---- */

@@ -23,6 +23,8 @@
 
 #include <plexus/comm.h>
 
+#include "hier/ext.h" /* hier_deaths: where deaths of chips are announced */
+
 #define PX_COMM_NAME_MAX 32
 #define PX_COMM_MAX_BUFFERS 16
 #define PX_COMM_MAX_SIGNALS 4096
@@ -57,15 +59,6 @@ typedef struct px_comm_buffer_desc {
 
 struct px_comm_tl;
 
-/*
- * Where deaths of a domain's members are announced (shared memory written by whoever watches
- * the processes; a waiting rank reads it every slice of its sleep). Bit q of mask: rank q
- * died; why[q] says how ("chip 3 (pid 42) killed by signal 9 (SIGKILL)").
- */
-typedef struct px_comm_deaths {
-    _Atomic uint64_t mask;
-    char why[PX_COMM_MAX_RANKS][96];
-} px_comm_deaths;
 
 struct px_comm {
     char name[PX_COMM_NAME_MAX];
@@ -77,7 +70,8 @@ struct px_comm {
     char *data[PX_COMM_MAX_RANKS];            /* every rank's data, likewise */
     const struct px_comm_tl *tl[PX_COMM_MAX_RANKS]; /* transport to each peer */
     void *tl_state[PX_COMM_MAX_RANKS];        /* that transport's per-peer state */
-    const px_comm_deaths *deaths;             /* NULL: nobody announces deaths */
+    const hier_deaths *deaths;                /* NULL: nobody announces deaths */
+    int8_t member[PX_COMM_MAX_RANKS];         /* rank q's bit on the board (its chip) */
     double timeout_s;                         /* default deadline of waits */
     uint64_t spin_ns, yield_ns;               /* wait budgets before sleeping */
     uint64_t epoch;                           /* barriers passed (the same on every rank) */
@@ -123,7 +117,8 @@ typedef struct px_comm_spec {
     uint32_t nsig;
     void *const *windows;          /* n windows (head + data); NULL where not reachable */
     const px_comm_tl *const *tl;   /* n transports (tl[rank] is used for self-access) */
-    const px_comm_deaths *deaths;  /* or NULL */
+    const hier_deaths *deaths;     /* or NULL */
+    const int8_t *member;          /* n board indices (chips); NULL: rank q is bit q */
     double timeout_s;
     uint64_t spin_ns, yield_ns;
     size_t oneshot_max;            /* 0: the default */

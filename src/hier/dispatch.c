@@ -387,6 +387,10 @@ void px_hier_on_death(px_hier *h, px_hier_proc *p, const char *how)
     snprintf(p->death, sizeof(p->death), "%s %d (pid %d) died: %s", px_hier_proc_kind(p),
              p->index, (int)p->pid, how);
     PX_LOG_WARN("%s", p->death);
+    if (!p->is_sub && h->deaths != NULL && p->index < HIER_DEATHS_MAX) {
+        snprintf(h->deaths->why[p->index], sizeof(h->deaths->why[0]), "%s", p->death);
+        atomic_fetch_or_explicit(&h->deaths->mask, 1ull << p->index, memory_order_release);
+    }
     for (uint64_t pos = p->completed; pos < p->posted; pos++) {
         px_task_id id = p->inflight[pos % PX_MB_DEPTH];
         px_l3_slot *s;

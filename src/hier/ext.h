@@ -119,6 +119,26 @@ int hier_chip_index(const hier_chip *chip);
 /* The chip's level-2 engine (its device memory and cores). */
 px_worker *hier_chip_engine(hier_chip *chip);
 
+/* ---- deaths ---- */
+
+#define HIER_DEATHS_MAX 64
+
+/*
+ * The deaths of a worker's chips, in memory that the parent and every chip map (made before
+ * the fork): bit i of mask is set, with why[i] written first, when the parent notices that
+ * chip i died. Anyone may read it, e.g. a wait inside a chip on a peer that is gone.
+ */
+typedef struct hier_deaths {
+    _Atomic uint64_t mask;
+    char why[HIER_DEATHS_MAX][256];
+} hier_deaths;
+
+/* The board of level-3 worker w (parent), or NULL before px_worker_init. */
+const hier_deaths *hier_deaths_board(px_worker *w);
+
+/* The board as chip sees it. */
+const hier_deaths *hier_chip_deaths(hier_chip *chip);
+
 /* ---- file descriptors (fdpass.c) ---- */
 
 /* Creates an anonymous memory object of bytes (memfd, close-on-exec, mode 0600, never a

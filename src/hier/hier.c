@@ -134,6 +134,7 @@ static px_status px_hier_alloc(px_hier *h, const px_config *c)
     h->nsubs = c->subs;
     h->nprocs = h->nchips + h->nsubs;
     h->bell_fd = -1;
+    h->deaths_fd = -1;
     h->parent_pid = getpid();
     h->side_mask = 2ull * c->task_ring - 1;
     h->side = calloc(h->side_mask + 1, sizeof(px_l3_slot));
@@ -346,6 +347,10 @@ static px_status px_hier_make_regions(px_hier *h)
     px_status st = px_mb_region_create("plexus-l3-doorbell", sizeof(px_doorbell),
                                        (void **)&h->bell, &h->bell_len, &h->bell_fd);
 
+    if (st == PX_OK)
+        st = px_mb_region_create("plexus-l3-deaths", sizeof(hier_deaths), (void **)&h->deaths,
+                                 &h->deaths_len, &h->deaths_fd);
+
     for (int i = 0; st == PX_OK && i < h->nprocs; i++) {
         px_hier_proc *p = &h->procs[i];
         char name[48];
@@ -438,6 +443,9 @@ static void px_hier_release_procs(px_hier *h)
     px_mb_region_destroy(h->bell, h->bell_len, h->bell_fd);
     h->bell = NULL;
     h->bell_fd = -1;
+    px_mb_region_destroy(h->deaths, h->deaths_len, h->deaths_fd);
+    h->deaths = NULL;
+    h->deaths_fd = -1;
 }
 
 /* Forks every child and waits for each to be ready. */

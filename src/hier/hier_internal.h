@@ -160,6 +160,9 @@ typedef struct px_hier {
     px_doorbell *bell;            /* shared with every child */
     size_t bell_len;
     int bell_fd;
+    hier_deaths *deaths;          /* shared with every child: who died, and how */
+    size_t deaths_len;
+    int deaths_fd;
 
     pthread_mutex_t lock;
     px_l3_slot *side;             /* 2 x task ring entries */

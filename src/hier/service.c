@@ -40,6 +40,18 @@ px_worker *hier_chip_engine(hier_chip *chip)
     return chip != NULL ? chip->engine : NULL;
 }
 
+const hier_deaths *hier_chip_deaths(hier_chip *chip)
+{
+    return chip != NULL ? chip->h->deaths : NULL;
+}
+
+const hier_deaths *hier_deaths_board(px_worker *w)
+{
+    px_hier *h = w != NULL && w->level == 3 ? px_hier_of(w) : NULL;
+
+    return h != NULL ? h->deaths : NULL;
+}
+
 int px_chip_index(void)
 {
     return hier_self != NULL ? hier_self->index : -1;

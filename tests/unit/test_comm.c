@@ -27,7 +27,7 @@ typedef struct tc_group {
     size_t data_bytes;
     void *win[TC_MAX_RANKS];
     px_comm comm[TC_MAX_RANKS];
-    px_comm_deaths deaths;
+    hier_deaths deaths;
     double timeout_s;
 } tc_group;
 

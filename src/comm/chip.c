@@ -1,0 +1,228 @@
+/*
+ * chip.c - the chips' side of communication domains: each member's window, the mappings of its
+ * peers' windows and its communicator, made and undone by the parent's control calls
+ * (domain.h), and the lookup through which kernels find their communicator.
+ *
+ * The handlers run on the chip's service thread, so a domain is set up while the chip's cores
+ * are busy. A kernel looks a domain up without a lock: an entry is filled completely before
+ * the answer to comm.map reaches the parent (who submits the tasks that use it only then),
+ * and emptied only by comm.free, which the parent sends after the last task using it drained.
+ */
+#include "comm/domain.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "runtime/runtime.h"
+#include "util/log.h"
+
+/* One domain as this chip holds it. */
+typedef struct comm_chip_dom {
+    _Atomic uint32_t id;         /* 0: free */
+    int rank, n;
+    size_t win_len;              /* head + data of every window */
+    void *win[PX_COMM_MAX_RANKS]; /* mapped windows (own and peers'), NULL where none */
+    px_comm comm;
+} comm_chip_dom;
+
+static comm_chip_dom g_doms[COMM_MAX_DOMAINS];
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* handlers against each other */
+
+static comm_chip_dom *comm_chip_find(uint32_t id)
+{
+    for (int i = 0; id != 0 && i < COMM_MAX_DOMAINS; i++)
+        if (atomic_load_explicit(&g_doms[i].id, memory_order_acquire) == id)
+            return &g_doms[i];
+    return NULL;
+}
+
+px_comm *comm_chip_lookup(uint32_t id)
+{
+    comm_chip_dom *d = comm_chip_find(id);
+
+    return d != NULL ? &d->comm : NULL;
+}
+
+/* Unmaps every window of d and frees its entry (g_lock held). */
+static void comm_chip_drop(comm_chip_dom *d)
+{
+    for (int q = 0; q < d->n; q++) {
+        if (d->win[q] != NULL)
+            munmap(d->win[q], d->win_len);
+        d->win[q] = NULL;
+    }
+    comm_fini(&d->comm);
+    atomic_store_explicit(&d->id, 0, memory_order_release);
+}
+
+/* Maps window fd (len bytes); returns the address or NULL (message set). */
+static void *comm_chip_map(int fd, size_t len, const char *what, int q)
+{
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+    if (p == MAP_FAILED) {
+        px_set_error(PX_ENOMEM, "%s: cannot map rank %d's window (%zu bytes): %s", what, q,
+                     len, strerror(errno));
+        return NULL;
+    }
+    return p;
+}
+
+/* comm.create: make this rank's window, map it, offer its descriptor. */
+static px_status comm_chip_create(hier_chip *chip, void *arg, const void *payload, size_t n,
+                                  void *reply, size_t *reply_n)
+{
+    const comm_create_msg *m = payload;
+    comm_chip_dom *d = NULL;
+    int me = hier_chip_index(chip), rank = -1, fd = -1;
+    char what[64];
+    px_status st;
+
+    if (n != sizeof(*m))
+        return px_set_error(PX_EINVAL, "comm.create: payload of %zu bytes, expected %zu", n,
+                            sizeof(*m));
+    for (int q = 0; q < m->n && q < PX_COMM_MAX_RANKS; q++)
+        if (m->chips[q] == me)
+            rank = q;
+    snprintf(what, sizeof(what), "domain \"%.31s\" on chip %d", m->name, me);
+    if (rank < 0)
+        return px_set_error(PX_EINVAL, "%s: this chip is not a member", what);
+    pthread_mutex_lock(&g_lock);
+    if (comm_chip_find(m->id) != NULL) {
+        pthread_mutex_unlock(&g_lock);
+        return px_set_error(PX_ESTATE, "%s: domain id %u exists already", what, m->id);
+    }
+    for (int i = 0; i < COMM_MAX_DOMAINS && d == NULL; i++)
+        if (atomic_load_explicit(&g_doms[i].id, memory_order_relaxed) == 0)
+            d = &g_doms[i];
+    if (d == NULL) {
+        pthread_mutex_unlock(&g_lock);
+        return px_set_error(PX_ENOMEM, "%s: %d domains live on this chip already", what,
+                            COMM_MAX_DOMAINS);
+    }
+    memset(d->win, 0, sizeof(d->win));
+    d->rank = rank;
+    d->n = m->n;
+    d->win_len = px_comm_area_bytes(m->nsig) + m->data_bytes;
+    st = hier_memfd_create("plexus-window", d->win_len, &fd);
+    if (st == PX_OK && (d->win[rank] = comm_chip_map(fd, d->win_len, what, rank)) == NULL)
+        st = PX_ENOMEM;
+    if (st == PX_OK) {
+        /* Zero before anybody can see it: a fast peer's first signal must not be lost. */
+        memset(d->win[rank], 0, px_comm_area_bytes(m->nsig));
+        ((px_comm_area *)d->win[rank])->nsig = m->nsig;
+        st = hier_chip_fd_offer(chip, comm_fd_tag(m->id, rank), fd);
+    }
+    if (fd >= 0)
+        close(fd);
+    if (st == PX_OK) {
+        d->comm.rank = rank; /* the rest at comm.map */
+        atomic_store_explicit(&d->id, m->id, memory_order_release);
+    } else if (d->win[rank] != NULL) {
+        munmap(d->win[rank], d->win_len);
+        d->win[rank] = NULL;
+    }
+    pthread_mutex_unlock(&g_lock);
+    *reply_n = 0;
+    return st;
+}
+
+/* comm.map: map every peer's window (passed by the parent) and build the communicator. */
+static px_status comm_chip_map_all(hier_chip *chip, void *arg, const void *payload, size_t n,
+                                   void *reply, size_t *reply_n)
+{
+    const comm_create_msg *m = payload;
+    px_worker *eng = hier_chip_engine(chip);
+    const px_comm_tl *tl[PX_COMM_MAX_RANKS];
+    comm_chip_dom *d;
+    char what[64];
+    px_status st = PX_OK;
+
+    *reply_n = 0;
+    if (n != sizeof(*m))
+        return px_set_error(PX_EINVAL, "comm.map: payload of %zu bytes, expected %zu", n,
+                            sizeof(*m));
+    snprintf(what, sizeof(what), "domain \"%.31s\" on chip %d", m->name, hier_chip_index(chip));
+    pthread_mutex_lock(&g_lock);
+    if ((d = comm_chip_find(m->id)) == NULL) {
+        pthread_mutex_unlock(&g_lock);
+        return px_set_error(PX_ESTATE, "%s: comm.map before comm.create", what);
+    }
+    if (m->n > 1 && px_caps_get(&eng->caps, PX_FACT_PEER_MAP_EFFECTIVE) == 0)
+        st = px_set_error(PX_ENOTSUP, "%s: this chip may not map peers' memory (peer_map=0 in "
+                          "profile %s)", what, eng->cfg.device_profile);
+    for (int q = 0; st == PX_OK && q < m->n; q++) {
+        int fd;
+
+        tl[q] = &px_comm_tl_direct;
+        if (q == d->rank)
+            continue;
+        if ((st = hier_chip_fd_take(chip, comm_fd_tag(m->id, q), &fd)) != PX_OK)
+            break;
+        if ((d->win[q] = comm_chip_map(fd, d->win_len, what, q)) == NULL)
+            st = PX_ENOMEM;
+        close(fd);
+    }
+    if (st == PX_OK) {
+        px_comm_spec s = {.name = m->name, .rank = d->rank, .n = m->n,
+                          .data_bytes = m->data_bytes, .nsig = m->nsig, .windows = d->win,
+                          .tl = tl, .deaths = hier_chip_deaths(chip), .member = m->chips,
+                          .timeout_s = m->timeout_s, .spin_ns = m->spin_ns,
+                          .yield_ns = m->yield_ns, .oneshot_max = m->oneshot_max,
+                          .buffers = m->buffers, .nbuffers = m->nbuffers};
+
+        st = comm_build(&d->comm, &s);
+    }
+    if (st != PX_OK)
+        comm_chip_drop(d);
+    pthread_mutex_unlock(&g_lock);
+    return st;
+}
+
+/* comm.free: forget the domain (a chip that never made it answers PX_OK too). */
+static px_status comm_chip_free(hier_chip *chip, void *arg, const void *payload, size_t n,
+                                void *reply, size_t *reply_n)
+{
+    const comm_id_msg *m = payload;
+    comm_chip_dom *d;
+
+    *reply_n = 0;
+    if (n != sizeof(*m))
+        return px_set_error(PX_EINVAL, "comm.free: payload of %zu bytes, expected %zu", n,
+                            sizeof(*m));
+    pthread_mutex_lock(&g_lock);
+    if ((d = comm_chip_find(m->id)) != NULL)
+        comm_chip_drop(d);
+    pthread_mutex_unlock(&g_lock);
+    return PX_OK;
+}
+
+/* The service's stop(): the chip leaves; unmap whatever is left. */
+static void comm_chip_stop(hier_chip *chip, void *arg)
+{
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < COMM_MAX_DOMAINS; i++)
+        if (atomic_load_explicit(&g_doms[i].id, memory_order_relaxed) != 0)
+            comm_chip_drop(&g_doms[i]);
+    pthread_mutex_unlock(&g_lock);
+}
+
+px_status comm_chip_register(px_worker *w, int kinds[3])
+{
+    px_status st = hier_ctl_register(w, "comm.create", HIER_CTL_SERVICE, comm_chip_create,
+                                     NULL, &kinds[0]);
+
+    if (st == PX_OK)
+        st = hier_ctl_register(w, "comm.map", HIER_CTL_SERVICE, comm_chip_map_all, NULL,
+                               &kinds[1]);
+    if (st == PX_OK)
+        st = hier_ctl_register(w, "comm.free", HIER_CTL_SERVICE, comm_chip_free, NULL,
+                               &kinds[2]);
+    if (st == PX_OK)
+        st = hier_service_register(w, "comm", NULL, comm_chip_stop, NULL);
+    return st;
+}
