@@ -29,8 +29,8 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include "util/futex.h"
 #include "util/log.h"
+#include "util/wait.h"
 
 /* Closes every descriptor of the parent's that this child has no use for. */
 static void px_child_close_fds(px_hier *h, px_hier_proc *self)
@@ -77,7 +77,7 @@ static void px_child_fail(px_hier_proc *p, px_status st)
     snprintf(p->mb->fail_msg, sizeof(p->mb->fail_msg), "%s", px_last_error());
     p->mb->fail_status = st;
     atomic_store_explicit(&p->mb->state, PX_MB_FAILED, memory_order_release);
-    px_futex_wake(&p->mb->state, 1, 1);
+    util_wake(&p->mb->state, NULL, 1, 1); /* the parent has no flag */
     _exit(1);
 }
 
@@ -222,7 +222,7 @@ void px_hier_child_main(px_hier *h, px_hier_proc *p)
             px_child_fail(p, st);
     }
     atomic_store_explicit(&p->mb->state, PX_MB_READY, memory_order_release);
-    px_futex_wake(&p->mb->state, 1, 1);
+    util_wake(&p->mb->state, NULL, 1, 1); /* the parent has no flag */
     PX_LOG_INFO("%s %d: pid %d ready (%d core threads)", px_hier_proc_kind(p), p->index,
                 (int)getpid(), p->is_sub ? 0 : h->chip_cores);
     px_child_loop(h, p, chip);
