@@ -96,14 +96,14 @@ static px_status px_chip_engine(px_hier *h, px_hier_proc *p, px_worker **out)
         px_hier_dfx_chip_dir(h, p->index, cfg.out_dir, sizeof(cfg.out_dir));
     if ((st = px_rt_worker_create(&cfg, 0, &l2)) != PX_OK)
         return st;
-    l2->caller_core = 1; /* this process's main thread is core 0: one thread fewer per chip */
-    l2->no_wall_time = 1;
+    l2->ext.caller_core = 1; /* this process's main thread is core 0: one thread fewer */
+    l2->ext.no_wall_time = 1;
     if ((st = px_cores_start(l2)) != PX_OK) {
         px_rt_worker_destroy(l2);
         return st;
     }
-    l2->dfx_chip = p->index;
-    l2->dfx_session = 1; /* one DFX session per run of the parent, ended by its flush call */
+    l2->ext.dfx_chip = p->index;
+    l2->ext.dfx_session = 1; /* one DFX session per run of the parent, ended by its flush */
     for (int k = 0; k < h->nkernels; k++) {
         const px_kernel *kn = &w->kernels[k];
 

@@ -204,7 +204,7 @@ px_status px_hier_create(const px_config *c, px_worker **out)
         return px_set_error(PX_ENOMEM, "level 3: cannot allocate the worker state");
     }
     h->w = w;
-    w->hier = h;
+    w->ext.owner = h;
     if ((st = px_hier_alloc(h, c)) != PX_OK || (st = px_hier_reg_add(h)) != PX_OK)
         goto out_free;
     PX_LOG_INFO("worker: level 3 with %d chips (%d cores each), %d host sub-workers, host heap "
@@ -215,7 +215,7 @@ px_status px_hier_create(const px_config *c, px_worker **out)
 
 out_free:
     px_hier_free(h);
-    w->hier = NULL;
+    w->ext.owner = NULL;
     {
         char msg[PX_ERRMSG_MAX];
 
@@ -286,14 +286,14 @@ int px_worker_chips(const px_worker *w)
 {
     if (w == NULL)
         return 0;
-    return w->level == 3 && w->hier != NULL ? ((const px_hier *)w->hier)->nchips : 1;
+    return w->level == 3 && w->ext.owner != NULL ? ((const px_hier *)w->ext.owner)->nchips : 1;
 }
 
 int px_worker_chip_cores(const px_worker *w)
 {
     if (w == NULL)
         return 0;
-    return w->level == 3 && w->hier != NULL ? ((const px_hier *)w->hier)->chip_cores
+    return w->level == 3 && w->ext.owner != NULL ? ((const px_hier *)w->ext.owner)->chip_cores
                                              : px_worker_cores(w);
 }
 
@@ -565,7 +565,7 @@ px_status px_hier_destroy(px_worker *w)
                         "call; killing them", left, grace);
         px_hier_release_procs(h);
     }
-    w->hier = NULL;
+    w->ext = (px_rt_ext){0};
     px_hier_free(h);
     return px_rt_worker_destroy(w);
 }

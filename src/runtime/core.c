@@ -40,7 +40,7 @@ void px_task_ready(px_worker *w, px_task *t)
         }
     }
     px_readyq_push(&w->readyq, t);
-    if (w->ncores == w->caller_core)
+    if (w->ncores == w->ext.caller_core)
         return; /* a chip whose only core is its caller's thread: nobody to wake */
     atomic_thread_fence(memory_order_seq_cst);
     sleepers = atomic_load_explicit(&w->sleepers, memory_order_relaxed);
@@ -226,7 +226,7 @@ int px_core_help(px_worker *w)
 
 px_status px_cores_start(px_worker *w)
 {
-    int first = w->caller_core ? 1 : 0;
+    int first = w->ext.caller_core ? 1 : 0;
 
     if (w->cores_started)
         return PX_OK;
@@ -254,7 +254,7 @@ void px_cores_stop(px_worker *w)
 {
     atomic_store_explicit(&w->shutdown, 1, memory_order_seq_cst);
     util_bump_wake(&w->wake_seq, NULL, w->ncores + 1, 0);
-    for (int i = w->caller_core ? 1 : 0; i < w->ncores; i++)
+    for (int i = w->ext.caller_core ? 1 : 0; i < w->ncores; i++)
         pthread_join(w->cores[i].thread, NULL);
 }
 

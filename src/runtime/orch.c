@@ -81,31 +81,31 @@ static int px_orch_progress(void *arg, int asleep)
 {
     const px_orch_waiting *c = arg;
     px_worker *w = c->w;
-    const px_rt_poller *pl = &w->poller;
+    const px_rt_ext_ops *x = w->ext.ops;
 
-    if (w->caller_core && px_core_help(w) > 0)
+    if (w->ext.caller_core && px_core_help(w) > 0)
         return 1;
-    return !asleep && pl->poll != NULL && pl->poll(pl->arg);
+    return !asleep && x != NULL && x->poll != NULL && x->poll(w->ext.owner);
 }
 
 /* The CPU rule: skip the spin when a child with work in flight last ran on this CPU. */
 static int px_orch_peer_here(void *arg)
 {
-    const px_rt_poller *pl = &((const px_orch_waiting *)arg)->w->poller;
+    const px_worker *w = ((const px_orch_waiting *)arg)->w;
 
-    return !pl->alone(pl->arg);
+    return !w->ext.ops->alone(w->ext.owner);
 }
 
 /* Asleep the orchestration reads nothing: completions go to the watch thread meanwhile. */
 static void px_orch_sleep_cb(void *arg, int asleep)
 {
     px_orch_waiting *c = arg;
-    const px_rt_poller *pl = &c->w->poller;
+    const px_rt_ext_ops *x = c->w->ext.ops;
 
     if (asleep)
         c->slept_at = px_now_ns();
-    if (pl->poll != NULL)
-        pl->polling(pl->arg, !asleep);
+    if (x != NULL && x->polling != NULL)
+        x->polling(c->w->ext.owner, !asleep);
 }
 
 /*
@@ -124,7 +124,8 @@ static px_status px_orch_wait_task(px_orch *o, px_task_id id, uint64_t *deadline
                     .yield_ticks = w->yield_ticks, .deadline_ns = *deadline,
                     .timeout_ns = (uint64_t)(w->cfg.timeout_s * 1e9),
                     .slice_ns = PX_WAIT_SLICE_NS, .progress = px_orch_progress,
-                    .peer_here = w->poller.alone != NULL ? px_orch_peer_here : NULL,
+                    .peer_here = w->ext.ops != NULL && w->ext.ops->alone != NULL
+                                     ? px_orch_peer_here : NULL,
                     .sleep_cb = px_orch_sleep_cb};
     px_status st = util_wait_run(&uw);
 
@@ -587,8 +588,9 @@ px_status px_rt_submit(px_orch *o, px_kernel_id k, px_task_args *a, const px_tas
     w = o->w;
     /* Every 8th submit reads completions (a look at every child's counter is a cache miss
      * each time a child posted one); the waits read them on every turn. */
-    if (w->poller.poll != NULL && (++o->submit_polls & 7) == 0)
-        w->poller.poll(w->poller.arg);
+    if (PX_UNLIKELY(w->ext.ops != NULL) && (++o->submit_polls & 7) == 0 &&
+        w->ext.ops->poll != NULL)
+        w->ext.ops->poll(w->ext.owner);
     if (PX_UNLIKELY(atomic_load_explicit(&w->failed, memory_order_acquire)))
         return px_orch_aborted(w);
     if ((st = px_orch_check(o, k, a, deps, ndeps)) != PX_OK)
