@@ -29,8 +29,8 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include "util/futex.h"
 #include "util/log.h"
+#include "util/wait.h"
 
 /* Closes every descriptor of the parent's that this child has no use for. */
 static void px_child_close_fds(px_hier *h, px_hier_proc *self)
@@ -77,7 +77,7 @@ static void px_child_fail(px_hier_proc *p, px_status st)
     snprintf(p->mb->fail_msg, sizeof(p->mb->fail_msg), "%s", px_last_error());
     p->mb->fail_status = st;
     atomic_store_explicit(&p->mb->state, PX_MB_FAILED, memory_order_release);
-    px_futex_wake(&p->mb->state, 1, 1);
+    util_wake(&p->mb->state, NULL, 1, 1); /* the parent has no flag */
     _exit(1);
 }
 
@@ -96,14 +96,14 @@ static px_status px_chip_engine(px_hier *h, px_hier_proc *p, px_worker **out)
         px_hier_dfx_chip_dir(h, p->index, cfg.out_dir, sizeof(cfg.out_dir));
     if ((st = px_rt_worker_create(&cfg, 0, &l2)) != PX_OK)
         return st;
-    l2->caller_core = 1; /* this process's main thread is core 0: one thread fewer per chip */
-    l2->no_wall_time = 1;
+    l2->ext.caller_core = 1; /* this process's main thread is core 0: one thread fewer */
+    l2->ext.no_wall_time = 1;
     if ((st = px_cores_start(l2)) != PX_OK) {
         px_rt_worker_destroy(l2);
         return st;
     }
-    l2->dfx_chip = p->index;
-    l2->dfx_session = 1; /* one DFX session per run of the parent, ended by its flush call */
+    l2->ext.dfx_chip = p->index;
+    l2->ext.dfx_session = 1; /* one DFX session per run of the parent, ended by its flush */
     for (int k = 0; k < h->nkernels; k++) {
         const px_kernel *kn = &w->kernels[k];
 
@@ -222,7 +222,7 @@ void px_hier_child_main(px_hier *h, px_hier_proc *p)
             px_child_fail(p, st);
     }
     atomic_store_explicit(&p->mb->state, PX_MB_READY, memory_order_release);
-    px_futex_wake(&p->mb->state, 1, 1);
+    util_wake(&p->mb->state, NULL, 1, 1); /* the parent has no flag */
     PX_LOG_INFO("%s %d: pid %d ready (%d core threads)", px_hier_proc_kind(p), p->index,
                 (int)getpid(), p->is_sub ? 0 : h->chip_cores);
     px_child_loop(h, p, chip);

@@ -46,11 +46,13 @@ static px_status dfx_l3_flush_cb(hier_chip *chip, void *arg, const void *payload
 }
 
 /* The flush hook: asks every chip to finish its DFX session (a control call to all). */
-static void dfx_l3_flush(void *arg)
+void px_hier_dfx_flush(void *arg)
 {
     px_hier *h = arg;
     int chips[64];
 
+    if (!h->dfx)
+        return;
     for (int i = 0; i < h->nchips; i++)
         chips[i] = i;
     hier_call_free(h->dfx_flush); /* a previous run's, if its merge never ran */
@@ -82,13 +84,16 @@ static void dfx_l3_chip(px_hier *h, const hier_call_result *r, int i, px_hier_df
 
 /* The merge hook: waits for the chips, then merges. Returns the first chip's failure, else
  * the merge's status. */
-static px_status dfx_l3_merge(void *arg)
+px_status px_hier_dfx_merge(void *arg)
 {
     px_hier *h = arg;
-    px_hier_dfx_chip *chips = calloc((size_t)h->nchips, sizeof(*chips));
+    px_hier_dfx_chip *chips;
     int bad = -1;
     px_status st;
 
+    if (!h->dfx)
+        return PX_OK;
+    chips = calloc((size_t)h->nchips, sizeof(*chips));
     if (h->dfx_flush != NULL)
         hier_call_wait(h->dfx_flush, 0); /* every chip's answer, a death, or the deadline */
     if (chips == NULL) {
@@ -116,8 +121,8 @@ px_status px_hier_dfx_setup(px_hier *h)
     char dir[PX_DFX_OUT_MAX + 32];
     px_status st;
 
-    h->w->dfx_core_name = "host core";
-    h->w->dfx_chip = 0;
+    h->w->ext.dfx_core_name = "host core";
+    h->w->ext.dfx_chip = 0;
     h->dfx = h->w->dfx_region_bytes != 0;
     if (!h->dfx)
         return PX_OK;
@@ -131,7 +136,7 @@ px_status px_hier_dfx_setup(px_hier *h)
                            &h->k_dfx_flush);
     if (st != PX_OK)
         return st;
-    h->w->dfx_l3 = (px_rt_dfx_l3){.arg = h, .flush = dfx_l3_flush, .merge = dfx_l3_merge};
+    /* the flush and the merge hooks are in the engine's ext.ops from px_worker_init on */
     PX_LOG_DEBUG("dfx: level 3: the host writes into %s, chip i into %s/chips/chip<i>; the "
                  "merged trace.json and dfx.json replace the host's", px_dfx_out_dir(&h->cfg),
                  px_dfx_out_dir(&h->cfg));

@@ -26,12 +26,13 @@
 #include <unistd.h>
 
 #include "util/clock.h"
-#include "util/futex.h"
 #include "util/log.h"
+#include "util/wait.h"
 
 #define PX_HIER_MAX_WORKERS 64
 #define PX_HIER_THREADS_WAIT_NS 100000000ull /* threads just joined may take a moment to go */
 #define PX_HIER_SHUTDOWN_MAX_S 5.0           /* grace for children to exit at destroy */
+#define PX_HIER_START_SLICE_NS 10000000ull   /* a starting child is checked this often */
 
 /* ThreadSanitizer runs a background thread of its own once any thread was started, and makes
  * fork safe itself; that one thread is not the user's. */
@@ -204,7 +205,7 @@ px_status px_hier_create(const px_config *c, px_worker **out)
         return px_set_error(PX_ENOMEM, "level 3: cannot allocate the worker state");
     }
     h->w = w;
-    w->hier = h;
+    w->ext.owner = h;
     if ((st = px_hier_alloc(h, c)) != PX_OK || (st = px_hier_reg_add(h)) != PX_OK)
         goto out_free;
     PX_LOG_INFO("worker: level 3 with %d chips (%d cores each), %d host sub-workers, host heap "
@@ -215,7 +216,7 @@ px_status px_hier_create(const px_config *c, px_worker **out)
 
 out_free:
     px_hier_free(h);
-    w->hier = NULL;
+    w->ext.owner = NULL;
     {
         char msg[PX_ERRMSG_MAX];
 
@@ -286,14 +287,14 @@ int px_worker_chips(const px_worker *w)
 {
     if (w == NULL)
         return 0;
-    return w->level == 3 && w->hier != NULL ? ((const px_hier *)w->hier)->nchips : 1;
+    return w->level == 3 && w->ext.owner != NULL ? ((const px_hier *)w->ext.owner)->nchips : 1;
 }
 
 int px_worker_chip_cores(const px_worker *w)
 {
     if (w == NULL)
         return 0;
-    return w->level == 3 && w->hier != NULL ? ((const px_hier *)w->hier)->chip_cores
+    return w->level == 3 && w->ext.owner != NULL ? ((const px_hier *)w->ext.owner)->chip_cores
                                              : px_worker_cores(w);
 }
 
@@ -393,6 +394,14 @@ static px_status px_hier_fork(px_hier *h, px_hier_proc *p)
     return PX_OK;
 }
 
+/* ready() of the start-up wait: the child left PX_MB_STARTING. */
+static int px_hier_started(void *arg)
+{
+    const px_hier_proc *p = arg;
+
+    return atomic_load_explicit(&p->mb->state, memory_order_acquire) != PX_MB_STARTING;
+}
+
 /* Waits (bounded) until child p has built its engine. */
 static px_status px_hier_wait_ready(px_hier *h, px_hier_proc *p, uint64_t deadline)
 {
@@ -407,7 +416,8 @@ static px_status px_hier_wait_ready(px_hier *h, px_hier_proc *p, uint64_t deadli
             return px_set_error(PX_ETIMEDOUT, "%s %d (pid %d) did not start within %g s "
                                 "(PLEXUS_TIMEOUT_S)", px_hier_proc_kind(p), p->index,
                                 (int)p->pid, h->cfg.timeout_s);
-        px_futex_wait(&p->mb->state, PX_MB_STARTING, 10000000, 1);
+        util_wait_run(&(util_wait){.ready = px_hier_started, .arg = p, .word = &p->mb->state,
+                                   .shared = 1, .slice_ns = PX_HIER_START_SLICE_NS});
     }
     if (s == PX_MB_FAILED)
         return px_set_error(p->mb->fail_status ? p->mb->fail_status : PX_EIO,
@@ -565,7 +575,7 @@ px_status px_hier_destroy(px_worker *w)
                         "call; killing them", left, grace);
         px_hier_release_procs(h);
     }
-    w->hier = NULL;
+    w->ext = (px_rt_ext){0};
     px_hier_free(h);
     return px_rt_worker_destroy(w);
 }

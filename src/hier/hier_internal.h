@@ -3,7 +3,7 @@
  *
  * The host side of a level-3 worker is the level-2 engine (src/runtime) with its arena used as
  * the host heap and three internal kernels as executors ("l3.next_level", "l3.group",
- * "l3.host"); w->hier points at the px_hier below. Child processes (chips, then host
+ * "l3.host"); w->ext.owner points at the px_hier below. Child processes (chips, then host
  * sub-workers) are "procs": procs[0 .. nchips) are the chips, procs[nchips ..) the subs.
  *
  * Files: hier.c (create, init, destroy, registration), chip.c (a child's main loop),
@@ -47,7 +47,7 @@
 #define PX_HIER_DEATH_MAX 256
 #define PX_HIER_CHECK_NS 100000000ull /* the watch thread polls the pidfds this often */
 #define PX_HIER_BACKUP_NS 1000000ull  /* and the completion rings, while the orchestration
-                                       * polls them itself (px_rt_poller) */
+                                       * polls them itself (ext.ops->poll) */
 
 typedef struct px_hier_callable {
     char name[PX_KERNEL_NAME_MAX];
@@ -194,7 +194,7 @@ typedef struct px_hier {
 /* The level-3 state of a worker. */
 static inline px_hier *px_hier_of(px_worker *w)
 {
-    return (px_hier *)w->hier;
+    return (px_hier *)w->ext.owner;
 }
 
 /* The side-table entry of task id. */
@@ -264,7 +264,8 @@ void px_hier_watch_stop(px_hier *h);
 /* watch.c: reads proc p's completions posted so far (drain_lock held). */
 int px_hier_drain_done(px_hier *h, px_hier_proc *p);
 
-/* watch.c: hooks the orchestration's polling of the completion rings into the host engine. */
+/* watch.c: fills the host engine's extension interface (w->ext.ops): the orchestration's
+ * polling of the completion rings, and the DFX flush and merge at the end of a run. */
 void px_hier_poller_setup(px_hier *h);
 
 /* watch.c: describes how p ended ("killed by signal 9 (SIGKILL)") if it has; reaps it. Returns
@@ -284,6 +285,11 @@ const char *px_hier_proc_kind(const px_hier_proc *p);
  * directories fit and hooks the flush and the merge into the end of the host's runs. Returns
  * PX_OK or PX_EINVAL (message set). */
 px_status px_hier_dfx_setup(px_hier *h);
+
+/* dfx_l3.c: the host engine's dfx_flush and dfx_merge hooks (px_rt_ext_ops; owner: the
+ * px_hier). Both do nothing when the worker records no DFX. */
+void px_hier_dfx_flush(void *owner);
+px_status px_hier_dfx_merge(void *owner);
 
 /* dfx_l3.c: writes chip `chip`'s output directory (OUT/chips/chip<i>) into out (n bytes). */
 void px_hier_dfx_chip_dir(const px_hier *h, int chip, char *out, size_t n);

@@ -9,9 +9,9 @@
  * parent's watch thread). Calls complete in the order they were posted, so the calls in flight
  * on a child are exactly the ring positions [completions consumed, calls posted).
  *
- * Waiting follows the rest of plexus: spin for PLEXUS_SPIN_NS on the counter, poll it with
- * sched_yield for PLEXUS_YIELD_NS, then announce the sleep, re-check, and sleep on a
- * process-shared futex word beside the counter, with a deadline. A poster stores the counter
+ * Waiting is the one wait of plexus (util/wait.h): spin for PLEXUS_SPIN_NS on the counter,
+ * poll it with sched_yield for PLEXUS_YIELD_NS, then announce the sleep, re-check, and sleep
+ * on a process-shared futex word beside the counter, with a deadline. A poster stores the counter
  * and touches the futex word (bump, FUTEX_WAKE) only when the other side announced a sleep,
  * so a call or a completion to a side that is awake costs one store and one load.
  * The parent's watch thread sleeps on one doorbell word shared by every child; a child rings
@@ -162,11 +162,6 @@ typedef struct px_mb_cpus {
                                   * on its CPU (NULL: none kept) */
 } px_mb_cpus;
 
-/* Every this many waits in a row that find the peer on the same CPU, a wait sleeps at once
- * instead of yielding: sched_yield never moves a thread, but the poster's wake-up lets the
- * scheduler place the sleeper on an idle CPU, so two processes stuck on one CPU part. */
-#define PX_MB_SHARED_SLEEP 64
-
 /*
  * Waits until *head > pos: spins for spin_ticks, polls with sched_yield for yield_ticks, then
  * announces itself in *sleeping and sleeps on the futex *seq, re-checking at least every
@@ -174,8 +169,10 @@ typedef struct px_mb_cpus {
  * pos, 0 at the deadline. The spin is skipped when the peer last waited on this CPU: then it
  * cannot be running while this side spins, and yielding at once hands it the CPU (on a
  * machine with fewer CPUs than busy processes a 2 us spin per hand-off tripled a run); every
- * PX_MB_SHARED_SLEEP such waits in a row, it sleeps at once. The floor benchmark times
- * exactly this wait.
+ * UTIL_WAIT_STREAK_SLEEP (64) such waits in a row, it sleeps at once (sched_yield never moves a
+ * thread, but the poster's wake-up lets the scheduler place the sleeper on an idle CPU). It is
+ * util_wait_run (util/wait.h) with the mailbox's words; the floor benchmark times exactly
+ * this wait.
  */
 int px_mb_wait_head(_Atomic uint64_t *head, uint64_t pos, _Atomic uint32_t *seq,
                     _Atomic uint32_t *sleeping, px_mb_cpus cpus, uint64_t spin_ticks,

@@ -18,10 +18,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "util/futex.h"
 #include "util/log.h"
+#include "util/wait.h"
 
-#define HIER_SERVICE_SLICE_NS 100000000ll /* the service thread checks its parent this often */
+#define HIER_SERVICE_SLICE_NS 100000000ull /* the service thread checks its parent this often */
 
 static hier_chip *hier_self; /* this process's chip, or NULL */
 
@@ -85,28 +85,38 @@ px_status hier_service_register(px_worker *w, const char *name, hier_service_sta
     return PX_OK;
 }
 
+/* ready() of the service thread's wait: a call at position tail, or the end. */
+typedef struct chip_service_wait_arg {
+    hier_chip *chip;
+    uint64_t tail;
+    int end;            /* told to stop, or the parent is gone */
+} chip_service_wait_arg;
+
+static int chip_service_ready(void *arg)
+{
+    chip_service_wait_arg *a = arg;
+    hier_chip *chip = a->chip;
+
+    if (atomic_load_explicit(&chip->mb->ctl_head, memory_order_seq_cst) > a->tail)
+        return 1;
+    a->end = atomic_load_explicit(&chip->stop, memory_order_seq_cst) ||
+             getppid() != chip->h->parent_pid;
+    return a->end;
+}
+
 /* Waits until control call `tail` is posted; returns 0 then, -1 when told to stop or when
- * the parent is gone. A control call is rare: the thread sleeps at once. */
+ * the parent is gone. A control call is rare: the thread sleeps at once (no spin, no
+ * yield), in slices of 100 ms that re-check the parent. */
 static int chip_service_wait(hier_chip *chip, uint64_t tail)
 {
-    px_mailbox *mb = chip->mb;
-    int r = 0;
+    chip_service_wait_arg a = {.chip = chip, .tail = tail};
+    util_wait w = {.ready = chip_service_ready, .arg = &a, .word = &chip->mb->ctl_seq,
+                   .sleeping = &chip->mb->ctl_sleeping, .shared = 1,
+                   .slice_ns = HIER_SERVICE_SLICE_NS};
 
-    for (;;) {
-        uint32_t v = atomic_load_explicit(&mb->ctl_seq, memory_order_seq_cst);
-
-        atomic_store_explicit(&mb->ctl_sleeping, 1, memory_order_seq_cst);
-        if (atomic_load_explicit(&mb->ctl_head, memory_order_seq_cst) > tail)
-            break;
-        if (atomic_load_explicit(&chip->stop, memory_order_seq_cst) ||
-            getppid() != chip->h->parent_pid) {
-            r = -1;
-            break;
-        }
-        px_futex_wait(&mb->ctl_seq, v, HIER_SERVICE_SLICE_NS, 1);
-    }
-    atomic_store_explicit(&mb->ctl_sleeping, 0, memory_order_relaxed);
-    return r;
+    while (util_wait_run(&w) != PX_OK)
+        continue; /* a slice passed: sleep again */
+    return a.end ? -1 : 0;
 }
 
 /* The service thread: answers the control ring in order. */
@@ -161,8 +171,7 @@ void hier_chip_stop(hier_chip *chip)
 
     if (chip->service_started) {
         atomic_store_explicit(&chip->stop, 1, memory_order_seq_cst);
-        atomic_fetch_add_explicit(&chip->mb->ctl_seq, 1, memory_order_seq_cst);
-        px_futex_wake(&chip->mb->ctl_seq, INT_MAX, 1);
+        util_bump_wake(&chip->mb->ctl_seq, &chip->mb->ctl_sleeping, INT_MAX, 1);
         pthread_join(chip->service, NULL);
         chip->service_started = 0;
     }

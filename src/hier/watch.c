@@ -143,7 +143,7 @@ static void *px_watch_main(void *arg)
     return NULL;
 }
 
-/* The host engine's poller (px_rt_poller): reads every child's completions unless the watch
+/* The host engine's poll hook (px_rt_ext_ops): reads every child's completions unless the watch
  * thread is reading them now. */
 static int px_hier_poll(void *arg)
 {
@@ -248,11 +248,19 @@ static void px_hier_task_where(void *arg, px_task_id id, char *buf, size_t n)
     }
 }
 
+/* The host engine's hooks (px_rt_ext_ops). */
+static const px_rt_ext_ops px_hier_host_ops = {
+    .poll = px_hier_poll,
+    .polling = px_hier_polling,
+    .alone = px_hier_alone,
+    .dfx_flush = px_hier_dfx_flush,
+    .dfx_merge = px_hier_dfx_merge,
+    .task_where = px_hier_task_where,
+};
+
 void px_hier_poller_setup(px_hier *h)
 {
-    h->w->poller = (px_rt_poller){.arg = h, .poll = px_hier_poll, .polling = px_hier_polling,
-                                  .alone = px_hier_alone};
-    h->w->task_where = px_hier_task_where;
+    h->w->ext.ops = &px_hier_host_ops;
 }
 
 px_status px_hier_watch_start(px_hier *h)

@@ -427,7 +427,7 @@ static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *ar
     char orch_msg[PX_ERRMSG_MAX]; /* only read when the orchestration failed */
     px_task_args dev;
     px_status st, drain_st;
-    uint64_t t0 = w->no_wall_time ? 0 : px_ticks(); /* a TSC read, not a clock call */
+    uint64_t t0 = w->ext.no_wall_time ? 0 : px_ticks(); /* a TSC read, not a clock call */
     uint64_t d0 = px_run_span_t0(w);
     int ng = 0;
 
@@ -439,8 +439,8 @@ static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *ar
     if ((st = px_orch_begin(w)) != PX_OK)
         return st;
     w->running = 1;
-    if (w->poller.poll != NULL)
-        w->poller.polling(w->poller.arg, 1);
+    if (w->ext.ops != NULL && w->ext.ops->polling != NULL)
+        w->ext.ops->polling(w->ext.owner, 1);
     d0 = px_run_span_t0(w);
     st = fn(&w->orch, &dev, user);
     if (st != PX_OK)
@@ -448,8 +448,8 @@ static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *ar
     px_run_span(w, PX_HOST_ORCH, d0, w->orch.stats.tasks);
     d0 = px_run_span_t0(w);
     drain_st = px_orch_drain(&w->orch);
-    if (w->poller.poll != NULL)
-        w->poller.polling(w->poller.arg, 0);
+    if (w->ext.ops != NULL && w->ext.ops->polling != NULL)
+        w->ext.ops->polling(w->ext.owner, 0);
     px_run_span(w, PX_HOST_DRAIN, d0, w->orch.stats.tasks);
     if (drain_st == PX_OK) {
         px_status cst;
@@ -468,7 +468,7 @@ static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *ar
     px_orch_end(&w->orch);
     w->running = 0;
     w->last = w->orch.stats;
-    if (!w->no_wall_time)
+    if (!w->ext.no_wall_time)
         w->last.wall_ns = (uint64_t)((double)(px_ticks() - t0) / px_ticks_per_ns());
     return px_run_result(w, st, orch_msg, drain_st);
 }
