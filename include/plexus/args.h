@@ -47,6 +47,8 @@ typedef struct px_arg {
     uint8_t scalar_kind; /* px_scalar_kind for PX_TAG_SCALAR */
     uint8_t marked;      /* set by px_args_mark: argsdump level 2 dumps its data */
     uint8_t null_tensor; /* the builder was given a NULL tensor pointer */
+    uint8_t dep_only;    /* internal: an access for dependencies only, never read or written
+                          * through (a layer above describes memory the engine cannot see) */
     union {
         px_tensor t;
         uint64_t u64;

@@ -25,6 +25,9 @@
 #include <plexus/api.h>
 #include <plexus/status.h>
 #include <plexus/tensor.h>
+#include <plexus/args.h>
+#include <plexus/worker.h>
+#include <plexus/level3.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -134,6 +137,90 @@ PX_API px_status px_alltoallv(px_comm *c, const void *send, const size_t *send_c
 
 /* The algorithm the last collective on c used ("oneshot", "rs_ag", ...); "" before any. */
 PX_API const char *px_comm_last_algorithm(const px_comm *c);
+
+/* ---- domains, as a level-3 orchestration sees them ---- */
+
+typedef struct px_domain px_domain;
+
+#define PX_DOMAIN_NAME_MAX 32 /* with the terminating NUL */
+#define PX_DOMAIN_MAX_BUFFERS 16
+
+/* A named buffer carved from every rank's window, in the order given (64-byte aligned). */
+typedef struct px_domain_buffer {
+    const char *name; /* 1..31 characters, unique in the domain */
+    size_t bytes;     /* > 0 */
+} px_domain_buffer;
+
+typedef struct px_domain_spec {
+    const char *name;                /* 1..31 characters, unique among live domains */
+    const int *chips;                /* member chips, each once; their order gives the ranks */
+    int nchips;                      /* 1 .. PX_COMM_MAX_RANKS */
+    size_t window_bytes;             /* data bytes of every rank's window (> 0) */
+    const px_domain_buffer *buffers; /* 1 .. PX_DOMAIN_MAX_BUFFERS, fitting in the window */
+    int nbuffers;
+    int nsignals;                    /* user signal slots per rank, 0..4096 */
+    int need_peer_ptr;               /* kernels call px_comm_peer_ptr: needs "direct" */
+} px_domain_spec;
+
+/*
+ * From a level-3 orchestration: makes the domain on every member chip (windows allocated,
+ * zeroed, exchanged, mapped) and returns its handle in *d. The spec is checked before
+ * anything is allocated (PX_EINVAL naming the field); PX_ENOTSUP when no transport connects
+ * the members (with the reason); PX_EPEERDEAD when a member is dead.
+ */
+PX_API px_status px_domain_alloc(px_orch *o, const px_domain_spec *spec, px_domain **d);
+
+/*
+ * The user is done with d: later use of d is an error (PX_ESTATE). Its memory is freed once
+ * the run that used it has drained (at once outside a run). A run that fails frees every
+ * domain it allocated; destroying the worker frees the rest.
+ */
+PX_API px_status px_domain_release(px_domain *d);
+
+/* Ranks of d (-1 for NULL), its name, and the transport between ranks a and b. */
+PX_API int px_domain_size(const px_domain *d);
+PX_API const char *px_domain_name(const px_domain *d);
+PX_API const char *px_domain_transport(const px_domain *d, int a, int b);
+
+/* Adds a scalar naming d to a task's args; a kernel on a member chip turns it into its
+ * rank's communicator with px_arg_comm. Returns PX_EINVAL / PX_ESTATE for a bad d. */
+PX_API px_status px_args_domain(px_task_args *a, const px_domain *d);
+
+/* In a kernel: the communicator of the domain passed as argument i (px_args_domain) for the
+ * chip the kernel runs on, or NULL (message set) when it is none or this chip is no member. */
+PX_API px_comm *px_arg_comm(const px_task_args *a, int i);
+
+/*
+ * Copy tasks, dependencies inferred on the host tensor and on the rank's buffer bytes:
+ * write copies dense host tensor src into rank's buffer at byte offset off; read copies the
+ * buffer's bytes at off into dense host tensor dst (OUT).
+ */
+PX_API px_status px_submit_domain_write(px_orch *o, px_domain *d, int rank, const char *buffer,
+                                        size_t off, const px_tensor *src, px_task_id *id);
+PX_API px_status px_submit_domain_read(px_orch *o, px_domain *d, int rank, const char *buffer,
+                                       size_t off, px_tensor *dst, px_task_id *id);
+
+/*
+ * A group task of callable c on every member: rank r's call gets per_rank[r] (NULL: no
+ * args) followed by px_args_domain(d). It depends on every earlier task touching the domain
+ * and every later one depends on it (INOUT on all windows), plus the tensors in its args.
+ */
+PX_API px_status px_submit_domain_task(px_orch *o, px_domain *d, px_callable_id c,
+                                       const px_task_args *per_rank, px_task_id *id);
+
+/* Orchestration-level collectives on a named buffer of d: group tasks on every member that
+ * run the collective of the same name in place (count: as the kernel-side call's). */
+PX_API px_status px_submit_allreduce(px_orch *o, px_domain *d, const char *buffer, size_t count,
+                                     px_dtype dt, px_redop op, px_task_id *id);
+PX_API px_status px_submit_allgather(px_orch *o, px_domain *d, const char *buffer, size_t count,
+                                     px_dtype dt, px_task_id *id);
+PX_API px_status px_submit_reduce_scatter(px_orch *o, px_domain *d, const char *buffer,
+                                          size_t count, px_dtype dt, px_redop op,
+                                          px_task_id *id);
+PX_API px_status px_submit_broadcast(px_orch *o, px_domain *d, const char *buffer, size_t count,
+                                     px_dtype dt, int root, px_task_id *id);
+PX_API px_status px_submit_alltoall(px_orch *o, px_domain *d, const char *buffer, size_t count,
+                                    px_dtype dt, px_task_id *id);
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,7 @@
 #include <plexus/args.h>
 #include <plexus/worker.h>
 #include <plexus/level3.h>
+#include <plexus/comm.h>
 #include <plexus/caps.h>
 #include <plexus/dfx.h>
 

@@ -54,6 +54,10 @@ static inline uint64_t comm_arg_encode(uint32_t id)
     return (COMM_ARG_MAGIC << 32) | id;
 }
 
+/* domain.c: gives level-3 worker w its domains (control kinds, built-in tasks, hooks), before
+ * px_worker_init. Returns PX_OK or the registration's error. */
+px_status comm_attach(px_worker *w);
+
 /* chip.c: registers the chips' side (control kinds, service) on a level-3 worker before
  * px_worker_init; *kinds receives the create, map and free kinds. */
 px_status comm_chip_register(px_worker *w, int kinds[3]);

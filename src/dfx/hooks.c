@@ -39,7 +39,7 @@ static int dfx_arg_wanted(const px_dfx *d, const px_arg *arg, int after)
     int written = arg->tag == PX_TAG_OUT || arg->tag == PX_TAG_INOUT ||
                   arg->tag == PX_TAG_OUTPUT_EXISTING;
 
-    if (arg->tag == PX_TAG_SCALAR || arg->null_tensor || arg->v.t.addr == NULL)
+    if (arg->tag == PX_TAG_SCALAR || arg->null_tensor || arg->dep_only || arg->v.t.addr == NULL)
         return 0;
     if (written != after)
         return 0;

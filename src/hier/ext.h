@@ -119,6 +119,45 @@ int hier_chip_index(const hier_chip *chip);
 /* The chip's level-2 engine (its device memory and cores). */
 px_worker *hier_chip_engine(hier_chip *chip);
 
+/* ---- hooks of the layers above ---- */
+
+#define HIER_HOOKS_MAX 4
+
+/*
+ * Called in the parent: init(arg) at the start of px_worker_init, after the user's kernels
+ * and before the chips are forked (register the layer's own chip kernels and callables there:
+ * px_kernel_lookup does not see them; an error fails px_worker_init); run_end(arg, st) when
+ * a px_run of the worker is about to return st (its graph has drained, or it never started);
+ * destroy(arg) when the worker is destroyed, after its chips have gone. Any may be NULL.
+ * Registered before px_worker_init; returns PX_OK, or PX_ENOMEM / PX_ESTATE (message set).
+ */
+typedef struct hier_hooks {
+    px_status (*init)(void *arg);
+    void (*run_end)(void *arg, px_status st);
+    void (*destroy)(void *arg);
+} hier_hooks;
+
+px_status hier_hooks_register(px_worker *w, const hier_hooks *hooks, void *arg);
+
+/* ---- submitting for the layers above ---- */
+
+/* Checks that o is the orchestration of a running, initialised level-3 worker (`what` names
+ * the caller in the message); returns PX_OK with *w, or PX_EINVAL / PX_ESTATE. */
+px_status hier_orch_worker(px_orch *o, const char *what, px_worker **w);
+
+/* Chips of level-3 worker w (0 for anything else). */
+int hier_nchips(px_worker *w);
+
+/*
+ * px_submit_group with extra accesses in deps (NULL: none) that take part in the dependency
+ * inference like the chips' own but are not sent to any chip and need not lie in the host
+ * heap: a layer above describes memory the host engine cannot see (a domain's windows) by
+ * addresses it reserves for that purpose.
+ */
+px_status hier_submit_group_deps(px_orch *o, px_callable_id c, px_task_args *per_chip,
+                                 const int *chips, int n, const px_task_args *deps,
+                                 px_task_id *id);
+
 /* ---- deaths ---- */
 
 #define HIER_DEATHS_MAX 64

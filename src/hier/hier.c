@@ -247,7 +247,7 @@ int px_hier_user_kernels(px_worker *w)
     px_hier *h = px_hier_of(w);
 
     /* Before px_worker_init every registered kernel is the user's. */
-    return h->state == PX_HIER_CREATED ? w->nkernels : h->nkernels;
+    return h->state == PX_HIER_CREATED ? w->nkernels : h->user_kernels;
 }
 
 px_status px_callable_register(px_worker *w, const char *name, px_orch_fn fn,
@@ -486,6 +486,11 @@ px_status px_hier_init(px_worker *w)
                             "worker failed; destroy it and create a new one");
     if ((st = px_hier_check_threads()) != PX_OK)
         return st;
+    h->user_kernels = w->nkernels;
+    for (int i = 0; i < h->nhooks; i++) /* the layers above add their chip kernels */
+        if (h->hooks[i].hooks->init != NULL &&
+            (st = h->hooks[i].hooks->init(h->hooks[i].arg)) != PX_OK)
+            return st;
     h->nkernels = w->nkernels; /* the chip kernels; the executors follow them */
     st = px_hier_register_executors(h);
     if (st == PX_OK)
@@ -576,6 +581,43 @@ px_status px_hier_destroy(px_worker *w)
         px_hier_release_procs(h);
     }
     w->ext = (px_rt_ext){0};
+    for (int i = h->nhooks - 1; i >= 0; i--)
+        if (h->hooks[i].hooks->destroy != NULL)
+            h->hooks[i].hooks->destroy(h->hooks[i].arg);
     px_hier_free(h);
     return px_rt_worker_destroy(w);
+}
+
+px_status hier_orch_worker(px_orch *o, const char *what, px_worker **w)
+{
+    px_hier *h;
+    px_status st = px_hier_from_orch(o, what, &h);
+
+    if (st == PX_OK)
+        *w = h->w;
+    return st;
+}
+
+int hier_nchips(px_worker *w)
+{
+    px_hier *h = w != NULL && w->level == 3 ? px_hier_of(w) : NULL;
+
+    return h != NULL ? h->nchips : 0;
+}
+
+px_status hier_hooks_register(px_worker *w, const hier_hooks *hooks, void *arg)
+{
+    px_hier *h = w != NULL && w->level == 3 ? px_hier_of(w) : NULL;
+
+    if (h == NULL || hooks == NULL)
+        return px_set_error(PX_EINVAL, "hier_hooks_register: a level-3 worker and hooks are "
+                            "required");
+    if (h->state != PX_HIER_CREATED)
+        return px_set_error(PX_ESTATE, "hier_hooks_register: call it before px_worker_init");
+    if (h->nhooks == HIER_HOOKS_MAX)
+        return px_set_error(PX_ENOMEM, "hier_hooks_register: %d hook sets already",
+                            HIER_HOOKS_MAX);
+    h->hooks[h->nhooks].hooks = hooks;
+    h->hooks[h->nhooks++].arg = arg;
+    return PX_OK;
 }

@@ -160,6 +160,12 @@ typedef struct px_hier {
     px_doorbell *bell;            /* shared with every child */
     size_t bell_len;
     int bell_fd;
+    struct {
+        const hier_hooks *hooks;
+        void *arg;
+    } hooks[HIER_HOOKS_MAX];      /* the layers above's (hier_hooks_register) */
+    int nhooks;
+    int user_kernels;             /* kernels the user registered (the first ones) */
     hier_deaths *deaths;          /* shared with every child: who died, and how */
     size_t deaths_len;
     int deaths_fd;

@@ -26,6 +26,7 @@ typedef struct px_l3_access {
     uintptr_t lo, hi;
     int writes;
     int tag;           /* the tag of the exact view; PX_TAG_INOUT once tags differ */
+    int dep_only;      /* a dependency-only access is part of it (hier_submit_group_deps) */
 } px_l3_access;
 
 static int px_tag_writes(int tag)
@@ -244,7 +245,7 @@ static int px_l3_collect(const px_task_args *per_chip, int n, px_l3_access *acc)
             px_tensor_span(&arg->v.t, &lo, &hi); /* checked already */
             acc[na] = (px_l3_access){arg, (uintptr_t)arg->v.t.addr + (uintptr_t)lo,
                                      (uintptr_t)arg->v.t.addr + (uintptr_t)hi,
-                                     px_tag_writes(arg->tag), arg->tag};
+                                     px_tag_writes(arg->tag), arg->tag, arg->dep_only};
             na++;
         }
     }
@@ -261,6 +262,7 @@ static int px_l3_coarsen(px_l3_access *acc, int na)
         if (m > 0 && acc[i].lo < acc[m - 1].hi) {
             acc[m - 1].hi = PX_MAX(acc[m - 1].hi, acc[i].hi);
             acc[m - 1].writes |= acc[i].writes;
+            acc[m - 1].dep_only |= acc[i].dep_only;
         } else {
             acc[m++] = acc[i];
         }
@@ -273,23 +275,34 @@ static int px_l3_coarsen(px_l3_access *acc, int na)
                 best = i;
         acc[best].hi = PX_MAX(acc[best].hi, acc[best + 1].hi);
         acc[best].writes |= acc[best + 1].writes;
+        acc[best].dep_only |= acc[best + 1].dep_only;
         memmove(&acc[best + 1], &acc[best + 2], (size_t)(m - best - 2) * sizeof(*acc));
         m--;
     }
     return m;
 }
 
-/* Builds the args the group's host task carries: the union of every chip's accesses. */
-static void px_l3_union(const px_task_args *per_chip, int n, px_l3_access *acc,
-                        px_task_args *out)
+/* Builds the args the group's host task carries: the union of every chip's accesses, and of
+ * deps (accesses for dependencies only, never sent) when not NULL. */
+static void px_l3_union(const px_task_args *per_chip, int n, const px_task_args *deps,
+                        px_l3_access *acc, px_task_args *out)
 {
     int na = px_l3_collect(per_chip, n, acc);
+
+    if (deps != NULL) {
+        int nd = px_l3_collect(deps, 1, acc + na); /* kept apart from the chips' views */
+
+        for (int i = na; i < na + nd; i++)
+            acc[i].dep_only = 1;
+        na += nd;
+    }
 
     px_args_init(out);
     if (na <= PX_MAX_ARGS) {
         for (int i = 0; i < na; i++) {
             out->a[i] = *acc[i].arg;
             out->a[i].tag = (uint8_t)acc[i].tag;
+            out->a[i].dep_only = (uint8_t)acc[i].dep_only;
         }
         out->n = na;
         return;
@@ -304,6 +317,7 @@ static void px_l3_union(const px_task_args *per_chip, int n, px_l3_access *acc,
             px_args_inout(out, &t);
         else
             px_args_in(out, &t);
+        out->a[out->n - 1].dep_only = (uint8_t)acc[i].dep_only;
     }
 }
 
@@ -327,7 +341,14 @@ static px_l3_group *px_l3_group_new(const px_task_args *per_chip, const int *chi
 px_status px_submit_group(px_orch *o, px_callable_id c, px_task_args *per_chip,
                           const int *chips, int n, px_task_id *id)
 {
-    px_l3_access acc[64 * PX_MAX_ARGS];
+    return hier_submit_group_deps(o, c, per_chip, chips, n, NULL, id);
+}
+
+px_status hier_submit_group_deps(px_orch *o, px_callable_id c, px_task_args *per_chip,
+                                 const int *chips, int n, const px_task_args *deps,
+                                 px_task_id *id)
+{
+    px_l3_access acc[65 * PX_MAX_ARGS];
     px_task_args merged;
     px_l3_slot v = {0};
     px_hier *h;
@@ -339,7 +360,10 @@ px_status px_submit_group(px_orch *o, px_callable_id c, px_task_args *per_chip,
     for (int i = 0; i < n; i++)
         if ((st = px_l3_alloc_outputs(o, &per_chip[i])) != PX_OK)
             return st;
-    px_l3_union(per_chip, n, acc, &merged);
+    if (deps != NULL && (deps->overflow || deps->n < 0 || deps->n > PX_MAX_ARGS))
+        return px_set_error(PX_EINVAL, "px_submit_group: %d dependency arguments, at most %d",
+                            deps->n + deps->overflow, PX_MAX_ARGS);
+    px_l3_union(per_chip, n, deps, acc, &merged);
     v.kind = PX_L3_GROUP;
     v.callable = c;
     v.group = px_l3_group_new(per_chip, chips, n);

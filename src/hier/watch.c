@@ -248,6 +248,16 @@ static void px_hier_task_where(void *arg, px_task_id id, char *buf, size_t n)
     }
 }
 
+/* The host engine's run_end: tells the layers above (hier_hooks), in registration order. */
+static void px_hier_run_end(void *arg, px_status st)
+{
+    px_hier *h = arg;
+
+    for (int i = 0; i < h->nhooks; i++)
+        if (h->hooks[i].hooks->run_end != NULL)
+            h->hooks[i].hooks->run_end(h->hooks[i].arg, st);
+}
+
 /* The host engine's hooks (px_rt_ext_ops). */
 static const px_rt_ext_ops px_hier_host_ops = {
     .poll = px_hier_poll,
@@ -256,6 +266,7 @@ static const px_rt_ext_ops px_hier_host_ops = {
     .dfx_flush = px_hier_dfx_flush,
     .dfx_merge = px_hier_dfx_merge,
     .task_where = px_hier_task_where,
+    .run_end = px_hier_run_end,
 };
 
 void px_hier_poller_setup(px_hier *h)

@@ -252,6 +252,8 @@ static px_status px_check_tensor(const px_orch *o, const px_kernel *k, int i, co
     if (st != PX_OK)
         return px_set_error(st, "kernel \"%s\" argument %d (%s): %s", k->name, i,
                             px_tag_name(arg->tag), px_last_error());
+    if (arg->dep_only)
+        return PX_OK; /* only its bytes' addresses matter, for the dependencies */
     if (t->addr == NULL) {
         if (arg->tag == PX_TAG_OUT)
             return PX_OK; /* allocated by the runtime */

@@ -135,6 +135,7 @@ struct px_orch {
  *     with the message set.
  *   task_where: writes where task `id`, still in flight, runs (" on chip 1 (pid 42,
  *     stopped)") into buf, for a timeout's message.
+ *   run_end: px_run is about to return st (the graph has drained, or never started).
  */
 typedef struct px_rt_ext_ops {
     int (*poll)(void *owner);
@@ -143,6 +144,7 @@ typedef struct px_rt_ext_ops {
     void (*dfx_flush)(void *owner);
     px_status (*dfx_merge)(void *owner);
     void (*task_where)(void *owner, px_task_id id, char *buf, size_t n);
+    void (*run_end)(void *owner, px_status st);
 } px_rt_ext_ops;
 
 typedef struct px_rt_ext {

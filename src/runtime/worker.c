@@ -473,6 +473,18 @@ static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *ar
     return px_run_result(w, st, orch_msg, drain_st);
 }
 
+/* Tells the level above that a run is over (its status st), keeping the run's message. */
+static px_status px_run_ended(px_worker *w, px_status st)
+{
+    char msg[PX_ERRMSG_MAX];
+
+    if (w->ext.ops == NULL || w->ext.ops->run_end == NULL)
+        return st;
+    snprintf(msg, sizeof(msg), "%s", px_last_error());
+    w->ext.ops->run_end(w->ext.owner, st);
+    return st == PX_OK ? PX_OK : px_set_error(st, "%s", msg);
+}
+
 px_status px_run(px_worker *w, px_orch_fn fn, const px_task_args *args, void *user)
 {
     char msg[PX_ERRMSG_MAX];
@@ -488,7 +500,7 @@ px_status px_run(px_worker *w, px_orch_fn fn, const px_task_args *args, void *us
         return px_set_error(PX_ESTATE, "worker unusable: an earlier run timed out with tasks "
                             "still running; destroy it and create a new one");
     if (!PX_DFX || w->dfx_region_bytes == 0)
-        return px_run_body(w, fn, args, user);
+        return px_run_ended(w, px_run_body(w, fn, args, user));
     entry = px_now_ns();
     if ((st = px_rt_dfx_begin(w)) != PX_OK)
         return st;
@@ -499,6 +511,6 @@ px_status px_run(px_worker *w, px_orch_fn fn, const px_task_args *args, void *us
     w->last.wall_ns = px_now_ns() - entry; /* covers every DFX record of the run */
     dst = px_rt_dfx_end(w, !w->broken);
     if (st != PX_OK)
-        return px_set_error(st, "%s", msg);
-    return dst;
+        return px_run_ended(w, px_set_error(st, "%s", msg));
+    return px_run_ended(w, dst);
 }

@@ -1,13 +1,18 @@
 /*
- * api.c - the public worker lifecycle: create, init, destroy, kernel registration.
+ * worker.c - the public worker lifecycle: create, init, destroy, kernel registration.
  *
- * These entry points sit above both levels: a level-2 worker is the runtime's engine with its
+ * These entry points sit above every layer: a level-2 worker is the runtime's engine with its
  * core threads; a level-3 worker is the same engine on the host side (its "arena" is the host
- * heap, shared with the chip processes) plus the chip processes of src/hier. Keeping the
- * dispatch here lets src/runtime stay below src/hier (DESIGN 2: arrows point down).
+ * heap, shared with the chip processes) plus the chip processes of src/hier, with the
+ * communication domains of src/comm attached before its chips are forked. Keeping the
+ * composition here lets src/runtime stay below src/hier and src/hier below src/comm
+ * (DESIGN 2: arrows point down).
  */
 #include <plexus/worker.h>
 
+#include <stdio.h>
+
+#include "comm/domain.h"
 #include "hier/hier.h"
 #include "runtime/runtime.h"
 
@@ -23,8 +28,17 @@ px_status px_worker_create(const px_config *c, px_worker **w)
             return st;
         c = &cfg;
     }
-    if (c->level == 3)
-        return px_hier_create(c, w);
+    if (c->level == 3) {
+        if ((st = px_hier_create(c, w)) == PX_OK && (st = comm_attach(*w)) != PX_OK) {
+            char msg[PX_ERRMSG_MAX];
+
+            snprintf(msg, sizeof(msg), "%s", px_last_error());
+            px_hier_destroy(*w);
+            *w = NULL;
+            px_set_error(st, "%s", msg);
+        }
+        return st;
+    }
     return px_rt_worker_create(c, 1, w);
 }
 

@@ -1,0 +1,791 @@
+/*
+ * domain.c - communication domains as a level-3 orchestration sees them: allocation on the
+ * member chips, lifetime, the arguments that name a domain, and the tasks that work on its
+ * buffers (copies, collectives, the user's own group tasks).
+ *
+ * The parent never maps a window. It drives the chips through control calls (domain.h) and
+ * describes each domain to its host engine's tensor map by an address range it reserves
+ * (PROT_NONE, never touched): rank r's window data is vbase + r * window_bytes, so the tasks
+ * on a domain's buffers get their dependencies from the same inference as every other task,
+ * through accesses that are never sent to a chip (hier_submit_group_deps).
+ *
+ * Lifetime: a handle stays allocated until the worker is destroyed, so a use after release is
+ * an error with a message rather than a use after free; the chips' memory goes at the end of
+ * the run in which the domain was released (or allocated, when that run failed).
+ */
+#include "comm/domain.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "runtime/runtime.h"
+#include "util/log.h"
+#include "util/util.h"
+
+#define COMM_DOMAIN_MAGIC 0x50584f4du /* "PXOM" */
+#define COMM_MAX_WORKERS 16
+#define COMM_TIMEOUT_S 60.0           /* default deadline of a kernel's comm wait */
+
+enum { COMM_LIVE = 1, COMM_RELEASED, COMM_FREED };
+enum { COMM_OP_ALLREDUCE = 1, COMM_OP_ALLGATHER, COMM_OP_REDUCE_SCATTER, COMM_OP_BROADCAST,
+       COMM_OP_ALLTOALL };
+
+typedef struct comm_worker comm_worker;
+
+struct px_domain {
+    uint32_t magic;
+    uint32_t id;
+    comm_worker *cw;
+    int state;
+    uint64_t run;                    /* the run that allocated it */
+    comm_create_msg msg;             /* name, ranks, sizes, buffers: what every chip got */
+    int chips[PX_COMM_MAX_RANKS];
+    int need_peer_ptr;
+    char *vbase;                     /* reserved addresses standing for the windows' data */
+    size_t vbytes;
+    px_domain *next;                 /* the worker's handles */
+};
+
+struct comm_worker {
+    px_worker *w;
+    int kinds[3];                    /* comm.create, comm.map, comm.free */
+    px_kernel_id k_write, k_read, k_coll;
+    px_callable_id c_write, c_read, c_coll;
+    uint32_t next_id;
+    uint64_t run;                    /* runs ended so far */
+    px_domain *doms;
+};
+
+static comm_worker *g_workers[COMM_MAX_WORKERS];
+static pthread_mutex_t g_workers_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static comm_worker *comm_worker_of(px_worker *w)
+{
+    comm_worker *cw = NULL;
+
+    pthread_mutex_lock(&g_workers_lock);
+    for (int i = 0; i < COMM_MAX_WORKERS && cw == NULL; i++)
+        if (g_workers[i] != NULL && g_workers[i]->w == w)
+            cw = g_workers[i];
+    pthread_mutex_unlock(&g_workers_lock);
+    return cw;
+}
+
+/* ---- the built-in tasks' chip side ---- */
+
+/* comm.write_k: IN device tensor, domain, buffer index, byte offset. */
+static px_status comm_write_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    px_comm *c = px_arg_comm(a, 1);
+    const px_tensor *t = px_arg_tensor(a, 0);
+    uint64_t b = px_arg_u64(a, 2), off = px_arg_u64(a, 3);
+    size_t n = (size_t)px_arg_numel(a, 0) * px_dtype_size(t->dtype);
+
+    if (c == NULL)
+        return PX_EINVAL;
+    memcpy(c->data[c->rank] + c->buffers[b].off + off, px_arg_data(a, 0), n);
+    return PX_OK;
+}
+
+/* comm.read_k: OUT device tensor, domain, buffer index, byte offset. */
+static px_status comm_read_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    px_comm *c = px_arg_comm(a, 1);
+    const px_tensor *t = px_arg_tensor(a, 0);
+    uint64_t b = px_arg_u64(a, 2), off = px_arg_u64(a, 3);
+    size_t n = (size_t)px_arg_numel(a, 0) * px_dtype_size(t->dtype);
+
+    if (c == NULL)
+        return PX_EINVAL;
+    memcpy(px_arg_data(a, 0), c->data[c->rank] + c->buffers[b].off + off, n);
+    return PX_OK;
+}
+
+/* comm.coll_k: domain, op, buffer index, count, dtype, redop or root. */
+static px_status comm_coll_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    px_comm *c = px_arg_comm(a, 0);
+    uint64_t op = px_arg_u64(a, 1), b = px_arg_u64(a, 2), count = px_arg_u64(a, 3);
+    px_dtype dt = (px_dtype)px_arg_u64(a, 4);
+    uint64_t x = px_arg_u64(a, 5);
+    void *buf;
+
+    if (c == NULL)
+        return PX_EINVAL;
+    buf = c->data[c->rank] + c->buffers[b].off;
+    switch (op) {
+    case COMM_OP_ALLREDUCE:
+        return px_allreduce(c, buf, count, dt, (px_redop)x);
+    case COMM_OP_ALLGATHER:
+        return px_allgather(c, buf, count, dt);
+    case COMM_OP_REDUCE_SCATTER:
+        return px_reduce_scatter(c, buf, count, dt, (px_redop)x);
+    case COMM_OP_BROADCAST:
+        return px_broadcast(c, buf, count, dt, (int)x);
+    case COMM_OP_ALLTOALL:
+        return px_alltoall(c, buf, count, dt);
+    }
+    return px_set_error(PX_EINVAL, "comm.coll: unknown collective %llu", (unsigned long long)op);
+}
+
+/* The callables: run the matching kernel on the call's own args (the chip's orchestration). */
+static px_status comm_submit_own(px_orch *o, const px_task_args *args, const char *kernel)
+{
+    px_task_args a = *args;
+    px_kernel_id k;
+    px_status st = px_kernel_lookup(px_orch_worker(o), kernel, &k);
+
+    return st == PX_OK ? px_submit(o, k, &a, NULL) : st;
+}
+
+static px_status comm_write_callable(px_orch *o, const px_task_args *args, void *user)
+{
+    return comm_submit_own(o, args, "comm.write_k");
+}
+
+static px_status comm_read_callable(px_orch *o, const px_task_args *args, void *user)
+{
+    return comm_submit_own(o, args, "comm.read_k");
+}
+
+static px_status comm_coll_callable(px_orch *o, const px_task_args *args, void *user)
+{
+    return comm_submit_own(o, args, "comm.coll_k");
+}
+
+px_comm *px_arg_comm(const px_task_args *a, int i)
+{
+    uint64_t v;
+    px_comm *c;
+
+    if (a == NULL || i < 0 || i >= a->n || a->a[i].tag != PX_TAG_SCALAR) {
+        px_set_error(PX_EINVAL, "px_arg_comm: argument %d is not a scalar from px_args_domain", i);
+        return NULL;
+    }
+    v = a->a[i].v.u64;
+    if (v >> 32 != COMM_ARG_MAGIC) {
+        px_set_error(PX_EINVAL, "px_arg_comm: argument %d (%#llx) was not made by "
+                     "px_args_domain", i, (unsigned long long)v);
+        return NULL;
+    }
+    if ((c = comm_chip_lookup((uint32_t)v)) == NULL)
+        px_set_error(PX_EINVAL, "px_arg_comm: domain id %u is not live on chip %d (not a member,"
+                     " or released)", (uint32_t)v, px_chip_index());
+    return c;
+}
+
+/* ---- attach, hooks ---- */
+
+static void comm_free_domain(comm_worker *cw, px_domain *d, int chips_alive);
+
+static void comm_run_end(void *arg, px_status st)
+{
+    comm_worker *cw = arg;
+
+    for (px_domain *d = cw->doms; d != NULL; d = d->next) {
+        if (d->state == COMM_RELEASED || (d->state == COMM_LIVE && st != PX_OK &&
+                                          d->run == cw->run)) {
+            if (d->state == COMM_LIVE)
+                PX_LOG_INFO("comm[%s]: freed: the run that allocated it failed", d->msg.name);
+            comm_free_domain(cw, d, 1);
+        }
+    }
+    cw->run++;
+}
+
+static void comm_destroy(void *arg)
+{
+    comm_worker *cw = arg;
+    px_domain *d = cw->doms, *next;
+
+    pthread_mutex_lock(&g_workers_lock);
+    for (int i = 0; i < COMM_MAX_WORKERS; i++)
+        if (g_workers[i] == cw)
+            g_workers[i] = NULL;
+    pthread_mutex_unlock(&g_workers_lock);
+    for (; d != NULL; d = next) {
+        next = d->next;
+        if (d->state != COMM_FREED)
+            comm_free_domain(cw, d, 0); /* the chips are gone, and their windows with them */
+        d->magic = 0;
+        free(d);
+    }
+    free(cw);
+}
+
+/* The init hook: the built-in tasks' kernels and callables, after the user's. */
+static px_status comm_init(void *arg)
+{
+    comm_worker *cw = arg;
+    px_worker *w = cw->w;
+    px_status st;
+
+    st = px_kernel_register(w, "comm.write_k", comm_write_kernel, NULL, &cw->k_write);
+    if (st == PX_OK)
+        st = px_kernel_register(w, "comm.read_k", comm_read_kernel, NULL, &cw->k_read);
+    if (st == PX_OK)
+        st = px_kernel_register(w, "comm.coll_k", comm_coll_kernel, NULL, &cw->k_coll);
+    if (st == PX_OK)
+        st = px_callable_register(w, "comm.write", comm_write_callable, &cw->c_write);
+    if (st == PX_OK)
+        st = px_callable_register(w, "comm.read", comm_read_callable, &cw->c_read);
+    if (st == PX_OK)
+        st = px_callable_register(w, "comm.coll", comm_coll_callable, &cw->c_coll);
+    return st;
+}
+
+static const hier_hooks comm_hooks = {.init = comm_init, .run_end = comm_run_end,
+                                      .destroy = comm_destroy};
+
+px_status comm_attach(px_worker *w)
+{
+    comm_worker *cw = calloc(1, sizeof(*cw));
+    px_status st;
+    int slot = -1;
+
+    if (cw == NULL)
+        return px_set_error(PX_ENOMEM, "comm: out of memory for a worker's state");
+    cw->w = w;
+    cw->next_id = 1;
+    st = comm_chip_register(w, cw->kinds);
+    if (st == PX_OK) {
+        pthread_mutex_lock(&g_workers_lock);
+        for (int i = 0; i < COMM_MAX_WORKERS && slot < 0; i++)
+            if (g_workers[i] == NULL)
+                g_workers[slot = i] = cw;
+        pthread_mutex_unlock(&g_workers_lock);
+        if (slot < 0)
+            st = px_set_error(PX_ENOMEM, "comm: %d level-3 workers live already",
+                              COMM_MAX_WORKERS);
+    }
+    if (st == PX_OK && (st = hier_hooks_register(w, &comm_hooks, cw)) != PX_OK) {
+        pthread_mutex_lock(&g_workers_lock);
+        g_workers[slot] = NULL;
+        pthread_mutex_unlock(&g_workers_lock);
+    }
+    if (st != PX_OK)
+        free(cw);
+    return st;
+}
+
+/* ---- checking a spec ---- */
+
+/* Checks a name of 1..31 characters; `what` names the field. */
+static px_status comm_check_name(const char *name, const char *what)
+{
+    size_t n = name != NULL ? strlen(name) : 0;
+
+    if (n == 0 || n >= PX_DOMAIN_NAME_MAX)
+        return px_set_error(PX_EINVAL, "px_domain_alloc: %s \"%s\" must have 1..%d characters",
+                            what, name ? name : "(null)", PX_DOMAIN_NAME_MAX - 1);
+    return PX_OK;
+}
+
+/* Checks the members: chips of the worker, each once, 1..64 of them. */
+static px_status comm_check_members(px_worker *w, const px_domain_spec *s)
+{
+    uint64_t seen = 0;
+    int nchips = hier_nchips(w);
+
+    if (s->chips == NULL || s->nchips < 1 || s->nchips > PX_COMM_MAX_RANKS)
+        return px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": nchips %d (chips %s); a "
+                            "domain has 1..%d member chips", s->name, s->nchips,
+                            s->chips ? "set" : "NULL", PX_COMM_MAX_RANKS);
+    for (int r = 0; r < s->nchips; r++) {
+        int c = s->chips[r];
+
+        if (c < 0 || c >= nchips)
+            return px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": chips[%d] = %d is "
+                                "not a chip of this worker (0..%d)", s->name, r, c, nchips - 1);
+        if (seen >> c & 1)
+            return px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": chip %d appears "
+                                "twice in chips", s->name, c);
+        seen |= 1ull << c;
+    }
+    return PX_OK;
+}
+
+/* Checks the buffers and lays them out into m. */
+static px_status comm_layout(const px_domain_spec *s, comm_create_msg *m)
+{
+    size_t off = 0;
+
+    if (s->window_bytes == 0)
+        return px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": window_bytes is 0",
+                            s->name);
+    if (s->buffers == NULL || s->nbuffers < 1 || s->nbuffers > PX_DOMAIN_MAX_BUFFERS)
+        return px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": nbuffers %d; give "
+                            "1..%d buffers", s->name, s->nbuffers, PX_DOMAIN_MAX_BUFFERS);
+    if (s->nsignals < 0 || s->nsignals > PX_COMM_MAX_SIGNALS)
+        return px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": nsignals %d; use "
+                            "0..%d", s->name, s->nsignals, PX_COMM_MAX_SIGNALS);
+    for (int i = 0; i < s->nbuffers; i++) {
+        const px_domain_buffer *b = &s->buffers[i];
+        char what[48];
+        px_status st;
+
+        snprintf(what, sizeof(what), "buffers[%d].name", i);
+        if ((st = comm_check_name(b->name, what)) != PX_OK)
+            return st;
+        for (int j = 0; j < i; j++)
+            if (strcmp(s->buffers[j].name, b->name) == 0)
+                return px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": buffer name "
+                                    "\"%s\" is used twice (buffers[%d] and [%d])", s->name,
+                                    b->name, j, i);
+        if (b->bytes == 0)
+            return px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": buffer \"%s\" has "
+                                "0 bytes", s->name, b->name);
+        off = px_align_up(off, 64);
+        if (b->bytes > s->window_bytes || off > s->window_bytes - b->bytes)
+            return px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": buffer \"%s\" (%zu "
+                                "bytes at offset %zu) does not fit in the window of %zu bytes; "
+                                "raise window_bytes or shrink the buffers", s->name, b->name,
+                                b->bytes, off, s->window_bytes);
+        snprintf(m->buffers[i].name, sizeof(m->buffers[i].name), "%s", b->name);
+        m->buffers[i].off = off;
+        m->buffers[i].bytes = b->bytes;
+        off += b->bytes;
+    }
+    m->nbuffers = s->nbuffers;
+    m->nsig = (uint32_t)s->nsignals;
+    m->data_bytes = s->window_bytes;
+    return PX_OK;
+}
+
+/* ---- allocation ---- */
+
+/* Asks every member to forget d; with chips_alive 0 (destroy) only the parent's part. */
+static void comm_free_domain(comm_worker *cw, px_domain *d, int chips_alive)
+{
+    comm_id_msg m = {.id = d->id};
+
+    if (chips_alive)
+        (void)hier_call_run(cw->w, cw->kinds[2], &m, sizeof(m), d->chips, d->msg.n, 0, NULL);
+    if (d->vbase != NULL)
+        munmap(d->vbase, d->vbytes);
+    d->vbase = NULL;
+    d->state = COMM_FREED;
+}
+
+/* The transport every pair would use, or PX_ENOTSUP naming why there is none. */
+static px_status comm_select(px_worker *w, const px_domain_spec *s)
+{
+    if (s->nchips == 1 || px_caps_get(&w->caps, PX_FACT_PEER_MAP_EFFECTIVE) != 0)
+        return PX_OK;
+    return px_set_error(PX_ENOTSUP, "domain \"%s\": no transport connects its chips: direct "
+                        "needs peer mapping (peer_map=0 in profile %s) and no other transport "
+                        "is built yet; use a profile with peer_map=1 (default)", s->name,
+                        w->cfg.device_profile);
+}
+
+/* Fetches every rank's window descriptor and sends it to every other member. */
+static px_status comm_exchange(comm_worker *cw, px_domain *d)
+{
+    double t = 0; /* PLEXUS_TIMEOUT_S */
+    px_status st = PX_OK;
+
+    for (int q = 0; st == PX_OK && q < d->msg.n && d->msg.n > 1; q++) {
+        int fd = -1;
+
+        st = hier_fd_fetch(cw->w, d->chips[q], comm_fd_tag(d->id, q), &fd, t);
+        for (int r = 0; st == PX_OK && r < d->msg.n; r++)
+            if (r != q)
+                st = hier_fd_send(cw->w, d->chips[r], comm_fd_tag(d->id, q), fd, t);
+        if (fd >= 0)
+            close(fd);
+    }
+    return st;
+}
+
+/* Makes d on its chips: create, exchange, map. On failure every member forgets it. */
+static px_status comm_make(comm_worker *cw, px_domain *d)
+{
+    char msg[PX_ERRMSG_MAX];
+    px_status st;
+
+    st = hier_call_run(cw->w, cw->kinds[0], &d->msg, sizeof(d->msg), d->chips, d->msg.n, 0,
+                       NULL);
+    if (st == PX_OK)
+        st = comm_exchange(cw, d);
+    if (st == PX_OK)
+        st = hier_call_run(cw->w, cw->kinds[1], &d->msg, sizeof(d->msg), d->chips, d->msg.n,
+                           0, NULL);
+    if (st != PX_OK) {
+        snprintf(msg, sizeof(msg), "%s", px_last_error());
+        comm_free_domain(cw, d, 1);
+        px_set_error(st, "px_domain_alloc: domain \"%s\": %s", d->msg.name, msg);
+    }
+    return st;
+}
+
+/* Fills d from a checked spec. */
+static void comm_fill(comm_worker *cw, px_domain *d, const px_domain_spec *s)
+{
+    px_worker *w = cw->w;
+
+    d->magic = COMM_DOMAIN_MAGIC;
+    d->id = cw->next_id++;
+    d->cw = cw;
+    d->run = cw->run;
+    d->need_peer_ptr = s->need_peer_ptr;
+    d->msg.id = d->id;
+    d->msg.n = s->nchips;
+    d->msg.timeout_s = COMM_TIMEOUT_S;
+    d->msg.spin_ns = w->cfg.spin_ns;
+    d->msg.yield_ns = w->cfg.yield_ns;
+    snprintf(d->msg.name, sizeof(d->msg.name), "%s", s->name);
+    for (int r = 0; r < s->nchips; r++)
+        d->msg.chips[r] = (int8_t)(d->chips[r] = s->chips[r]);
+}
+
+/* Logs the domain's choice once, in the shape every run-time choice has. */
+static void comm_log_choice(const px_domain *d, px_worker *w)
+{
+    char chips[PX_COMM_MAX_RANKS * 4] = "";
+    size_t len = 0;
+
+    for (int r = 0; r < d->msg.n && len < sizeof(chips); r++)
+        len += (size_t)snprintf(chips + len, sizeof(chips) - len, "%s%d", r ? "," : "",
+                                d->chips[r]);
+    PX_LOG_INFO("comm[%s]: %d ranks (chips %s), window %llu bytes, %u signals, via direct "
+                "(peer_map=1 in profile %s)", d->msg.name, d->msg.n, chips,
+                (unsigned long long)d->msg.data_bytes, d->msg.nsig, w->cfg.device_profile);
+}
+
+px_status px_domain_alloc(px_orch *o, const px_domain_spec *spec, px_domain **out)
+{
+    px_worker *w;
+    comm_worker *cw;
+    px_domain *d;
+    px_status st;
+    size_t vbytes;
+
+    if (spec == NULL || out == NULL)
+        return px_set_error(PX_EINVAL, "px_domain_alloc: spec and output are required");
+    if ((st = hier_orch_worker(o, "px_domain_alloc", &w)) != PX_OK)
+        return st;
+    if ((cw = comm_worker_of(w)) == NULL)
+        return px_set_error(PX_ESTATE, "px_domain_alloc: this worker has no communication "
+                            "state (it was created without level 3)");
+    if ((st = comm_check_name(spec->name, "name")) != PX_OK ||
+        (st = comm_check_members(w, spec)) != PX_OK)
+        return st;
+    for (px_domain *e = cw->doms; e != NULL; e = e->next)
+        if (e->state == COMM_LIVE && strcmp(e->msg.name, spec->name) == 0)
+            return px_set_error(PX_EINVAL, "px_domain_alloc: a live domain is called \"%s\" "
+                                "already; release it or choose another name", spec->name);
+    if ((d = calloc(1, sizeof(*d))) == NULL)
+        return px_set_error(PX_ENOMEM, "px_domain_alloc: out of host memory");
+    if ((st = comm_layout(spec, &d->msg)) != PX_OK || (st = comm_select(w, spec)) != PX_OK)
+        goto out_free;
+    if (__builtin_mul_overflow(spec->window_bytes, (size_t)spec->nchips, &vbytes)) {
+        st = px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": %d windows of %zu bytes "
+                          "overflow the address space", spec->name, spec->nchips,
+                          spec->window_bytes);
+        goto out_free;
+    }
+    d->vbase = mmap(NULL, vbytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (d->vbase == MAP_FAILED) {
+        d->vbase = NULL;
+        st = px_set_error(PX_ENOMEM, "px_domain_alloc: domain \"%s\": cannot reserve %zu bytes "
+                          "of addresses: %s", spec->name, vbytes, strerror(errno));
+        goto out_free;
+    }
+    d->vbytes = vbytes;
+    comm_fill(cw, d, spec);
+    if ((st = comm_make(cw, d)) != PX_OK)
+        goto out_free;
+    d->state = COMM_LIVE;
+    d->next = cw->doms;
+    cw->doms = d;
+    comm_log_choice(d, w);
+    *out = d;
+    return PX_OK;
+
+out_free:
+    if (d->vbase != NULL)
+        munmap(d->vbase, d->vbytes);
+    free(d);
+    return st;
+}
+
+/* ---- handles ---- */
+
+/* PX_OK when d is a live domain of a run on o (when o is not NULL). */
+static px_status comm_check_domain(const px_domain *d, const char *what)
+{
+    if (d == NULL || d->magic != COMM_DOMAIN_MAGIC)
+        return px_set_error(PX_EINVAL, "%s: not a domain handle (NULL, or freed with its "
+                            "worker)", what);
+    if (d->state != COMM_LIVE)
+        return px_set_error(PX_ESTATE, "%s: domain \"%s\" was %s; allocate a new one", what,
+                            d->msg.name, d->state == COMM_RELEASED ? "released" :
+                            "freed (released, or its run failed)");
+    return PX_OK;
+}
+
+px_status px_domain_release(px_domain *d)
+{
+    px_status st = comm_check_domain(d, "px_domain_release");
+
+    if (st != PX_OK)
+        return st;
+    d->state = COMM_RELEASED;
+    if (!d->cw->w->running)
+        comm_free_domain(d->cw, d, 1); /* no run can be using it */
+    return PX_OK;
+}
+
+int px_domain_size(const px_domain *d)
+{
+    return d != NULL && d->magic == COMM_DOMAIN_MAGIC ? d->msg.n : -1;
+}
+
+const char *px_domain_name(const px_domain *d)
+{
+    return d != NULL && d->magic == COMM_DOMAIN_MAGIC ? d->msg.name : "";
+}
+
+const char *px_domain_transport(const px_domain *d, int a, int b)
+{
+    if (d == NULL || d->magic != COMM_DOMAIN_MAGIC || a < 0 || b < 0 || a >= d->msg.n ||
+        b >= d->msg.n)
+        return NULL;
+    return "direct";
+}
+
+px_status px_args_domain(px_task_args *a, const px_domain *d)
+{
+    px_status st = comm_check_domain(d, "px_args_domain");
+
+    if (st == PX_OK && a == NULL)
+        st = px_set_error(PX_EINVAL, "px_args_domain: args is NULL");
+    if (st == PX_OK)
+        px_args_scalar_u64(a, comm_arg_encode(d->id));
+    return st;
+}
+
+/* ---- tasks on a domain ---- */
+
+/* The buffer called name, or -1 (message set). */
+static int comm_buffer_index(const px_domain *d, const char *name, const char *what)
+{
+    for (int i = 0; name != NULL && i < d->msg.nbuffers; i++)
+        if (strcmp(d->msg.buffers[i].name, name) == 0)
+            return i;
+    px_set_error(PX_EINVAL, "%s: domain \"%s\" has no buffer \"%s\"", what, d->msg.name,
+                 name ? name : "(null)");
+    return -1;
+}
+
+/* The dependency view of bytes [off, off + n) of buffer b on every rank, or on one rank. */
+static px_tensor comm_dep_view(const px_domain *d, int b, size_t off, size_t n, int rank)
+{
+    px_tensor t = {.addr = d->vbase, .dtype = PX_U8};
+    size_t at = d->msg.buffers[b].off + off;
+
+    if (rank >= 0) {
+        t.ndim = 1;
+        t.shape[0] = (int64_t)n;
+        t.stride[0] = 1;
+        t.offset = (int64_t)((size_t)rank * d->msg.data_bytes + at);
+    } else {
+        t.ndim = 2;
+        t.shape[0] = d->msg.n;
+        t.shape[1] = (int64_t)n;
+        t.stride[0] = (int64_t)d->msg.data_bytes;
+        t.stride[1] = 1;
+        t.offset = (int64_t)at;
+    }
+    return t;
+}
+
+/* Checks a dense host tensor of `what` whose bytes fit buffer b at off; *n gets its bytes. */
+static px_status comm_check_copy(const px_domain *d, int b, size_t off, const px_tensor *t,
+                                 const char *what, size_t *n)
+{
+    size_t end;
+
+    if (t == NULL)
+        return px_set_error(PX_EINVAL, "%s: the tensor is NULL", what);
+    if (!px_tensor_is_contiguous(t))
+        return px_set_error(PX_EINVAL, "%s: the tensor must be contiguous (copy a strided view "
+                            "into a contiguous tensor first)", what);
+    *n = (size_t)px_tensor_numel(t) * px_dtype_size(t->dtype);
+    if (__builtin_add_overflow(off, *n, &end) || end > d->msg.buffers[b].bytes)
+        return px_set_error(PX_EINVAL, "%s: %zu bytes at offset %zu do not fit buffer \"%s\" "
+                            "of domain \"%s\" (%zu bytes)", what, *n, off,
+                            d->msg.buffers[b].name, d->msg.name,
+                            (size_t)d->msg.buffers[b].bytes);
+    return PX_OK;
+}
+
+/* Submits a copy: a one-chip group on rank's chip with the dependency view of the bytes. */
+static px_status comm_copy(px_orch *o, px_domain *d, int rank, const char *buffer, size_t off,
+                           px_tensor *t, int write, px_task_id *id)
+{
+    const char *what = write ? "px_submit_domain_write" : "px_submit_domain_read";
+    px_task_args a, deps;
+    px_tensor dep;
+    px_status st = comm_check_domain(d, what);
+    int b;
+    size_t n = 0;
+
+    if (st != PX_OK)
+        return st;
+    if (rank < 0 || rank >= d->msg.n)
+        return px_set_error(PX_EINVAL, "%s: rank %d is not a rank of domain \"%s\" (0..%d)",
+                            what, rank, d->msg.name, d->msg.n - 1);
+    if ((b = comm_buffer_index(d, buffer, what)) < 0)
+        return PX_EINVAL;
+    if ((st = comm_check_copy(d, b, off, t, what, &n)) != PX_OK)
+        return st;
+    px_args_init(&a);
+    if (write)
+        px_args_in(&a, t);
+    else
+        px_args_out(&a, t);
+    px_args_domain(&a, d);
+    px_args_scalar_u64(&a, (uint64_t)b);
+    px_args_scalar_u64(&a, off);
+    dep = comm_dep_view(d, b, off, n, rank);
+    px_args_init(&deps);
+    if (write)
+        px_args_out(&deps, &dep);
+    else
+        px_args_in(&deps, &dep);
+    return hier_submit_group_deps(o, write ? d->cw->c_write : d->cw->c_read, &a,
+                                  &d->chips[rank], 1, &deps, id);
+}
+
+px_status px_submit_domain_write(px_orch *o, px_domain *d, int rank, const char *buffer,
+                                 size_t off, const px_tensor *src, px_task_id *id)
+{
+    px_tensor t;
+
+    if (src == NULL)
+        return px_set_error(PX_EINVAL, "px_submit_domain_write: the tensor is NULL");
+    t = *src;
+    return comm_copy(o, d, rank, buffer, off, &t, 1, id);
+}
+
+px_status px_submit_domain_read(px_orch *o, px_domain *d, int rank, const char *buffer,
+                                size_t off, px_tensor *dst, px_task_id *id)
+{
+    return comm_copy(o, d, rank, buffer, off, dst, 0, id);
+}
+
+px_status px_submit_domain_task(px_orch *o, px_domain *d, px_callable_id c,
+                                const px_task_args *per_rank, px_task_id *id)
+{
+    static const char what[] = "px_submit_domain_task";
+    px_task_args *a, deps;
+    px_tensor all;
+    px_status st = comm_check_domain(d, what);
+
+    if (st != PX_OK)
+        return st;
+    if ((a = calloc((size_t)d->msg.n, sizeof(*a))) == NULL)
+        return px_set_error(PX_ENOMEM, "%s: out of host memory", what);
+    for (int r = 0; r < d->msg.n && st == PX_OK; r++) {
+        if (per_rank != NULL)
+            a[r] = per_rank[r];
+        else
+            px_args_init(&a[r]);
+        if (a[r].n >= PX_MAX_ARGS)
+            st = px_set_error(PX_EINVAL, "%s: rank %d has %d arguments; the domain argument "
+                              "needs one more (at most %d)", what, r, a[r].n, PX_MAX_ARGS);
+        else
+            px_args_domain(&a[r], d);
+    }
+    all = (px_tensor){.addr = d->vbase, .dtype = PX_U8, .ndim = 1,
+                      .shape = {(int64_t)d->vbytes}, .stride = {1}};
+    px_args_init(&deps);
+    px_args_inout(&deps, &all);
+    if (st == PX_OK)
+        st = hier_submit_group_deps(o, c, a, d->chips, d->msg.n, &deps, id);
+    free(a);
+    return st;
+}
+
+/* Submits collective op on count elements of buffer on every member. */
+static px_status comm_coll(px_orch *o, px_domain *d, const char *what, uint64_t op,
+                           const char *buffer, size_t count, size_t blocks, px_dtype dt,
+                           uint64_t x, px_task_id *id)
+{
+    px_task_args *a, deps;
+    px_tensor dep;
+    size_t es = px_dtype_size(dt), bytes;
+    px_status st = comm_check_domain(d, what);
+    int b;
+
+    if (st != PX_OK)
+        return st;
+    if ((b = comm_buffer_index(d, buffer, what)) < 0)
+        return PX_EINVAL;
+    if (es == 0)
+        return px_set_error(PX_EINVAL, "%s: dtype %d is not valid", what, (int)dt);
+    if (__builtin_mul_overflow(count, blocks, &bytes) ||
+        __builtin_mul_overflow(bytes, es, &bytes) || bytes > d->msg.buffers[b].bytes)
+        return px_set_error(PX_EINVAL, "%s: %zu x %zu elements of %s do not fit buffer \"%s\" "
+                            "of domain \"%s\" (%zu bytes)", what, blocks, count,
+                            px_dtype_name(dt), buffer, d->msg.name,
+                            (size_t)d->msg.buffers[b].bytes);
+    if ((a = calloc((size_t)d->msg.n, sizeof(*a))) == NULL)
+        return px_set_error(PX_ENOMEM, "%s: out of host memory", what);
+    for (int r = 0; r < d->msg.n; r++) {
+        px_args_init(&a[r]);
+        px_args_domain(&a[r], d);
+        px_args_scalar_u64(&a[r], op);
+        px_args_scalar_u64(&a[r], (uint64_t)b);
+        px_args_scalar_u64(&a[r], count);
+        px_args_scalar_u64(&a[r], (uint64_t)dt);
+        px_args_scalar_u64(&a[r], x);
+    }
+    dep = comm_dep_view(d, b, 0, bytes == 0 ? 1 : bytes, -1);
+    px_args_init(&deps);
+    px_args_inout(&deps, &dep);
+    st = hier_submit_group_deps(o, d->cw->c_coll, a, d->chips, d->msg.n, &deps, id);
+    free(a);
+    return st;
+}
+
+px_status px_submit_allreduce(px_orch *o, px_domain *d, const char *buffer, size_t count,
+                              px_dtype dt, px_redop op, px_task_id *id)
+{
+    return comm_coll(o, d, "px_submit_allreduce", COMM_OP_ALLREDUCE, buffer, count, 1, dt,
+                     (uint64_t)op, id);
+}
+
+px_status px_submit_allgather(px_orch *o, px_domain *d, const char *buffer, size_t count,
+                              px_dtype dt, px_task_id *id)
+{
+    return comm_coll(o, d, "px_submit_allgather", COMM_OP_ALLGATHER, buffer, count,
+                     (size_t)px_domain_size(d), dt, 0, id);
+}
+
+px_status px_submit_reduce_scatter(px_orch *o, px_domain *d, const char *buffer, size_t count,
+                                   px_dtype dt, px_redop op, px_task_id *id)
+{
+    return comm_coll(o, d, "px_submit_reduce_scatter", COMM_OP_REDUCE_SCATTER, buffer, count,
+                     (size_t)px_domain_size(d), dt, (uint64_t)op, id);
+}
+
+px_status px_submit_broadcast(px_orch *o, px_domain *d, const char *buffer, size_t count,
+                              px_dtype dt, int root, px_task_id *id)
+{
+    return comm_coll(o, d, "px_submit_broadcast", COMM_OP_BROADCAST, buffer, count, 1, dt,
+                     (uint64_t)root, id);
+}
+
+px_status px_submit_alltoall(px_orch *o, px_domain *d, const char *buffer, size_t count,
+                             px_dtype dt, px_task_id *id)
+{
+    return comm_coll(o, d, "px_submit_alltoall", COMM_OP_ALLTOALL, buffer, count,
+                     (size_t)px_domain_size(d), dt, 0, id);
+}
