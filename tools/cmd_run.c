@@ -2,8 +2,9 @@
  * cmd_run.c - `plexus run EXAMPLE` and `plexus demo`: execute examples and report them.
  *
  * Each execution prints a header (example, size, iterations, cores, profile), then
- * `tasks <n>`, `edges <n>` (both from px_run_stats_get) and `time_ms <t>`, then the example's
- * check: `check ok: ...` or `check failed: ...`. The counts are compared with the hand-worked
+ * `tasks <n>`, `edges <n>` (both from px_run_stats_get) and `time_ms <t>`, for the
+ * communication examples one `domain <name>: ...` line per domain (members, transport and
+ * why, bytes moved, time), then the example's check: `check ok: ...` or `check failed: ...`. The counts are compared with the hand-worked
  * ones by the example's check, so a wrong count is a failure like a wrong number.
  */
 #include "cli.h"
@@ -50,11 +51,29 @@ static int run_one(const px_example *ex, const px_config *c, const px_example_op
     run_print_header(ex, &r, c);
     printf("tasks %llu\nedges %llu\ntime_ms %.3f\n", (unsigned long long)r.tasks,
            (unsigned long long)r.edges, r.seconds * 1e3);
+    if (r.comm[0] != '\0')
+        printf("%s\n", r.comm);
     printf("check %s: %s\n", r.check_ok ? "ok" : "failed", r.check);
     fflush(stdout);
     if (!r.check_ok)
         snprintf(why, n, "%s: check failed: %s", ex->name, r.check);
     return r.check_ok;
+}
+
+/* Refuses a bad --op or --dtype before any chip is started, with the example's sentence. */
+static int run_check_values(const px_example *ex, const cli_opts *o, char *why, size_t n)
+{
+    px_redop op;
+    px_dtype dt;
+
+    if (!ex->reduces)
+        return 0;
+    if (px_example_redop(ex->name, o->ex.op, &op) != PX_OK ||
+        px_example_dtype(ex->name, o->ex.dtype, &dt) != PX_OK) {
+        snprintf(why, n, "%s", px_last_error());
+        return -1;
+    }
+    return 0;
 }
 
 /* Refuses options the example has no use for, so a typo is not silently ignored. */
@@ -69,7 +88,12 @@ static int run_check_opts(const px_example *ex, const cli_opts *o, char *why, si
                  ex->name, ex->level);
         return -1;
     }
-    return 0;
+    if ((o->given & (CLI_OPT_OP | CLI_OPT_DTYPE)) && !ex->reduces) {
+        snprintf(why, n, "option %s does not apply to example %s (only allreduce takes --op "
+                 "and --dtype)", (o->given & CLI_OPT_OP) ? "--op" : "--dtype", ex->name);
+        return -1;
+    }
+    return run_check_values(ex, o, why, n);
 }
 
 /* Prints `dfx <dir>` and `dfx file <path>` for each DFX output the run wrote. */
@@ -126,9 +150,12 @@ static void demo_dfx(const px_example *ex, const cli_opts *o, px_config *c)
              ex->name);
 }
 
+#define DEMO_COMM_CHIPS 4 /* chips of allreduce and tp_mlp in the demo, unless --chips */
+
 int cli_cmd_demo(const cli_opts *o)
 {
-    static const char *const demo_names[] = {"vector", "matmul", "multi_chip"};
+    static const char *const demo_names[] = {"vector", "matmul", "multi_chip", "allreduce",
+                                             "tp_mlp"};
     char why[CLI_WHY_MAX], first[CLI_WHY_MAX] = "";
     px_example_opts eo = {0};
     int failed = 0;
@@ -146,6 +173,9 @@ int cli_cmd_demo(const cli_opts *o)
             px_config dc = c;
 
             demo_dfx(ex, o, &dc);
+            if (ex->level == 3 && strcmp(ex->name, "multi_chip") != 0 &&
+                !(o->given & CLI_OPT_CHIPS))
+                dc.chips = DEMO_COMM_CHIPS; /* the communication examples */
             if (run_one(ex, &dc, &eo, why, sizeof(why))) {
                 run_print_dfx(&dc);
                 continue;
