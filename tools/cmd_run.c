@@ -23,13 +23,16 @@ static const char *run_example_names(char *buf, size_t n)
     return buf;
 }
 
-static void run_print_header(const px_example *ex, const px_example_result *r, const px_config *c)
+static void run_print_header(const px_example *ex, const px_example_opts *eo,
+                             const px_example_result *r, const px_config *c)
 {
     printf("example %s: size %lld, iters %d", ex->name, (long long)r->size, r->iters);
     if (r->tile != 0)
         printf(", tile %lld", (long long)r->tile);
     if (ex->level == 3)
         printf(", chips %d", c->chips);
+    if (ex->reduces)
+        printf(", op %s, dtype %s", eo->op ? eo->op : "sum", eo->dtype ? eo->dtype : "f32");
     printf(", cores %d, profile %s\n", r->cores, c->device_profile);
 }
 
@@ -48,7 +51,7 @@ static int run_one(const px_example *ex, const px_config *c, const px_example_op
         snprintf(why, n, "%s: %.900s", ex->name, cli_status_text(st, buf, sizeof(buf)));
         return 0;
     }
-    run_print_header(ex, &r, c);
+    run_print_header(ex, eo, &r, c);
     printf("tasks %llu\nedges %llu\ntime_ms %.3f\n", (unsigned long long)r.tasks,
            (unsigned long long)r.edges, r.seconds * 1e3);
     if (r.comm[0] != '\0')
@@ -150,32 +153,39 @@ static void demo_dfx(const px_example *ex, const cli_opts *o, px_config *c)
              ex->name);
 }
 
-#define DEMO_COMM_CHIPS 4 /* chips of allreduce and tp_mlp in the demo, unless --chips */
+/* The demo's examples, in order; chips > 0: run on that many chips unless --chips is given. */
+static const struct {
+    const char *name;
+    int chips;
+} demo_rows[] = {
+    {"vector", 0}, {"matmul", 0}, {"multi_chip", 0}, {"allreduce", 4}, {"tp_mlp", 4},
+};
+
+#define DEMO_ROWS (sizeof(demo_rows) / sizeof(demo_rows[0]))
 
 int cli_cmd_demo(const cli_opts *o)
 {
-    static const char *const demo_names[] = {"vector", "matmul", "multi_chip", "allreduce",
-                                             "tp_mlp"};
     char why[CLI_WHY_MAX], first[CLI_WHY_MAX] = "";
     px_example_opts eo = {0};
+    cli_opts co = *o;
     int failed = 0;
     px_config c;
 
-    if (cli_config(o, &c, why, sizeof(why)) != 0)
+    co.out = NULL; /* the demo turns DFX on itself: --out alone is its directory */
+    if (cli_config(&co, &c, why, sizeof(why)) != 0)
         return cli_fail("%s", why);
-    for (size_t i = 0; i < sizeof(demo_names) / sizeof(demo_names[0]); i++) {
-        const px_example *ex = px_example_find(demo_names[i]);
+    for (size_t i = 0; i < DEMO_ROWS; i++) {
+        const px_example *ex = px_example_find(demo_rows[i].name);
 
-        printf("== %s\n", demo_names[i]);
+        printf("== %s\n", demo_rows[i].name);
         if (ex == NULL) {
-            snprintf(why, sizeof(why), "%s: example missing from the table", demo_names[i]);
+            snprintf(why, sizeof(why), "%s: example missing from the table", demo_rows[i].name);
         } else {
             px_config dc = c;
 
             demo_dfx(ex, o, &dc);
-            if (ex->level == 3 && strcmp(ex->name, "multi_chip") != 0 &&
-                !(o->given & CLI_OPT_CHIPS))
-                dc.chips = DEMO_COMM_CHIPS; /* the communication examples */
+            if (demo_rows[i].chips > 0 && !(o->given & CLI_OPT_CHIPS))
+                dc.chips = demo_rows[i].chips;
             if (run_one(ex, &dc, &eo, why, sizeof(why))) {
                 run_print_dfx(&dc);
                 continue;
@@ -186,8 +196,7 @@ int cli_cmd_demo(const cli_opts *o)
             snprintf(first, sizeof(first), "%s", why);
     }
     if (failed)
-        return cli_fail("%d of %zu examples failed; first: %s", failed,
-                        sizeof(demo_names) / sizeof(demo_names[0]), first);
+        return cli_fail("%d of %zu examples failed; first: %s", failed, DEMO_ROWS, first);
     printf("PASS\n");
     return 0;
 }

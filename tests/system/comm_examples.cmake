@@ -3,7 +3,7 @@
 # at 1..4 chips with the task and edge counts worked out by hand (see each example's file
 # comment: allreduce K(2n+1) tasks and 2n+(K-1)(4n+e) edges, e = (n > 1); tp_mlp K(4n+1) and
 # 4n+(K-1)(8n+1); moe K(2n+4) and 2n+4+(K-1)(4n+5)), allreduce with each --op and each --dtype,
-# bad values refused with one FAIL line, and the demo's domain lines.
+# bad values refused with one FAIL line, and the demo's domain lines and its --out.
 #
 # They fork chip processes, so they take the ctest RESOURCE_LOCK "chips" like l3.cmake's.
 
@@ -24,7 +24,8 @@ endforeach()
 
 # Each reduction and each element type on 2 chips (the unit test runs every pair).
 foreach(op sum prod min max)
-  px_cli_test(run_allreduce_op_${op} "check ok: allreduce ${op} of 333 f64 [^\n]*\nPASS\nexit status 0\n$"
+  px_cli_test(run_allreduce_op_${op} "chips 2, op ${op}, dtype f64, [^\n]*\n.*\n\
+check ok: allreduce ${op} of 333 f64 [^\n]*\nPASS\nexit status 0\n$"
               "" run allreduce --chips 2 --cores 1 --size 333 --op ${op} --dtype f64)
   list(APPEND px_comm_cli_tests cli.run_allreduce_op_${op})
 endforeach()
@@ -76,5 +77,10 @@ moved [0-9]+ [^\n]*, time [0-9.]+ ms[^\n]*\n.*\ndfx file [^\n]*allreduce/trace.j
 \n== tp_mlp\nexample tp_mlp: [^\n]*chips 4, [^\n]*\n.*\ndomain tp: 4 members \\(chips 0,1,2,3\\), \
 transport direct [^\n]*\n.*\nPASS\nexit status 0\n$" "" demo --cores 1)
 list(APPEND px_comm_cli_tests cli.demo_comm)
+
+# The demo takes --out DIR alone (it turns DFX on itself) and writes DIR/<example>.
+px_cli_test(demo_out "\n== allreduce\n.*\ndfx demo-out-test/allreduce\n.*\ndfx demo-out-test/tp_mlp\n\
+.*\nPASS\nexit status 0\n$" "" demo --cores 1 --out demo-out-test)
+list(APPEND px_comm_cli_tests cli.demo_out)
 
 set_tests_properties(unit.test_comm_examples ${px_comm_cli_tests} PROPERTIES RESOURCE_LOCK chips)
