@@ -241,6 +241,10 @@ static px_status moe_validate(const px_example_opts *o, const moe_state *s)
 {
     size_t recv, host;
 
+    if (o->op != NULL || o->dtype != NULL)
+        return px_set_error(PX_EINVAL, "moe: it takes no --op or --dtype (got %s %s); only "
+                            "allreduce reduces with a chosen operation and type", o->op ?
+                            "--op" : "--dtype", o->op ? o->op : o->dtype);
     if (o->iters < 1 || o->iters > MOE_MAX_ITERS)
         return px_set_error(PX_EINVAL, "moe: iters %d is out of range; use 1..%d", o->iters,
                             MOE_MAX_ITERS);

@@ -148,6 +148,10 @@ static px_status tp_validate(const px_example_opts *o, const tp_state *s)
 {
     size_t bytes;
 
+    if (o->op != NULL || o->dtype != NULL)
+        return px_set_error(PX_EINVAL, "tp_mlp: it takes no --op or --dtype (got %s %s); only "
+                            "allreduce reduces with a chosen operation and type", o->op ?
+                            "--op" : "--dtype", o->op ? o->op : o->dtype);
     if (o->size < 1 || o->size > TP_MAX_ROWS)
         return px_set_error(PX_EINVAL, "tp_mlp: size %lld is out of range; use 1..%d rows",
                             (long long)o->size, TP_MAX_ROWS);

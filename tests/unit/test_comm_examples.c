@@ -9,8 +9,9 @@
  *   tp_mlp     tasks K (4n + 1)   edges 4n + (K - 1)(8n + 1)
  *   moe        tasks K (2n + 4)   edges 2n + 4 + (K - 1)(4n + 5)
  * (the derivations are in each example's file comment); allreduce with every reduction and
- * element type on 2 chips; bad --op / --dtype values and inexact sizes refused with PX_EINVAL
- * and a sentence naming them; a check fed one task too many fails; the domain line that
+ * element type on 2 chips, and once large enough for reduce-scatter + allgather; bad --op /
+ * --dtype values and inexact sizes refused with PX_EINVAL and a sentence naming them, --op
+ * refused by moe and tp_mlp; a check fed one task too many fails; the domain line that
  * `plexus run` and `plexus demo` print names the domain and its transport. Multi-process: ctest runs it under RESOURCE_LOCK
  * "chips" (tests/system/comm_examples.cmake).
  */
@@ -143,6 +144,32 @@ static void test_bad_values_refused(void **state)
     }
 }
 
+/* moe and tp_mlp take no reduction or element type: refused by the library, not ignored. */
+static void test_op_refused_by_non_reducing(void **state)
+{
+    static const char *const names[] = {"moe", "tp_mlp"};
+    px_example_opts o = {.op = "max"};
+    px_example_result r;
+    px_config c;
+
+    px_test_config(&c, 1);
+    c.chips = 2;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(px_example_exec(px_example_find(names[i]), &c, &o, &r), PX_EINVAL);
+        assert_non_null(strstr(px_last_error(), "takes no --op or --dtype (got --op max)"));
+    }
+}
+
+/* A large allreduce (262147 f64 per rank, 2 MiB: reduce-scatter + allgather) on 3 chips. */
+static void test_allreduce_large(void **state)
+{
+    px_example_result r = ce_run("allreduce", 3, 262147, 1, "sum", "f64");
+
+    assert_true(r.check_ok);
+    assert_int_equal(r.tasks, 7);
+    assert_int_equal(r.edges, 6);
+}
+
 /* Each example's check fails when the run's task count is one more than worked out. */
 static void test_check_rejects_wrong_counts(void **state)
 {
@@ -183,6 +210,8 @@ int main(void)
         cmocka_unit_test(test_tp_mlp_chips),
         cmocka_unit_test(test_moe_chips),
         cmocka_unit_test(test_bad_values_refused),
+        cmocka_unit_test(test_op_refused_by_non_reducing),
+        cmocka_unit_test(test_allreduce_large),
         cmocka_unit_test(test_check_rejects_wrong_counts),
     };
 
