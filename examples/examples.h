@@ -25,6 +25,8 @@ typedef struct px_example_opts {
     int64_t size; /* problem size (see px_example.size_doc); 0: default_size */
     int iters;    /* repetitions inside the one orchestration; 0: 1 */
     int64_t tile; /* tile edge for tiled examples; 0: the example's default */
+    const char *op;    /* reduction of a reducing example ("sum", ...); NULL: "sum" */
+    const char *dtype; /* element type of a reducing example ("f32", ...); NULL: "f32" */
 } px_example_opts;
 
 #define PX_EXAMPLE_WHY_MAX 512
@@ -41,6 +43,8 @@ typedef struct px_example_result {
     int64_t tile;                   /* effective tile (0 when the example has none) */
     int check_ok;                   /* 1 when check() passed */
     char check[PX_EXAMPLE_WHY_MAX]; /* check()'s one-line verdict: what matched, or why not */
+    char comm[PX_EXAMPLE_WHY_MAX];  /* communication examples: one line per domain (members,
+                                     * transport and why, bytes moved, time); "" otherwise */
 } px_example_result;
 
 typedef struct px_example {
@@ -50,6 +54,7 @@ typedef struct px_example {
     int64_t default_size; /* used when opts.size is 0 */
     int64_t default_tile; /* used when opts.tile is 0; 0 when the example is not tiled */
     const char *size_doc; /* what --size means for it ("floats per vector") */
+    int reduces;          /* 1: takes --op and --dtype (opts.op, opts.dtype) */
 
     /*
      * Optional: the device memory a run with o (already defaulted) needs: *run bytes of run
@@ -99,5 +104,24 @@ px_status px_example_exec(const px_example *ex, const px_config *cfg, const px_e
  */
 px_status px_example_run_once(px_worker *w, px_orch_fn fn, const px_task_args *args, void *state,
                               px_example_result *r);
+
+/* ---- comm_common.c: shared by the communication examples ---- */
+
+/* The reduction called name ("sum", "prod", "min", "max"; NULL: sum), or PX_EINVAL naming
+ * example ex and the choices. */
+px_status px_example_redop(const char *ex, const char *name, px_redop *op);
+const char *px_example_redop_name(px_redop op);
+
+/* The element type called name ("f32", "f64", "i32", "i64"; NULL: f32), or PX_EINVAL. */
+px_status px_example_dtype(const char *ex, const char *name, px_dtype *dt);
+
+/* Element i of an array of dt (one of the four above) set from / read as an exact value. */
+void px_example_elem_set(void *base, px_dtype dt, size_t i, int64_t v);
+double px_example_elem_get(const void *base, px_dtype dt, size_t i);
+
+/* "domain <name>: <n> members (chips ...), transport <t> (<why>)" into buf (n bytes), from
+ * an orchestration on the domain's worker; chips are the spec's member chips. */
+void px_example_domain_info(px_orch *o, const px_domain *d, const int *chips, char *buf,
+                            size_t n);
 
 #endif

@@ -12,11 +12,17 @@
 extern const px_example px_example_vector;
 extern const px_example px_example_matmul;
 extern const px_example px_example_multi_chip;
+extern const px_example px_example_allreduce;
+extern const px_example px_example_moe;
+extern const px_example px_example_tp_mlp;
 
 const px_example *const px_examples[] = {
     &px_example_vector,
     &px_example_matmul,
     &px_example_multi_chip,
+    &px_example_allreduce,
+    &px_example_moe,
+    &px_example_tp_mlp,
     NULL,
 };
 

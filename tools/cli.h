@@ -27,6 +27,8 @@ enum {
     CLI_OPT_CONFIG = 1u << 6,
     CLI_OPT_HELP = 1u << 7,
     CLI_OPT_CHIPS = 1u << 16, /* level-3 examples: chips of the worker */
+    CLI_OPT_OP = 1u << 17,    /* --op NAME: reduction of a reducing example (allreduce) */
+    CLI_OPT_DTYPE = 1u << 18, /* --dtype NAME: its element type */
     CLI_OPT_DFX = 1u << 24,            /* --dfx LIST: DFX collectors */
     CLI_OPT_OUT = 1u << 25,            /* --out DIR: DFX output directory */
     CLI_OPT_DFX_TRANSPORT = 1u << 26,  /* --dfx-transport LIST: allowed DFX transports */
@@ -43,7 +45,7 @@ enum {
 typedef struct cli_opts {
     unsigned given;      /* CLI_OPT_* bits of the options present */
     int cores;           /* --cores (applied to the configuration; 0: online CPUs) */
-    px_example_opts ex;  /* --size, --iters, --tile */
+    px_example_opts ex;  /* --size, --iters, --tile, --op, --dtype */
     const char *profile; /* --device-profile, NULL when absent */
     int chips;           /* --chips (applied to the configuration) */
     const char *dfx;     /* --dfx, NULL when absent */

@@ -25,10 +25,12 @@ const cli_option cli_options[] = {
      "core threads per chip, 0..1024 (0: online CPUs; default: PLEXUS_CORES)"},
     {"--size", CLI_OPT_SIZE, "N", "problem size of the example (see the list of examples)"},
     {"--chips", CLI_OPT_CHIPS, "N",
-     "chips of a level-3 example (multi_chip), 1..64, each its own process (default: "
+     "chips of a level-3 example (multi_chip, allreduce, moe, tp_mlp), 1..64, each its own process (default: "
      "PLEXUS_CHIPS, 2)"},
     {"--iters", CLI_OPT_ITERS, "N", "repetitions inside the one orchestration (default 1)"},
     {"--tile", CLI_OPT_TILE, "N", "tile edge of tiled examples (matmul: default 64)"},
+    {"--op", CLI_OPT_OP, "OP", "reduction of allreduce: sum (default), prod, min or max"},
+    {"--dtype", CLI_OPT_DTYPE, "T", "element type of allreduce: f32 (default), f64, i32 or i64"},
     {"--device-profile", CLI_OPT_PROFILE, "P",
      "sim device profile (default: PLEXUS_DEVICE_PROFILE or \"default\")"},
     {"--dfx", CLI_OPT_DFX, "LIST",
@@ -99,6 +101,12 @@ static int cli_apply(const cli_option *opt, const char *val, cli_opts *o, char *
         break;
     case CLI_OPT_PROFILE:
         o->profile = val;
+        break;
+    case CLI_OPT_OP:
+        o->ex.op = val;
+        break;
+    case CLI_OPT_DTYPE:
+        o->ex.dtype = val;
         break;
     case CLI_OPT_DFX:
         o->dfx = val;

@@ -2,8 +2,9 @@
  * cmd_run.c - `plexus run EXAMPLE` and `plexus demo`: execute examples and report them.
  *
  * Each execution prints a header (example, size, iterations, cores, profile), then
- * `tasks <n>`, `edges <n>` (both from px_run_stats_get) and `time_ms <t>`, then the example's
- * check: `check ok: ...` or `check failed: ...`. The counts are compared with the hand-worked
+ * `tasks <n>`, `edges <n>` (both from px_run_stats_get) and `time_ms <t>`, for the
+ * communication examples one `domain <name>: ...` line per domain (members, transport and
+ * why, bytes moved, time), then the example's check: `check ok: ...` or `check failed: ...`. The counts are compared with the hand-worked
  * ones by the example's check, so a wrong count is a failure like a wrong number.
  */
 #include "cli.h"
@@ -22,13 +23,16 @@ static const char *run_example_names(char *buf, size_t n)
     return buf;
 }
 
-static void run_print_header(const px_example *ex, const px_example_result *r, const px_config *c)
+static void run_print_header(const px_example *ex, const px_example_opts *eo,
+                             const px_example_result *r, const px_config *c)
 {
     printf("example %s: size %lld, iters %d", ex->name, (long long)r->size, r->iters);
     if (r->tile != 0)
         printf(", tile %lld", (long long)r->tile);
     if (ex->level == 3)
         printf(", chips %d", c->chips);
+    if (ex->reduces)
+        printf(", op %s, dtype %s", eo->op ? eo->op : "sum", eo->dtype ? eo->dtype : "f32");
     printf(", cores %d, profile %s\n", r->cores, c->device_profile);
 }
 
@@ -47,14 +51,32 @@ static int run_one(const px_example *ex, const px_config *c, const px_example_op
         snprintf(why, n, "%s: %.900s", ex->name, cli_status_text(st, buf, sizeof(buf)));
         return 0;
     }
-    run_print_header(ex, &r, c);
+    run_print_header(ex, eo, &r, c);
     printf("tasks %llu\nedges %llu\ntime_ms %.3f\n", (unsigned long long)r.tasks,
            (unsigned long long)r.edges, r.seconds * 1e3);
+    if (r.comm[0] != '\0')
+        printf("%s\n", r.comm);
     printf("check %s: %s\n", r.check_ok ? "ok" : "failed", r.check);
     fflush(stdout);
     if (!r.check_ok)
         snprintf(why, n, "%s: check failed: %s", ex->name, r.check);
     return r.check_ok;
+}
+
+/* Refuses a bad --op or --dtype before any chip is started, with the example's sentence. */
+static int run_check_values(const px_example *ex, const cli_opts *o, char *why, size_t n)
+{
+    px_redop op;
+    px_dtype dt;
+
+    if (!ex->reduces)
+        return 0;
+    if (px_example_redop(ex->name, o->ex.op, &op) != PX_OK ||
+        px_example_dtype(ex->name, o->ex.dtype, &dt) != PX_OK) {
+        snprintf(why, n, "%s", px_last_error());
+        return -1;
+    }
+    return 0;
 }
 
 /* Refuses options the example has no use for, so a typo is not silently ignored. */
@@ -69,7 +91,12 @@ static int run_check_opts(const px_example *ex, const cli_opts *o, char *why, si
                  ex->name, ex->level);
         return -1;
     }
-    return 0;
+    if ((o->given & (CLI_OPT_OP | CLI_OPT_DTYPE)) && !ex->reduces) {
+        snprintf(why, n, "option %s does not apply to example %s (only allreduce takes --op "
+                 "and --dtype)", (o->given & CLI_OPT_OP) ? "--op" : "--dtype", ex->name);
+        return -1;
+    }
+    return run_check_values(ex, o, why, n);
 }
 
 /* Prints `dfx <dir>` and `dfx file <path>` for each DFX output the run wrote. */
@@ -126,26 +153,39 @@ static void demo_dfx(const px_example *ex, const cli_opts *o, px_config *c)
              ex->name);
 }
 
+/* The demo's examples, in order; chips > 0: run on that many chips unless --chips is given. */
+static const struct {
+    const char *name;
+    int chips;
+} demo_rows[] = {
+    {"vector", 0}, {"matmul", 0}, {"multi_chip", 0}, {"allreduce", 4}, {"tp_mlp", 4},
+};
+
+#define DEMO_ROWS (sizeof(demo_rows) / sizeof(demo_rows[0]))
+
 int cli_cmd_demo(const cli_opts *o)
 {
-    static const char *const demo_names[] = {"vector", "matmul", "multi_chip"};
     char why[CLI_WHY_MAX], first[CLI_WHY_MAX] = "";
     px_example_opts eo = {0};
+    cli_opts co = *o;
     int failed = 0;
     px_config c;
 
-    if (cli_config(o, &c, why, sizeof(why)) != 0)
+    co.out = NULL; /* the demo turns DFX on itself: --out alone is its directory */
+    if (cli_config(&co, &c, why, sizeof(why)) != 0)
         return cli_fail("%s", why);
-    for (size_t i = 0; i < sizeof(demo_names) / sizeof(demo_names[0]); i++) {
-        const px_example *ex = px_example_find(demo_names[i]);
+    for (size_t i = 0; i < DEMO_ROWS; i++) {
+        const px_example *ex = px_example_find(demo_rows[i].name);
 
-        printf("== %s\n", demo_names[i]);
+        printf("== %s\n", demo_rows[i].name);
         if (ex == NULL) {
-            snprintf(why, sizeof(why), "%s: example missing from the table", demo_names[i]);
+            snprintf(why, sizeof(why), "%s: example missing from the table", demo_rows[i].name);
         } else {
             px_config dc = c;
 
             demo_dfx(ex, o, &dc);
+            if (demo_rows[i].chips > 0 && !(o->given & CLI_OPT_CHIPS))
+                dc.chips = demo_rows[i].chips;
             if (run_one(ex, &dc, &eo, why, sizeof(why))) {
                 run_print_dfx(&dc);
                 continue;
@@ -156,8 +196,7 @@ int cli_cmd_demo(const cli_opts *o)
             snprintf(first, sizeof(first), "%s", why);
     }
     if (failed)
-        return cli_fail("%d of %zu examples failed; first: %s", failed,
-                        sizeof(demo_names) / sizeof(demo_names[0]), first);
+        return cli_fail("%d of %zu examples failed; first: %s", failed, DEMO_ROWS, first);
     printf("PASS\n");
     return 0;
 }

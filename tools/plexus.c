@@ -21,10 +21,10 @@ static int cli_cmd_help(const cli_opts *o);
 
 static const cli_command cli_commands[] = {
     {"run", CLI_OPT_CORES | CLI_OPT_SIZE | CLI_OPT_ITERS | CLI_OPT_TILE | CLI_OPT_PROFILE |
-     CLI_OPT_CHIPS | CLI_OPTS_DFX, 1, 1,
+     CLI_OPT_CHIPS | CLI_OPT_OP | CLI_OPT_DTYPE | CLI_OPTS_DFX, 1, 1,
      "run EXAMPLE [--cores N] [--size N] [--iters N] [--tile N] [--chips N] "
-     "[--device-profile P] [--dfx LIST --out DIR] [--dfx-transport LIST] "
-     "[--dfx-args-level N]",
+     "[--op OP] [--dtype T] [--device-profile P] [--dfx LIST --out DIR] "
+     "[--dfx-transport LIST] [--dfx-args-level N]",
      "Runs one example program on a new worker and checks its output against a host\n"
      "computation and its task and edge counts against the ones worked out by hand.\n"
      "Prints `tasks <n>`, `edges <n>`, `time_ms <t>`, the check, then PASS or FAIL: <reason>.\n"
@@ -34,10 +34,12 @@ static const cli_command cli_commands[] = {
     {"demo", CLI_OPT_CORES | CLI_OPT_PROFILE | CLI_OPT_CHIPS | CLI_OPT_OUT |
      CLI_OPT_DFX_TRANSPORT, 0, 0,
      "demo [--cores N] [--chips N] [--device-profile P] [--out DIR] [--dfx-transport LIST]",
-     "Runs the examples vector, matmul and multi_chip (level 3: --chips processes) at\n"
-     "their default sizes, prints each result, then one final PASS or FAIL: <reason> line.\n"
-     "DFX is on with every collector for the level-2 examples; their files go to\n"
-     "--out DIR/<example> (default ./plexus-demo-out) and the demo prints where.",
+     "Runs the examples vector, matmul, multi_chip (level 3: --chips processes), allreduce\n"
+     "and tp_mlp (level 3 on 4 chips, or --chips) at their default sizes, prints each\n"
+     "result (for allreduce and tp_mlp a line per domain: members, transport and why, bytes\n"
+     "moved, time), then one final PASS or FAIL: <reason> line. DFX is on with every\n"
+     "collector; the files go to --out DIR/<example> (default ./plexus-demo-out) and the\n"
+     "demo prints where.",
      cli_cmd_demo},
     {"doctor", CLI_OPT_JSON | CLI_OPT_CONFIG | CLI_OPT_PROFILE | CLI_OPT_DFX |
      CLI_OPT_DFX_TRANSPORT, 0, 0,
