@@ -3,10 +3,13 @@
  * peers' windows and its communicator, made and undone by the parent's control calls
  * (domain.h), and the lookup through which kernels find their communicator.
  *
- * The handlers run on the chip's service thread, so a domain is set up while the chip's cores
- * are busy. A kernel looks a domain up without a lock: an entry is filled completely before
- * the answer to comm.map reaches the parent (who submits the tasks that use it only then),
- * and emptied only by comm.free, which the parent sends after the last task using it drained.
+ * comm.create and comm.map run on the chip's service thread, so a domain is set up while the
+ * chip's cores are busy. comm.free takes the ordered route: the chip's main thread runs it
+ * after every call posted before it has finished, so no kernel of an earlier call (say one
+ * still inside a collective after its group failed because a member died) can be using the
+ * windows it unmaps. A kernel looks a domain up without a lock: an entry is filled completely
+ * before the answer to comm.map reaches the parent, who submits the tasks that use it only
+ * then.
  */
 #include "comm/domain.h"
 
@@ -220,7 +223,7 @@ px_status comm_chip_register(px_worker *w, int kinds[3])
         st = hier_ctl_register(w, "comm.map", HIER_CTL_SERVICE, comm_chip_map_all, NULL,
                                &kinds[1]);
     if (st == PX_OK)
-        st = hier_ctl_register(w, "comm.free", HIER_CTL_SERVICE, comm_chip_free, NULL,
+        st = hier_ctl_register(w, "comm.free", HIER_CTL_ORDERED, comm_chip_free, NULL,
                                &kinds[2]);
     if (st == PX_OK)
         st = hier_service_register(w, "comm", NULL, comm_chip_stop, NULL);

@@ -9,7 +9,8 @@
  *                sends it to every other member (chip -> chip relayed by the parent);
  *   comm.map     every member takes its peers' descriptors, maps them (direct transport),
  *                closes them and builds its communicator;
- *   comm.free    every member unmaps the windows and forgets the domain.
+ *   comm.free    every member unmaps the windows and forgets the domain (in order behind the
+ *                chip's calls: no kernel of an earlier call can still use them).
  * Kernels find their rank's communicator through the domain's id (px_arg_comm).
  */
 #ifndef PX_COMM_DOMAIN_H

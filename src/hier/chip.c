@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "util/log.h"
+#include "util/tsan.h"
 #include "util/wait.h"
 
 /* Closes every descriptor of the parent's that this child has no use for. */
@@ -192,7 +193,9 @@ static void px_child_loop(px_hier *h, px_hier_proc *p, hier_chip *chip)
         c = &mb->calls[tail % PX_MB_DEPTH];
         if (c->kind == PX_MB_SHUTDOWN)
             return;
+        PX_TSAN_ACQUIRE(&hier_xproc_token);
         px_child_run(h, chip, c, &mb->dones[tail % PX_MB_DEPTH]);
+        PX_TSAN_RELEASE(&hier_xproc_token);
         px_mb_publish_done(mb, tail, h->bell);
     }
 }

@@ -28,6 +28,7 @@
 
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/tsan.h"
 
 /* ---- the control table ---- */
 
@@ -402,6 +403,7 @@ void hier_ctl_run(hier_chip *chip, const px_mb_call *c, px_mb_done *d)
     size_t reply_n = 0;
     px_status st;
 
+    PX_TSAN_ACQUIRE(&hier_xproc_token); /* after everything the parent ordered before it */
     px_clear_error();
     if (c->callable < 0 || c->callable >= h->nctl || c->bytes > PX_MB_ARGS_MAX) {
         st = px_set_error(PX_EINVAL, "control kind %d with %u payload bytes: chip %d knows %d "
@@ -424,4 +426,5 @@ void hier_ctl_run(hier_chip *chip, const px_mb_call *c, px_mb_done *d)
     if (st != PX_OK)
         snprintf(d->msg, sizeof(d->msg), "%s",
                  px_last_error()[0] ? px_last_error() : px_status_str(st));
+    PX_TSAN_RELEASE(&hier_xproc_token);
 }

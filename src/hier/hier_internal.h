@@ -197,6 +197,9 @@ typedef struct px_hier {
     uint64_t yield_ticks;
 } px_hier;
 
+/* What a chip's threads hand each other through the parent (util/tsan.h); service.c. */
+extern char hier_xproc_token;
+
 /* The level-3 state of a worker. */
 static inline px_hier *px_hier_of(px_worker *w)
 {

@@ -52,6 +52,8 @@ const hier_deaths *hier_deaths_board(px_worker *w)
     return h != NULL ? h->deaths : NULL;
 }
 
+char hier_xproc_token;
+
 int px_chip_index(void)
 {
     return hier_self != NULL ? hier_self->index : -1;

@@ -32,7 +32,10 @@ static px_status matrix_callable(px_orch *o, const px_task_args *args, void *use
 
 /* ---- helpers ---- */
 
-static int td_count_dir(const char *path)
+/* Entries of path whose name starts with prefix ("" for all but . and ..). /dev/shm is
+ * counted for "plexus" only: other programs of the machine (StarPU in a benchmark's smoke run)
+ * may make files there meanwhile. */
+static int td_count_prefix(const char *path, const char *prefix)
 {
     DIR *d = opendir(path);
     struct dirent *e;
@@ -41,10 +44,12 @@ static int td_count_dir(const char *path)
     if (d == NULL)
         return -1;
     while ((e = readdir(d)) != NULL)
-        n += e->d_name[0] != '.';
+        n += e->d_name[0] != '.' && strncmp(e->d_name, prefix, strlen(prefix)) == 0;
     closedir(d);
     return n;
 }
+
+#define td_count_dir(p) td_count_prefix((p), strcmp((p), "/dev/shm") == 0 ? "plexus" : "")
 
 /* A ring step on every rank: rank 0 starts; each rank waits for the token, adds its rank,
  * puts the value into the next rank's buffer and signals it. Kernel args: domain (last). */
