@@ -38,10 +38,10 @@
 #define ANCHOR_MAX_SIZES 32
 #define ANCHOR_MAX_REPS 16
 #define ANCHOR_MAX_ITERS 1000000
-#define ANCHOR_MAX_RECAL 3         /* reruns of the repetitions after a bad calibration */
-#define ANCHOR_MAX_REPORTS 4       /* wrong elements reported per rank and check */
-#define ANCHOR_SPIN_POLLS 1000     /* polls before a waiting rank starts to yield */
-#define ANCHOR_FLAG_OFFSET 64      /* flag on its own cache line, after the payload */
+#define ANCHOR_MAX_RECAL 3     /* reruns of the repetitions after a bad calibration */
+#define ANCHOR_MAX_REPORTS 4   /* wrong elements reported per rank and check */
+#define ANCHOR_SPIN_POLLS 1000 /* polls before a waiting rank starts to yield */
+#define ANCHOR_FLAG_OFFSET 64  /* flag on its own cache line, after the payload */
 #define ANCHOR_WIN_BYTES 128
 #define ANCHOR_PAYLOAD_PING 0x5049000000000000ull /* "PI" + sequence number */
 #define ANCHOR_PAYLOAD_PONG 0x504f000000000000ull /* "PO" + sequence number */
@@ -51,11 +51,11 @@ typedef struct anchor_plan {
     bench_mode mode;
     size_t sizes[ANCHOR_MAX_SIZES]; /* allreduce message sizes in bytes */
     int nsizes;
-    int reps;                /* timed repetitions per size (median over them) */
-    double min_rep_s;        /* a repetition runs at least this long (iterations calibrated) */
-    int pingpong_iters;      /* round trips per put_signal repetition (0: calibrate) */
-    double wait_s;           /* deadline of one put_signal wait */
-    const char *fault;       /* PLEXUS_MPI_ANCHOR_FAULT or "" */
+    int reps;           /* timed repetitions per size (median over them) */
+    double min_rep_s;   /* a repetition runs at least this long (iterations calibrated) */
+    int pingpong_iters; /* round trips per put_signal repetition (0: calibrate) */
+    double wait_s;      /* deadline of one put_signal wait */
+    const char *fault;  /* PLEXUS_MPI_ANCHOR_FAULT or "" */
 } anchor_plan;
 
 static int anchor_rank;
@@ -186,8 +186,8 @@ static double anchor_allreduce_rep(float *buf, size_t n, int iters)
  */
 typedef struct anchor_calib {
     double min_rep_s;
-    double best_per_op;  /* seconds, over every measurement so far */
-    double spent;        /* seconds measured so far */
+    double best_per_op; /* seconds, over every measurement so far */
+    double spent;       /* seconds measured so far */
 } anchor_calib;
 
 /* Takes a measurement of iters operations in t seconds; returns the next count, or the
@@ -211,8 +211,7 @@ static int anchor_calib_step(anchor_calib *c, int iters, double t)
  * count that makes a repetition last min_rep_s, to run them again; else 0. rep_s[] holds
  * each repetition's seconds; at most ANCHOR_MAX_RECAL reruns.
  */
-static int anchor_rescale(const double *rep_s, int reps, int iters, double min_rep_s,
-                          int *reruns)
+static int anchor_rescale(const double *rep_s, int reps, int iters, double min_rep_s, int *reruns)
 {
     double v[ANCHOR_MAX_REPS], med, want;
 
@@ -291,9 +290,10 @@ static long anchor_allreduce(const anchor_plan *p)
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!all_ok) {
         if (!ok)
-            fprintf(stderr, "comm_mpi_anchor: rank %d: cannot allocate %zu bytes for the "
-                    "allreduce buffer; free memory or run fewer ranks\n", anchor_rank,
-                    maxbytes);
+            fprintf(stderr,
+                    "comm_mpi_anchor: rank %d: cannot allocate %zu bytes for the "
+                    "allreduce buffer; free memory or run fewer ranks\n",
+                    anchor_rank, maxbytes);
         free(buf);
         return 1;
     }
@@ -306,7 +306,7 @@ static long anchor_allreduce(const anchor_plan *p)
 /* The shared window of the ping-pong: payload at 0, flag at ANCHOR_FLAG_OFFSET. */
 typedef struct anchor_win {
     MPI_Win win;
-    MPI_Comm comm;      /* ranks 0 and 1 */
+    MPI_Comm comm; /* ranks 0 and 1 */
     volatile uint64_t *payload;
     volatile uint64_t *flag;
 } anchor_win;
@@ -411,9 +411,10 @@ static int anchor_win_open(anchor_win *w)
 
     rc = MPI_Win_allocate_shared(ANCHOR_WIN_BYTES, 1, MPI_INFO_NULL, w->comm, &base, &w->win);
     if (rc != MPI_SUCCESS) {
-        fprintf(stderr, "comm_mpi_anchor: rank %d: MPI_Win_allocate_shared of %d bytes failed "
-                "(error %d); is the osc/sm component available?\n", anchor_rank,
-                ANCHOR_WIN_BYTES, rc);
+        fprintf(stderr,
+                "comm_mpi_anchor: rank %d: MPI_Win_allocate_shared of %d bytes failed "
+                "(error %d); is the osc/sm component available?\n",
+                anchor_rank, ANCHOR_WIN_BYTES, rc);
         return -1;
     }
     memset(base, 0, ANCHOR_WIN_BYTES);
@@ -427,8 +428,7 @@ static int anchor_win_open(anchor_win *w)
 
 /* Calibrates round trips per repetition on ranks 0 and 1 (both agree: each measurement is
  * the slower rank's); returns the count, or -1 when a wait timed out. */
-static int anchor_pingpong_calibrate(anchor_win *w, const anchor_plan *p, uint64_t *seq,
-                                     long *bad)
+static int anchor_pingpong_calibrate(anchor_win *w, const anchor_plan *p, uint64_t *seq, long *bad)
 {
     anchor_calib c = {.min_rep_s = p->min_rep_s};
     int iters = 16;
@@ -481,7 +481,7 @@ static long anchor_put_signal_run(const anchor_plan *p)
                 MPI_Bcast(&again, 1, MPI_INT, 0, w.comm);
                 if (again > 0) {
                     iters = again;
-                    r = -1;
+                    r = -1; /* run the repetitions again */
                 }
             }
         }
@@ -496,7 +496,8 @@ static long anchor_put_signal_run(const anchor_plan *p)
         double half = bench_median(times, p->reps) / iters / 2.0 * 1e6;
 
         printf("ANCHOR op=put_signal ranks=2 bytes=8 half_rtt_us=%.3f iters=%d reps=%d "
-               "verified=%d\n", half, iters, p->reps, total == 0);
+               "verified=%d\n",
+               half, iters, p->reps, total == 0);
         fflush(stdout);
     }
     return total;
@@ -507,7 +508,7 @@ static int anchor_args(int argc, char **argv, bench_mode *mode, int *ar, int *ps
 {
     if (argc < 2) {
         fprintf(stderr, "usage: mpirun -np N comm_mpi_anchor full|quick|smoke "
-                "[allreduce] [put_signal]\n");
+                        "[allreduce] [put_signal]\n");
         return -1;
     }
     if (strcmp(argv[1], "full") == 0) {
@@ -528,8 +529,10 @@ static int anchor_args(int argc, char **argv, bench_mode *mode, int *ar, int *ps
         } else if (strcmp(argv[i], "put_signal") == 0) {
             *ps = 1;
         } else {
-            fprintf(stderr, "comm_mpi_anchor: unknown operation '%s'; expected allreduce or "
-                    "put_signal\n", argv[i]);
+            fprintf(stderr,
+                    "comm_mpi_anchor: unknown operation '%s'; expected allreduce or "
+                    "put_signal\n",
+                    argv[i]);
             return -1;
         }
     }
@@ -567,8 +570,10 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &anchor_nranks);
     if (do_ps && anchor_nranks < 2) {
         if (anchor_rank == 0)
-            fprintf(stderr, "comm_mpi_anchor: put_signal needs at least 2 ranks, got %d; run "
-                    "with mpirun -np 2 or more\n", anchor_nranks);
+            fprintf(stderr,
+                    "comm_mpi_anchor: put_signal needs at least 2 ranks, got %d; run "
+                    "with mpirun -np 2 or more\n",
+                    anchor_nranks);
         MPI_Finalize();
         return 2;
     }

@@ -26,7 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define SMOKE_MAX_ROWS 8
+#define SMOKE_MAX_ROWS BENCH_MPI_MAX_ROWS
 
 static int smoke_failures;
 
@@ -106,8 +106,7 @@ static void smoke_two_ranks(void)
 {
     bench_mpi_row rows[SMOKE_MAX_ROWS];
     char cfg[2048];
-    int n = bench_mpi_anchor(2, BENCH_SMOKE, BENCH_MPI_ALL, rows, SMOKE_MAX_ROWS, cfg,
-                             sizeof(cfg));
+    int n = bench_mpi_anchor(2, BENCH_SMOKE, BENCH_MPI_ALL, rows, SMOKE_MAX_ROWS, cfg, sizeof(cfg));
 
     printf("BENCH comm_mpi_anchor_smoke config %s\n", cfg);
     for (int i = 0; i < n; i++)
@@ -133,8 +132,7 @@ static void smoke_two_ranks(void)
 static void smoke_three_ranks(void)
 {
     bench_mpi_row rows[SMOKE_MAX_ROWS];
-    int n = bench_mpi_anchor(3, BENCH_SMOKE, BENCH_MPI_ALLREDUCE, rows, SMOKE_MAX_ROWS, NULL,
-                             0);
+    int n = bench_mpi_anchor(3, BENCH_SMOKE, BENCH_MPI_ALLREDUCE, rows, SMOKE_MAX_ROWS, NULL, 0);
 
     if (n != 2) {
         smoke_fail("3 ranks: expected 2 allreduce rows");
@@ -167,7 +165,7 @@ static void smoke_fault(const char *fault, unsigned ops, double limit_s, const c
 /* --run MODE RANKS: one sweep, printed with the memcpy floor; returns the exit status. */
 static int smoke_run(const char *mode_name, const char *ranks_text)
 {
-    bench_mpi_row rows[64];
+    bench_mpi_row rows[BENCH_MPI_MAX_ROWS];
     char cfg[2048];
     bench_mode mode = strcmp(mode_name, "full") == 0 ? BENCH_FULL : BENCH_QUICK;
     int ranks = atoi(ranks_text);
@@ -177,7 +175,7 @@ static int smoke_run(const char *mode_name, const char *ranks_text)
         fprintf(stderr, "usage: comm_mpi_anchor_smoke [--run full|quick RANKS(2..64)]\n");
         return 2;
     }
-    n = bench_mpi_anchor(ranks, mode, BENCH_MPI_ALL, rows, 64, cfg, sizeof(cfg));
+    n = bench_mpi_anchor(ranks, mode, BENCH_MPI_ALL, rows, BENCH_MPI_MAX_ROWS, cfg, sizeof(cfg));
     printf("BENCH comm_mpi_anchor config %s\n", cfg);
     for (int i = 0; i < n; i++) {
         if (rows[i].op == BENCH_MPI_PUT_SIGNAL) {
@@ -188,9 +186,8 @@ static int smoke_run(const char *mode_name, const char *ranks_text)
 
             printf("BENCH comm_mpi_anchor op=allreduce ranks=%d bytes=%llu us=%.3f "
                    "busbw_gbs=%.4f memcpy_gbs=%.3f busbw_over_memcpy=%.4f iters=%d reps=%d\n",
-                   rows[i].ranks, (unsigned long long)rows[i].bytes, rows[i].us,
-                   rows[i].busbw_gbs, floor, rows[i].busbw_gbs / floor, rows[i].iters,
-                   rows[i].reps);
+                   rows[i].ranks, (unsigned long long)rows[i].bytes, rows[i].us, rows[i].busbw_gbs,
+                   floor, rows[i].busbw_gbs / floor, rows[i].iters, rows[i].reps);
         }
     }
     return n > 0 ? 0 : 1;
@@ -202,6 +199,15 @@ int main(int argc, char **argv)
     const char *slack_env = getenv("PLEXUS_TEST_SLACK");
     double slack = slack_env != NULL && atof(slack_env) >= 1.0 ? atof(slack_env) : 1.0;
 
+#ifdef PX_MPI_ANCHOR_ABSENT
+    if (getenv("PLEXUS_MPI_ANCHOR") == NULL) {
+        printf("comm_mpi_anchor_smoke: skipped: the anchor is %s (libmpi is not instrumented "
+               "for the sanitizers); PLEXUS_MPI_ANCHOR=<path> runs this build's launcher "
+               "against a normal build's anchor\n",
+               PX_MPI_ANCHOR_ABSENT);
+        return 77;
+    }
+#endif
     if (!bench_mpi_available(why, sizeof(why))) {
         printf("comm_mpi_anchor_smoke: skipped: %s\n", why);
         return 77;

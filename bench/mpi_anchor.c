@@ -30,6 +30,7 @@
 #define MPI_ANCHOR_KILL_GRACE_MS 3000
 
 /* The pinned mpirun options (before -np and the scratch-directory options). */
+/* clang-format off */
 static const char *const mpi_anchor_pinned[] = {
     "--allow-run-as-root",                     /* we run as root, also in CI */
     "--oversubscribe",                         /* 4 ranks on 2 CPUs */
@@ -43,6 +44,7 @@ static const char *const mpi_anchor_pinned[] = {
     "--mca", "mpi_yield_when_idle", "1",       /* a waiting rank yields its CPU: see docs */
     NULL,
 };
+/* clang-format on */
 
 /* Writes "what" into why (when given) and returns 0. */
 static int mpi_anchor_no(char *why, size_t whyn, const char *fmt, const char *arg)
@@ -113,7 +115,8 @@ static int mpi_anchor_program(char *out, size_t outn, char *why, size_t whyn)
     if (access(out, X_OK) != 0)
         return mpi_anchor_no(why, whyn,
                              "%s does not exist (built only when CMake finds MPI: run "
-                             "make deps-bench, then reconfigure)", out);
+                             "make deps-bench, then reconfigure)",
+                             out);
     return 1;
 }
 
@@ -136,8 +139,10 @@ static long mpi_anchor_timeout_ms(bench_mode mode)
         return mode == BENCH_FULL ? 900000 : mode == BENCH_QUICK ? 180000 : 60000;
     s = strtod(env, &end);
     if (end == env || *end != '\0' || !(s > 0.0) || s > 86400.0) {
-        fprintf(stderr, "bench_mpi_anchor: PLEXUS_MPI_ANCHOR_TIMEOUT_S='%s' is not a number "
-                "of seconds in (0, 86400]; set e.g. 600 or unset it\n", env);
+        fprintf(stderr,
+                "bench_mpi_anchor: PLEXUS_MPI_ANCHOR_TIMEOUT_S='%s' is not a number "
+                "of seconds in (0, 86400]; set e.g. 600 or unset it\n",
+                env);
         return -1;
     }
     return (long)(s * 1000.0);
@@ -147,12 +152,12 @@ static long mpi_anchor_timeout_ms(bench_mode mode)
 typedef struct mpi_anchor_job {
     char mpirun[PATH_MAX];
     char program[PATH_MAX];
-    char scratch[64];          /* private directory under /dev/shm, removed afterwards */
+    char scratch[64]; /* private directory under /dev/shm, removed afterwards */
     char np[16];
     const char *argv[MPI_ANCHOR_MAX_ARGS];
     int argc;
     pid_t pid;
-    int out_fd;                /* the job's stdout */
+    int out_fd; /* the job's stdout */
 } mpi_anchor_job;
 
 /* Appends one argument; returns 0 or -1 (too many: a programming error, reported). */
@@ -171,8 +176,8 @@ static int mpi_anchor_arg(mpi_anchor_job *j, const char *a)
 /* Builds the argument vector; returns 0 or -1. */
 static int mpi_anchor_argv(mpi_anchor_job *j, int ranks, bench_mode mode, unsigned ops)
 {
-    static const char *const scratch_params[] = {
-        "btl_vader_backing_directory", "osc_sm_backing_directory", "orte_tmpdir_base"};
+    static const char *const scratch_params[] = {"btl_vader_backing_directory",
+                                                 "osc_sm_backing_directory", "orte_tmpdir_base"};
     static const char *const fwd[] = {"PLEXUS_MPI_ANCHOR_FAULT", "PLEXUS_MPI_ANCHOR_WAIT_S"};
     int rc = 0;
 
@@ -210,7 +215,8 @@ static void mpi_anchor_cfg(const mpi_anchor_job *j, char *cfg, size_t cfgn)
     if (cfg == NULL || cfgn == 0)
         return;
     cfg[0] = '\0';
-    used += (size_t)snprintf(cfg, cfgn, "env=OMPI_ALLOW_RUN_AS_ROOT=1,"
+    used += (size_t)snprintf(cfg, cfgn,
+                             "env=OMPI_ALLOW_RUN_AS_ROOT=1,"
                              "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 cmd=\"");
     for (int i = 0; i < j->argc && used < cfgn; i++) {
         const char *a = strcmp(j->argv[i], j->scratch) == 0 ? "<scratch>" : j->argv[i];
@@ -381,9 +387,11 @@ static int mpi_anchor_parse(const char *line, bench_mpi_row *row)
     row->verified = ver == 1.0;
     return 0;
 out_bad:
-    fprintf(stderr, "bench_mpi_anchor: cannot parse the anchor's line '%s' (expected op, "
+    fprintf(stderr,
+            "bench_mpi_anchor: cannot parse the anchor's line '%s' (expected op, "
             "ranks, bytes, iters, reps, verified and the op's timings; is comm_mpi_anchor "
-            "from another build?)\n", line);
+            "from another build?)\n",
+            line);
     return -1;
 }
 
@@ -392,8 +400,8 @@ typedef struct mpi_anchor_out {
     bench_mpi_row *rows;
     int max_rows;
     int nrows;
-    int failed;                 /* a line did not parse, did not verify, or rows overflowed */
-    char library[256];          /* from the config line */
+    int failed;        /* a line did not parse, did not verify, or rows overflowed */
+    char library[256]; /* from the config line */
     char line[MPI_ANCHOR_LINE_MAX];
     size_t len;
 } mpi_anchor_out;
@@ -406,8 +414,7 @@ static void mpi_anchor_line(mpi_anchor_out *o, const char *line)
     if (strncmp(line, "ANCHOR config ", 14) == 0) {
         lib = strstr(line, "library=\"");
         if (lib != NULL)
-            snprintf(o->library, sizeof(o->library), "%.*s", (int)strcspn(lib + 9, "\""),
-                     lib + 9);
+            snprintf(o->library, sizeof(o->library), "%.*s", (int)strcspn(lib + 9, "\""), lib + 9);
         return;
     }
     if (strncmp(line, "ANCHOR ", 7) != 0) {
@@ -425,8 +432,10 @@ static void mpi_anchor_line(mpi_anchor_out *o, const char *line)
         return;
     }
     if (!o->rows[o->nrows].verified) {
-        fprintf(stderr, "bench_mpi_anchor: the anchor's result did not verify: '%s' (the "
-                "ranks' messages above say which elements)\n", line);
+        fprintf(stderr,
+                "bench_mpi_anchor: the anchor's result did not verify: '%s' (the "
+                "ranks' messages above say which elements)\n",
+                line);
         o->failed = 1;
     }
     o->nrows++;
@@ -520,22 +529,23 @@ static int mpi_anchor_run(mpi_anchor_job *j, mpi_anchor_out *o, long timeout_ms)
     }
     close(j->out_fd);
     if (timed_out) {
-        fprintf(stderr, "bench_mpi_anchor: mpirun -np %s ran past its deadline of %.0f s and "
+        fprintf(stderr,
+                "bench_mpi_anchor: mpirun -np %s ran past its deadline of %.0f s and "
                 "was killed (raise PLEXUS_MPI_ANCHOR_TIMEOUT_S if the machine is busy)\n",
                 j->np, timeout_ms / 1000.0);
         return -1;
     }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fprintf(stderr, "bench_mpi_anchor: mpirun -np %s %s %d (see the messages above)\n",
-                j->np, WIFEXITED(status) ? "exited with status" : "was killed by signal",
+        fprintf(stderr, "bench_mpi_anchor: mpirun -np %s %s %d (see the messages above)\n", j->np,
+                WIFEXITED(status) ? "exited with status" : "was killed by signal",
                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
         return -1;
     }
     return o->failed ? -1 : o->nrows;
 }
 
-int bench_mpi_anchor(int ranks, bench_mode mode, unsigned ops, bench_mpi_row *rows,
-                     int max_rows, char *cfg, size_t cfgn)
+int bench_mpi_anchor(int ranks, bench_mode mode, unsigned ops, bench_mpi_row *rows, int max_rows,
+                     char *cfg, size_t cfgn)
 {
     mpi_anchor_job *j = NULL;
     mpi_anchor_out *o = NULL;
@@ -547,9 +557,10 @@ int bench_mpi_anchor(int ranks, bench_mode mode, unsigned ops, bench_mpi_row *ro
         cfg[0] = '\0';
     if (ranks < 1 || ranks > 64 || (ops & ~(unsigned)BENCH_MPI_ALL) != 0 || ops == 0 ||
         rows == NULL || max_rows < 1 || ((ops & BENCH_MPI_PUT_SIGNAL) && ranks < 2)) {
-        fprintf(stderr, "bench_mpi_anchor: bad arguments: ranks %d (1..64, put_signal >= 2), "
-                "ops 0x%x (BENCH_MPI_* bits), rows %p, max_rows %d (>= 1)\n", ranks, ops,
-                (void *)rows, max_rows);
+        fprintf(stderr,
+                "bench_mpi_anchor: bad arguments: ranks %d (1..64, put_signal >= 2), "
+                "ops 0x%x (BENCH_MPI_* bits), rows %p, max_rows %d (>= 1)\n",
+                ranks, ops, (void *)rows, max_rows);
         return -1;
     }
     if (timeout_ms < 0)
@@ -567,8 +578,7 @@ int bench_mpi_anchor(int ranks, bench_mode mode, unsigned ops, bench_mpi_row *ro
     }
     snprintf(j->scratch, sizeof(j->scratch), "/dev/shm/plexus-mpi-anchor.XXXXXX");
     if (mkdtemp(j->scratch) == NULL) {
-        fprintf(stderr, "bench_mpi_anchor: mkdtemp(%s) failed: %s\n", j->scratch,
-                strerror(errno));
+        fprintf(stderr, "bench_mpi_anchor: mkdtemp(%s) failed: %s\n", j->scratch, strerror(errno));
         goto out_free;
     }
     if (mpi_anchor_argv(j, ranks, mode, ops) != 0)

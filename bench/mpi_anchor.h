@@ -15,6 +15,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/*
+ * Rows a bench_mpi_anchor() call can return at most: full mode has 24 allreduce sizes
+ * (8 B .. 64 MiB doubling) and one put_signal row; quick 6 + 1; smoke 2 + 1.
+ */
+#define BENCH_MPI_MAX_ROWS 32
+
 /* The anchor's operations, as a bit mask for bench_mpi_anchor(). */
 typedef enum bench_mpi_op {
     BENCH_MPI_ALLREDUCE = 1u << 0,  /* MPI_Allreduce(MPI_IN_PLACE, float, MPI_SUM) sweep */
@@ -53,8 +59,8 @@ int bench_mpi_available(char *why, size_t whyn);
  * on stderr: the anchor is unavailable, the job failed, timed out or did not verify, a line
  * did not parse, or more than max_rows rows came back.
  */
-int bench_mpi_anchor(int ranks, bench_mode mode, unsigned ops, bench_mpi_row *rows,
-                     int max_rows, char *cfg, size_t cfgn);
+int bench_mpi_anchor(int ranks, bench_mode mode, unsigned ops, bench_mpi_row *rows, int max_rows,
+                     char *cfg, size_t cfgn);
 
 /*
  * Returns the single-thread memcpy bandwidth for bytes-sized copies in GB/s (1e9 bytes per
