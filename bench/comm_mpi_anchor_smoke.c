@@ -36,10 +36,10 @@ static void smoke_fail(const char *what)
     smoke_failures++;
 }
 
-/* Counts /dev/shm entries the launcher owns (its scratch directories). */
-static int smoke_scratch_left(void)
+/* Counts the launcher's scratch directories left in dir. */
+static int smoke_scratch_in(const char *dir)
 {
-    DIR *d = opendir("/dev/shm");
+    DIR *d = opendir(dir);
     struct dirent *e;
     int n = 0;
 
@@ -49,6 +49,12 @@ static int smoke_scratch_left(void)
         n += strncmp(e->d_name, "plexus-mpi-anchor.", 18) == 0;
     closedir(d);
     return n;
+}
+
+/* Counts the launcher's scratch directories left in /dev/shm and /tmp. */
+static int smoke_scratch_left(void)
+{
+    return smoke_scratch_in("/dev/shm") + smoke_scratch_in("/tmp");
 }
 
 /* Counts live processes whose program is this build's comm_mpi_anchor (ranks that outlived
@@ -234,7 +240,7 @@ int main(int argc, char **argv)
     unsetenv("PLEXUS_MPI_ANCHOR_TIMEOUT_S");
     usleep(200 * 1000); /* ranks killed by SIGKILL are reaped by init */
     if (smoke_scratch_left() != 0)
-        smoke_fail("a plexus-mpi-anchor.* scratch directory was left in /dev/shm");
+        smoke_fail("a plexus-mpi-anchor.* scratch directory was left in /dev/shm or /tmp");
     if (smoke_ranks_alive() != 0)
         smoke_fail("a comm_mpi_anchor rank outlived its job");
     printf(smoke_failures == 0 ? "PASS\n" : "FAIL: %d failures\n", smoke_failures);

@@ -35,6 +35,7 @@ static const char *const mpi_anchor_pinned[] = {
     "--allow-run-as-root",                     /* we run as root, also in CI */
     "--oversubscribe",                         /* 4 ranks on 2 CPUs */
     "--bind-to", "none",                       /* the machine is shared; no pinning to cores */
+    "--stdin", "none",                         /* never read the benchmark's terminal */
     "--mca", "pml", "ob1",                     /* point-to-point over the BTLs below */
     "--mca", "btl", "self,vader",              /* shared memory (vader) and self only */
     "--mca", "btl_vader_single_copy_mechanism", "cma", /* large messages: process_vm_* */
@@ -217,7 +218,7 @@ static void mpi_anchor_cfg(const mpi_anchor_job *j, char *cfg, size_t cfgn)
     cfg[0] = '\0';
     used += (size_t)snprintf(cfg, cfgn,
                              "env=OMPI_ALLOW_RUN_AS_ROOT=1,"
-                             "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 cmd=\"");
+                             "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1,no_OMPI_MCA_* cmd=\"");
     for (int i = 0; i < j->argc && used < cfgn; i++) {
         const char *a = strcmp(j->argv[i], j->scratch) == 0 ? "<scratch>" : j->argv[i];
 
@@ -228,8 +229,10 @@ static void mpi_anchor_cfg(const mpi_anchor_job *j, char *cfg, size_t cfgn)
 }
 
 /*
- * Builds the job's environment: this process's, without any OMPI_ALLOW_RUN_AS_ROOT*, plus
- * the two variables that let mpirun run as root. Returns a malloc'ed array or NULL.
+ * Builds the job's environment: this process's, without OMPI_ALLOW_RUN_AS_ROOT* and without
+ * OMPI_MCA_* (a stray OMPI_MCA_coll_tuned_... would change what is measured behind the
+ * printed configuration), plus the two variables that let mpirun run as root. Returns a
+ * malloc'ed array or NULL.
  */
 static char **mpi_anchor_env(void)
 {
@@ -247,7 +250,8 @@ static char **mpi_anchor_env(void)
     if (env == NULL)
         return NULL;
     for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "OMPI_ALLOW_RUN_AS_ROOT", 22) != 0)
+        if (strncmp(environ[i], "OMPI_ALLOW_RUN_AS_ROOT", 22) != 0 &&
+            strncmp(environ[i], "OMPI_MCA_", 9) != 0)
             env[k++] = environ[i];
     env[k++] = root;
     env[k++] = confirm;
@@ -515,6 +519,29 @@ static int mpi_anchor_rm_cb(const char *path, const struct stat *st, int flag, s
     return 0;
 }
 
+/*
+ * Makes the job's private scratch directory: /dev/shm/plexus-mpi-anchor.XXXXXX (tmpfs, where
+ * Open MPI puts its backing files by default), or the same under /tmp where /dev/shm is
+ * missing or not writable. Returns 0, or -1 after a message.
+ */
+static int mpi_anchor_scratch(char *dir, size_t dirn)
+{
+    static const char *const bases[] = {"/dev/shm", "/tmp"};
+    int err = 0;
+
+    for (size_t i = 0; i < sizeof(bases) / sizeof(bases[0]); i++) {
+        snprintf(dir, dirn, "%s/plexus-mpi-anchor.XXXXXX", bases[i]);
+        if (mkdtemp(dir) != NULL)
+            return 0;
+        err = errno;
+    }
+    fprintf(stderr,
+            "bench_mpi_anchor: cannot make a scratch directory in /dev/shm or /tmp: %s; make "
+            "one of them writable\n",
+            strerror(err));
+    return -1;
+}
+
 /* Runs the built job to its end; returns the rows parsed or -1. */
 static int mpi_anchor_run(mpi_anchor_job *j, mpi_anchor_out *o, long timeout_ms)
 {
@@ -576,11 +603,8 @@ int bench_mpi_anchor(int ranks, bench_mode mode, unsigned ops, bench_mpi_row *ro
         fprintf(stderr, "bench_mpi_anchor: the Open MPI anchor cannot run: %s\n", why);
         goto out_free;
     }
-    snprintf(j->scratch, sizeof(j->scratch), "/dev/shm/plexus-mpi-anchor.XXXXXX");
-    if (mkdtemp(j->scratch) == NULL) {
-        fprintf(stderr, "bench_mpi_anchor: mkdtemp(%s) failed: %s\n", j->scratch, strerror(errno));
+    if (mpi_anchor_scratch(j->scratch, sizeof(j->scratch)) != 0)
         goto out_free;
-    }
     if (mpi_anchor_argv(j, ranks, mode, ops) != 0)
         goto out_rmdir;
     o->rows = rows;
