@@ -21,14 +21,16 @@
  *   PLEXUS_MPI_ANCHOR_FAULT=put_signal  rank 1 answers with a wrong payload
  *   PLEXUS_MPI_ANCHOR_FAULT=drop_signal rank 0 never raises rank 1's flag (the wait must
  *                                       end at its deadline)
- *   PLEXUS_MPI_ANCHOR_FAULT=hang        rank 0 sleeps for 10 minutes before starting
- *                                       (the launcher's timeout must kill the job)
+ *   PLEXUS_MPI_ANCHOR_FAULT=hang        rank 0 ignores SIGTERM and sleeps for 10 minutes
+ *                                       before starting (the launcher's timeout must kill
+ *                                       the job, rank included)
  *   PLEXUS_MPI_ANCHOR_WAIT_S=<s>        deadline of one put_signal wait (default 10 s)
  */
 #include "benchutil.h"
 
 #include <mpi.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -577,8 +579,10 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 2;
     }
-    if (anchor_rank == 0 && strcmp(plan.fault, "hang") == 0)
+    if (anchor_rank == 0 && strcmp(plan.fault, "hang") == 0) {
+        signal(SIGTERM, SIG_IGN); /* only SIGKILL ends it: the launcher's last resort */
         sleep(600);
+    }
     if (anchor_rank == 0)
         anchor_print_config(&plan);
     if (do_ar)

@@ -3,14 +3,15 @@
  * parses its ANCHOR lines (see mpi_anchor.h); also measures the single-thread memcpy floor.
  *
  * The mpirun configuration is pinned here, in one table, and returned as text so the
- * benchmark prints exactly what ran. The job runs in its own process group with a private
+ * benchmark prints exactly what ran. The job runs in a session of its own with a private
  * scratch directory (Open MPI's session directory and shared-memory backing files) that is
- * removed afterwards, and under a wall-clock deadline: past it the group gets SIGTERM, then
- * SIGKILL. No MPI header is included: only the anchor program links libmpi.
+ * removed afterwards, and under a wall-clock deadline: past it mpirun gets SIGTERM, then the
+ * whole session SIGKILL. No MPI header is included: only the anchor program links libmpi.
  */
 #define _GNU_SOURCE
 #include "mpi_anchor.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -260,7 +261,7 @@ static char **mpi_anchor_env(void)
 }
 
 /*
- * Starts the job in its own process group with stdout on a pipe; returns 0 or -1. The child
+ * Starts the job in a session of its own with stdout on a pipe; returns 0 or -1. The child
  * only calls async-signal-safe functions (the caller may have threads).
  */
 static int mpi_anchor_spawn(mpi_anchor_job *j)
@@ -281,7 +282,7 @@ static int mpi_anchor_spawn(mpi_anchor_job *j)
     fflush(NULL);
     j->pid = fork();
     if (j->pid == 0) {
-        setpgid(0, 0);
+        setsid();
         dup2(p[1], STDOUT_FILENO);
         execve(j->mpirun, (char *const *)j->argv, env);
         if (write(STDERR_FILENO, nexec, sizeof(nexec) - 1) < 0)
@@ -295,7 +296,6 @@ static int mpi_anchor_spawn(mpi_anchor_job *j)
         close(p[0]);
         return -1;
     }
-    setpgid(j->pid, j->pid); /* also here: no window where a kill of the group misses it */
     j->out_fd = p[0];
     return 0;
 }
@@ -305,21 +305,63 @@ static long mpi_anchor_now_ms(void)
     return (long)(bench_now_ns() / 1000000u);
 }
 
-/* Ends the job's process group: SIGTERM, a grace period, SIGKILL; reaps mpirun. */
+/*
+ * SIGKILLs every process of session sid (mpirun and its ranks: mpirun's children get process
+ * groups of their own but keep its session). Called only while mpirun is unreaped, so sid
+ * cannot have been reused.
+ */
+static void mpi_anchor_kill_session(pid_t sid)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+
+    if (d == NULL)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        char path[300], stat[512];
+        const char *rp;
+        long pid = strtol(e->d_name, NULL, 10), sess = 0;
+        ssize_t n;
+        int fd;
+
+        if (pid <= 0)
+            continue;
+        snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        n = read(fd, stat, sizeof(stat) - 1);
+        close(fd);
+        if (n <= 0)
+            continue;
+        stat[n] = '\0';
+        rp = strrchr(stat, ')'); /* "pid (comm) state ppid pgrp session ..." */
+        if (rp != NULL && sscanf(rp + 1, " %*c %*d %*d %ld", &sess) == 1 && sess == sid)
+            kill((pid_t)pid, SIGKILL);
+    }
+    closedir(d);
+}
+
+/* Whether mpirun has exited (left unreaped: its pid stays its session's id). */
+static int mpi_anchor_exited(const mpi_anchor_job *j)
+{
+    siginfo_t si;
+
+    memset(&si, 0, sizeof(si));
+    return waitid(P_PID, (id_t)j->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid != 0;
+}
+
+/* Ends the job: SIGTERM to mpirun (it ends its ranks), a grace period, then SIGKILL to the
+ * whole session; reaps mpirun. */
 static void mpi_anchor_kill(mpi_anchor_job *j, int *status)
 {
     long until = mpi_anchor_now_ms() + MPI_ANCHOR_KILL_GRACE_MS;
     struct timespec nap = {0, 20 * 1000 * 1000};
 
-    kill(-j->pid, SIGTERM);
-    while (mpi_anchor_now_ms() < until) {
-        if (waitpid(j->pid, status, WNOHANG) == j->pid) {
-            kill(-j->pid, SIGKILL); /* ranks that outlived mpirun */
-            return;
-        }
+    kill(j->pid, SIGTERM);
+    while (mpi_anchor_now_ms() < until && !mpi_anchor_exited(j))
         nanosleep(&nap, NULL);
-    }
-    kill(-j->pid, SIGKILL);
+    mpi_anchor_kill_session(j->pid);
     waitpid(j->pid, status, 0);
 }
 
@@ -495,8 +537,11 @@ static int mpi_anchor_reap(mpi_anchor_job *j, int *status, long deadline_ms)
     struct timespec nap = {0, 10 * 1000 * 1000};
 
     for (;;) {
-        pid_t r = waitpid(j->pid, status, WNOHANG);
+        pid_t r;
 
+        if (mpi_anchor_exited(j))
+            mpi_anchor_kill_session(j->pid); /* ranks that outlived mpirun, if any */
+        r = waitpid(j->pid, status, WNOHANG);
         if (r == j->pid)
             return 0;
         if (r < 0 && errno != EINTR) {
