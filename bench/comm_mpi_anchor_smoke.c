@@ -8,6 +8,8 @@
  *   - a corrupted allreduce element, a wrong put_signal payload, a dropped signal (the wait
  *     must end at its deadline) and a hung job (the launcher must kill it by its timeout)
  *     each make bench_mpi_anchor() return -1, in bounded time;
+ *   - a stuck mpirun (this program posing as one: it ignores SIGTERM and has a child in a
+ *     process group of its own) is ended with its child by the launcher's session kill;
  *   - no scratch directory is left in /dev/shm and no rank outlives a run.
  * It fails if the anchor's verification, its wait deadline or the launcher's timeout is
  * broken. Exits 77 (skipped) with the reason when mpirun or the anchor is not installed.
@@ -20,10 +22,13 @@
 #include "mpi_anchor.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define SMOKE_MAX_ROWS BENCH_MPI_MAX_ROWS
@@ -199,12 +204,104 @@ static int smoke_run(const char *mode_name, const char *ranks_text)
     return n > 0 ? 0 : 1;
 }
 
+/*
+ * A stuck mpirun, for the launcher's last resort: run by bench_mpi_anchor as PLEXUS_MPIRUN
+ * (this program again, recognised by the pinned first argument). It and a child in a
+ * process group of its own ignore SIGTERM and sleep; the child's pid goes into
+ * PLEXUS_SMOKE_PIDFILE. Only the launcher's SIGKILL of the whole session ends them.
+ */
+static int smoke_stuck_mpirun(void)
+{
+    const char *pidfile = getenv("PLEXUS_SMOKE_PIDFILE");
+    pid_t child;
+    FILE *f;
+
+    signal(SIGTERM, SIG_IGN);
+    child = fork();
+    if (child == 0) {
+        setpgid(0, 0);
+        sleep(600);
+        _exit(0);
+    }
+    f = pidfile != NULL ? fopen(pidfile, "w") : NULL;
+    if (f != NULL) {
+        fprintf(f, "%d\n", (int)child);
+        fclose(f);
+    }
+    sleep(600);
+    return 0;
+}
+
+/* Whether pid is gone (or a zombie waiting for init). */
+static int smoke_pid_gone(pid_t pid)
+{
+    char path[64], stat[256] = "";
+    const char *rp;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    f = fopen(path, "r");
+    if (f == NULL)
+        return 1;
+    if (fgets(stat, sizeof(stat), f) == NULL)
+        stat[0] = '\0';
+    fclose(f);
+    rp = strrchr(stat, ')');
+    return rp != NULL && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
+/* A stuck mpirun whose child sits in its own process group: the launcher must end both. */
+static void smoke_stuck(double slack)
+{
+    char self[4096], pidfile[64] = "/tmp/plexus-smoke-pid.XXXXXX";
+    bench_mpi_row rows[SMOKE_MAX_ROWS];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    int fd = mkstemp(pidfile), pid = 0, n;
+    uint64_t t0 = bench_now_ns();
+    FILE *f;
+
+    if (len <= 0 || fd < 0) {
+        smoke_fail("stuck mpirun: cannot find this program or make a pid file");
+        return;
+    }
+    close(fd);
+    self[len] = '\0';
+    setenv("PLEXUS_MPIRUN", self, 1);
+    setenv("PLEXUS_SMOKE_PIDFILE", pidfile, 1);
+    setenv("PLEXUS_MPI_ANCHOR_TIMEOUT_S", "2", 1);
+    fprintf(stderr, "comm_mpi_anchor_smoke: a stuck mpirun: expecting a failure below\n");
+    n = bench_mpi_anchor(2, BENCH_SMOKE, BENCH_MPI_ALLREDUCE, rows, SMOKE_MAX_ROWS, NULL, 0);
+    unsetenv("PLEXUS_MPIRUN");
+    unsetenv("PLEXUS_SMOKE_PIDFILE");
+    unsetenv("PLEXUS_MPI_ANCHOR_TIMEOUT_S");
+    printf("BENCH comm_mpi_anchor_smoke fault=stuck_mpirun result=%d seconds=%.1f\n", n,
+           (double)(bench_now_ns() - t0) * 1e-9);
+    f = fopen(pidfile, "r");
+    if (f == NULL || fscanf(f, "%d", &pid) != 1 || pid <= 0)
+        smoke_fail("stuck mpirun: it did not write its child's pid");
+    if (f != NULL)
+        fclose(f);
+    unlink(pidfile);
+    if (n != -1)
+        smoke_fail("stuck mpirun: bench_mpi_anchor did not fail");
+    if ((double)(bench_now_ns() - t0) * 1e-9 > 2 + 3 + 5 * slack)
+        smoke_fail("stuck mpirun: not ended by the timeout and the grace period");
+    for (int i = 0; pid > 0 && i < 50 && !smoke_pid_gone(pid); i++)
+        usleep(20 * 1000);
+    if (pid > 0 && !smoke_pid_gone(pid)) {
+        smoke_fail("stuck mpirun: its child in another process group survived the kill");
+        kill(pid, SIGKILL);
+    }
+}
+
 int main(int argc, char **argv)
 {
     char why[4200];
     const char *slack_env = getenv("PLEXUS_TEST_SLACK");
     double slack = slack_env != NULL && atof(slack_env) >= 1.0 ? atof(slack_env) : 1.0;
 
+    if (argc > 1 && strcmp(argv[1], "--allow-run-as-root") == 0)
+        return smoke_stuck_mpirun();
 #ifdef PX_MPI_ANCHOR_ABSENT
     if (getenv("PLEXUS_MPI_ANCHOR") == NULL) {
         printf("comm_mpi_anchor_smoke: skipped: the anchor is %s (libmpi is not instrumented "
@@ -238,6 +335,7 @@ int main(int argc, char **argv)
     smoke_fault("hang", BENCH_MPI_ALLREDUCE, 4 + 3 + 5 * slack,
                 "a hung job was not killed at the launcher's timeout");
     unsetenv("PLEXUS_MPI_ANCHOR_TIMEOUT_S");
+    smoke_stuck(slack);
     usleep(200 * 1000); /* ranks killed by SIGKILL are reaped by init */
     if (smoke_scratch_left() != 0)
         smoke_fail("a plexus-mpi-anchor.* scratch directory was left in /dev/shm or /tmp");
