@@ -10,6 +10,7 @@
  *     each make bench_mpi_anchor() return -1, in bounded time;
  *   - a stuck mpirun (this program posing as one: it ignores SIGTERM and has a child in a
  *     process group of its own) is ended with its child by the launcher's session kill;
+ *   - with SIGCHLD ignored (mpirun reaped by the kernel) the launcher fails with a message;
  *   - no scratch directory is left in /dev/shm and no rank outlives a run.
  * It fails if the anchor's verification, its wait deadline or the launcher's timeout is
  * broken. Exits 77 (skipped) with the reason when mpirun or the anchor is not installed.
@@ -294,6 +295,22 @@ static void smoke_stuck(double slack)
     }
 }
 
+/* With SIGCHLD ignored mpirun is reaped by the kernel: the launcher must say so and fail,
+ * not report a timeout or signal a pid that may have been reused. */
+static void smoke_sigchld_ignored(void)
+{
+    bench_mpi_row rows[SMOKE_MAX_ROWS];
+    void (*old)(int) = signal(SIGCHLD, SIG_IGN);
+    int n;
+
+    fprintf(stderr, "comm_mpi_anchor_smoke: SIGCHLD ignored: expecting a failure below\n");
+    n = bench_mpi_anchor(2, BENCH_SMOKE, BENCH_MPI_ALLREDUCE, rows, SMOKE_MAX_ROWS, NULL, 0);
+    signal(SIGCHLD, old);
+    printf("BENCH comm_mpi_anchor_smoke fault=sigchld_ignored result=%d\n", n);
+    if (n != -1)
+        smoke_fail("SIGCHLD ignored: bench_mpi_anchor did not fail");
+}
+
 int main(int argc, char **argv)
 {
     char why[4200];
@@ -336,6 +353,7 @@ int main(int argc, char **argv)
                 "a hung job was not killed at the launcher's timeout");
     unsetenv("PLEXUS_MPI_ANCHOR_TIMEOUT_S");
     smoke_stuck(slack);
+    smoke_sigchld_ignored();
     usleep(200 * 1000); /* ranks killed by SIGKILL are reaped by init */
     if (smoke_scratch_left() != 0)
         smoke_fail("a plexus-mpi-anchor.* scratch directory was left in /dev/shm or /tmp");

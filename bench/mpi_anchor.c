@@ -342,13 +342,27 @@ static void mpi_anchor_kill_session(pid_t sid)
     closedir(d);
 }
 
-/* Whether mpirun has exited (left unreaped: its pid stays its session's id). */
-static int mpi_anchor_exited(const mpi_anchor_job *j)
+/* mpirun's state, looked at without reaping it (while unreaped its pid cannot be reused). */
+typedef enum mpi_anchor_state {
+    MPI_ANCHOR_RUNNING,
+    MPI_ANCHOR_EXITED, /* exited, not yet reaped */
+    MPI_ANCHOR_GONE    /* reaped elsewhere (e.g. SIGCHLD ignored): never signal its pid */
+} mpi_anchor_state;
+
+static mpi_anchor_state mpi_anchor_peek(const mpi_anchor_job *j)
 {
     siginfo_t si;
 
     memset(&si, 0, sizeof(si));
-    return waitid(P_PID, (id_t)j->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid != 0;
+    if (waitid(P_PID, (id_t)j->pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0)
+        return errno == EINTR ? MPI_ANCHOR_RUNNING : MPI_ANCHOR_GONE;
+    return si.si_pid != 0 ? MPI_ANCHOR_EXITED : MPI_ANCHOR_RUNNING;
+}
+
+/* Whether mpirun has exited and is still unreaped. */
+static int mpi_anchor_exited(const mpi_anchor_job *j)
+{
+    return mpi_anchor_peek(j) == MPI_ANCHOR_EXITED;
 }
 
 /* Ends the job: SIGTERM to mpirun (it ends its ranks), a grace period, then SIGKILL to the
@@ -358,10 +372,13 @@ static void mpi_anchor_kill(mpi_anchor_job *j, int *status)
     long until = mpi_anchor_now_ms() + MPI_ANCHOR_KILL_GRACE_MS;
     struct timespec nap = {0, 20 * 1000 * 1000};
 
+    if (mpi_anchor_peek(j) == MPI_ANCHOR_GONE)
+        return;
     kill(j->pid, SIGTERM);
-    while (mpi_anchor_now_ms() < until && !mpi_anchor_exited(j))
+    while (mpi_anchor_now_ms() < until && mpi_anchor_peek(j) == MPI_ANCHOR_RUNNING)
         nanosleep(&nap, NULL);
-    mpi_anchor_kill_session(j->pid);
+    if (mpi_anchor_peek(j) != MPI_ANCHOR_GONE)
+        mpi_anchor_kill_session(j->pid);
     waitpid(j->pid, status, 0);
 }
 
@@ -531,7 +548,8 @@ static int mpi_anchor_read(mpi_anchor_job *j, mpi_anchor_out *o, long deadline_m
     }
 }
 
-/* Waits for mpirun to exit by the deadline; returns 0 with *status, or -1 on the deadline. */
+/* Waits for mpirun to exit by the deadline; returns 0 with *status, -1 on the deadline, or -2
+ * when mpirun was reaped elsewhere. */
 static int mpi_anchor_reap(mpi_anchor_job *j, int *status, long deadline_ms)
 {
     struct timespec nap = {0, 10 * 1000 * 1000};
@@ -545,9 +563,11 @@ static int mpi_anchor_reap(mpi_anchor_job *j, int *status, long deadline_ms)
         if (r == j->pid)
             return 0;
         if (r < 0 && errno != EINTR) {
-            fprintf(stderr, "bench_mpi_anchor: waitpid(%d) failed: %s\n", (int)j->pid,
-                    strerror(errno));
-            return -1;
+            fprintf(stderr,
+                    "bench_mpi_anchor: waitpid(%d) failed: %s (was mpirun reaped elsewhere, "
+                    "e.g. SIGCHLD ignored? its exit status is unknown)\n",
+                    (int)j->pid, strerror(errno));
+            return -2;
         }
         if (mpi_anchor_now_ms() >= deadline_ms)
             return -1;
@@ -591,15 +611,18 @@ static int mpi_anchor_scratch(char *dir, size_t dirn)
 static int mpi_anchor_run(mpi_anchor_job *j, mpi_anchor_out *o, long timeout_ms)
 {
     long deadline = mpi_anchor_now_ms() + timeout_ms;
-    int status = 0, timed_out = 0;
+    int status = 0, timed_out = 0, reaped = 0;
 
     if (mpi_anchor_spawn(j) != 0)
         return -1;
-    if (mpi_anchor_read(j, o, deadline) != 0 || mpi_anchor_reap(j, &status, deadline) != 0) {
+    if (mpi_anchor_read(j, o, deadline) != 0 ||
+        (reaped = mpi_anchor_reap(j, &status, deadline)) == -1) {
         timed_out = 1;
         mpi_anchor_kill(j, &status);
     }
     close(j->out_fd);
+    if (reaped == -2)
+        return -1;
     if (timed_out) {
         fprintf(stderr,
                 "bench_mpi_anchor: mpirun -np %s ran past its deadline of %.0f s and "
