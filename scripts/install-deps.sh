@@ -2,14 +2,14 @@
 # install-deps.sh - installs the Debian packages plexus needs, only those that are missing.
 #   scripts/install-deps.sh          build and test dependencies (chromium renders
 #                                    report.html in the DFX tests)
-#   scripts/install-deps.sh --bench  plus the benchmark anchors (StarPU; Open MPI for
-#                                    bench_comm's comm_mpi_anchor: libplexus never links it)
+#   scripts/install-deps.sh --bench  plus the benchmark anchors (StarPU)
 # Quiet and idempotent when everything is present; runs apt-get update only before an
 # install; never prompts.
 set -eu
 
 pkgs="gcc make cmake pkg-config libcmocka-dev python3 chromium"
 if [ "${1:-}" = "--bench" ]; then
+    # Open MPI: only bench_comm's separate comm_mpi_anchor program links it, never libplexus
     pkgs="$pkgs libstarpu-dev libopenmpi-dev openmpi-bin"
 fi
 
