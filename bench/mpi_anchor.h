@@ -53,7 +53,8 @@ int bench_mpi_available(char *why, size_t whyn);
 /*
  * Runs `mpirun -np ranks <pinned options> comm_mpi_anchor <mode> <ops>` and parses its
  * lines into rows[0..max_rows-1]. The exact command line and the MPI library version are
- * written into cfg[0..cfgn-1] (cfg may be NULL): the caller prints it with its config line.
+ * written into cfg[0..cfgn-1] (cfg may be NULL; 2048 bytes hold it whole, longer text is cut):
+ * the caller prints it with its config line.
  * The job is killed when it runs past its deadline (smoke 60 s, quick 180 s, full 900 s;
  * PLEXUS_MPI_ANCHOR_TIMEOUT_S overrides). Returns the number of rows, or -1 with the reason
  * on stderr: the anchor is unavailable, the job failed, timed out or did not verify, a line
