@@ -9,7 +9,8 @@ set -eu
 
 pkgs="gcc make cmake pkg-config libcmocka-dev python3 chromium"
 if [ "${1:-}" = "--bench" ]; then
-    pkgs="$pkgs libstarpu-dev"
+    # Open MPI: only bench_comm's separate comm_mpi_anchor program links it, never libplexus
+    pkgs="$pkgs libstarpu-dev libopenmpi-dev openmpi-bin"
 fi
 
 missing=""
