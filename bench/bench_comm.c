@@ -1,0 +1,366 @@
+/*
+ * bench_comm.c - communication between chips: allreduce bus bandwidth from 8 B to 64 MiB and
+ * the half round trip of put_with_signal, plexus against Open MPI in the same run.
+ *
+ * plexus: a level-3 worker with N chip processes (one core each) and one domain over all of
+ * them. One group task on the domain runs the whole sweep inside the chips, as the anchor does
+ * inside its ranks: per size, every rank fills its buffer (input[i] = i % 97 + 100 rank), runs
+ * one allreduce (sum, f32, in place) and checks every element against n (i % 97) +
+ * 100 n (n - 1) / 2; then the ranks agree on an iteration count (about 20 ms of allreduces,
+ * from a timed one whose slowest rank counts), and each repetition times that many
+ * allreduces after a barrier, the slowest rank's time counting (an allreduce of the times
+ * with max). Repeated allreduces keep summing: the data grow by a factor n each time, which
+ * changes no instruction (n is 2 or 4: exact until it overflows to inf, which costs nothing
+ * extra on x86). busbw = algbw * 2 (n - 1) / n (NCCL's definition), algbw = bytes / time.
+ * put_signal: rank 0 puts 8 bytes with a signal to rank 1, which checks them and answers the
+ * same way; half round trip = time / round trips / 2.
+ *
+ * The anchor is Open MPI (bench/mpi_anchor.c runs bench/comm_mpi_anchor.c under mpirun with
+ * pinned options): MPI_Allreduce in place and MPI_Put + MPI_Win_flush on a shared window. The
+ * single-thread memcpy floor of each size comes from the same run. Lines: see
+ * docs/benchmarks.md.
+ */
+#include "benchutil.h"
+#include "mpi_anchor.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <plexus/plexus.h>
+
+#define BC_NAME "comm"
+#define BC_MAX_SIZES 32
+#define BC_MAX_REPS 9
+#define BC_REP_NS 20000000ull /* a repetition runs about this long */
+#define BC_MAX_ITERS 200000
+
+typedef struct bc_plan {
+    int nsizes;
+    uint64_t bytes[BC_MAX_SIZES];
+    int reps;
+    int pp_iters; /* put_signal round trips per repetition */
+} bc_plan;
+
+/* What the chips write back: per size the median microseconds of one allreduce, then the
+ * put_signal half round trip, and a failure count. */
+typedef struct bc_result {
+    double us[BC_MAX_SIZES];
+    double half_rtt_us;
+    double failures;
+} bc_result;
+
+static bc_plan g_plan;
+static px_kernel_id k_sweep;
+static px_callable_id c_sweep;
+
+static bc_plan bc_plan_for(bench_mode mode)
+{
+    bc_plan p = {0};
+
+    if (mode == BENCH_SMOKE) {
+        p = (bc_plan){.nsizes = 2, .bytes = {8, 4096}, .reps = 1, .pp_iters = 100};
+    } else if (mode == BENCH_QUICK) {
+        p = (bc_plan){.nsizes = 6, .bytes = {8, 1024, 65536, 1u << 20, 8u << 20, 64u << 20},
+                      .reps = 3, .pp_iters = 2000}; /* the anchor's quick sizes */
+    } else {
+        p.reps = 5;
+        p.pp_iters = 20000;
+        for (uint64_t b = 8; b <= (64u << 20); b *= 2)
+            p.bytes[p.nsizes++] = b;
+    }
+    return p;
+}
+
+/* ---- inside the chips ---- */
+
+/* The slowest rank's value of v (an allreduce with max on the domain's "t" buffer). */
+static double bc_slowest(px_comm *c, double v, px_status *st)
+{
+    double *t = px_comm_buffer(c, "t", NULL);
+
+    t[0] = v;
+    *st = px_allreduce(c, t, 1, PX_F64, PX_OP_MAX);
+    return t[0];
+}
+
+/* Fills x, runs one allreduce and checks it; returns the wrong elements (0: right). */
+static uint64_t bc_check_one(px_comm *c, float *x, size_t count, px_status *st)
+{
+    int r = px_comm_rank(c), n = px_comm_size(c);
+    uint64_t bad = 0;
+
+    for (size_t i = 0; i < count; i++)
+        x[i] = (float)(i % 97 + 100 * (size_t)r);
+    if ((*st = px_allreduce(c, x, count, PX_F32, PX_OP_SUM)) != PX_OK)
+        return 1;
+    for (size_t i = 0; i < count; i++)
+        bad += x[i] != (float)((size_t)n * (i % 97) + 100 * (size_t)(n * (n - 1) / 2));
+    return bad;
+}
+
+/* Median microseconds of one allreduce of count floats, the slowest rank counting. */
+static double bc_time_size(px_comm *c, float *x, size_t count, int reps, px_status *st)
+{
+    double us[BC_MAX_REPS], one;
+    uint64_t t0, iters;
+
+    if ((*st = px_comm_barrier(c)) != PX_OK)
+        return -1;
+    t0 = bench_now_ns();
+    *st = px_allreduce(c, x, count, PX_F32, PX_OP_SUM);
+    one = bc_slowest(c, (double)(bench_now_ns() - t0), st);
+    if (*st != PX_OK)
+        return -1;
+    iters = one > 0 ? (uint64_t)((double)BC_REP_NS / one) : BC_MAX_ITERS;
+    iters = iters < 1 ? 1 : iters > BC_MAX_ITERS ? BC_MAX_ITERS : iters;
+    for (int rep = 0; rep < reps; rep++) {
+        if ((*st = px_comm_barrier(c)) != PX_OK)
+            return -1;
+        t0 = bench_now_ns();
+        for (uint64_t k = 0; k < iters && *st == PX_OK; k++)
+            *st = px_allreduce(c, x, count, PX_F32, PX_OP_SUM);
+        us[rep] = bc_slowest(c, (double)(bench_now_ns() - t0), st) / 1e3 / (double)iters;
+        if (*st != PX_OK)
+            return -1;
+    }
+    return bench_median(us, reps);
+}
+
+/* Median half round trip of put_signal between ranks 0 and 1 (others wait at the barrier). */
+static double bc_ping_pong(px_comm *c, int iters, int reps, double *failures, px_status *st)
+{
+    int r = px_comm_rank(c);
+    uint64_t *x = px_comm_buffer(c, "pp", NULL), v, k = 0;
+    double us[BC_MAX_REPS];
+    size_t off;
+
+    if ((*st = px_comm_offset(c, x, 16, &off)) != PX_OK)
+        return -1;
+    for (int rep = 0; rep < reps; rep++) {
+        uint64_t t0;
+
+        if ((*st = px_comm_barrier(c)) != PX_OK)
+            return -1;
+        t0 = bench_now_ns();
+        for (int i = 0; r < 2 && i < iters && *st == PX_OK; i++) {
+            v = ++k * 2654435761u;
+            if (r == 0) {
+                *st = px_comm_put_signal(c, 1, off, &v, 8, 0, PX_SIG_SET, k);
+                if (*st == PX_OK)
+                    *st = px_comm_wait_until(c, 1, PX_CMP_GE, k, 0);
+                *failures += *st == PX_OK && x[1] != v + 1;
+            } else {
+                *st = px_comm_wait_until(c, 0, PX_CMP_GE, k, 0);
+                *failures += *st == PX_OK && x[0] != v;
+                v++;
+                if (*st == PX_OK)
+                    *st = px_comm_put_signal(c, 0, off + 8, &v, 8, 1, PX_SIG_SET, k);
+            }
+        }
+        us[rep] = (double)(bench_now_ns() - t0) / 1e3 / iters / 2;
+        if (*st != PX_OK)
+            return -1;
+    }
+    return bench_median(us, reps);
+}
+
+/* The sweep, in every member; rank 0 writes the results into its "res" buffer. */
+static px_status bc_sweep_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    px_comm *c = px_arg_comm(a, px_arg_count(a) - 1);
+    bc_result res = {0};
+    float *x;
+    px_status st = PX_OK;
+
+    if (c == NULL)
+        return PX_EINVAL;
+    x = px_comm_buffer(c, "x", NULL);
+    for (int s = 0; s < g_plan.nsizes && st == PX_OK; s++) {
+        size_t count = g_plan.bytes[s] / sizeof(float);
+
+        res.failures += (double)bc_check_one(c, x, count, &st);
+        if (st == PX_OK)
+            res.us[s] = bc_time_size(c, x, count, g_plan.reps, &st);
+    }
+    if (st == PX_OK && px_comm_size(c) >= 2)
+        res.half_rtt_us = bc_ping_pong(c, g_plan.pp_iters, g_plan.reps, &res.failures, &st);
+    if (st == PX_OK && px_comm_rank(c) == 0)
+        memcpy(px_comm_buffer(c, "res", NULL), &res, sizeof(res));
+    return st;
+}
+
+static px_status bc_sweep_callable(px_orch *o, const px_task_args *args, void *user)
+{
+    px_task_args a = *args;
+
+    return px_submit(o, k_sweep, &a, NULL);
+}
+
+/* ---- the host side ---- */
+
+typedef struct bc_run {
+    int n;
+    bc_result *res; /* host copy of rank 0's results */
+} bc_run;
+
+static px_status bc_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    bc_run *r = user;
+    int chips[8];
+    uint64_t top = g_plan.bytes[g_plan.nsizes - 1];
+    px_domain_buffer b[4] = {{"x", top}, {"t", 64}, {"pp", 64}, {"res", sizeof(bc_result)}};
+    px_domain_spec s = {.name = "bench", .chips = chips, .nchips = r->n,
+                        .window_bytes = top + 4096, .buffers = b, .nbuffers = 4,
+                        .nsignals = 2};
+    px_tensor out = *px_arg_tensor(args, 0);
+    px_domain *d;
+    px_status st;
+
+    for (int i = 0; i < r->n; i++)
+        chips[i] = i;
+    if ((st = px_domain_alloc(o, &s, &d)) != PX_OK)
+        return st;
+    st = px_submit_domain_task(o, d, c_sweep, NULL, NULL);
+    if (st == PX_OK)
+        st = px_submit_domain_read(o, d, 0, "res", 0, &out, NULL);
+    if (st == PX_OK)
+        st = px_domain_release(d);
+    return st;
+}
+
+/* Runs the plexus side on n chips into res. Returns 0, or -1 after bench_fail. */
+static int bc_plexus(int n, bc_result *res)
+{
+    px_config cfg;
+    px_worker *w = NULL;
+    px_tensor t;
+    px_task_args args;
+    int64_t shape[1] = {sizeof(*res)};
+    bc_run r = {.n = n, .res = res};
+    px_status st = px_config_default(&cfg);
+
+    memset(res, 0, sizeof(*res));
+    if (st == PX_OK) {
+        cfg.level = 3;
+        cfg.chips = n;
+        cfg.cores = 1;
+        cfg.device_mem = 64ull << 20;
+        cfg.heap_ring = 16ull << 20;
+        st = px_worker_create(&cfg, &w);
+    }
+    if (st == PX_OK)
+        st = px_kernel_register(w, "bench_comm.sweep", bc_sweep_kernel, NULL, &k_sweep);
+    if (st == PX_OK)
+        st = px_callable_register(w, "bench_comm.sweep", bc_sweep_callable, &c_sweep);
+    if (st == PX_OK)
+        st = px_worker_init(w);
+    if (st == PX_OK)
+        st = px_tensor_make(&t, res, PX_U8, 1, shape);
+    if (st == PX_OK) {
+        px_args_init(&args);
+        px_args_out(&args, &t);
+        st = px_run(w, bc_orch, &args, &r);
+    }
+    if (st != PX_OK)
+        bench_fail(BC_NAME, "plexus on %d chips: %s: %s", n, px_status_name(st),
+                   px_last_error());
+    else if (res->failures != 0)
+        bench_fail(BC_NAME, "plexus on %d chips: %.0f results were wrong", n, res->failures);
+    if (w != NULL)
+        px_worker_destroy(w);
+    return st == PX_OK && res->failures == 0 ? 0 : -1;
+}
+
+/* The anchor's row for op and bytes, or NULL. */
+static const bench_mpi_row *bc_row(const bench_mpi_row *rows, int nrows, bench_mpi_op op,
+                                   uint64_t bytes)
+{
+    for (int i = 0; i < nrows; i++)
+        if (rows[i].op == op && (op == BENCH_MPI_PUT_SIGNAL || rows[i].bytes == bytes))
+            return &rows[i];
+    return NULL;
+}
+
+static double bc_busbw(uint64_t bytes, double us, int n)
+{
+    return us > 0 ? (double)bytes / (us * 1e3) * 2.0 * (n - 1) / n : 0;
+}
+
+/* Prints every line for n ranks. */
+static void bc_print(int n, const bc_result *res, const bench_mpi_row *rows, int nrows,
+                     int ping)
+{
+    for (int s = 0; s < g_plan.nsizes; s++) {
+        uint64_t b = g_plan.bytes[s];
+        const bench_mpi_row *m = bc_row(rows, nrows, BENCH_MPI_ALLREDUCE, b);
+        double pbw = bc_busbw(b, res->us[s], n), floor = bench_memcpy_floor((size_t)b);
+        char ratio[48] = "plexus_over_openmpi=skipped";
+
+        bench_line(BC_NAME, "op=allreduce ranks=%d bytes=%" PRIu64 " transport=direct "
+                   "system=plexus busbw_gbs=%.3f us=%.3f", n, b, pbw, res->us[s]);
+        if (m != NULL) {
+            bench_line(BC_NAME, "op=allreduce ranks=%d bytes=%" PRIu64 " transport=openmpi "
+                       "system=openmpi busbw_gbs=%.3f us=%.3f", n, b, m->busbw_gbs, m->us);
+            snprintf(ratio, sizeof(ratio), "plexus_over_openmpi=%.2f",
+                     m->busbw_gbs > 0 ? pbw / m->busbw_gbs : 0);
+        }
+        bench_line(BC_NAME, "op=allreduce ranks=%d bytes=%" PRIu64 " %s busbw_over_memcpy=%.2f",
+                   n, b, ratio, floor > 0 ? pbw / floor : 0);
+    }
+    if (!ping)
+        return;
+    bench_line(BC_NAME, "op=put_signal transport=direct system=plexus half_rtt_us=%.3f",
+               res->half_rtt_us);
+    if (bc_row(rows, nrows, BENCH_MPI_PUT_SIGNAL, 0) != NULL)
+        bench_line(BC_NAME, "op=put_signal transport=openmpi system=openmpi half_rtt_us=%.3f",
+                   bc_row(rows, nrows, BENCH_MPI_PUT_SIGNAL, 0)->us);
+}
+
+int main(int argc, char **argv)
+{
+    static const int ranks[2] = {2, 4};
+    bench_mode mode = BENCH_FULL;
+    char why[256] = "", cfg[1024] = "";
+    int rc, have_mpi;
+
+    if ((rc = bench_start(argc, argv, "bench_comm",
+                          "allreduce bus bandwidth and put_signal latency of plexus domains "
+                          "against Open MPI", &mode)) >= 0)
+        return rc;
+    g_plan = bc_plan_for(mode);
+    have_mpi = bench_mpi_available(why, sizeof(why));
+    bench_line(BC_NAME, "config ranks=2,4 sizes=%d reps=%d cores_per_chip=1 dtype=f32 op=sum "
+               "pp_iters=%d plexus=%s mode=%s openmpi=%s", g_plan.nsizes, g_plan.reps,
+               g_plan.pp_iters, PX_VERSION_STRING, bench_mode_name(mode),
+               have_mpi ? "yes" : "no");
+    if (!have_mpi) {
+        if (mode != BENCH_SMOKE) {
+            fprintf(stderr, "bench_comm: the Open MPI anchor cannot run (%s): run `make "
+                    "deps-bench`\n", why);
+            return 1;
+        }
+        bench_line(BC_NAME, "system=openmpi skipped=%s", "openmpi_not_installed");
+    }
+    for (int i = 0; i < 2; i++) {
+        bench_mpi_row rows[BENCH_MPI_MAX_ROWS];
+        bc_result res;
+        int nrows = 0;
+
+        if (bc_plexus(ranks[i], &res) != 0)
+            continue;
+        if (have_mpi) {
+            nrows = bench_mpi_anchor(ranks[i], mode, BENCH_MPI_ALL, rows, BENCH_MPI_MAX_ROWS,
+                                     cfg, sizeof(cfg));
+            if (nrows < 0) {
+                bench_fail(BC_NAME, "the Open MPI anchor failed on %d ranks", ranks[i]);
+                nrows = 0;
+            } else if (i == 0) {
+                bench_line(BC_NAME, "config openmpi %s", cfg);
+            }
+        }
+        bc_print(ranks[i], &res, rows, nrows, i == 0);
+    }
+    return bench_finish();
+}
