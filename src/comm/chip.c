@@ -110,7 +110,7 @@ static px_status comm_chip_create(hier_chip *chip, void *arg, const void *payloa
     memset(d->win, 0, sizeof(d->win));
     d->rank = rank;
     d->n = m->n;
-    d->win_len = px_comm_area_bytes(m->nsig) + m->data_bytes;
+    d->win_len = px_comm_window_bytes(m->nsig, m->data_bytes);
     st = hier_memfd_create("plexus-window", d->win_len, &fd);
     if (st == PX_OK && (d->win[rank] = comm_chip_map(fd, d->win_len, what, rank)) == NULL)
         st = PX_ENOMEM;

@@ -51,6 +51,20 @@ static inline size_t px_comm_area_bytes(uint32_t nsig)
     return (b + PX_COMM_DATA_ALIGN - 1) / PX_COMM_DATA_ALIGN * PX_COMM_DATA_ALIGN;
 }
 
+/*
+ * After the user's data every window has two slots of PX_COMM_SLOT_BYTES for small
+ * collectives: a one-shot allreduce copies its input into the slot of its parity and reads the
+ * peers' slots of that parity after one barrier, so it needs no second barrier before it
+ * returns (a rank reuses a parity only after a barrier that every peer passes after reading).
+ */
+#define PX_COMM_SLOT_BYTES (64u << 10)
+
+/* Bytes of a whole window: head, data_bytes of data, the two slots. */
+static inline size_t px_comm_window_bytes(uint32_t nsig, size_t data_bytes)
+{
+    return px_comm_area_bytes(nsig) + data_bytes + 2 * (size_t)PX_COMM_SLOT_BYTES;
+}
+
 typedef struct px_comm_buffer_desc {
     char name[PX_COMM_NAME_MAX];
     size_t off;   /* from the start of the data */
@@ -75,6 +89,7 @@ struct px_comm {
     double timeout_s;                         /* default deadline of waits */
     uint64_t spin_ns, yield_ns;               /* wait budgets before sleeping */
     uint64_t epoch;                           /* barriers passed (the same on every rank) */
+    uint64_t small_seq;                       /* slot collectives so far (parity: the slot) */
     px_comm_buffer_desc buffers[PX_COMM_MAX_BUFFERS];
     int nbuffers;
     size_t oneshot_max;                       /* allreduce: one-shot up to this many bytes */

@@ -44,9 +44,10 @@ static const px_comm_tl *const tc_tl[PX_COMM_MAX_RANKS] = {
     [0 ... PX_COMM_MAX_RANKS - 1] = &px_comm_tl_direct,
 };
 
-static void tc_group_init(tc_group *g, int n, size_t data_bytes, double timeout_s)
+static void tc_group_init_with(tc_group *g, int n, size_t data_bytes, double timeout_s,
+                               size_t oneshot_max)
 {
-    size_t wb = px_comm_area_bytes(TC_NSIG) + data_bytes;
+    size_t wb = px_comm_window_bytes(TC_NSIG, data_bytes);
     px_comm_buffer_desc buf = {.name = "buf", .off = 0, .bytes = data_bytes};
 
     memset(g, 0, sizeof(*g));
@@ -61,10 +62,16 @@ static void tc_group_init(tc_group *g, int n, size_t data_bytes, double timeout_
         px_comm_spec s = {.name = "test", .rank = r, .n = n, .data_bytes = data_bytes,
                           .nsig = TC_NSIG, .windows = g->win, .tl = tc_tl,
                           .deaths = &g->deaths, .timeout_s = timeout_s, .spin_ns = 2000,
-                          .yield_ns = 20000, .buffers = &buf, .nbuffers = 1};
+                          .yield_ns = 20000, .oneshot_max = oneshot_max, .buffers = &buf,
+                          .nbuffers = 1};
 
         PX_ASSERT_OK(comm_build(&g->comm[r], &s));
     }
+}
+
+static void tc_group_init(tc_group *g, int n, size_t data_bytes, double timeout_s)
+{
+    tc_group_init_with(g, n, data_bytes, timeout_s, 0);
 }
 
 static void tc_group_fini(tc_group *g)
@@ -401,13 +408,31 @@ static int tc_body_algo(px_comm *c, void *arg)
     return f;
 }
 
-/* 16 KiB picks one-shot, 1 MiB reduce-scatter + allgather (threshold 64 KiB), 4 ranks. */
+static int tc_body_algo_large(px_comm *c, void *arg)
+{
+    float *buf = px_comm_buffer(c, "buf", NULL);
+    int r = px_comm_rank(c), f = 0;
+
+    for (size_t i = 0; i < TC_BIG; i++)
+        buf[i] = (float)(i % 101 + (size_t)r);
+    f += px_allreduce(c, buf, TC_BIG, PX_F32, PX_OP_SUM) != PX_OK;
+    f += strcmp(px_comm_last_algorithm(c), "oneshot_large") != 0;
+    for (size_t i = 0; i < TC_BIG && !f; i++)
+        f += buf[i] != (float)(4 * (i % 101) + 6); /* ranks 0..3 add 0 + 1 + 2 + 3 */
+    return f;
+}
+
+/* 16 KiB picks one-shot through the slots, 1 MiB reduce-scatter + allgather (threshold
+ * 64 KiB), 4 ranks; with the threshold raised to 2 MiB, 1 MiB is a two-barrier one-shot. */
 static void test_algorithm_by_size(void **state)
 {
     tc_group g;
 
     tc_group_init(&g, 4, TC_BIG * 4, 30.0 * px_test_slack());
     assert_int_equal(tc_run(&g, tc_body_algo, NULL), 0);
+    tc_group_fini(&g);
+    tc_group_init_with(&g, 4, TC_BIG * 4, 30.0 * px_test_slack(), 2u << 20);
+    assert_int_equal(tc_run(&g, tc_body_algo_large, NULL), 0);
     tc_group_fini(&g);
 }
 

@@ -3,9 +3,12 @@
  *
  * Every collective is a fixed sequence of barriers and one-sided reads and writes, the same
  * on every rank, so ranks agree on each step without messages of their own:
- *   allreduce, one-shot   barrier (inputs ready); every rank reduces the whole buffer from
- *                         every rank's copy into private scratch; barrier (reads done);
- *                         scratch -> buffer. For small messages: 2 barriers, n reads.
+ *   allreduce, one-shot   up to PX_COMM_SLOT_BYTES: the input is copied into this rank's slot
+ *                         of the call's parity; barrier; every rank reduces every rank's slot
+ *                         into scratch, then into its buffer: 1 barrier (comm.h says why the
+ *                         parity makes a second one unneeded). Above it, up to oneshot_max:
+ *                         barrier (inputs ready); every rank reduces the whole buffer from
+ *                         every rank's copy; barrier (reads done); scratch -> buffer.
  *   allreduce, rs_ag      barrier; rank r reduces chunk r from every rank; barrier; rank r
  *                         writes its chunk into every rank's buffer; barrier. For large ones:
  *                         each byte is read once per rank and written once per rank.
@@ -142,7 +145,7 @@ static px_status coll_allreduce_oneshot(px_comm *c, char *buf, size_t off, size_
     char *tmp, *res = coll_scratch(c, count * es, &tmp);
     px_status st;
 
-    c->last_algo = "oneshot";
+    c->last_algo = "oneshot_large";
     if (res == NULL)
         return PX_ENOMEM;
     if ((st = px_comm_barrier(c)) != PX_OK)
@@ -153,6 +156,24 @@ static px_status coll_allreduce_oneshot(px_comm *c, char *buf, size_t off, size_
     if (st == PX_OK)
         memcpy(buf, res, count * es);
     return st;
+}
+
+/* One-shot through the slots: copy in, one barrier, reduce every rank's slot into buf. */
+static px_status coll_allreduce_slots(px_comm *c, char *buf, size_t count, size_t es,
+                                      px_dtype dt, px_redop op)
+{
+    size_t slot = c->data_bytes + (size_t)(c->small_seq++ & 1) * PX_COMM_SLOT_BYTES;
+    char *tmp;
+    px_status st;
+
+    c->last_algo = "oneshot";
+    if (coll_scratch(c, 0, &tmp) == NULL)
+        return PX_ENOMEM;
+    memcpy(c->data[c->rank] + slot, buf, count * es);
+    if ((st = px_comm_barrier(c)) != PX_OK)
+        return st;
+    /* Peers read only the slots, so the result goes straight into buf. */
+    return coll_reduce_range(c, slot, 0, count, es, dt, op, buf, tmp);
 }
 
 /* Elements [lo, hi) of count owned by rank r of n: an even split, remainder spread left. */
@@ -205,6 +226,8 @@ px_status px_allreduce(px_comm *c, void *buf, size_t count, px_dtype dt, px_redo
         c->last_algo = "local";
         return PX_OK;
     }
+    if (bytes <= PX_COMM_SLOT_BYTES && (bytes <= c->oneshot_max || count < (size_t)c->n))
+        return coll_allreduce_slots(c, buf, count, es, dt, op);
     if (bytes <= c->oneshot_max || count < (size_t)c->n)
         return coll_allreduce_oneshot(c, buf, off, count, es, dt, op);
     return coll_allreduce_rs_ag(c, buf, off, count, es, dt, op);
