@@ -552,9 +552,10 @@ static void px_dfx_format_bits(uint32_t bits, char *buf, size_t n)
 
 static void px_knob_format(const px_config *c, const px_knob *k, char *buf, size_t n)
 {
-    const char *f = (const char *)c + k->offset;
+    /* no pointer arithmetic with PX_NOFIELD (SIZE_MAX): it overflows (found by fuzz_knob) */
+    const char *f = k->offset == PX_NOFIELD ? NULL : (const char *)c + k->offset;
 
-    if (k->offset == PX_NOFIELD) {
+    if (f == NULL) {
         const char *env = getenv(k->name);
         snprintf(buf, n, "%s", env ? env : k->dflt);
     } else if (k->parse == px_knob_log) {

@@ -7,7 +7,8 @@
 # and every JSON file left must parse whole (last rename wins). With the old fixed temporary
 # name NAME.tmp about half the rounds failed. links: symbolic links planted at the old
 # temporary names (NAME.tmp), at temporary-like names and at a final name: the run passes, no
-# link target changes, and the final name holds a regular file. enospc: the PX_TEST_ENOSPC
+# link target changes, and the final name holds a regular file; a link planted at args/ makes
+# the run fail saying so, with nothing written into the link's target. enospc: the PX_TEST_ENOSPC
 # hook makes one file's write fail half-way as a full disk would: the run fails naming the
 # file, and neither a file under that final name nor a temporary remains. A plexus built with
 # DFX compiled out (PX_DFX=OFF) and a missing python3 exit 77 (skipped).
@@ -94,6 +95,12 @@ links)
     [ "$(cat "$out.targets/final")" = "precious final" ] || fail "the final-name link's target was written through"
     [ -f "$out/trace.json" ] && [ ! -L "$out/trace.json" ] || fail "trace.json is not a regular file"
     check_json "$out"
+    # a link planted at the args directory is refused, not written through
+    rm -rf "$out/args" "$out.targets/dir"
+    mkdir "$out.targets/dir" && ln -s "$out.targets/dir" "$out/args"
+    "$plexus" run vector --dfx all --out "$out" > "$out.log" 2>&1 && { cat "$out.log"; fail "a link at args/ was accepted"; }
+    grep -q "FAIL: .*args exists and is not a directory" "$out.log" || { cat "$out.log"; fail "the refusal of args/ does not say why"; }
+    [ -z "$(ls -A "$out.targets/dir")" ] || fail "files were written through the link at args/"
     echo "PASS: no planted link was followed"
     ;;
 enospc)
