@@ -36,7 +36,7 @@ static const cli_command cli_commands[] = {
      "demo [--cores N] [--chips N] [--device-profile P] [--out DIR] [--dfx-transport LIST]",
      "Runs the examples vector, matmul and multi_chip (level 3: --chips processes) at\n"
      "their default sizes, prints each result, then one final PASS or FAIL: <reason> line.\n"
-     "DFX is on with every collector for the level-2 examples; their files go to\n"
+     "DFX is on with every collector (no --dfx needed); each example's files go to\n"
      "--out DIR/<example> (default ./plexus-demo-out) and the demo prints where.",
      cli_cmd_demo},
     {"doctor", CLI_OPT_JSON | CLI_OPT_CONFIG | CLI_OPT_PROFILE | CLI_OPT_DFX |
