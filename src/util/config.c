@@ -37,11 +37,51 @@ static px_status px_bad_value(const char *name, const char *text, const char *fo
     return px_set_error(PX_EINVAL, "%s=\"%s\" is not valid: expected %s", name, text, form);
 }
 
+/*
+ * The text rules every knob shares: a value never has leading or trailing whitespace (checked
+ * once, in px_knob_apply, for every knob), and numbers are decimal: integers are an optional
+ * '-' and digits (no '+', no 0x, no exponent); seconds are digits with an optional fraction
+ * and exponent (no hex, inf or nan). No knob documents hex.
+ */
+static int px_is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+static int px_is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* Returns 1 when text is a decimal real: digits, optionally '.' digits, optionally e[+-]digits. */
+static int px_is_decimal_real(const char *t)
+{
+    int digits = 0;
+
+    for (; px_is_digit(*t); t++)
+        digits++;
+    if (*t == '.')
+        for (t++; px_is_digit(*t); t++)
+            digits++;
+    if (digits == 0)
+        return 0;
+    if (*t == 'e' || *t == 'E') {
+        t += (t[1] == '+' || t[1] == '-') ? 2 : 1;
+        if (!px_is_digit(*t))
+            return 0;
+        while (px_is_digit(*t))
+            t++;
+    }
+    return *t == '\0';
+}
+
 static px_status px_parse_i64(const char *text, int64_t lo, int64_t hi, int64_t *out)
 {
     char *end;
     long long v;
 
+    if (!px_is_digit(text[text[0] == '-']))
+        return PX_EINVAL; /* not decimal: a sign other than '-', a space, or nothing */
     errno = 0;
     v = strtoll(text, &end, 10);
     if (errno || end == text || *end != '\0' || v < lo || v > hi)
@@ -58,8 +98,8 @@ static px_status px_parse_size(const char *text, uint64_t *out)
     uint64_t mul = 1;
 
     errno = 0;
-    if (text[0] == '-')
-        return PX_EINVAL;
+    if (!px_is_digit(text[0]))
+        return PX_EINVAL; /* a sign, a space or nothing */
     v = strtoull(text, &end, 10);
     if (errno || end == text)
         return PX_EINVAL;
@@ -140,7 +180,9 @@ static px_status px_knob_bytes(void *field, const char *name, const char *text)
     uint64_t v;
 
     if (px_parse_size(text, &v) != PX_OK || v == 0)
-        return px_bad_value(name, text, "a byte size such as 1048576, 64K, 256M or 1G");
+        return px_bad_value(name, text, "a decimal byte size 1..18446744073709551615, "
+                            "optionally with K, M or G (powers of 1024), such as 1048576, 64K, "
+                            "256M or 1G");
     *(uint64_t *)field = v;
     return PX_OK;
 }
@@ -180,10 +222,14 @@ static px_status px_knob_seconds(void *field, const char *name, const char *text
     char *end;
     double v;
 
+    if (!px_is_decimal_real(text))
+        return px_bad_value(name, text, "seconds, a decimal number above 0 and at most "
+                            "10000000 (such as 30, 0.5 or 1e3)");
     errno = 0;
     v = strtod(text, &end);
     if (errno || end == text || *end != '\0' || !(v > 0) || !isfinite(v) || v > 1e7)
-        return px_bad_value(name, text, "seconds, a positive number such as 30 or 0.5");
+        return px_bad_value(name, text, "seconds, a decimal number above 0 and at most "
+                            "10000000 (such as 30, 0.5 or 1e3)");
     if (field)
         *(double *)field = v;
     return PX_OK;
@@ -367,6 +413,12 @@ static const px_knob *px_knob_find(const char *name, size_t len)
 static px_status px_knob_apply(px_config *c, const px_knob *k, const char *text)
 {
     void *field = k->offset == PX_NOFIELD ? NULL : (char *)c + k->offset;
+    size_t len = text != NULL ? strlen(text) : 0;
+
+    if (len > 0 && (px_is_space(text[0]) || px_is_space(text[len - 1])))
+        return px_set_error(PX_EINVAL, "%s=\"%s\" is not valid: leading or trailing whitespace "
+                            "is refused by every PLEXUS_* knob; remove it (expected %s)",
+                            k->name, text, k->form);
 
     return k->parse(field, k->name, text);
 }
@@ -500,9 +552,10 @@ static void px_dfx_format_bits(uint32_t bits, char *buf, size_t n)
 
 static void px_knob_format(const px_config *c, const px_knob *k, char *buf, size_t n)
 {
-    const char *f = (const char *)c + k->offset;
+    /* no pointer arithmetic with PX_NOFIELD (SIZE_MAX): it overflows (found by fuzz_knob) */
+    const char *f = k->offset == PX_NOFIELD ? NULL : (const char *)c + k->offset;
 
-    if (k->offset == PX_NOFIELD) {
+    if (f == NULL) {
         const char *env = getenv(k->name);
         snprintf(buf, n, "%s", env ? env : k->dflt);
     } else if (k->parse == px_knob_log) {

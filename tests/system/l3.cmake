@@ -29,4 +29,5 @@ px_cli_test(run_multi_chip_too_small
 
 set_tests_properties(cli.run_multi_chip cli.run_multi_chip_4 cli.run_multi_chip_env
                      cli.run_multi_chip_subs cli.run_multi_chip_too_small cli.demo
+                     cli.demo_out
                      PROPERTIES RESOURCE_LOCK chips)
