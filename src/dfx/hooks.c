@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "dfx/records.h"
+#include "util/argcheck.h"
 
 /* Writes SUBMIT and one ARG entry per argument, all stamped ts (0: now). */
 void px_dfx_submit(px_dfx_producer *p, uint64_t ts, px_task_id id, px_kernel_id k,
@@ -36,8 +37,7 @@ void px_dfx_submit(px_dfx_producer *p, uint64_t ts, px_task_id id, px_kernel_id 
 /* 1 when argument arg's data is dumped at this boundary (after: the kernel has run). */
 static int dfx_arg_wanted(const px_dfx *d, const px_arg *arg, int after)
 {
-    int written = arg->tag == PX_TAG_OUT || arg->tag == PX_TAG_INOUT ||
-                  arg->tag == PX_TAG_OUTPUT_EXISTING;
+    int written = args_tag_writes(arg->tag);
 
     if (arg->tag == PX_TAG_SCALAR || arg->null_tensor || arg->v.t.addr == NULL)
         return 0;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/argcheck.h"
 #include "util/clock.h"
 #include "util/futex.h"
 #include "util/log.h"
@@ -147,16 +148,6 @@ static px_status px_orch_aborted(px_worker *w)
 
 /* ---- argument checks ---- */
 
-static int px_tag_is_tensor(int tag)
-{
-    return tag >= PX_TAG_IN && tag <= PX_TAG_NO_DEP;
-}
-
-static int px_tag_writes(int tag)
-{
-    return tag == PX_TAG_OUT || tag == PX_TAG_INOUT || tag == PX_TAG_OUTPUT_EXISTING;
-}
-
 /* Returns 1 when an argument tagged `tag` may fill a parameter declared `want`. */
 static int px_tag_fits(int want, int tag)
 {
@@ -192,41 +183,14 @@ static px_status px_check_sig(const px_kernel *k, const px_task_args *a)
     return PX_OK;
 }
 
-/* Checks one tensor argument: well formed, and (if it has an address) in device memory. */
-static px_status px_check_tensor(const px_orch *o, const px_kernel *k, int i, const px_arg *arg)
-{
-    const px_tensor *t = &arg->v.t;
-    const char *dev = o->w->dev_base;
-    int64_t lo, hi;
-    px_status st;
-
-    if (arg->null_tensor)
-        return px_set_error(PX_EINVAL, "kernel \"%s\" argument %d (%s): NULL tensor pointer",
-                            k->name, i, px_tag_name(arg->tag));
-    st = px_tensor_span(t, &lo, &hi);
-    if (st != PX_OK)
-        return px_set_error(st, "kernel \"%s\" argument %d (%s): %s", k->name, i,
-                            px_tag_name(arg->tag), px_last_error());
-    if (t->addr == NULL) {
-        if (arg->tag == PX_TAG_OUT)
-            return PX_OK; /* allocated by the runtime */
-        return px_set_error(PX_EINVAL, "kernel \"%s\" argument %d (%s): tensor has no address; "
-                            "only OUT tensors are allocated by the runtime", k->name, i,
-                            px_tag_name(arg->tag));
-    }
-    if ((const char *)t->addr + lo < dev ||
-        (const char *)t->addr + hi > dev + o->w->cfg.device_mem)
-        return px_set_error(PX_EINVAL, "kernel \"%s\" argument %d (%s): bytes [%p, %p) are not "
-                            "device memory; inside an orchestration use px_run's args, "
-                            "px_tensor_alloc or runtime-allocated outputs", k->name, i,
-                            px_tag_name(arg->tag), (void *)((char *)t->addr + lo),
-                            (void *)((char *)t->addr + hi));
-    return PX_OK;
-}
-
 static px_status px_orch_check(px_orch *o, px_kernel_id kid, const px_task_args *a,
                                const px_task_id *deps, int ndeps)
 {
+    args_rules rules = {
+        .what = "kernel", .chip = -1, .out_alloc = 1, .region = "device memory",
+        .hint = "inside an orchestration use px_run's args, px_tensor_alloc or "
+                "runtime-allocated outputs",
+    };
     px_worker *w = o->w;
     const px_kernel *k;
     px_status st;
@@ -235,25 +199,15 @@ static px_status px_orch_check(px_orch *o, px_kernel_id kid, const px_task_args 
         return px_set_error(PX_EINVAL, "unknown kernel id %d: %d kernels are registered on this "
                             "worker", (int)kid, w->nkernels);
     k = &w->kernels[kid];
-    if (a->overflow)
-        return px_set_error(PX_EINVAL, "kernel \"%s\": %d arguments given, at most %d allowed "
-                            "(PX_MAX_ARGS)", k->name, a->n + a->overflow, PX_MAX_ARGS);
-    if (a->n < 0 || a->n > PX_MAX_ARGS)
-        return px_set_error(PX_EINVAL, "kernel \"%s\": argument count %d is out of range; build "
-                            "args with px_args_init and px_args_*", k->name, a->n);
+    rules.name = k->name;
+    rules.base = (uintptr_t)w->dev_base;
+    rules.size = w->cfg.device_mem;
+    if ((st = args_check_count(a, &rules)) != PX_OK)
+        return st;
     if (k->has_sig && (st = px_check_sig(k, a)) != PX_OK)
         return st;
-    for (int i = 0; i < a->n; i++) {
-        int tag = a->a[i].tag;
-
-        if (tag == PX_TAG_SCALAR)
-            continue;
-        if (!px_tag_is_tensor(tag))
-            return px_set_error(PX_EINVAL, "kernel \"%s\" argument %d: invalid tag %d", k->name,
-                                i, tag);
-        if ((st = px_check_tensor(o, k, i, &a->a[i])) != PX_OK)
-            return st;
-    }
+    if ((st = args_check(a, &rules, NULL)) != PX_OK)
+        return st;
     if (ndeps < 0 || (ndeps > 0 && deps == NULL))
         return px_set_error(PX_EINVAL, "kernel \"%s\": %d explicit dependencies with a %s list",
                             k->name, ndeps, deps ? "valid" : "NULL");
@@ -339,8 +293,7 @@ px_status px_tensor_alloc(px_orch *o, px_dtype dt, int ndim, const int64_t *shap
     return PX_OK;
 }
 
-/* Allocates every OUT tensor of a that has no address, writing the address back. */
-static px_status px_orch_alloc_outputs(px_orch *o, px_task_args *a)
+px_status px_rt_alloc_outputs(px_orch *o, px_task_args *a)
 {
     for (int i = 0; i < a->n; i++) {
         px_tensor *t = &a->a[i].v.t;
@@ -507,7 +460,7 @@ static px_status px_orch_wire(px_orch *o, px_task *t, const px_task_id *deps, in
             continue;
         if (!px_tm_view_make(&v, &arg->v.t))
             continue;
-        r = px_tmap_access(&w->tmap, &v, px_tag_writes(arg->tag), t->id, px_orch_dep_cb, o);
+        r = px_tmap_access(&w->tmap, &v, args_tag_writes(arg->tag), t->id, px_orch_dep_cb, o);
         if (r != 0)
             return o->dep_err != PX_OK ? o->dep_err :
                    px_set_error(PX_ENOMEM, "out of host memory in the tensor map");
@@ -577,7 +530,7 @@ px_status px_rt_submit(px_orch *o, px_kernel_id k, px_task_args *a, const px_tas
         return px_orch_aborted(w);
     if ((st = px_orch_check(o, k, a, deps, ndeps)) != PX_OK)
         return st;
-    if ((st = px_orch_alloc_outputs(o, a)) != PX_OK)
+    if ((st = px_rt_alloc_outputs(o, a)) != PX_OK)
         return st;
     if ((st = px_orch_take_slot(o, &t)) != PX_OK)
         return st;

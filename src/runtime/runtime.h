@@ -226,6 +226,10 @@ px_status px_rt_kernel_lookup(px_worker *w, const char *name, int limit, px_kern
 px_status px_rt_submit(px_orch *o, px_kernel_id k, px_task_args *a, const px_task_id *deps,
                        int ndeps, px_task_id *id);
 
+/* orch.c: allocates every OUT tensor of a that has no address in the enclosing scope,
+ * writing the address back. Returns PX_OK or px_tensor_alloc's error. */
+px_status px_rt_alloc_outputs(px_orch *o, px_task_args *a);
+
 /* core.c: finishes a task whose kernel returned PX_TASK_ASYNC (any thread). A non-zero st
  * fails the run with msg, as a failing kernel does. */
 void px_task_complete(struct px_worker *w, px_task_id id, px_status st, const char *msg);
