@@ -75,10 +75,14 @@ static void dfx_dump_tensor(px_dfx_prod *pr, uint64_t ts, px_task_id id, int ind
 {
     px_dfx *d = pr->p.dfx;
     size_t es = px_dtype_size(t->dtype);
-    uint64_t size = es ? (uint64_t)px_tensor_numel(t) * es : 0, keep = size, off = 0;
+    int64_t numel = px_tensor_numel(t); /* -1: malformed; submit refused such tensors */
+    uint64_t size, keep, off = 0;
     uint32_t nmax = PX_MIN(d->buf_records, PX_DFX_MAX_NREC);
     uint32_t cap = px_dfx_argdata_cap(nmax), flags = after ? PX_DFX_ARGDATA_AFTER : 0;
 
+    if (es == 0 || numel < 0 || __builtin_mul_overflow((uint64_t)numel, es, &size))
+        size = 0;
+    keep = size;
     if (keep > d->args_arena)
         keep = d->args_arena - d->args_arena % (es ? es : 1);
     if (keep < size)

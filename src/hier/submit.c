@@ -94,7 +94,8 @@ px_status px_submit_next_level(px_orch *o, px_callable_id c, px_task_args *a, in
     if ((st = px_hier_from_orch(o, what, &h)) != PX_OK)
         return st;
     if (a == NULL)
-        return px_set_error(PX_EINVAL, "%s: args is NULL", what);
+        return px_set_error(PX_EINVAL, "%s: args is NULL; pass a px_task_args (px_args_init "
+                            "gives an empty one)", what);
     if ((st = px_l3_check_callable(h, c, what)) != PX_OK ||
         (st = px_l3_check_chip(h, chip, what)) != PX_OK ||
         (st = px_l3_check_args(h, a, what, -1)) != PX_OK)
@@ -109,7 +110,6 @@ px_status px_submit_next_level(px_orch *o, px_callable_id c, px_task_args *a, in
 px_status px_submit_host(px_orch *o, px_host_fn fn, px_task_args *a, void *user, px_task_id *id)
 {
     static const char what[] = "px_submit_host";
-    px_task_args none = {0};
     px_l3_slot v = {0};
     px_hier *h;
     px_status st;
@@ -119,7 +119,8 @@ px_status px_submit_host(px_orch *o, px_host_fn fn, px_task_args *a, void *user,
     if (fn == NULL)
         return px_set_error(PX_EINVAL, "%s: the host function is NULL", what);
     if (a == NULL)
-        a = &none;
+        return px_set_error(PX_EINVAL, "%s: args is NULL; pass a px_task_args (px_args_init "
+                            "gives an empty one)", what);
     if ((st = px_l3_check_args(h, a, what, -1)) != PX_OK)
         return st;
     v.kind = PX_L3_HOST;

@@ -134,6 +134,26 @@ static px_status px_orch_wait_oldest(px_orch *o, const char *why)
     return st;
 }
 
+/* ---- where orchestration calls may come from ---- */
+
+_Thread_local px_orch *px_rt_orch_here __attribute__((tls_model("initial-exec")));
+
+px_status px_rt_orch_misplaced(const px_orch *o, const char *what)
+{
+    if (o == NULL)
+        return px_set_error(PX_EINVAL, "%s: orchestration is NULL", what);
+    if (px_rt_orch_here == NULL)
+        return px_set_error(PX_ESTATE, "%s: no orchestration runs on this thread: called from a "
+                            "kernel, a host task or another thread, or with a handle whose "
+                            "px_run has returned; orchestration calls belong in the function "
+                            "px_run runs, on px_run's thread (a kernel returns its results "
+                            "through its OUT args)", what);
+    return px_set_error(PX_ESTATE, "%s: orchestration handle %p is not the one running on this "
+                        "thread (%p): a handle kept from another or a finished run; use the "
+                        "handle px_run passed to this orchestration", what, (const void *)o,
+                        (void *)px_rt_orch_here);
+}
+
 /* ---- errors of the run ---- */
 
 static px_status px_orch_aborted(px_worker *w)
@@ -279,13 +299,16 @@ px_status px_tensor_alloc(px_orch *o, px_dtype dt, int ndim, const int64_t *shap
     px_tensor v;
     px_status st;
     void *p = NULL;
+    int64_t lo, hi;
 
-    if (o == NULL || t == NULL)
-        return px_set_error(PX_EINVAL, "px_tensor_alloc: orchestration or tensor is NULL");
-    st = px_tensor_make(&v, NULL, dt, ndim, shape);
-    if (st != PX_OK)
+    if ((st = px_rt_orch_check(o, "px_tensor_alloc")) != PX_OK)
         return st;
-    st = px_orch_heap_alloc(o, (uint64_t)px_tensor_numel(&v) * px_dtype_size(dt), &p);
+    if (t == NULL)
+        return px_set_error(PX_EINVAL, "px_tensor_alloc: output tensor is NULL");
+    st = px_tensor_make(&v, NULL, dt, ndim, shape); /* checks that the byte count fits */
+    if (st != PX_OK || (st = px_tensor_span(&v, &lo, &hi)) != PX_OK)
+        return st;
+    st = px_orch_heap_alloc(o, (uint64_t)hi, &p);
     if (st != PX_OK)
         return st;
     v.addr = p;
@@ -312,8 +335,10 @@ px_status px_rt_alloc_outputs(px_orch *o, px_task_args *a)
 
 px_status px_scope_begin(px_orch *o)
 {
-    if (o == NULL)
-        return px_set_error(PX_EINVAL, "px_scope_begin: orchestration is NULL");
+    px_status st = px_rt_orch_check(o, "px_scope_begin");
+
+    if (st != PX_OK)
+        return st;
     if (o->nscopes == PX_MAX_SCOPES)
         return px_set_error(PX_ESTATE, "px_scope_begin: scopes nest deeper than %d",
                             PX_MAX_SCOPES - 1);
@@ -325,8 +350,10 @@ px_status px_scope_begin(px_orch *o)
 
 px_status px_scope_end(px_orch *o)
 {
-    if (o == NULL)
-        return px_set_error(PX_EINVAL, "px_scope_end: orchestration is NULL");
+    px_status st = px_rt_orch_check(o, "px_scope_end");
+
+    if (st != PX_OK)
+        return st;
     if (o->nscopes <= 1)
         return px_set_error(PX_ESTATE, "px_scope_end without a matching px_scope_begin");
     o->nscopes--;
@@ -504,7 +531,11 @@ static px_status px_orch_take_slot(px_orch *o, px_task **out)
 px_status px_submit_after(px_orch *o, px_kernel_id k, px_task_args *a, const px_task_id *deps,
                           int ndeps, px_task_id *id)
 {
-    if (o != NULL && o->w->level == 3)
+    px_status st = px_rt_orch_check(o, "px_submit");
+
+    if (st != PX_OK)
+        return st;
+    if (o->w->level == 3)
         return px_set_error(PX_EINVAL, "px_submit at level 3: a level-3 orchestration submits "
                             "px_submit_next_level, px_submit_group or px_submit_host tasks");
     return px_rt_submit(o, k, a, deps, ndeps, id);
@@ -518,8 +549,11 @@ px_status px_rt_submit(px_orch *o, px_kernel_id k, px_task_args *a, const px_tas
     px_status st;
     uint64_t d0, wired;
 
-    if (o == NULL || a == NULL)
-        return px_set_error(PX_EINVAL, "px_submit: orchestration or args is NULL");
+    if ((st = px_rt_orch_check(o, "px_submit")) != PX_OK)
+        return st;
+    if (a == NULL)
+        return px_set_error(PX_EINVAL, "px_submit: args is NULL; pass a px_task_args built "
+                            "with px_args_init and px_args_*");
     d0 = PX_DFX_ON(o->dfx, PX_DFX_FOR_PHASE | PX_DFX_FOR_SUBMIT) ? px_dfx_now() : 0;
     w = o->w;
     /* Every 8th submit reads completions (a look at every child's counter is a cache miss

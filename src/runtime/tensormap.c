@@ -27,7 +27,8 @@ int px_tm_view_make(px_tm_view *v, const px_tensor *t)
         last += (t->shape[d] - 1) * v->bstride[d];
         if (t->shape[d] != 1 && v->bstride[d] != expect)
             v->dense = 0;
-        expect *= t->shape[d];
+        if (v->dense && __builtin_mul_overflow(expect, t->shape[d], &expect))
+            v->dense = 0; /* elements repeat (stride 0): more of them than bytes */
     }
     v->lo = v->start;
     v->hi = v->start + (uintptr_t)last + (uintptr_t)es;

@@ -401,6 +401,7 @@ static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *ar
     px_group groups[PX_MAX_ARGS];
     char orch_msg[PX_ERRMSG_MAX]; /* only read when the orchestration failed */
     px_task_args dev;
+    px_orch *prev_orch;
     px_status st, drain_st;
     uint64_t t0 = w->no_wall_time ? 0 : px_ticks(); /* a TSC read, not a clock call */
     uint64_t d0 = px_run_span_t0(w);
@@ -411,8 +412,12 @@ static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *ar
     if (st != PX_OK)
         return st;
     px_run_span(w, PX_HOST_COPY_IN, d0, px_run_bytes(groups, ng, 0));
-    if ((st = px_orch_begin(w)) != PX_OK)
+    prev_orch = px_rt_orch_here; /* NULL unless this px_run is nested in another's kernel */
+    px_rt_orch_here = &w->orch;
+    if ((st = px_orch_begin(w)) != PX_OK) {
+        px_rt_orch_here = prev_orch;
         return st;
+    }
     w->running = 1;
     if (w->poller.poll != NULL)
         w->poller.polling(w->poller.arg, 1);
@@ -441,6 +446,7 @@ static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *ar
         w->broken = 1;
     }
     px_orch_end(&w->orch);
+    px_rt_orch_here = prev_orch;
     w->running = 0;
     w->last = w->orch.stats;
     if (!w->no_wall_time)

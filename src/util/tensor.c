@@ -36,68 +36,107 @@ const char *px_dtype_name(px_dtype dt)
     return px_dtype_names[dt];
 }
 
-static px_status px_check_shape(int ndim, const int64_t *shape)
+static px_status px_check_shape(const char *what, int ndim, const int64_t *shape)
 {
     if (ndim < 1 || ndim > PX_MAX_DIMS)
-        return px_set_error(PX_EINVAL, "tensor ndim %d is out of range: expected 1..%d", ndim,
+        return px_set_error(PX_EINVAL, "%s: ndim %d is out of range: expected 1..%d", what, ndim,
                             PX_MAX_DIMS);
     if (shape == NULL)
-        return px_set_error(PX_EINVAL, "tensor shape is NULL");
+        return px_set_error(PX_EINVAL, "%s: shape is NULL; pass an array of ndim (%d) extents",
+                            what, ndim);
     for (int d = 0; d < ndim; d++)
         if (shape[d] < 0)
-            return px_set_error(PX_EINVAL, "tensor shape[%d] = %lld is negative", d,
-                                (long long)shape[d]);
+            return px_set_error(PX_EINVAL, "%s: shape[%d] = %lld is negative; extents are "
+                                "0 or more", what, d, (long long)shape[d]);
+    return PX_OK;
+}
+
+/* Fills t's strides (row-major, in elements); fails naming the dimension that overflows. */
+static px_status px_tensor_strides(const char *what, px_tensor *t)
+{
+    int64_t s = 1;
+
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        t->stride[d] = s;
+        if (__builtin_mul_overflow(s, t->shape[d] > 0 ? t->shape[d] : 1, &s))
+            return px_set_error(PX_EINVAL, "%s: shape[%d] = %lld makes the element count "
+                                "overflow int64 (the dimensions after it hold %lld elements); "
+                                "use smaller dimensions", what, d, (long long)t->shape[d],
+                                (long long)t->stride[d]);
+    }
+    return PX_OK;
+}
+
+/* Checks that t's byte span fits int64, with the caller's name in the message. */
+static px_status px_tensor_fits(const char *what, const px_tensor *t)
+{
+    int64_t lo, hi;
+
+    if (px_tensor_span(t, &lo, &hi) != PX_OK)
+        return px_set_error(PX_EINVAL, "%s: %s", what, px_last_error());
     return PX_OK;
 }
 
 px_status px_tensor_make(px_tensor *t, void *addr, px_dtype dt, int ndim, const int64_t *shape)
 {
+    static const char what[] = "px_tensor_make";
+    px_tensor v;
     px_status st;
-    int64_t s = 1;
 
     if (t == NULL)
-        return px_set_error(PX_EINVAL, "px_tensor_make: output tensor is NULL");
+        return px_set_error(PX_EINVAL, "%s: output tensor is NULL", what);
     if (px_dtype_size(dt) == 0)
-        return px_set_error(PX_EINVAL, "px_tensor_make: dtype %d is not a valid px_dtype",
-                            (int)dt);
-    st = px_check_shape(ndim, shape);
-    if (st != PX_OK)
+        return px_set_error(PX_EINVAL, "%s: dtype %d is not a valid px_dtype (PX_F32 .. PX_U8)",
+                            what, (int)dt);
+    if ((st = px_check_shape(what, ndim, shape)) != PX_OK)
         return st;
-    memset(t, 0, sizeof(*t));
-    t->addr = addr;
-    t->dtype = dt;
-    t->ndim = ndim;
-    for (int d = ndim - 1; d >= 0; d--) {
-        t->shape[d] = shape[d];
-        t->stride[d] = s;
-        s *= shape[d] > 0 ? shape[d] : 1;
-    }
+    memset(&v, 0, sizeof(v));
+    v.addr = addr;
+    v.dtype = dt;
+    v.ndim = ndim;
+    memcpy(v.shape, shape, (size_t)ndim * sizeof(shape[0]));
+    if ((st = px_tensor_strides(what, &v)) != PX_OK || (st = px_tensor_fits(what, &v)) != PX_OK)
+        return st;
+    *t = v;
     return PX_OK;
 }
 
 px_status px_tensor_view(const px_tensor *base, int ndim, const int64_t *shape,
                          const int64_t *stride, int64_t offset, px_tensor *out)
 {
+    static const char what[] = "px_tensor_view";
     px_tensor v;
     px_status st;
 
     if (base == NULL || out == NULL)
-        return px_set_error(PX_EINVAL, "px_tensor_view: base or output tensor is NULL");
-    st = px_tensor_make(&v, base->addr, base->dtype, ndim, shape);
-    if (st != PX_OK)
+        return px_set_error(PX_EINVAL, "%s: base or output tensor is NULL", what);
+    if (px_dtype_size(base->dtype) == 0)
+        return px_set_error(PX_EINVAL, "%s: base dtype %d is not a valid px_dtype", what,
+                            (int)base->dtype);
+    if ((st = px_check_shape(what, ndim, shape)) != PX_OK)
         return st;
     if (offset < 0)
-        return px_set_error(PX_EINVAL, "px_tensor_view: offset %lld is negative",
-                            (long long)offset);
+        return px_set_error(PX_EINVAL, "%s: offset %lld is negative", what, (long long)offset);
+    memset(&v, 0, sizeof(v));
+    v.addr = base->addr;
+    v.dtype = base->dtype;
+    v.ndim = ndim;
+    memcpy(v.shape, shape, (size_t)ndim * sizeof(shape[0]));
+    if ((st = px_tensor_strides(what, &v)) != PX_OK)
+        return st;
     if (stride != NULL) {
         for (int d = 0; d < ndim; d++) {
             if (stride[d] < 0)
-                return px_set_error(PX_EINVAL, "px_tensor_view: stride[%d] = %lld is negative",
-                                    d, (long long)stride[d]);
+                return px_set_error(PX_EINVAL, "%s: stride[%d] = %lld is negative", what, d,
+                                    (long long)stride[d]);
             v.stride[d] = stride[d];
         }
     }
-    v.offset = base->offset + offset;
+    if (__builtin_add_overflow(base->offset, offset, &v.offset))
+        return px_set_error(PX_EINVAL, "%s: offset %lld after the base's offset %lld overflows "
+                            "int64", what, (long long)offset, (long long)base->offset);
+    if ((st = px_tensor_fits(what, &v)) != PX_OK)
+        return st;
     *out = v;
     return PX_OK;
 }
@@ -106,8 +145,11 @@ int64_t px_tensor_numel(const px_tensor *t)
 {
     int64_t n = 1;
 
+    if (t == NULL || t->ndim < 1 || t->ndim > PX_MAX_DIMS)
+        return -1;
     for (int d = 0; d < t->ndim; d++)
-        n *= t->shape[d];
+        if (t->shape[d] < 0 || __builtin_mul_overflow(n, t->shape[d], &n))
+            return -1;
     return n;
 }
 
@@ -115,42 +157,80 @@ int px_tensor_is_contiguous(const px_tensor *t)
 {
     int64_t s = 1;
 
+    if (t == NULL || t->ndim < 1 || t->ndim > PX_MAX_DIMS)
+        return 0;
     for (int d = t->ndim - 1; d >= 0; d--) {
         if (t->shape[d] != 1 && t->stride[d] != s)
             return 0;
-        s *= t->shape[d];
+        if (__builtin_mul_overflow(s, t->shape[d], &s))
+            return 0;
     }
     return 1;
 }
 
 void *px_tensor_data(const px_tensor *t)
 {
-    return (char *)t->addr + t->offset * (int64_t)px_dtype_size(t->dtype);
+    int64_t off;
+
+    if (t == NULL)
+        return NULL;
+    if (__builtin_mul_overflow(t->offset, (int64_t)px_dtype_size(t->dtype), &off))
+        return NULL;
+    return (char *)t->addr + off;
+}
+
+/* The message of a span whose byte count overflows int64 in dimension d (-1: the offset). */
+static px_status px_span_overflow(const px_tensor *t, int d, int64_t es)
+{
+    if (d < 0)
+        return px_set_error(PX_EINVAL, "tensor offset %lld elements of %lld bytes: the byte "
+                            "span overflows int64; use a smaller offset",
+                            (long long)t->offset, (long long)es);
+    return px_set_error(PX_EINVAL, "tensor shape[%d] = %lld with stride[%d] = %lld elements of "
+                        "%lld bytes: the byte span overflows int64; use smaller dimensions or "
+                        "strides", d, (long long)t->shape[d], d, (long long)t->stride[d],
+                        (long long)es);
 }
 
 px_status px_tensor_span(const px_tensor *t, int64_t *lo, int64_t *hi)
 {
-    int64_t es = (int64_t)px_dtype_size(t->dtype), last = 0;
+    int64_t es, first, last = 0;
 
+    if (t == NULL || lo == NULL || hi == NULL)
+        return px_set_error(PX_EINVAL, "px_tensor_span: tensor, lo and hi are required (got "
+                            "%s, %s, %s)", t ? "a tensor" : "NULL", lo ? "lo" : "NULL",
+                            hi ? "hi" : "NULL");
+    es = (int64_t)px_dtype_size(t->dtype);
     if (es == 0)
-        return px_set_error(PX_EINVAL, "tensor dtype %d is not a valid px_dtype", (int)t->dtype);
+        return px_set_error(PX_EINVAL, "tensor dtype %d is not a valid px_dtype; build tensors "
+                            "with px_tensor_make", (int)t->dtype);
     if (t->ndim < 1 || t->ndim > PX_MAX_DIMS)
         return px_set_error(PX_EINVAL, "tensor ndim %d is out of range: expected 1..%d",
                             t->ndim, PX_MAX_DIMS);
     if (t->offset < 0)
         return px_set_error(PX_EINVAL, "tensor offset %lld is negative", (long long)t->offset);
-    for (int d = 0; d < t->ndim; d++) {
+    for (int d = 0; d < t->ndim; d++)
         if (t->shape[d] < 0 || t->stride[d] < 0)
             return px_set_error(PX_EINVAL, "tensor shape[%d] = %lld or stride[%d] = %lld is "
                                 "negative", d, (long long)t->shape[d], d,
                                 (long long)t->stride[d]);
+    if (__builtin_mul_overflow(t->offset, es, &first))
+        return px_span_overflow(t, -1, es);
+    for (int d = 0; d < t->ndim; d++) {
+        int64_t ext;
+
         if (t->shape[d] == 0) {
-            *lo = *hi = t->offset * es;
+            *lo = *hi = first;
             return PX_OK;
         }
-        last += (t->shape[d] - 1) * t->stride[d];
+        if (__builtin_mul_overflow(t->shape[d] - 1, t->stride[d], &ext) ||
+            __builtin_mul_overflow(ext, es, &ext) || __builtin_add_overflow(last, ext, &last))
+            return px_span_overflow(t, d, es);
     }
-    *lo = t->offset * es;
-    *hi = (t->offset + last + 1) * es;
+    /* the last element's bytes end es after its start */
+    if (__builtin_add_overflow(last, es, &last) || __builtin_add_overflow(first, last, &last))
+        return px_span_overflow(t, -1, es);
+    *lo = first;
+    *hi = last;
     return PX_OK;
 }
