@@ -23,7 +23,9 @@ int px_tm_view_make(px_tm_view *v, const px_tensor *t)
         if (t->shape[d] == 0)
             return 0;
         v->shape[d] = t->shape[d];
-        v->bstride[d] = t->stride[d] * es;
+        if (__builtin_mul_overflow(t->stride[d], es, &v->bstride[d]))
+            v->bstride[d] = 0; /* only with an extent of 1 (the span checked the others): the
+                                * step is never taken */
         last += (t->shape[d] - 1) * v->bstride[d];
         if (t->shape[d] != 1 && v->bstride[d] != expect)
             v->dense = 0;

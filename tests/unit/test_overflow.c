@@ -203,6 +203,44 @@ static void test_alloc_submit_overflow(void **state)
     PX_ASSERT_OK(px_worker_destroy(w));
 }
 
+/* Writes then reads a view whose unit dimension has a stride near 2^62 (legal: the step is
+ * never taken); the tensor map must give one RAW edge. Its byte stride overflowed int64
+ * there (caught by the sanitizer build, make test-asan). */
+static px_status unit_dim_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    int64_t n = 4;
+    px_tensor t;
+    px_task_args a;
+    px_status st;
+
+    if ((st = px_tensor_alloc(o, PX_F64, 1, &n, &t)) != PX_OK)
+        return st;
+    t.ndim = 2;
+    t.shape[0] = 1;
+    t.stride[0] = BIG;
+    t.shape[1] = 4;
+    t.stride[1] = 1;
+    px_args_init(&a);
+    px_args_out(&a, &t);
+    if ((st = px_submit(o, g_noop, &a, NULL)) != PX_OK)
+        return st;
+    px_args_init(&a);
+    px_args_in(&a, &t);
+    return px_submit(o, g_noop, &a, NULL);
+}
+
+static void test_unit_dim_huge_stride(void **state)
+{
+    px_worker *w = ov_worker();
+    px_run_stats rs;
+
+    PX_ASSERT_OK(px_run(w, unit_dim_orch, NULL, NULL));
+    PX_ASSERT_OK(px_run_stats_get(w, &rs));
+    assert_int_equal(rs.tasks, 2);
+    assert_int_equal(rs.edges, 1);
+    PX_ASSERT_OK(px_worker_destroy(w));
+}
+
 static px_status empty_orch(px_orch *o, const px_task_args *args, void *user)
 {
     return PX_OK;
@@ -261,7 +299,7 @@ int main(void)
         cmocka_unit_test(test_make_overflow),         cmocka_unit_test(test_span_overflow),
         cmocka_unit_test(test_view_overflow),         cmocka_unit_test(test_heap_ring_wrap),
         cmocka_unit_test(test_alloc_submit_overflow), cmocka_unit_test(test_run_messages_once),
-        cmocka_unit_test(test_set_error_self),
+        cmocka_unit_test(test_set_error_self),        cmocka_unit_test(test_unit_dim_huge_stride),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
