@@ -122,7 +122,7 @@ px_status px_tensor_view(const px_tensor *base, int ndim, const int64_t *shape,
     v.dtype = base->dtype;
     v.ndim = ndim;
     memcpy(v.shape, shape, (size_t)ndim * sizeof(shape[0]));
-    if ((st = px_tensor_strides(what, &v)) != PX_OK)
+    if (stride == NULL && (st = px_tensor_strides(what, &v)) != PX_OK)
         return st;
     if (stride != NULL) {
         for (int d = 0; d < ndim; d++) {
@@ -195,6 +195,7 @@ static px_status px_span_overflow(const px_tensor *t, int d, int64_t es)
 px_status px_tensor_span(const px_tensor *t, int64_t *lo, int64_t *hi)
 {
     int64_t es, first, last = 0;
+    int empty = 0, bad = -1;
 
     if (t == NULL || lo == NULL || hi == NULL)
         return px_set_error(PX_EINVAL, "px_tensor_span: tensor, lo and hi are required (got "
@@ -209,24 +210,30 @@ px_status px_tensor_span(const px_tensor *t, int64_t *lo, int64_t *hi)
                             t->ndim, PX_MAX_DIMS);
     if (t->offset < 0)
         return px_set_error(PX_EINVAL, "tensor offset %lld is negative", (long long)t->offset);
-    for (int d = 0; d < t->ndim; d++)
+    if (__builtin_mul_overflow(t->offset, es, &first))
+        return px_span_overflow(t, -1, es);
+    /* one pass: signs, emptiness (an empty tensor has no bytes, whatever its other extents),
+     * and the first dimension whose bytes overflow */
+    for (int d = 0; d < t->ndim; d++) {
+        int64_t ext;
+
         if (t->shape[d] < 0 || t->stride[d] < 0)
             return px_set_error(PX_EINVAL, "tensor shape[%d] = %lld or stride[%d] = %lld is "
                                 "negative", d, (long long)t->shape[d], d,
                                 (long long)t->stride[d]);
-    if (__builtin_mul_overflow(t->offset, es, &first))
-        return px_span_overflow(t, -1, es);
-    for (int d = 0; d < t->ndim; d++) {
-        int64_t ext;
-
-        if (t->shape[d] == 0) {
-            *lo = *hi = first;
-            return PX_OK;
-        }
-        if (__builtin_mul_overflow(t->shape[d] - 1, t->stride[d], &ext) ||
-            __builtin_mul_overflow(ext, es, &ext) || __builtin_add_overflow(last, ext, &last))
-            return px_span_overflow(t, d, es);
+        if (t->shape[d] == 0)
+            empty = 1;
+        else if (bad < 0 && (__builtin_mul_overflow(t->shape[d] - 1, t->stride[d], &ext) ||
+                             __builtin_mul_overflow(ext, es, &ext) ||
+                             __builtin_add_overflow(last, ext, &last)))
+            bad = d;
     }
+    if (empty) {
+        *lo = *hi = first;
+        return PX_OK;
+    }
+    if (bad >= 0)
+        return px_span_overflow(t, bad, es);
     /* the last element's bytes end es after its start */
     if (__builtin_add_overflow(last, es, &last) || __builtin_add_overflow(first, last, &last))
         return px_span_overflow(t, -1, es);

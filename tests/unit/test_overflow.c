@@ -133,6 +133,15 @@ static void test_view_overflow(void **state)
     assert_non_null(strstr(px_last_error(), "px_tensor_view: tensor shape[0] = 4 with stride[0]"));
     PX_ASSERT_OK(px_tensor_view(&base, 1, &n, NULL, 2, &v));
     assert_int_equal(v.offset, 2);
+    {
+        /* 2^80 elements that all alias one: the element count overflows, the bytes do not */
+        int64_t s2[2] = {INT64_C(1) << 40, INT64_C(1) << 40}, z2[2] = {0, 0}, lo, hi;
+
+        PX_ASSERT_OK(px_tensor_view(&base, 2, s2, z2, 0, &v));
+        PX_ASSERT_OK(px_tensor_span(&v, &lo, &hi));
+        assert_int_equal(hi - lo, 4);
+        assert_int_equal(px_tensor_view(&base, 2, s2, NULL, 0, &v), PX_EINVAL);
+    }
 }
 
 /* The heap ring refuses a request whose rounding to 64 bytes would wrap to a tiny one. */
