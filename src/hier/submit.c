@@ -41,7 +41,7 @@ static px_status px_l3_check_args(px_hier *h, const px_task_args *a, const char 
         .hint = "use px_run's args, px_tensor_alloc or outputs the runtime allocates",
     };
 
-    return args_check(a, &rules, NULL);
+    return args_check(a, &rules, NULL, NULL);
 }
 
 static px_status px_l3_check_callable(px_hier *h, px_callable_id c, const char *what)

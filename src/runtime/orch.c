@@ -203,8 +203,9 @@ static px_status px_check_sig(const px_kernel *k, const px_task_args *a)
     return PX_OK;
 }
 
+/* Checks a submit; *unplaced receives the number of OUT tensors to allocate. */
 static px_status px_orch_check(px_orch *o, px_kernel_id kid, const px_task_args *a,
-                               const px_task_id *deps, int ndeps)
+                               const px_task_id *deps, int ndeps, int *unplaced)
 {
     args_rules rules = {
         .what = "kernel", .chip = -1, .out_alloc = 1, .region = "device memory",
@@ -226,7 +227,7 @@ static px_status px_orch_check(px_orch *o, px_kernel_id kid, const px_task_args 
         return st;
     if (k->has_sig && (st = px_check_sig(k, a)) != PX_OK)
         return st;
-    if ((st = args_check(a, &rules, NULL)) != PX_OK)
+    if ((st = args_check(a, &rules, NULL, unplaced)) != PX_OK)
         return st;
     if (ndeps < 0 || (ndeps > 0 && deps == NULL))
         return px_set_error(PX_EINVAL, "kernel \"%s\": %d explicit dependencies with a %s list",
@@ -528,6 +529,9 @@ static px_status px_orch_take_slot(px_orch *o, px_task **out)
     return PX_OK;
 }
 
+static px_status px_orch_submit(px_orch *o, px_kernel_id k, px_task_args *a,
+                                const px_task_id *deps, int ndeps, px_task_id *id);
+
 px_status px_submit_after(px_orch *o, px_kernel_id k, px_task_args *a, const px_task_id *deps,
                           int ndeps, px_task_id *id)
 {
@@ -538,19 +542,29 @@ px_status px_submit_after(px_orch *o, px_kernel_id k, px_task_args *a, const px_
     if (o->w->level == 3)
         return px_set_error(PX_EINVAL, "px_submit at level 3: a level-3 orchestration submits "
                             "px_submit_next_level, px_submit_group or px_submit_host tasks");
-    return px_rt_submit(o, k, a, deps, ndeps, id);
+    return px_orch_submit(o, k, a, deps, ndeps, id);
 }
 
 px_status px_rt_submit(px_orch *o, px_kernel_id k, px_task_args *a, const px_task_id *deps,
                        int ndeps, px_task_id *id)
 {
+    px_status st = px_rt_orch_check(o, "px_submit");
+
+    if (st != PX_OK)
+        return st;
+    return px_orch_submit(o, k, a, deps, ndeps, id);
+}
+
+/* The submit of an orchestration px_rt_orch_check accepted. */
+static px_status px_orch_submit(px_orch *o, px_kernel_id k, px_task_args *a,
+                                const px_task_id *deps, int ndeps, px_task_id *id)
+{
     px_worker *w;
     px_task *t;
     px_status st;
     uint64_t d0, wired;
+    int unplaced;
 
-    if ((st = px_rt_orch_check(o, "px_submit")) != PX_OK)
-        return st;
     if (a == NULL)
         return px_set_error(PX_EINVAL, "px_submit: args is NULL; pass a px_task_args built "
                             "with px_args_init and px_args_*");
@@ -562,9 +576,9 @@ px_status px_rt_submit(px_orch *o, px_kernel_id k, px_task_args *a, const px_tas
         w->poller.poll(w->poller.arg);
     if (PX_UNLIKELY(atomic_load_explicit(&w->failed, memory_order_acquire)))
         return px_orch_aborted(w);
-    if ((st = px_orch_check(o, k, a, deps, ndeps)) != PX_OK)
+    if ((st = px_orch_check(o, k, a, deps, ndeps, &unplaced)) != PX_OK)
         return st;
-    if ((st = px_rt_alloc_outputs(o, a)) != PX_OK)
+    if (unplaced > 0 && (st = px_rt_alloc_outputs(o, a)) != PX_OK)
         return st;
     if ((st = px_orch_take_slot(o, &t)) != PX_OK)
         return st;

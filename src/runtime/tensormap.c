@@ -29,8 +29,9 @@ int px_tm_view_make(px_tm_view *v, const px_tensor *t)
         last += (t->shape[d] - 1) * v->bstride[d];
         if (t->shape[d] != 1 && v->bstride[d] != expect)
             v->dense = 0;
-        if (v->dense && __builtin_mul_overflow(expect, t->shape[d], &expect))
-            v->dense = 0; /* elements repeat (stride 0): more of them than bytes */
+        /* unsigned: a product that wraps (elements repeating with stride 0) is only ever
+         * compared while the view is dense, and a dense view's product is its byte count */
+        expect = (int64_t)((uint64_t)expect * (uint64_t)t->shape[d]);
     }
     v->lo = v->start;
     v->hi = v->start + (uintptr_t)last + (uintptr_t)es;

@@ -269,7 +269,7 @@ static int px_run_spans(const px_task_args *a, px_span *spans)
     args_span s[PX_MAX_ARGS];
     int n = 0;
 
-    if (args_check(a, &rules, s) != PX_OK)
+    if (args_check(a, &rules, s, NULL) != PX_OK)
         return -1;
     for (int i = 0; i < a->n; i++) {
         if (a->a[i].tag == PX_TAG_SCALAR)

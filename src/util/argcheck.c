@@ -6,7 +6,8 @@
 #include <stdio.h>
 
 /* Writes the call's name as r gives it ("kernel \"vadd\"", "px_submit_group (chip 3)"). */
-static const char *args_prefix(const args_rules *r, char *buf, size_t n)
+__attribute__((noinline, cold)) static const char *args_prefix(const args_rules *r, char *buf,
+                                                                size_t n)
 {
     if (r->name != NULL)
         snprintf(buf, n, "%s \"%s\"", r->what, r->name);
@@ -17,7 +18,7 @@ static const char *args_prefix(const args_rules *r, char *buf, size_t n)
     return buf;
 }
 
-px_status args_check_count(const px_task_args *a, const args_rules *r)
+px_status args_count_error(const px_task_args *a, const args_rules *r)
 {
     char p[96];
 
@@ -26,34 +27,31 @@ px_status args_check_count(const px_task_args *a, const args_rules *r)
                             "(PX_MAX_ARGS); pass fewer tensors or pack scalars",
                             args_prefix(r, p, sizeof(p)), (long long)a->n + a->overflow,
                             PX_MAX_ARGS);
-    if (a->n < 0 || a->n > PX_MAX_ARGS || a->overflow < 0)
-        return px_set_error(PX_EINVAL, "%s: argument count %d (overflow %d) is out of range "
-                            "0..%d; build args with px_args_init and px_args_*",
-                            args_prefix(r, p, sizeof(p)), a->n, a->overflow, PX_MAX_ARGS);
-    return PX_OK;
+    return px_set_error(PX_EINVAL, "%s: argument count %d (overflow %d) is out of range 0..%d; "
+                        "build args with px_args_init and px_args_*",
+                        args_prefix(r, p, sizeof(p)), a->n, a->overflow, PX_MAX_ARGS);
 }
 
 /* Checks tensor argument i; fills *s with its absolute bytes. */
 static px_status args_check_tensor(const px_arg *arg, int i, const args_rules *r, args_span *s)
 {
     const px_tensor *t = &arg->v.t;
-    const char *tag = px_tag_name(arg->tag);
     uintptr_t lo, hi;
     int64_t rlo, rhi;
     char p[96];
 
     s->lo = s->hi = 0;
-    if (arg->null_tensor)
+    if (PX_UNLIKELY(arg->null_tensor))
         return px_set_error(PX_EINVAL, "%s argument %d (%s): NULL tensor pointer given to "
-                            "px_args_*", args_prefix(r, p, sizeof(p)), i, tag);
+                            "px_args_*", args_prefix(r, p, sizeof(p)), i, px_tag_name(arg->tag));
     if (px_tensor_span(t, &rlo, &rhi) != PX_OK) /* the message names the bad field */
         return px_set_error(PX_EINVAL, "%s argument %d (%s): %s", args_prefix(r, p, sizeof(p)),
-                            i, tag, px_last_error());
+                            i, px_tag_name(arg->tag), px_last_error());
     if (t->addr == NULL) {
         if (r->out_alloc && arg->tag == PX_TAG_OUT)
             return PX_OK; /* allocated by the runtime */
         return px_set_error(PX_EINVAL, "%s argument %d (%s): tensor has no address; %s",
-                            args_prefix(r, p, sizeof(p)), i, tag,
+                            args_prefix(r, p, sizeof(p)), i, px_tag_name(arg->tag),
                             r->out_alloc ? "only OUT tensors are allocated by the runtime"
                                          : r->hint);
     }
@@ -61,34 +59,42 @@ static px_status args_check_tensor(const px_arg *arg, int i, const args_rules *r
         __builtin_add_overflow((uintptr_t)t->addr, (uintptr_t)rhi, &hi))
         return px_set_error(PX_EINVAL, "%s argument %d (%s): address %p plus the byte span "
                             "[%lld, %lld) wraps around the address space; fix the address or "
-                            "the offset", args_prefix(r, p, sizeof(p)), i, tag, t->addr,
-                            (long long)rlo, (long long)rhi);
+                            "the offset", args_prefix(r, p, sizeof(p)), i,
+                            px_tag_name(arg->tag), t->addr, (long long)rlo, (long long)rhi);
     if (r->size > 0 && (lo < r->base || hi - r->base > r->size))
         return px_set_error(PX_EINVAL, "%s argument %d (%s): bytes [%p, %p) are not %s; %s",
-                            args_prefix(r, p, sizeof(p)), i, tag, (void *)lo, (void *)hi,
-                            r->region, r->hint);
+                            args_prefix(r, p, sizeof(p)), i, px_tag_name(arg->tag),
+                            (void *)lo, (void *)hi, r->region, r->hint);
     s->lo = lo;
     s->hi = hi;
     return PX_OK;
 }
 
-px_status args_check(const px_task_args *a, const args_rules *r, args_span *spans)
+px_status args_check(const px_task_args *a, const args_rules *r, args_span *spans,
+                     int *unplaced)
 {
-    args_span none;
     px_status st = args_check_count(a, r);
+    int nun = 0;
     char p[96];
 
-    for (int i = 0; st == PX_OK && i < a->n; i++) {
+    if (st != PX_OK)
+        return st;
+    for (int i = 0; i < a->n; i++) {
         const px_arg *arg = &a->a[i];
-        args_span *s = spans != NULL ? &spans[i] : &none;
+        args_span s;
 
-        s->lo = s->hi = 0;
         if (arg->tag == PX_TAG_SCALAR)
             continue;
-        if (!args_tag_is_tensor(arg->tag))
+        if (PX_UNLIKELY(!args_tag_is_tensor(arg->tag)))
             return px_set_error(PX_EINVAL, "%s argument %d: invalid tag %d; build args with "
                                 "px_args_*", args_prefix(r, p, sizeof(p)), i, arg->tag);
-        st = args_check_tensor(arg, i, r, s);
+        if (PX_UNLIKELY((st = args_check_tensor(arg, i, r, &s)) != PX_OK))
+            return st;
+        if (spans != NULL)
+            spans[i] = s;
+        nun += arg->v.t.addr == NULL; /* only unplaced OUTs pass without an address */
     }
-    return st;
+    if (unplaced != NULL)
+        *unplaced = nun;
+    return PX_OK;
 }

@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <plexus/args.h>
 
+#include "util.h"
+
 /* Returns 1 when a task writes through an argument tagged `tag`. */
 static inline int args_tag_writes(int tag)
 {
@@ -35,24 +37,34 @@ typedef struct args_rules {
     const char *hint;   /* what to do when a tensor lies outside it, or lacks an address */
 } args_rules;
 
-/* The absolute bytes [lo, hi) of one tensor argument (0, 0 for scalars and unplaced OUTs). */
+/* The absolute bytes [lo, hi) of one tensor argument (0, 0 for an unplaced OUT). */
 typedef struct args_span {
     uintptr_t lo, hi;
 } args_span;
+
+/* argcheck.c: the message of args_check_count's refusal. */
+px_status args_count_error(const px_task_args *a, const args_rules *r);
 
 /*
  * Checks the argument count of a (PX_MAX_ARGS, no overflow). Returns PX_OK or PX_EINVAL with
  * a message naming the call as r does.
  */
-px_status args_check_count(const px_task_args *a, const args_rules *r);
+static inline px_status args_check_count(const px_task_args *a, const args_rules *r)
+{
+    if (PX_LIKELY(a->overflow == 0 && a->n >= 0 && a->n <= PX_MAX_ARGS))
+        return PX_OK;
+    return args_count_error(a, r);
+}
 
 /*
  * Checks every argument of a: the count, each tag, each tensor well formed (dtype, ndim,
  * shape, strides, offset, and no byte count that overflows), with an address unless r allows
- * an unplaced OUT, and inside r's memory. Fills spans[i] for argument i when spans is not
- * NULL. Returns PX_OK or PX_EINVAL with one message: call, argument, tag, what is wrong, the
+ * an unplaced OUT, and inside r's memory. Fills spans[i] for each tensor argument i when
+ * spans is not NULL (scalars' entries are left alone), and *unplaced (when not NULL) with the number of OUT tensors without an address.
+ * Returns PX_OK or PX_EINVAL with one message: call, argument, tag, what is wrong, the
  * values, what to do.
  */
-px_status args_check(const px_task_args *a, const args_rules *r, args_span *spans);
+px_status args_check(const px_task_args *a, const args_rules *r, args_span *spans,
+                     int *unplaced);
 
 #endif

@@ -8,6 +8,8 @@
 
 #include <string.h>
 
+#include "util.h"
+
 static const size_t px_dtype_sizes[PX_DTYPE_COUNT] = {
     [PX_DTYPE_ANY] = 0,
 #define PX_DTYPE_SIZE_(e, n, s) [e] = s,
@@ -179,23 +181,16 @@ void *px_tensor_data(const px_tensor *t)
     return (char *)t->addr + off;
 }
 
-/* The message of a span whose byte count overflows int64 in dimension d (-1: the offset). */
-static px_status px_span_overflow(const px_tensor *t, int d, int64_t es)
+/*
+ * The exact span, for whatever the fast path below did not take: NULL pointers, malformed
+ * fields, empty tensors, overflow. Says what is wrong, or computes the span of an empty
+ * tensor (no bytes, whatever its other extents).
+ */
+__attribute__((noinline, cold)) static px_status px_span_slow(const px_tensor *t, int64_t *lo,
+                                                              int64_t *hi)
 {
-    if (d < 0)
-        return px_set_error(PX_EINVAL, "tensor offset %lld elements of %lld bytes: the byte "
-                            "span overflows int64; use a smaller offset",
-                            (long long)t->offset, (long long)es);
-    return px_set_error(PX_EINVAL, "tensor shape[%d] = %lld with stride[%d] = %lld elements of "
-                        "%lld bytes: the byte span overflows int64; use smaller dimensions or "
-                        "strides", d, (long long)t->shape[d], d, (long long)t->stride[d],
-                        (long long)es);
-}
-
-px_status px_tensor_span(const px_tensor *t, int64_t *lo, int64_t *hi)
-{
-    int64_t es, first, last = 0;
-    int empty = 0, bad = -1;
+    int64_t es, last = 0, ext;
+    int empty = 0;
 
     if (t == NULL || lo == NULL || hi == NULL)
         return px_set_error(PX_EINVAL, "px_tensor_span: tensor, lo and hi are required (got "
@@ -210,34 +205,56 @@ px_status px_tensor_span(const px_tensor *t, int64_t *lo, int64_t *hi)
                             t->ndim, PX_MAX_DIMS);
     if (t->offset < 0)
         return px_set_error(PX_EINVAL, "tensor offset %lld is negative", (long long)t->offset);
-    if (__builtin_mul_overflow(t->offset, es, &first))
-        return px_span_overflow(t, -1, es);
-    /* one pass: signs, emptiness (an empty tensor has no bytes, whatever its other extents),
-     * and the first dimension whose bytes overflow */
     for (int d = 0; d < t->ndim; d++) {
-        int64_t ext;
-
         if (t->shape[d] < 0 || t->stride[d] < 0)
             return px_set_error(PX_EINVAL, "tensor shape[%d] = %lld or stride[%d] = %lld is "
                                 "negative", d, (long long)t->shape[d], d,
                                 (long long)t->stride[d]);
-        if (t->shape[d] == 0)
-            empty = 1;
-        else if (bad < 0 && (__builtin_mul_overflow(t->shape[d] - 1, t->stride[d], &ext) ||
-                             __builtin_mul_overflow(ext, es, &ext) ||
-                             __builtin_add_overflow(last, ext, &last)))
-            bad = d;
+        empty |= t->shape[d] == 0;
     }
+    if (__builtin_mul_overflow(t->offset, es, &ext))
+        return px_set_error(PX_EINVAL, "tensor offset %lld elements of %lld bytes: the byte "
+                            "offset overflows int64; use a smaller offset",
+                            (long long)t->offset, (long long)es);
     if (empty) {
-        *lo = *hi = first;
+        *lo = *hi = ext;
         return PX_OK;
     }
-    if (bad >= 0)
-        return px_span_overflow(t, bad, es);
-    /* the last element's bytes end es after its start */
-    if (__builtin_add_overflow(last, es, &last) || __builtin_add_overflow(first, last, &last))
-        return px_span_overflow(t, -1, es);
-    *lo = first;
-    *hi = last;
+    for (int d = 0; d < t->ndim; d++)
+        if (__builtin_mul_overflow(t->shape[d] - 1, t->stride[d], &ext) ||
+            __builtin_mul_overflow(ext, es, &ext) || __builtin_add_overflow(last, ext, &last))
+            return px_set_error(PX_EINVAL, "tensor shape[%d] = %lld with stride[%d] = %lld "
+                                "elements of %lld bytes: the byte span overflows int64; use "
+                                "smaller dimensions or strides", d, (long long)t->shape[d], d,
+                                (long long)t->stride[d], (long long)es);
+    return px_set_error(PX_EINVAL, "tensor offset %lld elements of %lld bytes (last element "
+                        "%lld elements further): the byte span overflows int64; use a smaller "
+                        "offset", (long long)t->offset, (long long)es, (long long)(last / es));
+}
+
+/*
+ * The fast path (submit checks every tensor argument with it) takes well-formed, non-empty
+ * tensors whose span fits, and leaves everything else to px_span_slow.
+ */
+px_status px_tensor_span(const px_tensor *t, int64_t *lo, int64_t *hi)
+{
+    int64_t es, last = 0, ext, end;
+
+    if (PX_UNLIKELY(t == NULL || lo == NULL || hi == NULL))
+        return px_span_slow(t, lo, hi);
+    es = (unsigned)t->dtype - 1u < PX_DTYPE_COUNT - 1u ? (int64_t)px_dtype_sizes[t->dtype] : 0;
+    if (PX_UNLIKELY(es == 0 || (unsigned)t->ndim - 1u >= PX_MAX_DIMS || t->offset < 0))
+        return px_span_slow(t, lo, hi);
+    for (int d = 0; d < t->ndim; d++)
+        if (PX_UNLIKELY(t->shape[d] <= 0 || t->stride[d] < 0 ||
+                        __builtin_mul_overflow(t->shape[d] - 1, t->stride[d], &ext) ||
+                        __builtin_add_overflow(last, ext, &last)))
+            return px_span_slow(t, lo, hi);
+    /* elements [offset, offset + last] hold bytes [offset * es, (offset + last + 1) * es) */
+    if (PX_UNLIKELY(__builtin_add_overflow(t->offset, last, &end) ||
+                    __builtin_add_overflow(end, 1, &end) || __builtin_mul_overflow(end, es, &end)))
+        return px_span_slow(t, lo, hi);
+    *lo = t->offset * es; /* <= end */
+    *hi = end;
     return PX_OK;
 }
