@@ -60,9 +60,9 @@ static inline px_status args_check_count(const px_task_args *a, const args_rules
  * Checks every argument of a: the count, each tag, each tensor well formed (dtype, ndim,
  * shape, strides, offset, and no byte count that overflows), with an address unless r allows
  * an unplaced OUT, and inside r's memory. Fills spans[i] for each tensor argument i when
- * spans is not NULL (scalars' entries are left alone), and *unplaced (when not NULL) with the number of OUT tensors without an address.
- * Returns PX_OK or PX_EINVAL with one message: call, argument, tag, what is wrong, the
- * values, what to do.
+ * spans is not NULL (scalars' entries are left alone), and *unplaced (when not NULL) with
+ * the number of OUT tensors without an address. Returns PX_OK or PX_EINVAL with one
+ * message: call, argument, tag, what is wrong, the values, what to do.
  */
 px_status args_check(const px_task_args *a, const args_rules *r, args_span *spans,
                      int *unplaced);
