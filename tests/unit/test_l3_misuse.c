@@ -7,7 +7,8 @@
  * - A chip kernel run by core 0 on the chip's main thread (the thread of the chip's own
  *   px_run) calling px_submit, px_scope_begin or px_tensor_alloc on the chip's orchestration
  *   gets PX_ESTATE: the kernel is not the orchestration although it shares its thread.
- * - px_submit_host with NULL args is PX_EINVAL, as px_submit_next_level is.
+ * - px_submit_host with NULL args is PX_EINVAL, as px_submit_next_level is; so is every other
+ *   NULL pointer of the level-3 submits.
  * - A malformed tensor given to a level-3 submit is refused with a message that has its
  *   prefix once ("px_submit_next_level argument 0 (in): tensor ndim 7 ...").
  * Forks chip processes: ctest runs it under RESOURCE_LOCK chips.
@@ -71,6 +72,7 @@ static px_status meddle_host(const px_task_args *args, void *user)
 
 typedef struct l3m_result {
     px_status host_null_st, next_bad_st, group_bad_st;
+    px_status null_st[4]; /* next-level NULL args, group NULL per_chip / chips, host NULL fn */
     char next_bad_msg[512], group_bad_msg[512];
 } l3m_result;
 
@@ -85,6 +87,10 @@ static px_status l3m_orch(px_orch *o, const px_task_args *args, void *user)
     g_host_orch = o;
     px_args_init(&empty);
     r->host_null_st = px_submit_host(o, meddle_host, NULL, NULL, NULL);
+    r->null_st[0] = px_submit_next_level(o, c_meddle, NULL, 0, NULL);
+    r->null_st[1] = px_submit_group(o, c_meddle, NULL, chips, 1, NULL);
+    r->null_st[2] = px_submit_group(o, c_meddle, &empty, NULL, 1, NULL);
+    r->null_st[3] = px_submit_host(o, NULL, &empty, NULL, NULL);
     bad.ndim = 7;
     px_args_init(&a);
     px_args_in(&a, &bad);
@@ -126,6 +132,8 @@ static void test_l3_wrong_places(void **state)
     memset(&r, 0, sizeof(r));
     PX_ASSERT_OK(px_run(w, l3m_orch, &a, &r)); /* the chip kernel and the host task agree */
     assert_int_equal(r.host_null_st, PX_EINVAL);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(r.null_st[i], PX_EINVAL);
     assert_int_equal(r.next_bad_st, PX_EINVAL);
     assert_string_equal(r.next_bad_msg, "px_submit_next_level argument 0 (in): tensor ndim 7 is "
                         "out of range: expected 1..5");
