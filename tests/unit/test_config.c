@@ -159,7 +159,7 @@ static void test_sizes(void **state)
     };
     static const char *const bad[] = {"0", "-1", "", "12X", "1T", "K", "1.5G", "+1K",
                                       "0x10", "99999999999G"};
-    const char *form = "a decimal byte size 1..18446744073709551615";
+    const char *form = "a decimal byte size 1..9223372036854775807";
     px_config c;
 
     (void)state;
