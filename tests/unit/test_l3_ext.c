@@ -549,14 +549,15 @@ static void test_fd_to_dead_chip(void **state)
     px_worker *w = ext_worker(2);
     pid_t pid = px_hier_proc_pid(w, 1);
     int fds0, fd, out = -1;
-    char want[32];
+    char want[64];
 
     PX_ASSERT_OK(hier_memfd_create("ext-dead", 4096, &fd));
     fds0 = ext_fds();
     ext_kill(w, 1);
     assert_int_equal(hier_fd_send(w, 1, 5, fd, 10), PX_EPEERDEAD);
-    snprintf(want, sizeof(want), "pid %d", (int)pid);
+    snprintf(want, sizeof(want), "chip 1 (pid %d) died", (int)pid);
     assert_non_null(strstr(px_last_error(), want));
+    assert_non_null(strstr(px_last_error(), "SIGKILL"));
     assert_int_equal(hier_fd_fetch(w, 1, 5, &out, 10), PX_EPEERDEAD);
     assert_int_equal(out, -1);
     assert_int_equal(ext_fds(), fds0);
