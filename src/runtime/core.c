@@ -253,7 +253,8 @@ px_status px_cores_start(px_worker *w)
 void px_cores_stop(px_worker *w)
 {
     atomic_store_explicit(&w->shutdown, 1, memory_order_seq_cst);
-    util_bump_wake(&w->wake_seq, NULL, w->ncores + 1, 0);
+    atomic_fetch_add_explicit(&w->wake_seq, 1, memory_order_seq_cst);
+    px_futex_wake(&w->wake_seq, w->ncores + 1, 0);
     for (int i = w->ext.caller_core ? 1 : 0; i < w->ncores; i++)
         pthread_join(w->cores[i].thread, NULL);
 }
