@@ -120,8 +120,11 @@ static px_status px_orch_wait_task(px_orch *o, px_task_id id, uint64_t *deadline
     px_worker *w = o->w;
     px_orch_waiting c = {.w = w, .t = px_task_slot(w, id)};
 
-    if (atomic_load_explicit(&c.t->state, memory_order_acquire) == PX_TASK_DONE)
-        return PX_OK; /* finished already: no wait to set up */
+    /* finished already, or finished by running it here (a chip's core 0): no wait to set up */
+    if (atomic_load_explicit(&c.t->state, memory_order_acquire) == PX_TASK_DONE ||
+        (w->ext.caller_core && px_core_help(w) > 0 &&
+         atomic_load_explicit(&c.t->state, memory_order_acquire) == PX_TASK_DONE))
+        return PX_OK;
     util_wait uw = {.ready = px_orch_task_done, .arg = &c, .word = &c.t->state,
                     .sleeping = &c.t->waiters, .spin_ticks = w->spin_ticks,
                     .yield_ticks = w->yield_ticks, .deadline_ns = *deadline,

@@ -116,11 +116,22 @@ static inline px_status util_wait_run(util_wait *w)
 }
 
 /* Wakes up to n sleepers on word if one announced itself in *sleeping (sleeping NULL: always).
- * The caller has changed what the waiters' ready() reads (seq_cst) before. */
-void util_wake(_Atomic uint32_t *word, _Atomic uint32_t *sleeping, int n, int shared);
+ * The caller has changed what the waiters' ready() reads (seq_cst) before. Inline: on the
+ * hot paths (a task finishing, a call posted) it is one load and no call. */
+static inline void util_wake(_Atomic uint32_t *word, _Atomic uint32_t *sleeping, int n,
+                             int shared)
+{
+    if (sleeping == NULL || atomic_load_explicit(sleeping, memory_order_seq_cst) != 0)
+        px_futex_wake(word, n, shared);
+}
 
 /* Bumps the sequence word, then wakes as util_wake. */
-void util_bump_wake(_Atomic uint32_t *word, _Atomic uint32_t *sleeping, int n, int shared);
+static inline void util_bump_wake(_Atomic uint32_t *word, _Atomic uint32_t *sleeping, int n,
+                                  int shared)
+{
+    atomic_fetch_add_explicit(word, 1, memory_order_seq_cst);
+    util_wake(word, sleeping, n, shared);
+}
 
 /* Publishes this thread's CPU in *self (written only when it changed; NULL: not published).
  * Returns the CPU, or -1. */
