@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "util/clock.h"
-#include "util/futex.h"
+#include "util/wait.h"
 #include "util/log.h"
 
 #define DFX_WAIT_SLICE_NS 100000000ll
@@ -87,9 +87,7 @@ void dfx_pool_fini(px_dfx *d)
 void dfx_buf_recycle(px_dfx *d, px_dfx_buf *b)
 {
     px_mpmcq_push(&d->freeq, b);
-    atomic_fetch_add_explicit(&d->free_seq, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&d->free_waiters, memory_order_seq_cst))
-        px_futex_wake(&d->free_seq, INT_MAX, 0);
+    util_bump_wake(&d->free_seq, &d->free_waiters, INT_MAX, 0);
 }
 
 static void dfx_detach(px_dfx_prod *pr)
@@ -119,9 +117,7 @@ static void dfx_publish(px_dfx *d, px_dfx_prod *pr)
     h->dev.chip = (uint16_t)d->chip_index;
     h->dev.publishes++;
     px_mpmcq_push(&d->readyq, b);
-    atomic_fetch_add_explicit(&d->ready_seq, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&d->drain_sleeping, memory_order_seq_cst))
-        px_futex_wake(&d->ready_seq, 1, 0);
+    util_bump_wake(&d->ready_seq, &d->drain_sleeping, 1, 0);
 }
 
 /* Makes b the producer's current buffer. */
@@ -145,47 +141,35 @@ static px_dfx_rec *dfx_drop(px_dfx_prod *pr, px_dfx_kind kind, uint32_t need)
     return NULL;
 }
 
-/* Sleeps on the free queue until a buffer is free or the backstop passes; NULL then. */
-static px_dfx_buf *dfx_sleep_free(px_dfx *d, uint64_t deadline)
+/* ready() of a writer's wait: a free buffer popped. */
+typedef struct dfx_free_waiting {
+    px_dfx *d;
+    px_dfx_buf *b;
+} dfx_free_waiting;
+
+static int dfx_free_ready(void *arg)
 {
-    px_dfx_buf *b = NULL;
+    dfx_free_waiting *c = arg;
 
-    while (b == NULL) {
-        uint64_t now = px_now_ns();
-        uint32_t seq;
-
-        if (now >= deadline)
-            break;
-        atomic_fetch_add_explicit(&d->free_waiters, 1, memory_order_seq_cst);
-        seq = atomic_load_explicit(&d->free_seq, memory_order_seq_cst);
-        b = px_mpmcq_pop(&d->freeq);
-        if (b == NULL) {
-            int64_t left = (int64_t)(deadline - now);
-
-            px_futex_wait(&d->free_seq, seq, left < DFX_WAIT_SLICE_NS ? left :
-                          DFX_WAIT_SLICE_NS, 0);
-            b = px_mpmcq_pop(&d->freeq);
-        }
-        atomic_fetch_sub_explicit(&d->free_waiters, 1, memory_order_relaxed);
-    }
-    return b;
+    return (c->b = px_mpmcq_pop(&c->d->freeq)) != NULL;
 }
 
-/* Waits (counted) for a free buffer: spin, then sleep until the backstop. NULL: drop. */
+/* Waits (counted) for a free buffer: spin, then sleep on the free queue's word until the
+ * backstop (util/wait.h, no yield phase). NULL: drop. */
 static px_dfx_buf *dfx_wait_free(px_dfx *d, px_dfx_prod *pr, px_dfx_kind kind)
 {
-    uint64_t until = px_ticks() + d->spin_ticks;
+    dfx_free_waiting c = {.d = d};
+    util_wait w = {.ready = dfx_free_ready, .arg = &c, .word = &d->free_seq,
+                   .sleeping = &d->free_waiters, .count_sleepers = 1,
+                   .spin_ticks = d->spin_ticks, .timeout_ns = d->backstop_ns,
+                   .deadline_ns = d->backstop_ns ? 0 : 1, /* no backstop: past at once */
+                   .slice_ns = DFX_WAIT_SLICE_NS};
     px_dfx_buf *b;
 
     if (pr->dropping)
         return NULL;
     pr->waits[kind]++;
-    do {
-        px_cpu_relax();
-        if ((b = px_mpmcq_pop(&d->freeq)) != NULL)
-            return b;
-    } while (px_ticks() < until);
-    b = dfx_sleep_free(d, px_now_ns() + d->backstop_ns);
+    b = util_wait_run(&w) == PX_OK ? c.b : NULL;
     if (b == NULL) {
         pr->dropping = 1;
         PX_LOG_WARN("dfx: %s waited %.3g s for a free DFX buffer (PLEXUS_DFX_BACKSTOP_S) and "

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "util/clock.h"
-#include "util/futex.h"
+#include "util/wait.h"
 #include "util/log.h"
 
 #define DFX_DRAIN_SLICE_NS 100000000ll
@@ -120,31 +120,33 @@ out_recycle:
     dfx_buf_recycle(d, b);
 }
 
-/* Waits for a ready buffer: spin, then sleep. Returns NULL once stopped and empty. */
+/* ready() of the drain's wait: a ready buffer popped, or told to stop. */
+typedef struct dfx_drain_waiting {
+    px_dfx *d;
+    px_dfx_buf *b;
+} dfx_drain_waiting;
+
+static int dfx_drain_ready(void *arg)
+{
+    dfx_drain_waiting *c = arg;
+
+    if ((c->b = px_mpmcq_pop(&c->d->readyq)) != NULL)
+        return 1;
+    return atomic_load_explicit(&c->d->stop, memory_order_acquire);
+}
+
+/* Waits for a ready buffer: spin, then sleep in slices (util/wait.h, no yield phase).
+ * Returns NULL once stopped and empty. */
 static px_dfx_buf *dfx_drain_wait(px_dfx *d)
 {
-    uint64_t until = px_ticks() + d->spin_ticks;
-    px_dfx_buf *b;
+    dfx_drain_waiting c = {.d = d};
+    util_wait w = {.ready = dfx_drain_ready, .arg = &c, .word = &d->ready_seq,
+                   .sleeping = &d->drain_sleeping, .spin_ticks = d->spin_ticks,
+                   .slice_ns = DFX_DRAIN_SLICE_NS};
 
-    for (;;) {
-        if ((b = px_mpmcq_pop(&d->readyq)) != NULL)
-            return b;
-        if (atomic_load_explicit(&d->stop, memory_order_acquire))
-            return px_mpmcq_pop(&d->readyq);
-        if (px_ticks() < until) {
-            px_cpu_relax();
-            continue;
-        }
-        atomic_store_explicit(&d->drain_sleeping, 1, memory_order_seq_cst);
-        uint32_t seq = atomic_load_explicit(&d->ready_seq, memory_order_seq_cst);
-        b = px_mpmcq_pop(&d->readyq);
-        if (b == NULL && !atomic_load_explicit(&d->stop, memory_order_acquire))
-            px_futex_wait(&d->ready_seq, seq, DFX_DRAIN_SLICE_NS, 0);
-        atomic_store_explicit(&d->drain_sleeping, 0, memory_order_relaxed);
-        if (b != NULL)
-            return b;
-        until = px_ticks() + d->spin_ticks;
-    }
+    while (util_wait_run(&w) != PX_OK)
+        continue; /* a slice passed: look again */
+    return c.b != NULL ? c.b : px_mpmcq_pop(&d->readyq);
 }
 
 static void *dfx_drain_main(void *arg)
@@ -175,8 +177,7 @@ void dfx_drain_stop(px_dfx *d)
     if (!d->drain_started)
         return;
     atomic_store_explicit(&d->stop, 1, memory_order_seq_cst);
-    atomic_fetch_add_explicit(&d->ready_seq, 1, memory_order_seq_cst);
-    px_futex_wake(&d->ready_seq, 1, 0);
+    util_bump_wake(&d->ready_seq, NULL, 1, 0);
     pthread_join(d->drain, NULL);
     d->drain_started = 0;
 }

@@ -14,7 +14,11 @@
  * args into the chip's device memory and the written ones back, which is exactly the
  * boundary between host heap and device memory. With DFX on, the chip's engine records one
  * session per run of the parent into OUT/chips/chip<i>/ (dfx_l3.c): its first call opens it,
- * the parent's flush call (PX_MB_DFX_FLUSH) finishes it.
+ * the parent's flush call (a control call of the ordered route, ctl.c) finishes it.
+ *
+ * A chip's context (hier_chip, service.c) holds what the chip owns: its engine, mailbox,
+ * socket, descriptor table, services and the service thread that answers the control calls
+ * of the service route while the main thread runs kernels as core 0.
  */
 #include "hier/hier_internal.h"
 
@@ -25,15 +29,8 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include "util/futex.h"
 #include "util/log.h"
-
-static int px_hier_self_chip = -1;
-
-int px_chip_index(void)
-{
-    return px_hier_self_chip;
-}
+#include "util/wait.h"
 
 /* Closes every descriptor of the parent's that this child has no use for. */
 static void px_child_close_fds(px_hier *h, px_hier_proc *self)
@@ -80,7 +77,7 @@ static void px_child_fail(px_hier_proc *p, px_status st)
     snprintf(p->mb->fail_msg, sizeof(p->mb->fail_msg), "%s", px_last_error());
     p->mb->fail_status = st;
     atomic_store_explicit(&p->mb->state, PX_MB_FAILED, memory_order_release);
-    px_futex_wake(&p->mb->state, 1, 1);
+    util_wake(&p->mb->state, NULL, 1, 1); /* the parent has no flag */
     _exit(1);
 }
 
@@ -99,14 +96,14 @@ static px_status px_chip_engine(px_hier *h, px_hier_proc *p, px_worker **out)
         px_hier_dfx_chip_dir(h, p->index, cfg.out_dir, sizeof(cfg.out_dir));
     if ((st = px_rt_worker_create(&cfg, 0, &l2)) != PX_OK)
         return st;
-    l2->caller_core = 1; /* this process's main thread is core 0: one thread fewer per chip */
-    l2->no_wall_time = 1;
+    l2->ext.caller_core = 1; /* this process's main thread is core 0: one thread fewer */
+    l2->ext.no_wall_time = 1;
     if ((st = px_cores_start(l2)) != PX_OK) {
         px_rt_worker_destroy(l2);
         return st;
     }
-    l2->dfx_chip = p->index;
-    l2->dfx_session = 1; /* one DFX session per run of the parent, ended by its flush call */
+    l2->ext.dfx_chip = p->index;
+    l2->ext.dfx_session = 1; /* one DFX session per run of the parent, ended by its flush */
     for (int k = 0; k < h->nkernels; k++) {
         const px_kernel *kn = &w->kernels[k];
 
@@ -121,11 +118,16 @@ static px_status px_chip_engine(px_hier *h, px_hier_proc *p, px_worker **out)
 }
 
 /* Runs one call; writes the completion's status and message. */
-static void px_child_run(px_hier *h, px_worker *l2, const px_mb_call *c, px_mb_done *d)
+static void px_child_run(px_hier *h, hier_chip *chip, const px_mb_call *c, px_mb_done *d)
 {
+    px_worker *l2 = chip != NULL ? chip->engine : NULL;
     px_task_args args;
     px_status st;
 
+    if (c->kind == PX_MB_CONTROL && chip != NULL) {
+        hier_ctl_run(chip, c, d); /* the payload is not packed arguments */
+        return;
+    }
     px_clear_error();
     if (px_mb_unpack_args(c, &args) != 0) {
         st = px_set_error(PX_EINVAL, "call of task %llu carries %d arguments in %u bytes that "
@@ -139,8 +141,8 @@ static void px_child_run(px_hier *h, px_worker *l2, const px_mb_call *c, px_mb_d
             st = px_set_error(PX_EINVAL, "callable id %d unknown to this chip", c->callable);
         else
             st = px_run(l2, h->callables[c->callable].fn, &args, NULL);
-    } else if (c->kind == PX_MB_DFX_FLUSH) {
-        st = l2 != NULL ? px_rt_dfx_session_end(l2) : PX_OK;
+    } else if (c->kind == PX_MB_CONTROL) {
+        st = px_set_error(PX_EINVAL, "a control call reached a host sub-worker");
     } else {
         st = c->fn(&args, c->user);
         if (st > 0) /* not a status: a host function must return PX_OK or a PX_E* code */
@@ -149,6 +151,7 @@ static void px_child_run(px_hier *h, px_worker *l2, const px_mb_call *c, px_mb_d
 out:
     d->task = c->task;
     d->status = st;
+    d->reply_len = 0;
     if (st != PX_OK)
         snprintf(d->msg, sizeof(d->msg), "%s",
                  px_last_error()[0] ? px_last_error() : px_status_str(st));
@@ -178,7 +181,7 @@ static int px_child_wait(px_hier *h, px_mailbox *mb, uint64_t tail, uint64_t *kn
 }
 
 /* Serves calls in order until a shutdown call or the parent's death. */
-static void px_child_loop(px_hier *h, px_hier_proc *p, px_worker *l2)
+static void px_child_loop(px_hier *h, px_hier_proc *p, hier_chip *chip)
 {
     px_mailbox *mb = p->mb;
 
@@ -190,14 +193,15 @@ static void px_child_loop(px_hier *h, px_hier_proc *p, px_worker *l2)
         c = &mb->calls[tail % PX_MB_DEPTH];
         if (c->kind == PX_MB_SHUTDOWN)
             return;
-        px_child_run(h, l2, c, &mb->dones[tail % PX_MB_DEPTH]);
+        px_child_run(h, chip, c, &mb->dones[tail % PX_MB_DEPTH]);
         px_mb_publish_done(mb, tail, h->bell);
     }
 }
 
 void px_hier_child_main(px_hier *h, px_hier_proc *p)
 {
-    px_worker *l2 = NULL;
+    static hier_chip self; /* this process's chip context (service.c) */
+    hier_chip *chip = NULL;
     px_status st;
 
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -207,16 +211,25 @@ void px_hier_child_main(px_hier *h, px_hier_proc *p)
     px_child_signals();
     p->mb->pid = (int32_t)getpid();
     if (!p->is_sub) {
-        px_hier_self_chip = p->index;
-        if ((st = px_chip_engine(h, p, &l2)) != PX_OK)
+        chip = &self;
+        chip->h = h;
+        chip->proc = p;
+        chip->index = p->index;
+        chip->pid = getpid();
+        chip->mb = p->mb;
+        chip->sock = p->child_sock;
+        if ((st = px_chip_engine(h, p, &chip->engine)) != PX_OK ||
+            (st = hier_chip_start(chip)) != PX_OK)
             px_child_fail(p, st);
     }
     atomic_store_explicit(&p->mb->state, PX_MB_READY, memory_order_release);
-    px_futex_wake(&p->mb->state, 1, 1);
+    util_wake(&p->mb->state, NULL, 1, 1); /* the parent has no flag */
     PX_LOG_INFO("%s %d: pid %d ready (%d core threads)", px_hier_proc_kind(p), p->index,
                 (int)getpid(), p->is_sub ? 0 : h->chip_cores);
-    px_child_loop(h, p, l2);
-    if (l2 != NULL)
-        px_rt_worker_destroy(l2);
+    px_child_loop(h, p, chip);
+    if (chip != NULL) {
+        hier_chip_stop(chip);
+        px_rt_worker_destroy(chip->engine);
+    }
     _exit(0);
 }

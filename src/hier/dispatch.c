@@ -349,8 +349,8 @@ void px_hier_on_done(px_hier *h, px_hier_proc *p, const px_mb_done *d)
     pthread_mutex_lock(&h->lock);
     id = p->inflight[p->completed % PX_MB_DEPTH];
     p->completed++;
-    if (id == PX_TASK_NONE) { /* not a task: the acknowledgment of a DFX flush call */
-        px_hier_dfx_flush_done(h, p, d->status, d->msg);
+    if (id == PX_L3_CONTROL) { /* not a task: the answer to a control call (ctl.c) */
+        hier_ctl_ordered_done(h, p, p->completed - 1, d);
         pthread_mutex_unlock(&h->lock);
         return;
     }
@@ -391,15 +391,15 @@ void px_hier_on_death(px_hier *h, px_hier_proc *p, const char *how)
         px_task_id id = p->inflight[pos % PX_MB_DEPTH];
         px_l3_slot *s;
 
-        if (id == PX_TASK_NONE || id == PX_L3_ORPHAN)
+        if (id == PX_L3_CONTROL || id == PX_L3_ORPHAN)
             continue;
         s = px_hier_side(h, id);
         if (s->kind == PX_L3_GROUP)
             s->group->remaining--;
         px_fail_dead(h, id, s, p, 1);
     }
+    hier_ctl_on_death(h, p); /* before the in-flight positions are given up */
     p->completed = p->posted;
-    px_hier_dfx_flush_lost(h, p);
     if (h->npending > 0)
         px_pending_scan(h);
     pthread_mutex_unlock(&h->lock);

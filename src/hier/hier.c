@@ -26,11 +26,12 @@
 #include <unistd.h>
 
 #include "util/clock.h"
-#include "util/futex.h"
 #include "util/log.h"
+#include "util/wait.h"
 
 #define PX_HIER_THREADS_WAIT_NS 100000000ull /* threads just joined may take a moment to go */
 #define PX_HIER_SHUTDOWN_MAX_S 5.0           /* grace for children to exit at destroy */
+#define PX_HIER_START_SLICE_NS 10000000ull   /* a starting child is checked this often */
 
 /* ThreadSanitizer runs a background thread of its own once any thread was started, and makes
  * fork safe itself; that one thread is not the user's. */
@@ -53,7 +54,7 @@ px_status px_hier_from_orch(px_orch *o, const char *what, px_hier **out)
 
     if (st != PX_OK)
         return st;
-    h = o->w->level == 3 ? o->w->hier : NULL;
+    h = o->w->level == 3 ? px_hier_of(o->w) : NULL;
     if (h == NULL)
         return px_set_error(PX_ESTATE, "%s: the orchestration runs on a level-2 worker; submit "
                             "level-3 tasks from the orchestration px_run calls on a level-3 "
@@ -75,6 +76,7 @@ const char *px_hier_proc_kind(const px_hier_proc *p)
 static px_status px_hier_alloc(px_hier *h, const px_config *c)
 {
     pthread_condattr_t ca;
+    px_status st;
     int online;
 
     h->cfg = *c;
@@ -105,8 +107,11 @@ static px_status px_hier_alloc(px_hier *h, const px_config *c)
     pthread_mutex_init(&h->drain_lock, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines come from px_now_ns */
-    pthread_cond_init(&h->flush_cv, &ca);
+    pthread_cond_init(&h->ctl_cv, &ca);
     pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&h->fd_lock, NULL);
+    if ((st = hier_fd_setup(h)) != PX_OK)
+        return st;
     return px_hier_dfx_setup(h);
 }
 
@@ -117,9 +122,11 @@ static void px_hier_free(px_hier *h)
     for (uint64_t i = 0; h->side != NULL && i <= h->side_mask; i++)
         free(h->side[i].group);
     free(h->side);
+    free(h->dfx_flush);
     pthread_mutex_destroy(&h->lock);
     pthread_mutex_destroy(&h->drain_lock);
-    pthread_cond_destroy(&h->flush_cv);
+    pthread_mutex_destroy(&h->fd_lock);
+    pthread_cond_destroy(&h->ctl_cv);
     free(h);
 }
 
@@ -146,7 +153,7 @@ px_status px_hier_create(const px_config *c, px_worker **out)
         return px_set_error(PX_ENOMEM, "level 3: cannot allocate the worker state");
     }
     h->w = w;
-    w->hier = h;
+    w->ext.owner = h;
     if ((st = px_hier_alloc(h, c)) != PX_OK)
         goto out_free;
     PX_LOG_INFO("worker: level 3 with %d chips (%d cores each), %d host sub-workers, host heap "
@@ -157,7 +164,7 @@ px_status px_hier_create(const px_config *c, px_worker **out)
 
 out_free:
     px_hier_free(h);
-    w->hier = NULL;
+    w->ext.owner = NULL;
     {
         char msg[PX_ERRMSG_MAX];
 
@@ -228,14 +235,14 @@ int px_worker_chips(const px_worker *w)
 {
     if (w == NULL)
         return 0;
-    return w->level == 3 && w->hier != NULL ? ((const px_hier *)w->hier)->nchips : 1;
+    return w->level == 3 && w->ext.owner != NULL ? ((const px_hier *)w->ext.owner)->nchips : 1;
 }
 
 int px_worker_chip_cores(const px_worker *w)
 {
     if (w == NULL)
         return 0;
-    return w->level == 3 && w->hier != NULL ? ((const px_hier *)w->hier)->chip_cores
+    return w->level == 3 && w->ext.owner != NULL ? ((const px_hier *)w->ext.owner)->chip_cores
                                              : px_worker_cores(w);
 }
 
@@ -331,6 +338,14 @@ static px_status px_hier_fork(px_hier *h, px_hier_proc *p)
     return PX_OK;
 }
 
+/* ready() of the start-up wait: the child left PX_MB_STARTING. */
+static int px_hier_started(void *arg)
+{
+    const px_hier_proc *p = arg;
+
+    return atomic_load_explicit(&p->mb->state, memory_order_acquire) != PX_MB_STARTING;
+}
+
 /* Waits (bounded) until child p has built its engine. */
 static px_status px_hier_wait_ready(px_hier *h, px_hier_proc *p, uint64_t deadline)
 {
@@ -345,7 +360,8 @@ static px_status px_hier_wait_ready(px_hier *h, px_hier_proc *p, uint64_t deadli
             return px_set_error(PX_ETIMEDOUT, "%s %d (pid %d) did not start within %g s "
                                 "(PLEXUS_TIMEOUT_S)", px_hier_proc_kind(p), p->index,
                                 (int)p->pid, h->cfg.timeout_s);
-        px_futex_wait(&p->mb->state, PX_MB_STARTING, 10000000, 1);
+        util_wait_run(&(util_wait){.ready = px_hier_started, .arg = p, .word = &p->mb->state,
+                                   .shared = 1, .slice_ns = PX_HIER_START_SLICE_NS});
     }
     if (s == PX_MB_FAILED)
         return px_set_error(p->mb->fail_status ? p->mb->fail_status : PX_EIO,
@@ -499,7 +515,7 @@ px_status px_hier_destroy(px_worker *w)
                         "call; killing them", left, grace);
         px_hier_release_procs(h);
     }
-    w->hier = NULL;
+    w->ext = (px_rt_ext){0};
     px_hier_free(h);
     return px_rt_worker_destroy(w);
 }

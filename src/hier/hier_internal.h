@@ -3,14 +3,17 @@
  *
  * The host side of a level-3 worker is the level-2 engine (src/runtime) with its arena used as
  * the host heap and three internal kernels as executors ("l3.next_level", "l3.group",
- * "l3.host"); w->hier points at the px_hier below. Child processes (chips, then host
+ * "l3.host"); w->ext.owner points at the px_hier below. Child processes (chips, then host
  * sub-workers) are "procs": procs[0 .. nchips) are the chips, procs[nchips ..) the subs.
  *
  * Files: hier.c (create, init, destroy, registration), chip.c (a child's main loop),
  * mailbox.c (shared rings and waits), submit.c (the level-3 orchestration API), dispatch.c
  * (executors, the pending queue, completions), watch.c (reading completions: the
- * orchestration's poller and the completion and death-watch thread), dfx_l3.c (the chips' DFX sessions: flush calls at the end of a run) and
- * dfx_merge.c (one trace.json and dfx.json from the host's and the chips' outputs).
+ * orchestration's poller and the completion and death-watch thread), ctl.c (control calls),
+ * service.c (the chip context, chip services, the chip's service thread), fdpass.c
+ * (descriptors over the socketpairs), dfx_l3.c (the chips' DFX sessions: a flush control
+ * call at the end of a run) and dfx_merge.c (one trace.json and dfx.json from the host's and
+ * the chips' outputs). ext.h is what upper layers may call of these.
  *
  * Locking: h->lock guards the dispatcher state (every proc's posted/completed counts and
  * in-flight table, the pending queue, group records and dead flags). It is taken by
@@ -32,6 +35,7 @@
 
 #include <plexus/plexus.h>
 
+#include "hier/ext.h"
 #include "hier/hier.h"
 #include "hier/mailbox.h"
 #include "runtime/runtime.h"
@@ -43,7 +47,7 @@
 #define PX_HIER_DEATH_MAX 256
 #define PX_HIER_CHECK_NS 100000000ull /* the watch thread polls the pidfds this often */
 #define PX_HIER_BACKUP_NS 1000000ull  /* and the completion rings, while the orchestration
-                                       * polls them itself (px_rt_poller) */
+                                       * polls them itself (ext.ops->poll) */
 
 typedef struct px_hier_callable {
     char name[PX_KERNEL_NAME_MAX];
@@ -56,7 +60,7 @@ typedef struct px_hier_proc {
     int is_sub;
     pid_t pid;           /* 0 until forked */
     int pidfd;           /* -1 when none */
-    int sock;            /* the parent's end of the socketpair (fd passing, later) */
+    int sock;            /* the parent's end of the socketpair (fd passing, fdpass.c) */
     int child_sock;      /* the child's end; closed in the parent after the fork */
     int memfd;
     px_mailbox *mb;
@@ -67,14 +71,15 @@ typedef struct px_hier_proc {
     _Atomic uint64_t done_read;       /* completions read (written under drain_lock; read
                                        * without it to see whether anything is new) */
     px_task_id inflight[PX_MB_DEPTH]; /* task id of call position p % PX_MB_DEPTH;
-                                       * PX_TASK_NONE: a DFX flush; PX_L3_ORPHAN */
+                                       * PX_L3_CONTROL: a control call; PX_L3_ORPHAN */
     int dead;                         /* exited or killed: fail everything sent to it */
     int reaped;                       /* waitid has collected it */
     char death[PX_HIER_DEATH_MAX];    /* "chip 1 (pid 42) died: killed by signal 9 (SIGKILL)" */
-    /* DFX flush calls (dfx_l3.c), under h->lock */
-    int flush_out;                    /* flush calls posted and not yet acknowledged */
-    px_status flush_st;               /* the last acknowledgment's status */
-    char flush_msg[PX_MB_MSG_MAX];    /* and its message */
+    /* control calls (ctl.c), under h->lock: whose answer each position in flight is */
+    struct hier_call *ord_call[PX_MB_DEPTH];     /* call ring (PX_L3_CONTROL positions) */
+    struct hier_call *ctl_call[PX_MB_CTL_DEPTH]; /* control ring; NULL: answer dropped */
+    uint64_t ctl_posted, ctl_completed;          /* control ring positions */
+    uint64_t ctl_read;                           /* answers read (drain_lock) */
 } px_hier_proc;
 
 enum px_l3_kind { PX_L3_NEXT = 1, PX_L3_GROUP, PX_L3_HOST };
@@ -84,6 +89,9 @@ enum px_l3_kind { PX_L3_NEXT = 1, PX_L3_GROUP, PX_L3_HOST };
  * consuming their entries, this keeps the rule that no thread but the orchestration reads the
  * side-table entry of a finished task, so the orchestration rewrites entries without a lock. */
 #define PX_L3_ORPHAN (PX_TASK_NONE - 1)
+
+/* An in-flight table entry of a control call of the ordered route (ord_call has the call). */
+#define PX_L3_CONTROL (PX_TASK_NONE - 2)
 
 /* A group task's per-chip calls and progress (malloc'd; freed when its slot is reused). */
 typedef struct px_l3_group {
@@ -108,6 +116,32 @@ typedef struct px_l3_slot {
 } px_l3_slot;
 
 enum px_hier_state { PX_HIER_CREATED = 0, PX_HIER_INITED, PX_HIER_FAILED };
+
+/* A row of the control table (ctl.c). */
+typedef struct hier_ctl_kind {
+    char name[PX_KERNEL_NAME_MAX];
+    int route;                    /* hier_ctl_route */
+    hier_ctl_cb fn;
+    void *arg;
+} hier_ctl_kind;
+
+/* A chip service (service.c). */
+typedef struct hier_service {
+    char name[PX_KERNEL_NAME_MAX];
+    hier_service_start_cb start;
+    hier_service_stop_cb stop;
+    void *arg;
+} hier_service;
+
+/* One control call in flight (ctl.c): per chip its answer and whether it is still owed. */
+typedef struct hier_call {
+    struct px_hier *h;
+    int kind;
+    int n;
+    int remaining;                /* answers still owed (under h->lock) */
+    hier_call_result *res;        /* n entries, after the struct */
+    char *owed;                   /* n flags */
+} hier_call;
 
 typedef struct px_hier {
     px_worker *w;                 /* the host engine */
@@ -134,7 +168,19 @@ typedef struct px_hier {
     uint64_t npending;
 
     int dfx;                      /* DFX on: chips record sessions, a run ends by merging */
-    pthread_cond_t flush_cv;      /* broadcast (under lock) when a flush is acknowledged */
+    hier_call *dfx_flush;         /* the flush call of the run ending now (dfx_l3.c) */
+    int k_dfx_flush;              /* its control kind */
+
+    hier_ctl_kind ctl[HIER_CTL_MAX]; /* the control table (ctl.c) */
+    int nctl;
+    pthread_cond_t ctl_cv;        /* broadcast (under lock) when a control call is answered */
+    _Atomic uint32_t ctl_open;    /* service-route calls posted and not yet answered or
+                                   * failed: the readers of completions skip the control
+                                   * rings (another page of each mailbox) while it is 0 */
+    int k_fd_in, k_fd_out;        /* fd passing's own control kinds (fdpass.c) */
+    pthread_mutex_t fd_lock;      /* one descriptor transfer at a time (fdpass.c) */
+    hier_service services[HIER_SERVICE_MAX];
+    int nservices;
 
     pthread_mutex_t drain_lock;   /* one reader of the completion rings at a time: the
                                    * watch thread, or the orchestration while it waits */
@@ -148,7 +194,7 @@ typedef struct px_hier {
 /* The level-3 state of a worker. */
 static inline px_hier *px_hier_of(px_worker *w)
 {
-    return (px_hier *)w->hier;
+    return (px_hier *)w->ext.owner;
 }
 
 /* The side-table entry of task id. */
@@ -156,6 +202,47 @@ static inline px_l3_slot *px_hier_side(px_hier *h, px_task_id id)
 {
     return &h->side[id & h->side_mask];
 }
+
+/* The context of a chip process (service.c, chip.c): what the chip owns. It reads the
+ * parent's px_hier as copied at fork only for the tables registered before the fork
+ * (configuration, callables, kernels, control kinds, services). */
+struct hier_chip {
+    px_hier *h;                   /* the parent's state as of the fork (read only) */
+    px_hier_proc *proc;
+    int index;
+    pid_t pid;
+    px_mailbox *mb;
+    int sock;                     /* this chip's end of the socketpair */
+    px_worker *engine;            /* the chip's level-2 engine */
+    int nstarted;                 /* services started (stopped in reverse order) */
+    pthread_t service;            /* the service thread: answers the control ring */
+    int service_started;
+    _Atomic int stop;
+    pthread_mutex_t fd_lock;      /* the descriptor table (service thread and handlers) */
+    struct { uint64_t tag; int fd; int offered; } fds[HIER_CHIP_FDS]; /* fd -1: free */
+};
+
+/* service.c: builds the chip context, starts the services and the service thread. Returns
+ * PX_OK, or the first failure (message set). */
+px_status hier_chip_start(hier_chip *chip);
+
+/* service.c: stops the service thread and the services (reverse order). */
+void hier_chip_stop(hier_chip *chip);
+
+/* ctl.c: runs control call c (a call ring or control ring entry) in the chip; fills d. */
+void hier_ctl_run(hier_chip *chip, const px_mb_call *c, px_mb_done *d);
+
+/* ctl.c: an ordered-route answer read from p's call ring at position pos (h->lock held). */
+void hier_ctl_ordered_done(px_hier *h, px_hier_proc *p, uint64_t pos, const px_mb_done *d);
+
+/* ctl.c: reads p's control-ring answers (drain_lock held); returns how many. */
+int hier_ctl_drain(px_hier *h, px_hier_proc *p);
+
+/* ctl.c: p died: fails its control calls in flight (h->lock held). */
+void hier_ctl_on_death(px_hier *h, px_hier_proc *p);
+
+/* fdpass.c: registers fd passing's control kinds (px_hier_create). */
+px_status hier_fd_setup(px_hier *h);
 
 /* chip.c: the main function of a forked child; never returns. */
 void px_hier_child_main(px_hier *h, px_hier_proc *p) __attribute__((noreturn));
@@ -177,7 +264,8 @@ void px_hier_watch_stop(px_hier *h);
 /* watch.c: reads proc p's completions posted so far (drain_lock held). */
 int px_hier_drain_done(px_hier *h, px_hier_proc *p);
 
-/* watch.c: hooks the orchestration's polling of the completion rings into the host engine. */
+/* watch.c: fills the host engine's extension interface (w->ext.ops): the orchestration's
+ * polling of the completion rings, and the DFX flush and merge at the end of a run. */
 void px_hier_poller_setup(px_hier *h);
 
 /* watch.c: describes how p ended ("killed by signal 9 (SIGKILL)") if it has; reaps it. Returns
@@ -198,14 +286,13 @@ const char *px_hier_proc_kind(const px_hier_proc *p);
  * PX_OK or PX_EINVAL (message set). */
 px_status px_hier_dfx_setup(px_hier *h);
 
+/* dfx_l3.c: the host engine's dfx_flush and dfx_merge hooks (px_rt_ext_ops; owner: the
+ * px_hier). Both do nothing when the worker records no DFX. */
+void px_hier_dfx_flush(void *owner);
+px_status px_hier_dfx_merge(void *owner);
+
 /* dfx_l3.c: writes chip `chip`'s output directory (OUT/chips/chip<i>) into out (n bytes). */
 void px_hier_dfx_chip_dir(const px_hier *h, int chip, char *out, size_t n);
-
-/* dfx_l3.c: the acknowledgment of a flush call posted to p (watch thread, lock held). */
-void px_hier_dfx_flush_done(px_hier *h, px_hier_proc *p, px_status st, const char *msg);
-
-/* dfx_l3.c: p died: its flush calls will never be acknowledged (lock held). */
-void px_hier_dfx_flush_lost(px_hier *h, px_hier_proc *p);
 
 /* What the merge knows about one chip. */
 typedef struct px_hier_dfx_chip {

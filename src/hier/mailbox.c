@@ -1,6 +1,6 @@
 /*
- * mailbox.c - shared regions, publishing calls and completions, and the spin-then-futex wait
- * that every level-3 process uses (see mailbox.h for the protocol).
+ * mailbox.c - shared regions, publishing calls and completions, and the level-3 waits (see
+ * mailbox.h for the protocol), written on the one wait helper (util/wait.h).
  *
  * The lost-wakeup window is closed the same way as in the level-2 runtime: the waiter stores
  * its "sleeping" flag and then re-reads the word, the poster changes the word and then reads
@@ -13,12 +13,11 @@
 #include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "util/clock.h"
-#include "util/futex.h"
-
-#define PX_MB_SLICE_NS 100000000ll /* a sleeper re-checks at least every 100 ms */
+#include "util/wait.h"
 
 px_status px_mb_region_create(const char *name, size_t bytes, void **mem, size_t *len, int *fd)
 {
@@ -30,9 +29,9 @@ px_status px_mb_region_create(const char *name, size_t bytes, void **mem, size_t
     if (f < 0)
         return px_set_error(PX_ENOMEM, "level 3: memfd_create(\"%s\") for a shared region of "
                             "%zu bytes failed: %s", name, n, strerror(errno));
-    if (ftruncate(f, (off_t)n) != 0) {
-        px_set_error(PX_ENOMEM, "level 3: sizing shared region \"%s\" to %zu bytes failed: %s",
-                     name, n, strerror(errno));
+    if (fchmod(f, 0600) != 0 || ftruncate(f, (off_t)n) != 0) {
+        px_set_error(PX_ENOMEM, "level 3: mode 0600 / sizing shared region \"%s\" to %zu bytes "
+                     "failed: %s", name, n, strerror(errno));
         goto out_close_fd;
     }
     p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
@@ -61,19 +60,15 @@ void px_mb_region_destroy(void *mem, size_t len, int fd)
 
 void px_mb_bump(_Atomic uint32_t *word, _Atomic uint32_t *sleeping)
 {
-    atomic_fetch_add_explicit(word, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(sleeping, memory_order_seq_cst))
-        px_futex_wake(word, INT_MAX, 1);
+    util_bump_wake(word, sleeping, INT_MAX, 1);
 }
 
 void px_mb_advance(_Atomic uint64_t *head, uint64_t value, _Atomic uint32_t *seq,
                    _Atomic uint32_t *sleeping)
 {
     atomic_store_explicit(head, value, memory_order_seq_cst);
-    if (atomic_load_explicit(sleeping, memory_order_seq_cst)) {
-        atomic_fetch_add_explicit(seq, 1, memory_order_seq_cst);
-        px_futex_wake(seq, INT_MAX, 1);
-    }
+    if (atomic_load_explicit(sleeping, memory_order_seq_cst))
+        util_bump_wake(seq, NULL, INT_MAX, 1);
 }
 
 /* Asks for the lines of *p (n bytes) in exclusive state ahead of writing them: the other
@@ -197,106 +192,63 @@ void px_mb_publish_done(px_mailbox *mb, uint64_t head, px_doorbell *bell)
     px_mb_prefetch_w(&mb->dones[(head + 1) % PX_MB_DEPTH], offsetof(px_mb_done, msg) + 1);
 }
 
-/* Sleeps until *word != seen or the deadline; returns the last value read. */
-static uint32_t px_mb_sleep(_Atomic uint32_t *word, uint32_t seen, _Atomic uint32_t *sleeping,
-                            uint64_t deadline_ns)
+/* ready() of px_mb_wait: the word moved off the value seen. */
+typedef struct mb_word_wait {
+    _Atomic uint32_t *word;
+    uint32_t seen, v;
+} mb_word_wait;
+
+static int mb_word_moved(void *arg)
 {
-    uint32_t v;
+    mb_word_wait *m = arg;
 
-    for (;;) {
-        uint64_t now;
-        int64_t left;
-
-        atomic_store_explicit(sleeping, 1, memory_order_seq_cst);
-        v = atomic_load_explicit(word, memory_order_seq_cst);
-        if (v != seen)
-            break;
-        now = px_now_ns();
-        if (now >= deadline_ns)
-            break;
-        left = (int64_t)(deadline_ns - now);
-        px_futex_wait(word, seen, left < PX_MB_SLICE_NS ? left : PX_MB_SLICE_NS, 1);
-    }
-    atomic_store_explicit(sleeping, 0, memory_order_relaxed);
-    return v;
+    m->v = atomic_load_explicit(m->word, memory_order_seq_cst);
+    return m->v != m->seen;
 }
 
 uint32_t px_mb_wait(_Atomic uint32_t *word, uint32_t seen, _Atomic uint32_t *sleeping,
                     uint64_t spin_ticks, uint64_t yield_ticks, uint64_t deadline_ns)
 {
-    uint64_t until = px_ticks() + spin_ticks;
-    uint32_t v;
+    mb_word_wait m = {.word = word, .seen = seen};
+    util_wait w = {.ready = mb_word_moved, .arg = &m, .word = word, .sleeping = sleeping,
+                   .shared = 1, .spin_ticks = spin_ticks, .yield_ticks = yield_ticks,
+                   .deadline_ns = deadline_ns};
 
-    while ((v = atomic_load_explicit(word, memory_order_acquire)) == seen) {
-        uint64_t now = px_ticks();
-
-        if (now >= until + yield_ticks)
-            return px_mb_sleep(word, seen, sleeping,
-                               deadline_ns ? deadline_ns : px_now_ns() + PX_MB_SLICE_NS);
-        if (now < until)
-            px_cpu_relax();
-        else
-            sched_yield();
-    }
-    return v;
+    util_wait_run(&w);
+    return m.v;
 }
 
 int px_mb_note_cpu(_Atomic int32_t *self)
 {
-    int cpu = sched_getcpu();
+    return util_note_cpu(self);
+}
 
-    if (self != NULL && atomic_load_explicit(self, memory_order_relaxed) != cpu)
-        atomic_store_explicit(self, cpu, memory_order_relaxed);
-    return cpu;
+/* ready() of px_mb_wait_head: the head moved past pos. */
+typedef struct mb_head_wait {
+    _Atomic uint64_t *head;
+    uint64_t pos;
+} mb_head_wait;
+
+static int mb_head_moved(void *arg)
+{
+    const mb_head_wait *m = arg;
+
+    return atomic_load_explicit(m->head, memory_order_seq_cst) > m->pos;
 }
 
 int px_mb_wait_head(_Atomic uint64_t *head, uint64_t pos, _Atomic uint32_t *seq,
                     _Atomic uint32_t *sleeping, px_mb_cpus cpus, uint64_t spin_ticks,
                     uint64_t yield_ticks, uint64_t deadline_ns)
 {
-    uint64_t until;
-    int moved = 0, cpu;
+    mb_head_wait m = {.head = head, .pos = pos};
+    util_wait w = {.ready = mb_head_moved, .arg = &m, .word = seq, .sleeping = sleeping,
+                   .shared = 1, .spin_ticks = spin_ticks, .yield_ticks = yield_ticks,
+                   .deadline_ns = deadline_ns, .self_cpu = cpus.self, .peer_cpu = cpus.peer,
+                   .streak = cpus.shared};
 
     if (atomic_load_explicit(head, memory_order_acquire) > pos)
         return 1;
-    cpu = px_mb_note_cpu(cpus.self);
-    if (cpus.peer != NULL && cpu >= 0 &&
-        atomic_load_explicit(cpus.peer, memory_order_relaxed) == cpu) {
-        spin_ticks = 0; /* the peer waits for this CPU: yield it at once */
-        if (cpus.shared != NULL && ++*cpus.shared % PX_MB_SHARED_SLEEP == 0)
-            yield_ticks = 0; /* or sleep, so that the wake-up may move this side */
-    } else if (cpus.shared != NULL) {
-        *cpus.shared = 0;
-    }
-    until = px_ticks() + spin_ticks;
-    while (atomic_load_explicit(head, memory_order_acquire) <= pos) {
-        uint64_t now = px_ticks();
-
-        if (now >= until + yield_ticks)
-            goto sleep;
-        if (now < until)
-            px_cpu_relax();
-        else
-            sched_yield();
-    }
-    return 1;
-sleep:
-    if (deadline_ns == 0)
-        deadline_ns = px_now_ns() + PX_MB_SLICE_NS;
-    for (;;) {
-        uint32_t v = atomic_load_explicit(seq, memory_order_seq_cst);
-        uint64_t now;
-        int64_t left;
-
-        atomic_store_explicit(sleeping, 1, memory_order_seq_cst);
-        if ((moved = atomic_load_explicit(head, memory_order_seq_cst) > pos))
-            break;
-        now = px_now_ns();
-        if (now >= deadline_ns)
-            break;
-        left = (int64_t)(deadline_ns - now);
-        px_futex_wait(seq, v, left < PX_MB_SLICE_NS ? left : PX_MB_SLICE_NS, 1);
-    }
-    atomic_store_explicit(sleeping, 0, memory_order_relaxed);
-    return moved;
+    if (cpus.peer == NULL) /* no rule: publish this side's CPU all the same */
+        util_note_cpu(cpus.self);
+    return util_wait_run(&w) == PX_OK;
 }

@@ -9,9 +9,9 @@
  * parent's watch thread). Calls complete in the order they were posted, so the calls in flight
  * on a child are exactly the ring positions [completions consumed, calls posted).
  *
- * Waiting follows the rest of plexus: spin for PLEXUS_SPIN_NS on the counter, poll it with
- * sched_yield for PLEXUS_YIELD_NS, then announce the sleep, re-check, and sleep on a
- * process-shared futex word beside the counter, with a deadline. A poster stores the counter
+ * Waiting is the one wait of plexus (util/wait.h): spin for PLEXUS_SPIN_NS on the counter,
+ * poll it with sched_yield for PLEXUS_YIELD_NS, then announce the sleep, re-check, and sleep
+ * on a process-shared futex word beside the counter, with a deadline. A poster stores the counter
  * and touches the futex word (bump, FUTEX_WAKE) only when the other side announced a sleep,
  * so a call or a completion to a side that is awake costs one store and one load.
  * The parent's watch thread sleeps on one doorbell word shared by every child; a child rings
@@ -36,8 +36,11 @@ enum px_mb_kind {
     PX_MB_CALLABLE = 1, /* chip: px_run(its L2 engine, callable, args) */
     PX_MB_HOST = 2,     /* host sub-worker: fn(args, user) */
     PX_MB_SHUTDOWN = 3, /* leave the loop and exit */
-    PX_MB_DFX_FLUSH = 4 /* chip: finish the DFX session of the parent's run (task: none) */
+    PX_MB_CONTROL = 4   /* chip: a control call of the ordered route (ctl.c): run handler
+                         * `callable` of the worker's control table on the payload in args */
 };
+
+#define PX_MB_CTL_DEPTH 8  /* control calls of the service route in flight per chip */
 
 /* A child's start-up state (mb->state), a futex word the parent waits on at init. */
 enum px_mb_state { PX_MB_STARTING = 0, PX_MB_READY = 1, PX_MB_FAILED = 2 };
@@ -62,8 +65,9 @@ typedef struct px_mb_call {
 typedef struct px_mb_done {
     uint64_t task;              /* the call's task id */
     int32_t status;             /* px_status of the call */
-    int32_t pad;
-    char msg[PX_MB_MSG_MAX];    /* px_last_error() text when status != PX_OK */
+    int32_t reply_len;          /* a control call's reply: bytes of msg in use (status PX_OK) */
+    char msg[PX_MB_MSG_MAX];    /* px_last_error() text when status != PX_OK, else a control
+                                 * call's reply */
 } px_mb_done;
 
 typedef struct px_mailbox {
@@ -81,6 +85,15 @@ typedef struct px_mailbox {
     int32_t fail_status;
     PX_ALIGNED_CL px_mb_call calls[PX_MB_DEPTH];
     PX_ALIGNED_CL px_mb_done dones[PX_MB_DEPTH];
+    /* control calls of the service route (ctl.c): parent -> the chip's service thread, which
+     * answers them even while the chip's main thread runs a kernel; the same protocol as the
+     * call ring, one writer per side */
+    PX_ALIGNED_CL _Atomic uint64_t ctl_head;  /* control calls posted */
+    _Atomic uint32_t ctl_seq;                 /* futex word the service thread sleeps on */
+    _Atomic uint32_t ctl_sleeping;
+    PX_ALIGNED_CL _Atomic uint64_t ctl_done_head; /* control calls answered */
+    PX_ALIGNED_CL px_mb_call ctl_calls[PX_MB_CTL_DEPTH];
+    PX_ALIGNED_CL px_mb_done ctl_dones[PX_MB_CTL_DEPTH];
 } px_mailbox;
 
 /* The word the parent's watch thread sleeps on; every child rings it after a completion. */
@@ -150,11 +163,6 @@ typedef struct px_mb_cpus {
                                   * on its CPU (NULL: none kept) */
 } px_mb_cpus;
 
-/* Every this many waits in a row that find the peer on the same CPU, a wait sleeps at once
- * instead of yielding: sched_yield never moves a thread, but the poster's wake-up lets the
- * scheduler place the sleeper on an idle CPU, so two processes stuck on one CPU part. */
-#define PX_MB_SHARED_SLEEP 64
-
 /*
  * Waits until *head > pos: spins for spin_ticks, polls with sched_yield for yield_ticks, then
  * announces itself in *sleeping and sleeps on the futex *seq, re-checking at least every
@@ -162,8 +170,10 @@ typedef struct px_mb_cpus {
  * pos, 0 at the deadline. The spin is skipped when the peer last waited on this CPU: then it
  * cannot be running while this side spins, and yielding at once hands it the CPU (on a
  * machine with fewer CPUs than busy processes a 2 us spin per hand-off tripled a run); every
- * PX_MB_SHARED_SLEEP such waits in a row, it sleeps at once. The floor benchmark times
- * exactly this wait.
+ * UTIL_WAIT_STREAK_SLEEP (64) such waits in a row, it sleeps at once (sched_yield never moves a
+ * thread, but the poster's wake-up lets the scheduler place the sleeper on an idle CPU). It is
+ * util_wait_run (util/wait.h) with the mailbox's words; the floor benchmark times exactly
+ * this wait.
  */
 int px_mb_wait_head(_Atomic uint64_t *head, uint64_t pos, _Atomic uint32_t *seq,
                     _Atomic uint32_t *sleeping, px_mb_cpus cpus, uint64_t spin_ticks,

@@ -70,13 +70,16 @@ int px_hier_drain_done(px_hier *h, px_hier_proc *p)
     return n;
 }
 
-/* Reads every child's completions (drain_lock held); returns how many. */
+/* Reads every child's completions and control-call answers (drain_lock held); returns how
+ * many. */
 static int px_hier_drain_all(px_hier *h)
 {
     int got = 0;
 
     for (int i = 0; i < h->nprocs; i++)
         got += px_hier_drain_done(h, &h->procs[i]);
+    for (int i = 0; i < h->nchips; i++)
+        got += hier_ctl_drain(h, &h->procs[i]);
     return got;
 }
 
@@ -102,6 +105,8 @@ static void px_watch_deaths(px_hier *h)
         if (p->dead || !px_hier_reap(p, 0, how, sizeof(how)))
             continue;
         px_hier_drain_done(h, p);
+        if (!p->is_sub)
+            hier_ctl_drain(h, p);
         px_hier_on_death(h, p, how);
     }
 }
@@ -138,7 +143,7 @@ static void *px_watch_main(void *arg)
     return NULL;
 }
 
-/* The host engine's poller (px_rt_poller): reads every child's completions unless the watch
+/* The host engine's poll hook (px_rt_ext_ops): reads every child's completions unless the watch
  * thread is reading them now. */
 static int px_hier_poll(void *arg)
 {
@@ -243,11 +248,19 @@ static void px_hier_task_where(void *arg, px_task_id id, char *buf, size_t n)
     }
 }
 
+/* The host engine's hooks (px_rt_ext_ops). */
+static const px_rt_ext_ops px_hier_host_ops = {
+    .poll = px_hier_poll,
+    .polling = px_hier_polling,
+    .alone = px_hier_alone,
+    .dfx_flush = px_hier_dfx_flush,
+    .dfx_merge = px_hier_dfx_merge,
+    .task_where = px_hier_task_where,
+};
+
 void px_hier_poller_setup(px_hier *h)
 {
-    h->w->poller = (px_rt_poller){.arg = h, .poll = px_hier_poll, .polling = px_hier_polling,
-                                  .alone = px_hier_alone};
-    h->w->task_where = px_hier_task_where;
+    h->w->ext.ops = &px_hier_host_ops;
 }
 
 px_status px_hier_watch_start(px_hier *h)

@@ -3,8 +3,9 @@
  *
  * There is no scheduler thread. A core that finishes a task closes the task's fanout list,
  * decrements each consumer's fanin, keeps the first consumer that became ready for itself and
- * queues the rest. An idle core spins for about PLEXUS_SPIN_NS, then sleeps on a futex with a
- * deadline; a pusher issues FUTEX_WAKE only when a core announced that it sleeps.
+ * queues the rest. An idle core waits through util/wait.h: spins for about PLEXUS_SPIN_NS,
+ * polls with sched_yield for PLEXUS_YIELD_NS, then sleeps on a futex in 100 ms slices; a
+ * pusher issues FUTEX_WAKE only when a core announced that it sleeps.
  */
 #include "runtime.h"
 
@@ -15,10 +16,10 @@
 #include <time.h>
 
 #include "util/clock.h"
-#include "util/futex.h"
 #include "util/log.h"
+#include "util/wait.h"
 
-#define PX_IDLE_SLEEP_NS 100000000ll /* re-check shutdown at least every 100 ms */
+#define PX_IDLE_SLEEP_NS 100000000ull /* re-check shutdown at least every 100 ms */
 
 /*
  * A core that is spinning will find the task by itself, so a sleeper is woken only when no
@@ -40,7 +41,7 @@ void px_task_ready(px_worker *w, px_task *t)
         }
     }
     px_readyq_push(&w->readyq, t);
-    if (w->ncores == w->caller_core)
+    if (w->ncores == w->ext.caller_core)
         return; /* a chip whose only core is its caller's thread: nobody to wake */
     atomic_thread_fence(memory_order_seq_cst);
     sleepers = atomic_load_explicit(&w->sleepers, memory_order_relaxed);
@@ -49,7 +50,7 @@ void px_task_ready(px_worker *w, px_task *t)
     spinning = atomic_load_explicit(&w->spinning, memory_order_relaxed);
     if (spinning == 0 || px_readyq_depth(&w->readyq) > spinning) {
         atomic_fetch_add_explicit(&w->wake_seq, 1, memory_order_relaxed);
-        px_futex_wake(&w->wake_seq, 1, 0);
+        util_wake(&w->wake_seq, NULL, 1, 0); /* sleepers > 0: checked above */
     }
 }
 
@@ -57,8 +58,7 @@ void px_task_ready(px_worker *w, px_task *t)
 static void px_task_finish(px_task *t)
 {
     atomic_store_explicit(&t->state, PX_TASK_DONE, memory_order_seq_cst);
-    if (atomic_load_explicit(&t->waiters, memory_order_seq_cst))
-        px_futex_wake(&t->state, 1, 0);
+    util_wake(&t->state, &t->waiters, 1, 0);
 }
 
 /*
@@ -135,46 +135,60 @@ static px_task *px_task_execute(px_core_ctx *ctx, px_task *t)
     return next;
 }
 
+/* The state of an idle core's wait (util_wait's arg). */
+typedef struct px_core_waiting {
+    px_worker *w;
+    px_task *t;                     /* the task it found */
+    int spinning;                   /* counted in w->spinning */
+} px_core_waiting;
+
+/* ready(): a task popped, or the worker shuts down. */
+static int px_core_ready(void *arg)
+{
+    px_core_waiting *c = arg;
+
+    c->t = px_readyq_pop(&c->w->readyq);
+    return c->t != NULL || atomic_load_explicit(&c->w->shutdown, memory_order_acquire);
+}
+
+/* Before the sleep a core stops counting as a spinner (seq_cst, before it announces the
+ * sleep and re-checks the queue), so a pusher that sees no spinner wakes it. */
+static void px_core_sleep_cb(void *arg, int asleep)
+{
+    px_core_waiting *c = arg;
+
+    if (asleep && c->spinning) {
+        atomic_fetch_sub_explicit(&c->w->spinning, 1, memory_order_seq_cst);
+        c->spinning = 0;
+    }
+}
+
 /*
- * Waits for a ready task: spin, then sleep (*slept set). Returns NULL when the worker shuts
- * down.
+ * Waits for a ready task: spin (counted in w->spinning), poll with yields, then sleep on
+ * wake_seq (counted in w->sleepers) in 100 ms slices; after each slice it starts over.
+ * *slept is set when it slept. Returns NULL when the worker shuts down.
  */
 static px_task *px_core_wait(px_core_ctx *ctx, int *slept)
 {
     px_worker *w = ctx->w;
-    uint64_t until = px_ticks() + w->spin_ticks;
-    px_task *t;
+    px_core_waiting c = {.w = w};
+    util_wait uw = {.ready = px_core_ready, .arg = &c, .word = &w->wake_seq,
+                    .sleeping = &w->sleepers, .count_sleepers = 1,
+                    .spin_ticks = w->spin_ticks, .yield_ticks = w->yield_ticks,
+                    .slice_ns = PX_IDLE_SLEEP_NS, .sleep_cb = px_core_sleep_cb};
 
     for (;;) {
-        uint64_t yield_until = until + w->yield_ticks;
+        px_status st;
 
         atomic_fetch_add_explicit(&w->spinning, 1, memory_order_seq_cst);
-        for (uint64_t now = px_ticks(); now < yield_until; now = px_ticks()) {
-            t = px_readyq_pop(&w->readyq);
-            if (t) {
-                atomic_fetch_sub_explicit(&w->spinning, 1, memory_order_relaxed);
-                return t;
-            }
-            if (now < until)
-                px_cpu_relax();
-            else
-                sched_yield(); /* let a runnable thread have this CPU, then look again */
-        }
-        atomic_fetch_sub_explicit(&w->spinning, 1, memory_order_seq_cst);
-        if (atomic_load_explicit(&w->shutdown, memory_order_acquire))
-            return NULL;
-
-        atomic_fetch_add_explicit(&w->sleepers, 1, memory_order_seq_cst);
-        uint32_t seq = atomic_load_explicit(&w->wake_seq, memory_order_seq_cst);
-        t = px_readyq_pop(&w->readyq);
-        if (t == NULL && !atomic_load_explicit(&w->shutdown, memory_order_acquire)) {
-            px_futex_wait(&w->wake_seq, seq, PX_IDLE_SLEEP_NS, 0);
+        c.spinning = 1;
+        st = util_wait_run(&uw);
+        if (c.spinning)
+            atomic_fetch_sub_explicit(&w->spinning, 1, memory_order_relaxed);
+        if (uw.sleeps > 0)
             *slept = 1;
-        }
-        atomic_fetch_sub_explicit(&w->sleepers, 1, memory_order_relaxed);
-        if (t)
-            return t;
-        until = px_ticks() + w->spin_ticks;
+        if (st == PX_OK)
+            return c.t; /* NULL: shutdown */
     }
 }
 
@@ -223,7 +237,7 @@ int px_core_help(px_worker *w)
 
 px_status px_cores_start(px_worker *w)
 {
-    int first = w->caller_core ? 1 : 0;
+    int first = w->ext.caller_core ? 1 : 0;
 
     if (w->cores_started)
         return PX_OK;
@@ -272,8 +286,7 @@ px_status px_cores_stop(px_worker *w, double grace_s)
     if (!w->cores_started)
         return PX_OK;
     atomic_store_explicit(&w->shutdown, 1, memory_order_seq_cst);
-    atomic_fetch_add_explicit(&w->wake_seq, 1, memory_order_seq_cst);
-    px_futex_wake(&w->wake_seq, w->ncores + 1, 0);
+    util_bump_wake(&w->wake_seq, NULL, w->ncores + 1, 0);
     clock_gettime(CLOCK_REALTIME, &dl);
     dl.tv_sec += (time_t)grace_s;
     dl.tv_nsec += (long)((grace_s - (double)(time_t)grace_s) * 1e9);

@@ -19,10 +19,10 @@
 
 #include "util/argcheck.h"
 #include "util/clock.h"
-#include "util/futex.h"
 #include "util/log.h"
+#include "util/wait.h"
 
-#define PX_WAIT_SLICE_NS 100000000ll
+#define PX_WAIT_SLICE_NS 100000000ull
 
 /* ---- watermark and bounded waits ---- */
 
@@ -75,8 +75,8 @@ static px_status px_orch_timeout(px_orch *o, px_task_id id, double waited, const
     px_task *t = px_task_slot(w, id);
     char where[256] = "";
 
-    if (w->task_where != NULL)
-        w->task_where(w->hier, id, where, sizeof(where));
+    if (w->ext.ops != NULL && w->ext.ops->task_where != NULL)
+        w->ext.ops->task_where(w->ext.owner, id, where, sizeof(where));
     return px_set_error(PX_ETIMEDOUT, "waited %.1f s for task %llu (kernel \"%s\")%s to finish "
                         "%s; it is still running or waiting for its inputs. Raise "
                         "PLEXUS_TIMEOUT_S (now %g s) if kernels run this long", waited,
@@ -89,61 +89,84 @@ static uint64_t px_orch_deadline(const px_orch *o)
     return px_now_ns() + (uint64_t)(o->w->cfg.timeout_s * 1e9);
 }
 
+/* The state of the orchestration's wait for one task (util_wait's arg). */
+typedef struct px_orch_waiting {
+    px_worker *w;
+    px_task *t;
+    uint64_t slept_at;              /* when the sleep phase began (px_now_ns) */
+} px_orch_waiting;
+
+/* ready(): the task has finished. */
+static int px_orch_task_done(void *arg)
+{
+    const px_orch_waiting *c = arg;
+
+    return atomic_load_explicit(&c->t->state, memory_order_seq_cst) == PX_TASK_DONE;
+}
+
+/* progress(): a chip's core 0 runs ready tasks on this thread; awake, the orchestration also
+ * reads the children's completions (level-3 host engine). Nonzero when either did work. */
+static int px_orch_progress(void *arg, int asleep)
+{
+    const px_orch_waiting *c = arg;
+    px_worker *w = c->w;
+    const px_rt_ext_ops *x = w->ext.ops;
+
+    if (w->ext.caller_core && px_core_help(w) > 0)
+        return 1;
+    return !asleep && x != NULL && x->poll != NULL && x->poll(w->ext.owner);
+}
+
+/* The CPU rule: skip the spin when a child with work in flight last ran on this CPU. */
+static int px_orch_peer_here(void *arg)
+{
+    const px_worker *w = ((const px_orch_waiting *)arg)->w;
+
+    return !w->ext.ops->alone(w->ext.owner);
+}
+
+/* Asleep the orchestration reads nothing: completions go to the watch thread meanwhile. */
+static void px_orch_sleep_cb(void *arg, int asleep)
+{
+    px_orch_waiting *c = arg;
+    const px_rt_ext_ops *x = c->w->ext.ops;
+
+    if (asleep)
+        c->slept_at = px_now_ns();
+    if (x != NULL && x->polling != NULL)
+        x->polling(c->w->ext.owner, !asleep);
+}
+
 /*
  * Waits until task id has finished, at most until *deadline_ns; a zero *deadline_ns is set to
  * PLEXUS_TIMEOUT_S from now when the wait first sleeps (a wait that ends while it spins reads
- * no clock). Spins first, then polls with sched_yield, then sleeps.
+ * no clock). Spins first, then polls with sched_yield, then sleeps on the task's state word
+ * (util/wait.h); helping and polling restart the spin.
  */
 static px_status px_orch_wait_task(px_orch *o, px_task_id id, uint64_t *deadline,
                                    const char *why)
 {
     px_worker *w = o->w;
-    px_task *t = px_task_slot(w, id);
-    const px_rt_poller *pl = &w->poller;
-    uint64_t until = 0, start; /* the spin starts at the first turn that finds nothing to do */
-    px_status st = PX_OK;
+    px_orch_waiting c = {.w = w, .t = px_task_slot(w, id)};
 
-    while (atomic_load_explicit(&t->state, memory_order_acquire) != PX_TASK_DONE) {
-        uint64_t now;
+    /* finished already, or finished by running it here (a chip's core 0): no wait to set up */
+    if (atomic_load_explicit(&c.t->state, memory_order_acquire) == PX_TASK_DONE ||
+        (w->ext.caller_core && px_core_help(w) > 0 &&
+         atomic_load_explicit(&c.t->state, memory_order_acquire) == PX_TASK_DONE))
+        return PX_OK;
+    util_wait uw = {.ready = px_orch_task_done, .arg = &c, .word = &c.t->state,
+                    .sleeping = &c.t->waiters, .spin_ticks = w->spin_ticks,
+                    .yield_ticks = w->yield_ticks, .deadline_ns = *deadline,
+                    .timeout_ns = (uint64_t)(w->cfg.timeout_s * 1e9),
+                    .slice_ns = PX_WAIT_SLICE_NS, .progress = px_orch_progress,
+                    .peer_here = w->ext.ops != NULL && w->ext.ops->alone != NULL
+                                     ? px_orch_peer_here : NULL,
+                    .sleep_cb = px_orch_sleep_cb};
+    px_status st = util_wait_run(&uw);
 
-        if ((w->caller_core && px_core_help(w) > 0) || (pl->poll != NULL && pl->poll(pl->arg))) {
-            until = 0;
-            continue;
-        }
-        now = px_ticks(); /* a TSC read costs tens of ns in a VM: none when help was enough */
-        if (until == 0)
-            until = pl->alone == NULL || pl->alone(pl->arg) ? now + w->spin_ticks : now;
-        if (now >= until + w->yield_ticks)
-            goto sleep;
-        if (now < until)
-            px_cpu_relax();
-        else
-            sched_yield();
-    }
-    return PX_OK;
-sleep:
-    if (pl->poll != NULL) /* asleep it reads nothing: completions go to the watch thread */
-        pl->polling(pl->arg, 0);
-    start = px_now_ns();
-    if (*deadline == 0)
-        *deadline = px_orch_deadline(o);
-    atomic_store_explicit(&t->waiters, 1, memory_order_seq_cst);
-    while (atomic_load_explicit(&t->state, memory_order_seq_cst) != PX_TASK_DONE) {
-        uint64_t now = px_now_ns();
-        int64_t left = (int64_t)(*deadline - now);
-
-        if (now >= *deadline) {
-            st = px_orch_timeout(o, id, (double)(now - start) / 1e9, why);
-            break;
-        }
-        if (w->caller_core && px_core_help(w) > 0)
-            continue;
-        px_futex_wait(&t->state, PX_TASK_PENDING, left < PX_WAIT_SLICE_NS ? left :
-                      PX_WAIT_SLICE_NS, 0);
-    }
-    atomic_store_explicit(&t->waiters, 0, memory_order_relaxed);
-    if (pl->poll != NULL)
-        pl->polling(pl->arg, 1);
+    *deadline = uw.deadline_ns;
+    if (st != PX_OK)
+        st = px_orch_timeout(o, id, (double)(px_now_ns() - c.slept_at) / 1e9, why);
     return st;
 }
 
@@ -600,8 +623,9 @@ static px_status px_orch_submit(px_orch *o, px_kernel_id k, px_task_args *a,
     w = o->w;
     /* Every 8th submit reads completions (a look at every child's counter is a cache miss
      * each time a child posted one); the waits read them on every turn. */
-    if (w->poller.poll != NULL && (++o->submit_polls & 7) == 0)
-        w->poller.poll(w->poller.arg);
+    if (PX_UNLIKELY(w->ext.ops != NULL) && (++o->submit_polls & 7) == 0 &&
+        w->ext.ops->poll != NULL)
+        w->ext.ops->poll(w->ext.owner);
     if (PX_UNLIKELY(atomic_load_explicit(&w->failed, memory_order_acquire)))
         return px_orch_aborted(w);
     if ((st = px_orch_check(o, k, a, deps, ndeps, &unplaced)) != PX_OK)

@@ -14,7 +14,7 @@
  * one DFX *session* per level-3 run: the state is created by the first run, every later run
  * keeps it (the threads keep their producers; between runs the cores are idle, so nothing is
  * written), and px_rt_dfx_session_end, called for the parent's flush call, finishes it. The
- * host engine of a level-3 worker is an ordinary run whose end calls w->dfx_l3: flush()
+ * host engine of a level-3 worker is an ordinary run whose end calls w->ext.ops: dfx_flush()
  * before its own finish, merge() after its files are written.
  */
 #include "runtime.h"
@@ -57,14 +57,14 @@ px_status px_rt_dfx_begin(px_worker *w)
 
     if (w->dfx_region_bytes == 0)
         return PX_OK;
-    if (w->dfx != NULL && w->dfx_session)
+    if (w->dfx != NULL && w->ext.dfx_session)
         return PX_OK; /* a chip's session goes on: every thread still holds its producer */
     for (int i = 0; i < w->nkernels; i++)
         names[i] = w->kernels[i].name;
     prm.cfg = &w->cfg;
     prm.chip = w->chip;
-    prm.chip_index = w->dfx_chip;
-    prm.core_name = w->dfx_core_name;
+    prm.chip_index = w->ext.dfx_chip;
+    prm.core_name = w->ext.dfx_core_name;
     prm.dev_region = w->dfx_region;
     prm.dev_region_bytes = w->dfx_region_bytes;
     prm.ncores = w->ncores;
@@ -94,12 +94,12 @@ static void rt_dfx_keep(px_status st, px_status *first, char *msg, size_t n)
  */
 static px_status rt_dfx_finish(px_worker *w, int quiescent)
 {
-    const px_rt_dfx_l3 *l3 = &w->dfx_l3;
+    const px_rt_ext_ops *x = w->ext.ops;
     char msg[PX_ERRMSG_MAX] = "";
     px_status first = PX_OK;
 
-    if (quiescent && l3->flush != NULL)
-        l3->flush(l3->arg);
+    if (quiescent && x != NULL && x->dfx_flush != NULL)
+        x->dfx_flush(w->ext.owner);
     rt_dfx_keep(px_dfx_finish(w->dfx, quiescent), &first, msg, sizeof(msg));
     for (int i = 0; i < w->ncores; i++)
         atomic_store_explicit(&w->cores[i].dfx, NULL, memory_order_relaxed);
@@ -109,8 +109,8 @@ static px_status rt_dfx_finish(px_worker *w, int quiescent)
 
         px_dfx_destroy(w->dfx);
         w->dfx = NULL;
-        if (l3->merge != NULL)
-            rt_dfx_keep(l3->merge(l3->arg), &first, msg, sizeof(msg));
+        if (x != NULL && x->dfx_merge != NULL)
+            rt_dfx_keep(x->dfx_merge(w->ext.owner), &first, msg, sizeof(msg));
         util_dir_unlock(lock);
     }
     if (first != PX_OK)
@@ -123,7 +123,7 @@ px_status px_rt_dfx_end(px_worker *w, int quiescent)
 {
     if (w->dfx == NULL)
         return PX_OK;
-    if (w->dfx_session && quiescent)
+    if (w->ext.dfx_session && quiescent)
         return PX_OK; /* a chip: its session ends at the parent's flush call */
     return rt_dfx_finish(w, quiescent);
 }
@@ -138,7 +138,7 @@ px_status px_rt_dfx_session_end(px_worker *w)
     if (w->broken)
         return px_set_error(PX_ESTATE, "dfx: chip %d cannot finish its DFX session: a run timed "
                             "out with tasks still running, and what it recorded was written "
-                            "then", w->dfx_chip);
+                            "then", w->ext.dfx_chip);
     if (w->dfx == NULL && (st = px_rt_dfx_begin(w)) != PX_OK)
         return st;
     return rt_dfx_finish(w, 1);

@@ -117,42 +117,52 @@ struct px_orch {
 };
 
 /*
- * How level 3 (src/hier) joins the end of its host engine's DFX run without src/runtime
- * calling up into it: flush() runs before the host's own px_dfx_finish (ask the chips to
- * finish their DFX sessions), merge() after the host's files are written (wait for the chips,
- * merge their outputs); it returns PX_OK or its error, with the message set.
+ * The extension interface of an engine: what the level above (src/hier) fills so that an
+ * engine can serve as a level-3 host or chip, without src/runtime calling up into it. All zero
+ * at level 2. A new user (the communication domains) hangs its state off `owner` or adds a
+ * hook here: one member, not a field per feature in px_worker.
+ *
+ * Hooks (ops, all optional; every one gets `owner`):
+ *   poll, polling, alone: the host engine's orchestration thread reads the children's
+ *     completions itself instead of waiting for the watch thread. polling(owner, 1) when the
+ *     orchestration starts and after it wakes from a sleep; polling(owner, 0) before it sleeps
+ *     and once the run has drained; poll(owner) at every 8th submit and on every turn of a
+ *     wait's spin and yield phases (returns how many completions it handled). alone() returns
+ *     0 when a process with work in flight last ran on this CPU: a wait then skips its spin.
+ *   dfx_flush, dfx_merge: the end of the host engine's DFX run. dfx_flush runs before the
+ *     host's own px_dfx_finish (the chips finish their DFX sessions), dfx_merge after the
+ *     host's files are written (wait for the chips, merge); it returns PX_OK or its error,
+ *     with the message set.
+ *   task_where: writes where task `id`, still in flight, runs (" on chip 1 (pid 42,
+ *     stopped)") into buf, for a timeout's message.
  */
-typedef struct px_rt_dfx_l3 {
-    void *arg;
-    void (*flush)(void *arg);
-    px_status (*merge)(void *arg);
-} px_rt_dfx_l3;
+typedef struct px_rt_ext_ops {
+    int (*poll)(void *owner);
+    void (*polling)(void *owner, int on);
+    int (*alone)(void *owner);
+    void (*dfx_flush)(void *owner);
+    px_status (*dfx_merge)(void *owner);
+    void (*task_where)(void *owner, px_task_id id, char *buf, size_t n);
+} px_rt_ext_ops;
 
-/*
- * How the host engine of a level-3 worker lets its orchestration thread read the children's
- * completions itself, instead of waiting for the watch thread to be woken to do it (src/hier
- * sets it; all NULL at level 2). polling(arg, 1) when the orchestration starts and after it
- * wakes from a sleep; polling(arg, 0) before it sleeps and once the run has drained; poll(arg)
- * at every 8th submit and on every turn of a wait's spin and yield phases (returns how many
- * completions it handled). While the flag is up the watch thread only checks now and then.
- */
-typedef struct px_rt_poller {
-    void *arg;
-    int (*poll)(void *arg);
-    void (*polling)(void *arg, int on);
-    int (*alone)(void *arg); /* 0 when a process with work in flight last ran on this CPU:
-                              * a wait then skips its spin phase and yields at once */
-} px_rt_poller;
+typedef struct px_rt_ext {
+    void *owner;                    /* the level above's state (level 3: its px_hier) */
+    const px_rt_ext_ops *ops;       /* hooks, or NULL */
+    int caller_core;                /* core 0 has no thread: the caller of px_run runs its
+                                     * tasks while the orchestration waits (level-3 chips) */
+    int no_wall_time;               /* px_run leaves last.wall_ns 0: two TSC reads saved per
+                                     * call of a level-3 chip, whose stats nobody reads */
+    int dfx_chip;                   /* chip index written into the DFX outputs */
+    int dfx_session;                /* a chip engine: one DFX state spans its runs until
+                                     * px_rt_dfx_session_end (the parent's flush call) */
+    const char *dfx_core_name;      /* producer name of the cores; NULL: "core" */
+} px_rt_ext;
 
 struct px_worker {
     px_config cfg;
     int level;                      /* 2, or 3 for the host side of a level-3 worker */
     int cores_started;
-    int caller_core;                /* core 0 has no thread: the caller of px_run runs its
-                                     * tasks while the orchestration waits (level-3 chips) */
-    int no_wall_time;               /* px_run leaves last.wall_ns 0: two TSC reads saved per
-                                     * call of a level-3 chip, whose stats nobody reads */
-    void *hier;                     /* level-3 state, owned by src/hier */
+    px_rt_ext ext;                  /* what the level above sets (level 3); zero at level 2 */
     px_caps caps;
     px_chip *chip;
     int ncores;
@@ -199,16 +209,6 @@ struct px_worker {
     char *dfx_region;
     uint64_t dfx_region_bytes;
     struct px_dfx *dfx;
-    /* DFX at level 3, set by src/hier (all zero at level 2) */
-    int dfx_chip;                   /* chip index written into the DFX outputs */
-    int dfx_session;                /* a chip engine: one DFX state spans its runs until
-                                     * px_rt_dfx_session_end (the parent's flush call) */
-    const char *dfx_core_name;      /* producer name of the cores; NULL: "core" */
-    px_rt_dfx_l3 dfx_l3;            /* the host engine of a level-3 worker: flush and merge */
-    px_rt_poller poller;            /* the host engine of a level-3 worker: completions */
-    /* level 3 (src/hier): writes where task `id`, still in flight, runs (" on chip 1 (pid 42,
-     * stopped)") into buf for a timeout's message; NULL at level 2 */
-    void (*task_where)(void *hier, px_task_id id, char *buf, size_t n);
 };
 
 /* A kernel returning this leaves its task running; px_task_complete() finishes it. */
@@ -263,12 +263,12 @@ px_status px_rt_alloc_outputs(px_orch *o, px_task_args *a);
  * fails the run with msg, as a failing kernel does. */
 void px_task_complete(struct px_worker *w, px_task_id id, px_status st, const char *msg);
 
-/* core.c: a worker with caller_core: runs ready tasks as core 0 on the calling thread until
+/* core.c: a worker with ext.caller_core: runs ready tasks as core 0 on the calling thread until
  * the ready queue is empty. Returns how many ran. */
 int px_core_help(struct px_worker *w);
 
 /*
- * core.c: starts and stops the core threads (not core 0's when w->caller_core). Start returns
+ * core.c: starts and stops the core threads (not core 0's when w->ext.caller_core). Start returns
  * PX_OK, or PX_ENOMEM with no thread left running. Stop tells the cores to exit and joins each
  * until grace_s seconds have passed; a core still inside a kernel then is left running and
  * stop returns PX_ETIMEDOUT naming it and its kernel (calling stop again later joins what
@@ -303,7 +303,7 @@ px_status px_rt_dfx_begin(struct px_worker *w);
 px_status px_rt_dfx_end(struct px_worker *w, int quiescent);
 
 /*
- * A chip engine (w->dfx_session): ends the DFX session its runs recorded into (one with no
+ * A chip engine (w->ext.dfx_session): ends the DFX session its runs recorded into (one with no
  * run yet is created first, so every chip writes its files): flush, files, dfx.json. Returns
  * PX_OK, px_dfx_create's or px_dfx_finish's error, or PX_ESTATE for a broken engine.
  */

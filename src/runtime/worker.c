@@ -414,7 +414,7 @@ static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *ar
     px_task_args dev;
     px_orch *prev_orch;
     px_status st, drain_st;
-    uint64_t t0 = w->no_wall_time ? 0 : px_ticks(); /* a TSC read, not a clock call */
+    uint64_t t0 = w->ext.no_wall_time ? 0 : px_ticks(); /* a TSC read, not a clock call */
     uint64_t d0 = px_run_span_t0(w);
     int ng = 0;
 
@@ -430,8 +430,8 @@ static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *ar
         return st;
     }
     w->running = 1;
-    if (w->poller.poll != NULL)
-        w->poller.polling(w->poller.arg, 1);
+    if (w->ext.ops != NULL && w->ext.ops->polling != NULL)
+        w->ext.ops->polling(w->ext.owner, 1);
     d0 = px_run_span_t0(w);
     st = fn(&w->orch, &dev, user);
     if (st != PX_OK)
@@ -439,8 +439,8 @@ static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *ar
     px_run_span(w, PX_HOST_ORCH, d0, w->orch.stats.tasks);
     d0 = px_run_span_t0(w);
     drain_st = px_orch_drain(&w->orch);
-    if (w->poller.poll != NULL)
-        w->poller.polling(w->poller.arg, 0);
+    if (w->ext.ops != NULL && w->ext.ops->polling != NULL)
+        w->ext.ops->polling(w->ext.owner, 0);
     px_run_span(w, PX_HOST_DRAIN, d0, w->orch.stats.tasks);
     if (drain_st == PX_OK) {
         px_status cst;
@@ -460,7 +460,7 @@ static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *ar
     px_rt_orch_here = prev_orch;
     w->running = 0;
     w->last = w->orch.stats;
-    if (!w->no_wall_time)
+    if (!w->ext.no_wall_time)
         w->last.wall_ns = (uint64_t)((double)(px_ticks() - t0) / px_ticks_per_ns());
     return px_run_result(w, st, orch_msg, drain_st);
 }

@@ -1,9 +1,7 @@
 /*
- * futex.h - bounded waits on a 32-bit word: spin briefly, then sleep on a futex.
- *
- * Waiters spin for a short, clock-bounded time (PLEXUS_SPIN_NS, about 2 us), then sleep with
- * a deadline. Wakers call px_futex_wake only when a waiter has announced itself, so the
- * common case costs no system call.
+ * futex.h - the futex system call on a 32-bit word. Waits are built on it by util/wait.h
+ * (spin, yield, then sleep with a deadline; wakers call FUTEX_WAKE only when a waiter has
+ * announced itself, so the common case costs no system call).
  */
 #ifndef PX_UTIL_FUTEX_H
 #define PX_UTIL_FUTEX_H
@@ -17,6 +15,13 @@ int px_futex_wait(_Atomic uint32_t *w, uint32_t expected, int64_t timeout_ns, in
 
 /* Wakes up to n sleepers on w. */
 void px_futex_wake(_Atomic uint32_t *w, int n, int shared);
+
+/* The futex system calls this thread has made. */
+typedef struct px_futex_counts {
+    uint64_t waits, wakes;
+} px_futex_counts;
+
+void px_futex_counts_get(px_futex_counts *c);
 
 static inline void px_cpu_relax(void)
 {

@@ -5,7 +5,8 @@
 # never run at once: their timing bounds (a dead chip noticed within 1 s) and the checks for
 # leftover processes assume the machine is not shared with another multi-process test.
 
-set_tests_properties(unit.test_l3 unit.test_threads unit.test_l3_misuse PROPERTIES RESOURCE_LOCK chips)
+set_tests_properties(unit.test_l3 unit.test_threads unit.test_l3_misuse unit.test_l3_ext
+                     PROPERTIES RESOURCE_LOCK chips)
 
 # The multi_chip example: chips compute their parts, a host task combines them.
 px_cli_test(run_multi_chip

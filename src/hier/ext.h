@@ -1,0 +1,151 @@
+/*
+ * ext.h - the extension points of a level-3 worker that the layers above (DFX, comm) plug
+ * into: control calls, chip services and file-descriptor passing.
+ *
+ * Control calls (ctl.c). A control call is {kind, payload} posted by the parent to a set of
+ * chips; every chip runs the kind's handler on the payload and answers with a status and a
+ * reply (or an error message). The parent waits for every answer with a deadline; a chip that
+ * is dead or dies before answering fails its part with PX_EPEERDEAD naming the chip, its pid
+ * and how it ended. Kinds are rows of the worker's control table, registered before
+ * px_worker_init (so every chip has the same table) with a route:
+ *   HIER_CTL_ORDERED: through the chip's call ring, run by its main thread in order with the
+ *                     chip's tasks (the DFX flush: it must follow every call of the run);
+ *   HIER_CTL_SERVICE: through the chip's control ring, run at once by the chip's service
+ *                     thread, even while the main thread (core 0) is inside a kernel.
+ *
+ * Chip services (service.c). A service is a pair of callbacks registered before
+ * px_worker_init that run inside every chip process: start() after the chip's engine is
+ * built, before the chip's service thread starts and before the chip reports ready (a failure fails px_worker_init with its message), stop()
+ * in reverse order when the chip leaves. A service may start threads of its own there; its
+ * handlers reach the chip through the chip context (hier_chip).
+ *
+ * File descriptors (fdpass.c). Memfds move over the socketpair of each chip with SCM_RIGHTS:
+ * parent -> chip (hier_fd_send; the chip finds it with hier_chip_fd_take), chip -> parent
+ * (the chip offers it with hier_chip_fd_offer, the parent fetches it with hier_fd_fetch),
+ * chip -> chip relayed by the parent (hier_fd_relay). Nothing is ever named in /dev/shm;
+ * hier_memfd_create makes the memory objects (mode 0600).
+ */
+#ifndef PX_HIER_EXT_H
+#define PX_HIER_EXT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <plexus/plexus.h>
+
+#define HIER_CTL_MAX 32           /* control kinds per worker */
+#define HIER_CTL_REPLY_MAX 768    /* bytes of a reply (the mailbox's message size) */
+#define HIER_SERVICE_MAX 16       /* chip services per worker */
+#define HIER_CHIP_FDS 64          /* descriptors a chip holds received or offered at once */
+
+/* The context of a chip process: only inside a chip (hier_chip_self()). */
+typedef struct hier_chip hier_chip;
+
+enum hier_ctl_route { HIER_CTL_ORDERED = 1, HIER_CTL_SERVICE = 2 };
+
+/*
+ * A control-call handler, run inside the chip: reads n bytes of payload, may write up to
+ * HIER_CTL_REPLY_MAX bytes into reply and sets *reply_n. Returns PX_OK or an error with the
+ * message set (px_set_error), which the parent receives as the chip's answer.
+ */
+typedef px_status (*hier_ctl_cb)(hier_chip *chip, void *arg, const void *payload, size_t n,
+                                 void *reply, size_t *reply_n);
+
+/* Registers control kind `name` with its route and handler (arg is passed to it) on level-3
+ * worker w before px_worker_init. Returns PX_OK with *kind, or PX_EINVAL / PX_ESTATE /
+ * PX_ENOMEM (message set). */
+px_status hier_ctl_register(px_worker *w, const char *name, int route, hier_ctl_cb fn,
+                            void *arg, int *kind);
+
+/* Bytes of a control call's payload at most. */
+size_t hier_ctl_payload_max(void);
+
+/* One chip's answer to a control call. */
+typedef struct hier_call_result {
+    int chip;
+    px_status st;               /* PX_OK, the handler's error, PX_EPEERDEAD, PX_ETIMEDOUT */
+    size_t reply_n;             /* bytes of reply (st == PX_OK) */
+    char reply[HIER_CTL_REPLY_MAX]; /* the reply, or the error message */
+} hier_call_result;
+
+typedef struct hier_call hier_call;
+
+/*
+ * Posts control call {kind, payload} to the n chips listed in chips (each once) of a live
+ * level-3 worker. A chip that is dead already gets PX_EPEERDEAD at once. Returns PX_OK with
+ * *call (wait for it, then free it), or PX_EINVAL / PX_ESTATE / PX_ENOMEM for a bad request
+ * (message set; nothing was posted).
+ */
+px_status hier_call_post(px_worker *w, int kind, const void *payload, size_t n,
+                         const int *chips, int nchips, hier_call **call);
+
+/*
+ * Waits until every chip of call has answered or died, at most timeout_s seconds (<= 0: the
+ * worker's PLEXUS_TIMEOUT_S); the chips that did not answer in time get PX_ETIMEDOUT. Returns
+ * PX_OK when every chip answered PX_OK, else the first failure in chip order, with its message
+ * set ("chip 2 (pid 41) died: killed by signal 9 (SIGKILL); control call \"x\" ...").
+ */
+px_status hier_call_wait(hier_call *call, double timeout_s);
+
+/* The answer of the i-th chip of call (0 <= i < the count posted), valid after the wait. */
+const hier_call_result *hier_call_result_of(const hier_call *call, int i);
+
+/* Frees call (after its wait, or instead of it: a late answer is then dropped). */
+void hier_call_free(hier_call *call);
+
+/* Posts, waits and frees; copies the answers into results (n entries) when not NULL. */
+px_status hier_call_run(px_worker *w, int kind, const void *payload, size_t n,
+                        const int *chips, int nchips, double timeout_s,
+                        hier_call_result *results);
+
+/* ---- chip services and the chip context (service.c) ---- */
+
+typedef px_status (*hier_service_start_cb)(hier_chip *chip, void *arg);
+typedef void (*hier_service_stop_cb)(hier_chip *chip, void *arg);
+
+/* Registers a chip service on level-3 worker w before px_worker_init: start (may be NULL)
+ * runs in every chip before it reports ready, stop (may be NULL) when it leaves. Returns
+ * PX_OK, or PX_EINVAL / PX_ESTATE / PX_ENOMEM (message set). */
+px_status hier_service_register(px_worker *w, const char *name, hier_service_start_cb start,
+                                hier_service_stop_cb stop, void *arg);
+
+/* This process's chip context, or NULL outside a chip process. */
+hier_chip *hier_chip_self(void);
+
+/* The chip's index (0 .. chips-1). */
+int hier_chip_index(const hier_chip *chip);
+
+/* The chip's level-2 engine (its device memory and cores). */
+px_worker *hier_chip_engine(hier_chip *chip);
+
+/* ---- file descriptors (fdpass.c) ---- */
+
+/* Creates an anonymous memory object of bytes (memfd, close-on-exec, mode 0600, never a
+ * name in /dev/shm; name shows in /proc/PID/fd only). Returns PX_OK with *fd, or PX_ENOMEM /
+ * PX_EINVAL (message set). */
+px_status hier_memfd_create(const char *name, size_t bytes, int *fd);
+
+/* Parent: passes a duplicate of fd to chip `chip` under tag (the caller keeps fd); returns
+ * once the chip holds it. PX_EPEERDEAD for a dead chip, PX_ETIMEDOUT, PX_EINVAL. */
+px_status hier_fd_send(px_worker *w, int chip, uint64_t tag, int fd, double timeout_s);
+
+/* Parent: fetches the descriptor chip `chip` offered under tag; *fd is the parent's own
+ * (close it). PX_EPEERDEAD, PX_ETIMEDOUT, PX_ENOENT (nothing offered under tag). */
+px_status hier_fd_fetch(px_worker *w, int chip, uint64_t tag, int *fd, double timeout_s);
+
+/* Parent: moves the descriptor chip `from` offered under from_tag to chip `to` under to_tag,
+ * keeping no copy. Errors as hier_fd_fetch and hier_fd_send. */
+px_status hier_fd_relay(px_worker *w, int from, uint64_t from_tag, int to, uint64_t to_tag,
+                        double timeout_s);
+
+/* Chip: takes the descriptor the parent passed under tag (the caller owns it now). Returns
+ * PX_OK with *fd, or PX_ENOENT. */
+px_status hier_chip_fd_take(hier_chip *chip, uint64_t tag, int *fd);
+
+/* Chip: offers a duplicate of fd under tag for the parent to fetch (the caller keeps fd; the
+ * chip's duplicate is closed when fetched or when the chip leaves). PX_OK, PX_EINVAL (tag
+ * in use), PX_ENOMEM (table full). */
+px_status hier_chip_fd_offer(hier_chip *chip, uint64_t tag, int fd);
+
+#endif
