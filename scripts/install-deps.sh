@@ -3,6 +3,7 @@
 #   scripts/install-deps.sh          build and test dependencies (chromium renders
 #                                    report.html in the DFX tests)
 #   scripts/install-deps.sh --bench  plus the benchmark anchors (StarPU)
+#   scripts/install-deps.sh --fuzz   clang with libFuzzer, for `make fuzz` only
 # Quiet and idempotent when everything is present; runs apt-get update only before an
 # install; never prompts.
 set -eu
@@ -11,6 +12,9 @@ pkgs="gcc make cmake pkg-config libcmocka-dev python3 chromium"
 if [ "${1:-}" = "--bench" ]; then
     # Open MPI: only bench_comm's separate comm_mpi_anchor program links it, never libplexus
     pkgs="$pkgs libstarpu-dev libopenmpi-dev openmpi-bin"
+fi
+if [ "${1:-}" = "--fuzz" ]; then
+    pkgs="$pkgs clang libclang-rt-14-dev"
 fi
 
 missing=""

@@ -58,16 +58,21 @@ static const cli_option *cli_option_find(const char *s, size_t len)
     return NULL;
 }
 
-/* Parses a decimal integer in [lo, hi]; returns 0, or -1 with the reason in why. */
+/*
+ * Parses a decimal integer in [lo, hi]: an optional '-' and digits only, the rule of the
+ * PLEXUS_* knobs (no spaces, no '+', no 0x). Returns 0, or -1 with the reason in why.
+ */
 static int cli_parse_int(const cli_option *opt, const char *text, long long lo, long long hi,
                          long long *out, char *why, size_t n)
 {
-    char *end;
-    long long v;
+    char d = text[text[0] == '-'];
+    char *end = NULL;
+    long long v = 0;
 
     errno = 0;
-    v = strtoll(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi) {
+    if (d >= '0' && d <= '9')
+        v = strtoll(text, &end, 10);
+    if (end == NULL || errno != 0 || *end != '\0' || v < lo || v > hi) {
         snprintf(why, n, "option %s: \"%s\" is not valid; expected an integer %lld..%lld",
                  opt->name, text, lo, hi);
         return -1;

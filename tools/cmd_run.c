@@ -139,18 +139,45 @@ int cli_cmd_run(const cli_opts *o)
 }
 
 /*
- * The demo's DFX: every collector, into <out>/<example> (at level 3 each chip's files go to
+ * The demo's DFX: every collector, into <base>/<example> (at level 3 each chip's files go to
  * chips/chip<i>/ there and the parent merges them); none in a build with DFX compiled out.
+ * base is --out (already checked as PLEXUS_DFX_OUT by cli_config) or ./plexus-demo-out.
+ * Returns 0, or -1 with the reason in why when the directory name does not fit.
  */
-static void demo_dfx(const px_example *ex, const cli_opts *o, px_config *c)
+static int demo_dfx(const px_example *ex, const char *base, px_config *c, char *why, size_t n)
 {
+    int len;
+
     if (!px_dfx_compiled_in()) {
         c->dfx = 0;
-        return;
+        return 0;
     }
     c->dfx = PX_DFX_ALL;
-    snprintf(c->out_dir, sizeof(c->out_dir), "%.200s/%s", o->out ? o->out : "plexus-demo-out",
-             ex->name);
+    len = snprintf(c->out_dir, sizeof(c->out_dir), "%s/%s", base, ex->name);
+    if (len < 0 || (size_t)len >= sizeof(c->out_dir)) {
+        snprintf(why, n, "option --out: \"%.200s/%s\" is longer than %zu bytes; choose a "
+                 "shorter directory", base, ex->name, sizeof(c->out_dir) - 1);
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * Makes the demo's configuration: DFX is on (every collector) when compiled in, so --out is
+ * accepted without --dfx. Returns 0, or -1 with the reason in why.
+ */
+static int demo_config(const cli_opts *o, px_config *c, char *why, size_t n)
+{
+    cli_opts dopts = *o;
+
+    if (px_dfx_compiled_in()) {
+        dopts.dfx = "all";
+    } else if (o->out != NULL) {
+        snprintf(why, n, "option --out %s: this build has DFX compiled out (PX_DFX=OFF), so "
+                 "the demo writes no files; rebuild with -DPX_DFX=ON or drop --out", o->out);
+        return -1;
+    }
+    return cli_config(&dopts, c, why, n);
 }
 
 /* The demo's examples, in order; chips > 0: run on that many chips unless --chips is given. */
@@ -165,15 +192,14 @@ static const struct {
 
 int cli_cmd_demo(const cli_opts *o)
 {
-    char why[CLI_WHY_MAX], first[CLI_WHY_MAX] = "";
+    char why[CLI_WHY_MAX], first[CLI_WHY_MAX] = "", base[PX_DFX_OUT_MAX];
     px_example_opts eo = {0};
-    cli_opts co = *o;
     int failed = 0;
     px_config c;
 
-    co.out = NULL; /* the demo turns DFX on itself: --out alone is its directory */
-    if (cli_config(&co, &c, why, sizeof(why)) != 0)
+    if (demo_config(o, &c, why, sizeof(why)) != 0)
         return cli_fail("%s", why);
+    snprintf(base, sizeof(base), "%s", o->out != NULL ? c.out_dir : "plexus-demo-out");
     for (size_t i = 0; i < DEMO_ROWS; i++) {
         const px_example *ex = px_example_find(demo_rows[i].name);
 
@@ -183,10 +209,10 @@ int cli_cmd_demo(const cli_opts *o)
         } else {
             px_config dc = c;
 
-            demo_dfx(ex, o, &dc);
             if (demo_rows[i].chips > 0 && !(o->given & CLI_OPT_CHIPS))
                 dc.chips = demo_rows[i].chips;
-            if (run_one(ex, &dc, &eo, why, sizeof(why))) {
+            if (demo_dfx(ex, base, &dc, why, sizeof(why)) == 0 &&
+                run_one(ex, &dc, &eo, why, sizeof(why))) {
                 run_print_dfx(&dc);
                 continue;
             }

@@ -38,8 +38,8 @@ static const cli_command cli_commands[] = {
      "and tp_mlp (level 3 on 4 chips, or --chips) at their default sizes, prints each\n"
      "result (for allreduce and tp_mlp a line per domain: members, transport and why, bytes\n"
      "moved, time), then one final PASS or FAIL: <reason> line. DFX is on with every\n"
-     "collector; the files go to --out DIR/<example> (default ./plexus-demo-out) and the\n"
-     "demo prints where.",
+     "collector (no --dfx needed); each example's files go to --out DIR/<example> (default\n"
+     "./plexus-demo-out) and the demo prints where.",
      cli_cmd_demo},
     {"doctor", CLI_OPT_JSON | CLI_OPT_CONFIG | CLI_OPT_PROFILE | CLI_OPT_DFX |
      CLI_OPT_DFX_TRANSPORT, 0, 0,
@@ -60,6 +60,18 @@ static const cli_command cli_commands[] = {
     {"help", 0, 0, 1, "help [COMMAND]", "Describes every command, or one command.", cli_cmd_help},
     {NULL, 0, 0, 0, NULL, NULL, NULL},
 };
+
+/* Writes the names of every command ("run, demo, ...") into buf (n bytes); returns buf. */
+static const char *cli_command_names(char *buf, size_t n)
+{
+    size_t used = 0;
+
+    buf[0] = '\0';
+    for (int i = 0; cli_commands[i].name != NULL && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "",
+                                 cli_commands[i].name);
+    return buf;
+}
 
 /* Returns the command called name, or NULL. */
 static const cli_command *cli_command_find(const char *name)
@@ -136,6 +148,7 @@ static void cli_print_help(FILE *f)
 static int cli_cmd_help(const cli_opts *o)
 {
     const cli_command *cmd;
+    char names[128];
 
     if (o->npos == 0) {
         cli_print_help(stdout);
@@ -143,15 +156,26 @@ static int cli_cmd_help(const cli_opts *o)
     }
     cmd = cli_command_find(o->pos[0]);
     if (cmd == NULL)
-        return cli_fail("unknown command \"%s\" (commands: run, demo, doctor, help)", o->pos[0]);
+        return cli_fail("unknown command \"%s\" (commands: %s)", o->pos[0],
+                        cli_command_names(names, sizeof(names)));
     cli_print_command_help(cmd, stdout);
     return 0;
+}
+
+/* --help and --version take nothing after them: an extra word is a usage error. */
+static int cli_no_extra(int argc, char **argv)
+{
+    if (argc <= 2)
+        return 0;
+    return cli_fail("unexpected argument \"%s\" after %s (it takes none; use `plexus help "
+                    "COMMAND` or `plexus COMMAND --help` for one command's help)",
+                    argv[2], argv[1]);
 }
 
 int main(int argc, char **argv)
 {
     const cli_command *cmd;
-    char why[CLI_WHY_MAX];
+    char why[CLI_WHY_MAX], names[128];
     cli_opts o;
 
     if (argc < 2) {
@@ -159,18 +183,21 @@ int main(int argc, char **argv)
         return cli_fail("no command given; try `plexus --help`");
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        if (argc > 2)
+            return cli_no_extra(argc, argv);
         cli_print_help(stdout);
         return 0;
     }
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+        if (argc > 2)
+            return cli_no_extra(argc, argv);
         printf("plexus %s\n", PX_VERSION_STRING);
         return 0;
     }
     cmd = cli_command_find(argv[1]);
     if (cmd == NULL)
-        return cli_fail("unknown command \"%s\" (commands: run, demo, doctor, help; see "
-                        "`plexus --help`)",
-                        argv[1]);
+        return cli_fail("unknown command \"%s\" (commands: %s; see `plexus --help`)", argv[1],
+                        cli_command_names(names, sizeof(names)));
     if (cli_parse(cmd, argc - 2, argv + 2, &o, why, sizeof(why)) != 0)
         return cli_fail("%s", why);
     if (o.given & CLI_OPT_HELP) {

@@ -63,10 +63,13 @@ typedef struct px_task_args {
     px_arg a[PX_MAX_ARGS];
 } px_task_args;
 
-/* Empties a. */
+/* Empties a. Precondition: a is not NULL (a NULL a is ignored). Call it before the first
+ * px_args_* on a px_task_args: the builders append after a->n. */
 PX_API void px_args_init(px_task_args *a);
 
-/* Append one argument each. A NULL tensor is recorded and rejected by submit with a message. */
+/* Append one argument each. A NULL tensor is recorded and rejected by submit with a message;
+ * past PX_MAX_ARGS the argument is counted in a->overflow (submit refuses it); a NULL a is
+ * ignored. */
 PX_API void px_args_in(px_task_args *a, const px_tensor *t);
 PX_API void px_args_out(px_task_args *a, const px_tensor *t);
 PX_API void px_args_inout(px_task_args *a, const px_tensor *t);
@@ -79,7 +82,12 @@ PX_API void px_args_scalar_f64(px_task_args *a, double v);
 /* Marks the most recently added argument for argsdump level 2. */
 PX_API void px_args_mark(px_task_args *a);
 
-/* Accessors for kernels. Index i must be < a->n; they do not check tags. */
+/*
+ * Accessors for kernels. Precondition: a is the kernel's args and 0 <= i < px_arg_count(a);
+ * they do not check tags (reading a scalar as a tensor gives garbage). Out of that range (or a
+ * NULL a) px_arg_count returns 0, px_arg_tensor and px_arg_data NULL, px_arg_numel -1 and the
+ * scalar accessors 0.
+ */
 PX_API int px_arg_count(const px_task_args *a);
 PX_API const px_tensor *px_arg_tensor(const px_task_args *a, int i);
 PX_API void *px_arg_data(const px_task_args *a, int i); /* first element of tensor i */

@@ -50,18 +50,22 @@ typedef struct px_config {
  * PX_EINVAL when a variable has a bad value (px_last_error() shows the expected form; the
  * other fields still hold valid values). Unknown PLEXUS_* variables draw a warning.
  */
-PX_API px_status px_config_default(px_config *c);
+PX_API px_status px_config_default(px_config *c); /* PX_EINVAL for a NULL c */
 
 /*
  * Sets one knob by its environment name ("PLEXUS_CORES") from text. Returns PX_EINVAL with
- * the expected form on a bad value, PX_ENOENT for an unknown name.
+ * the expected form on a bad value or any NULL argument, PX_ENOENT for an unknown name.
  */
 PX_API px_status px_config_set(px_config *c, const char *name, const char *value);
 
-/* Checks cross-field rules (ring sizes, heap ring inside device memory). */
+/*
+ * Checks every field against the range its PLEXUS_* knob accepts (one table serves both) and
+ * the cross-field rules (heap ring inside device memory). Returns PX_OK, or PX_EINVAL naming
+ * the field, its value, the range and the knob; PX_EINVAL for a NULL c.
+ */
 PX_API px_status px_config_validate(const px_config *c);
 
-/* Prints the knob table (name, value, default, description) to f. */
+/* Prints the knob table (name, value, default, description) to f; nothing for NULLs. */
 PX_API void px_config_print(const px_config *c, FILE *f);
 
 #ifdef __cplusplus

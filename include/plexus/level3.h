@@ -74,7 +74,9 @@ PX_API px_status px_submit_group(px_orch *o, px_callable_id c, px_task_args *per
 
 /*
  * Submits a host task: fn(args, user) on a host core thread, or in a sub-worker process when
- * the worker has subs. Errors as px_submit_next_level.
+ * the worker has subs. Errors as px_submit_next_level; a NULL a is PX_EINVAL (pass an empty
+ * px_task_args for a task without arguments). fn must not submit tasks: orchestration calls
+ * from a host task return PX_ESTATE.
  */
 PX_API px_status px_submit_host(px_orch *o, px_host_fn fn, px_task_args *a, void *user,
                                 px_task_id *id);

@@ -75,7 +75,13 @@ PX_API px_status px_run_stats_get(const px_worker *w, px_run_stats *s);
 /* Number of core threads of the worker's chip. */
 PX_API int px_worker_cores(const px_worker *w);
 
-/* ---- orchestration side ---- */
+/* ---- orchestration side ----
+ *
+ * These calls work only inside the orchestration px_run runs, on px_run's thread, with the
+ * handle px_run passed to it. From a kernel, a host task, another thread, or with a handle
+ * whose px_run has returned they return PX_ESTATE and touch nothing; a NULL handle is
+ * PX_EINVAL.
+ */
 
 /*
  * Allocates a contiguous device tensor owned by the enclosing scope. Its memory returns to
@@ -107,10 +113,10 @@ PX_API px_worker *px_orch_worker(px_orch *o);
 
 /* ---- kernel side ---- */
 
-/* Index of the core running the kernel (0 .. cores-1). */
+/* Index of the core running the kernel (0 .. cores-1); -1 for a NULL ctx. */
 PX_API int px_core_index(const px_core_ctx *ctx);
 
-/* Id of the task the kernel runs for. */
+/* Id of the task the kernel runs for; UINT64_MAX for a NULL ctx. */
 PX_API px_task_id px_core_task_id(const px_core_ctx *ctx);
 
 #ifdef __cplusplus

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "caps/caps_internal.h"
+#include "util/file.h"
 
 #define CAPS_JSON_VERSION 1
 #define CAPS_KIND_B 'B'
@@ -32,28 +33,16 @@ static px_status caps_check_stream(FILE *f, const char *what)
     return PX_OK;
 }
 
+/* util_put_cb onto a stream. */
+static void caps_put_cb(void *ctx, const char *p, size_t n)
+{
+    (void)fwrite(p, 1, n, ctx);
+}
+
 /* Writes at most max bytes of s (stopping at a NUL) as a JSON string literal. */
 static void caps_json_nstring(FILE *f, const char *s, size_t max)
 {
-    const unsigned char *p = (const unsigned char *)s;
-    size_t len = strnlen(s, max);
-
-    fputc('"', f);
-    for (size_t i = 0; i < len; i++) {
-        switch (p[i]) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
-        default:
-            if (p[i] < 0x20)
-                fprintf(f, "\\u%04x", p[i]);
-            else
-                fputc(p[i], f);
-        }
-    }
-    fputc('"', f);
+    util_json_escape(s, max, caps_put_cb, f);
 }
 
 /* Returns PX_OK, PX_EINVAL for NULL arguments, PX_EIO when the stream reports an error. */

@@ -22,6 +22,7 @@
 #include "dfx/collectors/collectors.h"
 #include "dfx/records.h"
 #include "util/clock.h"
+#include "util/file.h"
 #include "util/log.h"
 
 
@@ -300,8 +301,11 @@ px_status px_dfx_create(const px_dfx_params *prm, px_dfx **out)
     if (d == NULL)
         return px_set_error(PX_ENOMEM, "dfx: out of host memory for the DFX state");
     memset(d, 0, sizeof(*d));
+    d->out_lock = -1;
     dfx_settings(d, prm);
-    if ((st = dfx_mkdirs(d->out_dir)) != PX_OK || (st = dfx_buffers_init(d, prm)) != PX_OK ||
+    if ((st = dfx_mkdirs(d->out_dir)) != PX_OK ||
+        (st = util_dir_lock(d->out_dir, prm->cfg->timeout_s, "dfx", &d->out_lock)) != PX_OK ||
+        (st = dfx_buffers_init(d, prm)) != PX_OK ||
         (st = dfx_producers_init(d, prm->core_name)) != PX_OK)
         goto out_destroy;
     dfx_clean_outputs(d->out_dir);
@@ -363,5 +367,16 @@ void px_dfx_destroy(px_dfx *d)
     dfx_freev(d->producer_names);
     free(d->prods);
     free(d->dstate);
+    util_dir_unlock(d->out_lock);
     free(d);
+}
+
+/* Returns the output lock's fd (-1 when none); d no longer releases it. */
+int px_dfx_take_out_lock(px_dfx *d)
+{
+    int fd = d != NULL ? d->out_lock : -1;
+
+    if (d != NULL)
+        d->out_lock = -1;
+    return fd;
 }

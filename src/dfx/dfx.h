@@ -69,6 +69,14 @@ px_status px_dfx_finish(px_dfx *d, int quiescent);
 /* Frees everything of d (buffers, transports, producers). NULL is accepted. */
 void px_dfx_destroy(px_dfx *d);
 
+/*
+ * Hands over the lock px_dfx_create() took on the output directory (util_dir_lock: one run at
+ * a time per directory; px_dfx_destroy() releases it otherwise), for a caller that still
+ * reads the directory after destroy (the level-3 merge). Returns the fd for util_dir_unlock(),
+ * or -1.
+ */
+int px_dfx_take_out_lock(px_dfx *d);
+
 /* Name of the transport serving collector bit i's buffers ("mapped"), "none" when off. */
 const char *px_dfx_transport_name(const px_dfx *d, int i);
 

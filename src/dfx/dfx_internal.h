@@ -128,6 +128,7 @@ struct px_dfx {
     char **kernel_names;
     char **producer_names;
     char out_dir[PX_DFX_OUT_MAX];
+    int out_lock; /* util_dir_lock's fd on out_dir for this run, -1 when none */
     char pmu_note[320];
     int pmu_set;
     int finished;

@@ -12,11 +12,13 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "caps/caps_internal.h"
 #include "dfx/collectors/collectors.h"
 #include "dfx/records.h"
+#include "util/file.h"
 #include "util/log.h"
 
 
@@ -145,17 +147,22 @@ static void dfx_json_collector(px_dfx *d, FILE *f, int i, uint64_t gaps, int *fi
     *first = 0;
 }
 
-/* Writes out_dir/dfx.json. Returns PX_OK or PX_EIO with the path. */
+/* Writes out_dir/dfx.json (built in memory, then util_file_replace). Returns PX_OK, PX_ENOMEM
+ * or PX_EIO with the path. */
 static px_status dfx_json_write(px_dfx *d, uint64_t gaps)
 {
     char path[PX_DFX_OUT_MAX + 16];
-    int first = 1;
+    char *text = NULL;
+    size_t len = 0;
+    int first = 1, bad;
+    px_status st;
     FILE *f;
 
     snprintf(path, sizeof(path), "%s/dfx.json", d->out_dir);
-    f = fopen(path, "w");
+    f = open_memstream(&text, &len);
     if (f == NULL)
-        return px_set_error(PX_EIO, "dfx: cannot write %s: %s", path, strerror(errno));
+        return px_set_error(PX_ENOMEM, "dfx: cannot build %s in memory: %s", path,
+                            strerror(errno));
     fprintf(f, "{\"version\": 1, \"clock\": \"%s\", \"ticks_per_ns\": %.6f, \"t0_ticks\": %llu, "
             "\"chip\": %d, \"device_profile\": ", d->info.clock, d->ticks_per_ns,
             (unsigned long long)d->t0, d->chip_index);
@@ -165,9 +172,13 @@ static px_status dfx_json_write(px_dfx *d, uint64_t gaps)
         if (d->enabled & (1u << i))
             dfx_json_collector(d, f, i, gaps, &first);
     fputs("\n}}\n", f);
-    if (ferror(f) | (fclose(f) != 0))
-        return px_set_error(PX_EIO, "dfx: writing %s failed", path);
-    return PX_OK;
+    bad = ferror(f) | (fclose(f) != 0);
+    if (bad || text == NULL)
+        st = px_set_error(PX_ENOMEM, "dfx: building %s in memory failed (out of memory)", path);
+    else
+        st = util_file_replace(path, text, len, "dfx");
+    free(text);
+    return st;
 }
 
 /* Runs every open collector's finish(); returns the first failure. */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "dfx/records.h"
+#include "util/argcheck.h"
 
 /* Writes SUBMIT and one ARG entry per argument, all stamped ts (0: now). */
 void px_dfx_submit(px_dfx_producer *p, uint64_t ts, px_task_id id, px_kernel_id k,
@@ -36,8 +37,7 @@ void px_dfx_submit(px_dfx_producer *p, uint64_t ts, px_task_id id, px_kernel_id 
 /* 1 when argument arg's data is dumped at this boundary (after: the kernel has run). */
 static int dfx_arg_wanted(const px_dfx *d, const px_arg *arg, int after)
 {
-    int written = arg->tag == PX_TAG_OUT || arg->tag == PX_TAG_INOUT ||
-                  arg->tag == PX_TAG_OUTPUT_EXISTING;
+    int written = args_tag_writes(arg->tag);
 
     if (arg->tag == PX_TAG_SCALAR || arg->null_tensor || arg->dep_only || arg->v.t.addr == NULL)
         return 0;
@@ -75,10 +75,14 @@ static void dfx_dump_tensor(px_dfx_prod *pr, uint64_t ts, px_task_id id, int ind
 {
     px_dfx *d = pr->p.dfx;
     size_t es = px_dtype_size(t->dtype);
-    uint64_t size = es ? (uint64_t)px_tensor_numel(t) * es : 0, keep = size, off = 0;
+    int64_t numel = px_tensor_numel(t); /* -1: malformed; submit refused such tensors */
+    uint64_t size, keep, off = 0;
     uint32_t nmax = PX_MIN(d->buf_records, PX_DFX_MAX_NREC);
     uint32_t cap = px_dfx_argdata_cap(nmax), flags = after ? PX_DFX_ARGDATA_AFTER : 0;
 
+    if (es == 0 || numel < 0 || __builtin_mul_overflow((uint64_t)numel, es, &size))
+        size = 0;
+    keep = size;
     if (keep > d->args_arena)
         keep = d->args_arena - d->args_arena % (es ? es : 1);
     if (keep < size)

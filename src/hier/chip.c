@@ -130,12 +130,13 @@ static void px_child_run(px_hier *h, hier_chip *chip, const px_mb_call *c, px_mb
         return;
     }
     px_clear_error();
-    if (c->nargs < 0 || c->nargs > PX_MAX_ARGS || c->bytes > PX_MB_ARGS_MAX) {
-        st = px_set_error(PX_EINVAL, "call of task %llu carries %d arguments in %u bytes: a "
-                          "corrupt mailbox", (unsigned long long)c->task, c->nargs, c->bytes);
+    if (px_mb_unpack_args(c, &args) != 0) {
+        st = px_set_error(PX_EINVAL, "call of task %llu carries %d arguments in %u bytes that "
+                          "do not unpack (at most %d arguments in %zu bytes): a corrupt "
+                          "mailbox", (unsigned long long)c->task, c->nargs, c->bytes,
+                          PX_MAX_ARGS, (size_t)PX_MB_ARGS_MAX);
         goto out;
     }
-    px_mb_unpack_args(c, &args);
     if (c->kind == PX_MB_CALLABLE) {
         if (c->callable < 0 || c->callable >= h->ncallables || l2 == NULL)
             st = px_set_error(PX_EINVAL, "callable id %d unknown to this chip", c->callable);

@@ -136,9 +136,14 @@ void hier_ctl_ordered_done(px_hier *h, px_hier_proc *p, uint64_t pos, const px_m
 
 int hier_ctl_drain(px_hier *h, px_hier_proc *p)
 {
-    uint64_t head = atomic_load_explicit(&p->mb->ctl_done_head, memory_order_acquire);
+    uint64_t head;
     int n = 0;
 
+    /* The count is raised before a call is published, and the chip rings the doorbell after
+     * answering, so the watch thread that the ring wakes sees it raised. */
+    if (atomic_load_explicit(&h->ctl_open, memory_order_relaxed) == 0)
+        return 0;
+    head = atomic_load_explicit(&p->mb->ctl_done_head, memory_order_acquire);
     if (p->ctl_read >= head)
         return 0;
     pthread_mutex_lock(&h->lock);
@@ -151,6 +156,7 @@ int hier_ctl_drain(px_hier *h, px_hier_proc *p)
         call = p->ctl_call[pos % PX_MB_CTL_DEPTH];
         p->ctl_call[pos % PX_MB_CTL_DEPTH] = NULL;
         p->ctl_completed = pos + 1;
+        atomic_fetch_sub_explicit(&h->ctl_open, 1, memory_order_relaxed);
         if (call != NULL)
             ctl_answer_done(h, call, p, &p->mb->ctl_dones[pos % PX_MB_CTL_DEPTH]);
     }
@@ -186,6 +192,7 @@ void hier_ctl_on_death(px_hier *h, px_hier_proc *p)
         if (*c != NULL)
             ctl_fail_dead(h, *c, p, 1);
         *c = NULL;
+        atomic_fetch_sub_explicit(&h->ctl_open, 1, memory_order_relaxed);
     }
     p->ctl_completed = p->ctl_posted;
 }
@@ -234,6 +241,7 @@ static void ctl_post_one(px_hier *h, hier_call *call, int i, const void *payload
     ctl_fill(&p->mb->ctl_calls[pos % PX_MB_CTL_DEPTH], call->kind, payload, n);
     p->ctl_call[pos % PX_MB_CTL_DEPTH] = call;
     p->ctl_posted = pos + 1;
+    atomic_fetch_add_explicit(&h->ctl_open, 1, memory_order_seq_cst);
     px_mb_advance(&p->mb->ctl_head, pos + 1, &p->mb->ctl_seq, &p->mb->ctl_sleeping);
     return;
 full:

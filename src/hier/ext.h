@@ -15,7 +15,7 @@
  *
  * Chip services (service.c). A service is a pair of callbacks registered before
  * px_worker_init that run inside every chip process: start() after the chip's engine is
- * built and before it reports ready (a failure fails px_worker_init with its message), stop()
+ * built, before the chip's service thread starts and before the chip reports ready (a failure fails px_worker_init with its message), stop()
  * in reverse order when the chip leaves. A service may start threads of its own there; its
  * handlers reach the chip through the chip context (hier_chip).
  *

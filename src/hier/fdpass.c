@@ -331,8 +331,17 @@ static px_status fd_send_locked(px_hier *h, px_hier_proc *p, uint64_t tag, int f
 
     snprintf(what, sizeof(what), "passing a descriptor to chip %d (pid %d)", p->index,
              (int)p->pid);
-    if (fd_sendmsg(p->sock, tag, fd) != 0)
-        return fd_sock_error(h, p, what, errno);
+    if (fd_sendmsg(p->sock, tag, fd) != 0) {
+        int err = errno;
+
+        /* a closed socket is a dead chip: its control call fails once the death watch has
+         * seen how it ended, which names the signal */
+        if ((err == EPIPE || err == ECONNRESET) &&
+            hier_call_run(h->w, h->k_fd_in, &tag, sizeof(tag), &p->index, 1, t, NULL) ==
+                PX_EPEERDEAD)
+            return PX_EPEERDEAD;
+        return fd_sock_error(h, p, what, err);
+    }
     return hier_call_run(h->w, h->k_fd_in, &tag, sizeof(tag), &p->index, 1, t, NULL);
 }
 

@@ -29,7 +29,6 @@
 #include "util/log.h"
 #include "util/wait.h"
 
-#define PX_HIER_MAX_WORKERS 64
 #define PX_HIER_THREADS_WAIT_NS 100000000ull /* threads just joined may take a moment to go */
 #define PX_HIER_SHUTDOWN_MAX_S 5.0           /* grace for children to exit at destroy */
 #define PX_HIER_START_SLICE_NS 10000000ull   /* a starting child is checked this often */
@@ -42,74 +41,24 @@
 #define PX_HIER_TOOL_THREADS 0
 #endif
 
-static pthread_mutex_t px_hier_reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static px_hier *px_hier_reg[PX_HIER_MAX_WORKERS];
-static _Atomic uint64_t px_hier_reg_gen; /* bumped (under the lock) by every change */
-
-/* The last lookup of this thread: an orchestration submits many tasks in a row, and the
- * registry does not change meanwhile unless a worker is created or destroyed. */
-static _Thread_local struct {
-    const px_orch *o;
-    px_hier *h;
-    uint64_t gen;
-} px_hier_last;
-
-/* ---- the registry of live level-3 workers ---- */
-
-static px_status px_hier_reg_add(px_hier *h)
-{
-    px_status st = px_set_error(PX_ENOMEM, "cannot create a level-3 worker: %d are alive "
-                                "already; destroy one first", PX_HIER_MAX_WORKERS);
-
-    pthread_mutex_lock(&px_hier_reg_lock);
-    for (int i = 0; i < PX_HIER_MAX_WORKERS; i++) {
-        if (px_hier_reg[i] == NULL) {
-            px_hier_reg[i] = h;
-            atomic_fetch_add_explicit(&px_hier_reg_gen, 1, memory_order_release);
-            st = PX_OK;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&px_hier_reg_lock);
-    return st;
-}
-
-static void px_hier_reg_remove(px_hier *h)
-{
-    pthread_mutex_lock(&px_hier_reg_lock);
-    for (int i = 0; i < PX_HIER_MAX_WORKERS; i++)
-        if (px_hier_reg[i] == h)
-            px_hier_reg[i] = NULL;
-    atomic_fetch_add_explicit(&px_hier_reg_gen, 1, memory_order_release);
-    pthread_mutex_unlock(&px_hier_reg_lock);
-}
-
+/*
+ * Returns the level-3 state behind o for a submit call named what. The one check of every
+ * orchestration call (px_rt_orch_check: o is the orchestration px_run runs on this thread)
+ * refuses a handle whose run returned or whose worker was destroyed without dereferencing it,
+ * and calls from kernels and host tasks.
+ */
 px_status px_hier_from_orch(px_orch *o, const char *what, px_hier **out)
 {
-    px_hier *h = NULL;
+    px_status st = px_rt_orch_check(o, what);
+    px_hier *h;
 
-    if (o == NULL)
-        return px_set_error(PX_EINVAL, "%s: orchestration is NULL", what);
-    if (px_hier_last.o == o &&
-        px_hier_last.gen == atomic_load_explicit(&px_hier_reg_gen, memory_order_acquire)) {
-        h = px_hier_last.h;
-    } else {
-        pthread_mutex_lock(&px_hier_reg_lock);
-        for (int i = 0; i < PX_HIER_MAX_WORKERS && h == NULL; i++)
-            if (px_hier_reg[i] != NULL && &px_hier_reg[i]->w->orch == o)
-                h = px_hier_reg[i];
-        px_hier_last.o = o;
-        px_hier_last.h = h;
-        px_hier_last.gen = atomic_load_explicit(&px_hier_reg_gen, memory_order_relaxed);
-        pthread_mutex_unlock(&px_hier_reg_lock);
-    }
+    if (st != PX_OK)
+        return st;
+    h = o->w->level == 3 ? px_hier_of(o->w) : NULL;
     if (h == NULL)
-        return px_set_error(PX_ESTATE, "%s: the orchestration does not belong to a live level-3 "
-                            "worker (destroyed, or a level-2 worker); submit level-3 tasks from "
-                            "the orchestration px_run calls on a level-3 worker", what);
-    if (!h->w->running)
-        return px_set_error(PX_ESTATE, "%s: no run is active on this level-3 worker; submit "
-                            "only from inside the orchestration passed to px_run", what);
+        return px_set_error(PX_ESTATE, "%s: the orchestration runs on a level-2 worker; submit "
+                            "level-3 tasks from the orchestration px_run calls on a level-3 "
+                            "worker", what);
     if (h->state != PX_HIER_INITED)
         return px_set_error(PX_ESTATE, "%s: the level-3 worker has no chips: call "
                             "px_worker_init before px_run", what);
@@ -206,7 +155,7 @@ px_status px_hier_create(const px_config *c, px_worker **out)
     }
     h->w = w;
     w->ext.owner = h;
-    if ((st = px_hier_alloc(h, c)) != PX_OK || (st = px_hier_reg_add(h)) != PX_OK)
+    if ((st = px_hier_alloc(h, c)) != PX_OK)
         goto out_free;
     PX_LOG_INFO("worker: level 3 with %d chips (%d cores each), %d host sub-workers, host heap "
                 "%llu bytes", h->nchips, h->chip_cores, h->nsubs,
@@ -566,7 +515,6 @@ px_status px_hier_destroy(px_worker *w)
         return px_set_error(PX_ESTATE, "px_worker_destroy called during px_run on this worker");
     if (h == NULL) /* destroyed before, but a host core was stuck: retry the engine's part */
         return px_rt_worker_destroy(w);
-    px_hier_reg_remove(h);
     if (h->watch_started)
         px_hier_watch_stop(h);
     if (h->state == PX_HIER_INITED) {
@@ -590,7 +538,7 @@ px_status px_hier_destroy(px_worker *w)
 
 px_status hier_orch_worker(px_orch *o, const char *what, px_worker **w)
 {
-    px_hier *h;
+    px_hier *h = NULL;
     px_status st = px_hier_from_orch(o, what, &h);
 
     if (st == PX_OK)

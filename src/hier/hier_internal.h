@@ -183,6 +183,9 @@ typedef struct px_hier {
     hier_ctl_kind ctl[HIER_CTL_MAX]; /* the control table (ctl.c) */
     int nctl;
     pthread_cond_t ctl_cv;        /* broadcast (under lock) when a control call is answered */
+    _Atomic uint32_t ctl_open;    /* service-route calls posted and not yet answered or
+                                   * failed: the readers of completions skip the control
+                                   * rings (another page of each mailbox) while it is 0 */
     int k_fd_in, k_fd_out;        /* fd passing's own control kinds (fdpass.c) */
     pthread_mutex_t fd_lock;      /* one descriptor transfer at a time (fdpass.c) */
     hier_service services[HIER_SERVICE_MAX];

@@ -135,10 +135,13 @@ void px_mb_pack_args(px_mb_call *c, const px_task_args *a)
     c->bytes = (uint32_t)(out - c->args);
 }
 
-void px_mb_unpack_args(const px_mb_call *c, px_task_args *a)
+int px_mb_unpack_args(const px_mb_call *c, px_task_args *a)
 {
-    const unsigned char *in = c->args;
+    const unsigned char *in = c->args, *end;
 
+    if (c->nargs < 0 || c->nargs > PX_MAX_ARGS || c->bytes > PX_MB_ARGS_MAX)
+        return -1;
+    end = c->args + c->bytes;
     a->n = c->nargs;
     a->overflow = 0;
     for (int i = 0; i < c->nargs; i++) {
@@ -146,14 +149,21 @@ void px_mb_unpack_args(const px_mb_call *c, px_task_args *a)
         const px_mb_packed *p = (const px_mb_packed *)in;
         const px_mb_packed_tensor *t = (const px_mb_packed_tensor *)(p + 1);
         const int64_t *dims = (const int64_t *)(t + 1);
+        size_t left = (size_t)(end - in);
 
         memset(arg, 0, sizeof(*arg));
+        if (left < sizeof(*p) + sizeof(uint64_t))
+            return -1;
         memcpy(arg, p->hdr, sizeof(p->hdr));
         if (arg->tag == PX_TAG_SCALAR) {
             memcpy(&arg->v.u64, p + 1, sizeof(uint64_t));
             in += sizeof(*p) + sizeof(uint64_t);
             continue;
         }
+        /* a child trusts the parent, but a bad extent count must not write past shape[] */
+        if (left < sizeof(*p) + sizeof(*t) || t->ndim < 0 || t->ndim > PX_MAX_DIMS ||
+            left < sizeof(*p) + sizeof(*t) + 2 * (size_t)t->ndim * sizeof(int64_t))
+            return -1;
         arg->v.t.dtype = (px_dtype)p->dtype;
         arg->v.t.ndim = t->ndim;
         arg->v.t.addr = t->addr;
@@ -162,6 +172,7 @@ void px_mb_unpack_args(const px_mb_call *c, px_task_args *a)
         memcpy(arg->v.t.stride, dims + t->ndim, (size_t)t->ndim * sizeof(int64_t));
         in = (const unsigned char *)(dims + 2 * t->ndim);
     }
+    return 0;
 }
 
 void px_mb_publish_call(px_mailbox *mb, uint64_t head)

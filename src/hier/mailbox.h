@@ -120,8 +120,9 @@ void px_mb_region_destroy(void *mem, size_t len, int fd);
  * and its ndim extents and strides (32 + 16 ndim; a px_arg is 112). */
 void px_mb_pack_args(px_mb_call *c, const px_task_args *a);
 
-/* Unpacks c's arguments into *a (the inverse of px_mb_pack_args; unused fields are zero). */
-void px_mb_unpack_args(const px_mb_call *c, px_task_args *a);
+/* Unpacks c's arguments into *a (the inverse of px_mb_pack_args; unused fields are zero).
+ * Returns 0, or -1 when the counts or sizes in c do not fit its buffer (a corrupt call). */
+int px_mb_unpack_args(const px_mb_call *c, px_task_args *a);
 
 /* Publishes the call the caller filled at mb->calls[head % PX_MB_DEPTH] (head: its position)
  * and wakes the child if it sleeps. */

@@ -7,9 +7,10 @@
  * thread. The service thread answers the control calls of the service route (ctl.c): it
  * sleeps on the control ring's futex word and runs each call's handler at once, so a chip
  * answers while its main thread (core 0) is inside a kernel. Services registered by upper
- * layers before px_worker_init start in registration order after the engine is built and
- * before the chip reports ready (a failing start fails the chip's start-up with its message),
- * and stop in reverse order when the chip leaves, after the service thread has stopped.
+ * layers before px_worker_init start in registration order after the engine is built, before
+ * the service thread starts (so their handlers see what start() set up) and before the chip
+ * reports ready (a failing start fails the chip's start-up with its message); they stop in
+ * reverse order when the chip leaves, after the service thread has stopped.
  */
 #include "hier/hier_internal.h"
 
@@ -147,11 +148,8 @@ px_status hier_chip_start(hier_chip *chip)
         chip->fds[i].fd = -1;
     pthread_mutex_init(&chip->fd_lock, NULL);
     hier_self = chip;
-    rc = pthread_create(&chip->service, NULL, chip_service_main, chip);
-    if (rc != 0)
-        return px_set_error(PX_ENOMEM, "chip %d: cannot start its service thread: %s",
-                            chip->index, strerror(rc));
-    chip->service_started = 1;
+    /* the services first: what start() sets up is there before any handler runs (the thread
+     * starts after it) */
     for (; chip->nstarted < h->nservices; chip->nstarted++) {
         const hier_service *s = &h->services[chip->nstarted];
         px_status st = s->start != NULL ? s->start(chip, s->arg) : PX_OK;
@@ -164,6 +162,11 @@ px_status hier_chip_start(hier_chip *chip)
                                 s->name, msg);
         }
     }
+    rc = pthread_create(&chip->service, NULL, chip_service_main, chip);
+    if (rc != 0)
+        return px_set_error(PX_ENOMEM, "chip %d: cannot start its service thread: %s",
+                            chip->index, strerror(rc));
+    chip->service_started = 1;
     return PX_OK;
 }
 

@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/argcheck.h"
+
 /* One tensor access of a group, as a byte range. */
 typedef struct px_l3_access {
     const px_arg *arg; /* one of the accesses merged here (exact view while unmerged) */
@@ -29,47 +31,18 @@ typedef struct px_l3_access {
     int dep_only;      /* a dependency-only access is part of it (hier_submit_group_deps) */
 } px_l3_access;
 
-static int px_tag_writes(int tag)
-{
-    return tag == PX_TAG_OUT || tag == PX_TAG_INOUT || tag == PX_TAG_OUTPUT_EXISTING;
-}
-
 /* ---- checks ---- */
 
 /* Checks that every tensor of a is well formed and lies in the host heap. */
-static px_status px_l3_check_args(px_hier *h, const px_task_args *a, const char *what)
+static px_status px_l3_check_args(px_hier *h, const px_task_args *a, const char *what, int chip)
 {
-    const char *heap = h->w->dev_base;
-    uint64_t size = h->cfg.device_mem;
+    const args_rules rules = {
+        .what = what, .chip = chip, .out_alloc = 1, .base = (uintptr_t)h->w->dev_base,
+        .size = h->cfg.device_mem, .region = "in the host heap, so the chips cannot see them",
+        .hint = "use px_run's args, px_tensor_alloc or outputs the runtime allocates",
+    };
 
-    if (a->overflow || a->n < 0 || a->n > PX_MAX_ARGS)
-        return px_set_error(PX_EINVAL, "%s: %d arguments given, at most %d allowed", what,
-                            a->n + a->overflow, PX_MAX_ARGS);
-    for (int i = 0; i < a->n; i++) {
-        const px_arg *arg = &a->a[i];
-        int64_t lo, hi;
-
-        if (arg->tag == PX_TAG_SCALAR)
-            continue;
-        if (arg->tag <= PX_TAG_NONE || arg->tag >= PX_TAG_COUNT)
-            return px_set_error(PX_EINVAL, "%s argument %d: invalid tag %d", what, i, arg->tag);
-        if (arg->null_tensor)
-            return px_set_error(PX_EINVAL, "%s argument %d (%s): NULL tensor pointer", what, i,
-                                px_tag_name(arg->tag));
-        if (px_tensor_span(&arg->v.t, &lo, &hi) != PX_OK)
-            return px_set_error(PX_EINVAL, "%s argument %d (%s): %s", what, i,
-                                px_tag_name(arg->tag), px_last_error());
-        if (arg->v.t.addr == NULL && arg->tag == PX_TAG_OUT)
-            continue; /* allocated in the host heap by submit */
-        if ((const char *)arg->v.t.addr + lo < heap ||
-            (const char *)arg->v.t.addr + hi > heap + size)
-            return px_set_error(PX_EINVAL, "%s argument %d (%s): bytes [%p, %p) are not in the "
-                                "host heap, so the chips cannot see them; use px_run's args, "
-                                "px_tensor_alloc or outputs the runtime allocates", what, i,
-                                px_tag_name(arg->tag), (void *)((char *)arg->v.t.addr + lo),
-                                (void *)((char *)arg->v.t.addr + hi));
-    }
-    return PX_OK;
+    return args_check(a, &rules, NULL, NULL);
 }
 
 static px_status px_l3_check_callable(px_hier *h, px_callable_id c, const char *what)
@@ -122,10 +95,11 @@ px_status px_submit_next_level(px_orch *o, px_callable_id c, px_task_args *a, in
     if ((st = px_hier_from_orch(o, what, &h)) != PX_OK)
         return st;
     if (a == NULL)
-        return px_set_error(PX_EINVAL, "%s: args is NULL", what);
+        return px_set_error(PX_EINVAL, "%s: args is NULL; pass a px_task_args (px_args_init "
+                            "gives an empty one)", what);
     if ((st = px_l3_check_callable(h, c, what)) != PX_OK ||
         (st = px_l3_check_chip(h, chip, what)) != PX_OK ||
-        (st = px_l3_check_args(h, a, what)) != PX_OK)
+        (st = px_l3_check_args(h, a, what, -1)) != PX_OK)
         return st;
     v.kind = PX_L3_NEXT;
     v.callable = c;
@@ -137,7 +111,6 @@ px_status px_submit_next_level(px_orch *o, px_callable_id c, px_task_args *a, in
 px_status px_submit_host(px_orch *o, px_host_fn fn, px_task_args *a, void *user, px_task_id *id)
 {
     static const char what[] = "px_submit_host";
-    px_task_args none = {0};
     px_l3_slot v = {0};
     px_hier *h;
     px_status st;
@@ -147,8 +120,9 @@ px_status px_submit_host(px_orch *o, px_host_fn fn, px_task_args *a, void *user,
     if (fn == NULL)
         return px_set_error(PX_EINVAL, "%s: the host function is NULL", what);
     if (a == NULL)
-        a = &none;
-    if ((st = px_l3_check_args(h, a, what)) != PX_OK)
+        return px_set_error(PX_EINVAL, "%s: args is NULL; pass a px_task_args (px_args_init "
+                            "gives an empty one)", what);
+    if ((st = px_l3_check_args(h, a, what, -1)) != PX_OK)
         return st;
     v.kind = PX_L3_HOST;
     v.fn = fn;
@@ -173,30 +147,12 @@ static px_status px_l3_check_group(px_hier *h, px_callable_id c, px_task_args *p
                             "chips %s, per_chip %s)", what, h->nchips, n,
                             chips ? "set" : "NULL", per_chip ? "set" : "NULL");
     for (int i = 0; i < n; i++) {
-        char where[64];
-
         if ((st = px_l3_check_chip(h, chips[i], what)) != PX_OK)
             return st;
         if (seen[chips[i]]++)
             return px_set_error(PX_EINVAL, "%s: chip %d is listed twice; a group runs one call "
                                 "per chip", what, chips[i]);
-        snprintf(where, sizeof(where), "%s (chip %d)", what, chips[i]);
-        if ((st = px_l3_check_args(h, &per_chip[i], where)) != PX_OK)
-            return st;
-    }
-    return PX_OK;
-}
-
-/* Allocates every OUT tensor without an address, writing the address back. */
-static px_status px_l3_alloc_outputs(px_orch *o, px_task_args *a)
-{
-    for (int i = 0; i < a->n; i++) {
-        px_tensor *t = &a->a[i].v.t;
-        px_status st;
-
-        if (a->a[i].tag != PX_TAG_OUT || t->addr != NULL)
-            continue;
-        if ((st = px_tensor_alloc(o, t->dtype, t->ndim, t->shape, t)) != PX_OK)
+        if ((st = px_l3_check_args(h, &per_chip[i], what, chips[i])) != PX_OK)
             return st;
     }
     return PX_OK;
@@ -237,7 +193,7 @@ static int px_l3_collect(const px_task_args *per_chip, int n, px_l3_access *acc)
             for (j = 0; j < na && !px_l3_same_view(&acc[j].arg->v.t, &arg->v.t); j++)
                 ;
             if (j < na) {
-                acc[j].writes |= px_tag_writes(arg->tag);
+                acc[j].writes |= args_tag_writes(arg->tag);
                 if (acc[j].tag != arg->tag)
                     acc[j].tag = PX_TAG_INOUT;
                 continue;
@@ -245,7 +201,7 @@ static int px_l3_collect(const px_task_args *per_chip, int n, px_l3_access *acc)
             px_tensor_span(&arg->v.t, &lo, &hi); /* checked already */
             acc[na] = (px_l3_access){arg, (uintptr_t)arg->v.t.addr + (uintptr_t)lo,
                                      (uintptr_t)arg->v.t.addr + (uintptr_t)hi,
-                                     px_tag_writes(arg->tag), arg->tag, arg->dep_only};
+                                     args_tag_writes(arg->tag), arg->tag, arg->dep_only};
             na++;
         }
     }
@@ -358,7 +314,7 @@ px_status hier_submit_group_deps(px_orch *o, px_callable_id c, px_task_args *per
         (st = px_l3_check_group(h, c, per_chip, chips, n)) != PX_OK)
         return st;
     for (int i = 0; i < n; i++)
-        if ((st = px_l3_alloc_outputs(o, &per_chip[i])) != PX_OK)
+        if ((st = px_rt_alloc_outputs(o, &per_chip[i])) != PX_OK)
             return st;
     if (deps != NULL && (deps->overflow || deps->n < 0 || deps->n > PX_MAX_ARGS))
         return px_set_error(PX_EINVAL, "px_submit_group: %d dependency arguments, at most %d",

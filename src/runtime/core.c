@@ -220,10 +220,18 @@ int px_core_help(px_worker *w)
 {
     px_core_ctx *ctx = &w->cores[0];
     px_task *t = px_readyq_pop(&w->readyq);
+    px_orch *o;
     int n = 0;
 
+    if (t == NULL)
+        return 0;
+    /* The kernels run on the orchestration's thread but are not the orchestration: its calls
+     * must refuse them as they refuse kernels on core threads. */
+    o = px_rt_orch_here;
+    px_rt_orch_here = NULL;
     for (; t != NULL; n++)
         t = px_task_execute(ctx, t);
+    px_rt_orch_here = o;
     return n;
 }
 
@@ -324,10 +332,10 @@ void px_task_complete(px_worker *w, px_task_id id, px_status st, const char *msg
 
 int px_core_index(const px_core_ctx *ctx)
 {
-    return ctx->index;
+    return ctx != NULL ? ctx->index : -1;
 }
 
 px_task_id px_core_task_id(const px_core_ctx *ctx)
 {
-    return ctx->task;
+    return ctx != NULL ? ctx->task : PX_TASK_NONE;
 }

@@ -60,6 +60,9 @@ void *px_heap_try_alloc(px_heap *h, uint64_t n, int *oom)
     px_heap_rec *r;
 
     *oom = 0;
+    if (n > h->size)
+        return NULL; /* never fits (callers refuse it first, with a message); also keeps the
+                      * rounding below from wrapping */
     n = px_align_up(n ? n : 1, PX_HEAP_ALIGN);
     off = pos % h->size;
     if (off + n > h->size)

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/argcheck.h"
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/wait.h"
@@ -147,6 +148,12 @@ static px_status px_orch_wait_task(px_orch *o, px_task_id id, uint64_t *deadline
 {
     px_worker *w = o->w;
     px_orch_waiting c = {.w = w, .t = px_task_slot(w, id)};
+
+    /* finished already, or finished by running it here (a chip's core 0): no wait to set up */
+    if (atomic_load_explicit(&c.t->state, memory_order_acquire) == PX_TASK_DONE ||
+        (w->ext.caller_core && px_core_help(w) > 0 &&
+         atomic_load_explicit(&c.t->state, memory_order_acquire) == PX_TASK_DONE))
+        return PX_OK;
     util_wait uw = {.ready = px_orch_task_done, .arg = &c, .word = &c.t->state,
                     .sleeping = &c.t->waiters, .spin_ticks = w->spin_ticks,
                     .yield_ticks = w->yield_ticks, .deadline_ns = *deadline,
@@ -178,6 +185,26 @@ static px_status px_orch_wait_oldest(px_orch *o, const char *why)
     return st;
 }
 
+/* ---- where orchestration calls may come from ---- */
+
+_Thread_local px_orch *px_rt_orch_here __attribute__((tls_model("initial-exec")));
+
+px_status px_rt_orch_misplaced(const px_orch *o, const char *what)
+{
+    if (o == NULL)
+        return px_set_error(PX_EINVAL, "%s: orchestration is NULL", what);
+    if (px_rt_orch_here == NULL)
+        return px_set_error(PX_ESTATE, "%s: no orchestration runs on this thread: called from a "
+                            "kernel, a host task or another thread, or with a handle whose "
+                            "px_run has returned; orchestration calls belong in the function "
+                            "px_run runs, on px_run's thread (a kernel returns its results "
+                            "through its OUT args)", what);
+    return px_set_error(PX_ESTATE, "%s: orchestration handle %p is not the one running on this "
+                        "thread (%p): a handle kept from another or a finished run; use the "
+                        "handle px_run passed to this orchestration", what, (const void *)o,
+                        (void *)px_rt_orch_here);
+}
+
 /* ---- errors of the run ---- */
 
 static px_status px_orch_aborted(px_worker *w)
@@ -191,16 +218,6 @@ static px_status px_orch_aborted(px_worker *w)
 }
 
 /* ---- argument checks ---- */
-
-static int px_tag_is_tensor(int tag)
-{
-    return tag >= PX_TAG_IN && tag <= PX_TAG_NO_DEP;
-}
-
-static int px_tag_writes(int tag)
-{
-    return tag == PX_TAG_OUT || tag == PX_TAG_INOUT || tag == PX_TAG_OUTPUT_EXISTING;
-}
 
 /* Returns 1 when an argument tagged `tag` may fill a parameter declared `want`. */
 static int px_tag_fits(int want, int tag)
@@ -237,43 +254,15 @@ static px_status px_check_sig(const px_kernel *k, const px_task_args *a)
     return PX_OK;
 }
 
-/* Checks one tensor argument: well formed, and (if it has an address) in device memory. */
-static px_status px_check_tensor(const px_orch *o, const px_kernel *k, int i, const px_arg *arg)
-{
-    const px_tensor *t = &arg->v.t;
-    const char *dev = o->w->dev_base;
-    int64_t lo, hi;
-    px_status st;
-
-    if (arg->null_tensor)
-        return px_set_error(PX_EINVAL, "kernel \"%s\" argument %d (%s): NULL tensor pointer",
-                            k->name, i, px_tag_name(arg->tag));
-    st = px_tensor_span(t, &lo, &hi);
-    if (st != PX_OK)
-        return px_set_error(st, "kernel \"%s\" argument %d (%s): %s", k->name, i,
-                            px_tag_name(arg->tag), px_last_error());
-    if (arg->dep_only)
-        return PX_OK; /* only its bytes' addresses matter, for the dependencies */
-    if (t->addr == NULL) {
-        if (arg->tag == PX_TAG_OUT)
-            return PX_OK; /* allocated by the runtime */
-        return px_set_error(PX_EINVAL, "kernel \"%s\" argument %d (%s): tensor has no address; "
-                            "only OUT tensors are allocated by the runtime", k->name, i,
-                            px_tag_name(arg->tag));
-    }
-    if ((const char *)t->addr + lo < dev ||
-        (const char *)t->addr + hi > dev + o->w->cfg.device_mem)
-        return px_set_error(PX_EINVAL, "kernel \"%s\" argument %d (%s): bytes [%p, %p) are not "
-                            "device memory; inside an orchestration use px_run's args, "
-                            "px_tensor_alloc or runtime-allocated outputs", k->name, i,
-                            px_tag_name(arg->tag), (void *)((char *)t->addr + lo),
-                            (void *)((char *)t->addr + hi));
-    return PX_OK;
-}
-
+/* Checks a submit; *unplaced receives the number of OUT tensors to allocate. */
 static px_status px_orch_check(px_orch *o, px_kernel_id kid, const px_task_args *a,
-                               const px_task_id *deps, int ndeps)
+                               const px_task_id *deps, int ndeps, int *unplaced)
 {
+    args_rules rules = {
+        .what = "kernel", .chip = -1, .out_alloc = 1, .region = "device memory",
+        .hint = "inside an orchestration use px_run's args, px_tensor_alloc or "
+                "runtime-allocated outputs",
+    };
     px_worker *w = o->w;
     const px_kernel *k;
     px_status st;
@@ -282,25 +271,15 @@ static px_status px_orch_check(px_orch *o, px_kernel_id kid, const px_task_args 
         return px_set_error(PX_EINVAL, "unknown kernel id %d: %d kernels are registered on this "
                             "worker", (int)kid, w->nkernels);
     k = &w->kernels[kid];
-    if (a->overflow)
-        return px_set_error(PX_EINVAL, "kernel \"%s\": %d arguments given, at most %d allowed "
-                            "(PX_MAX_ARGS)", k->name, a->n + a->overflow, PX_MAX_ARGS);
-    if (a->n < 0 || a->n > PX_MAX_ARGS)
-        return px_set_error(PX_EINVAL, "kernel \"%s\": argument count %d is out of range; build "
-                            "args with px_args_init and px_args_*", k->name, a->n);
+    rules.name = k->name;
+    rules.base = (uintptr_t)w->dev_base;
+    rules.size = w->cfg.device_mem;
+    if ((st = args_check_count(a, &rules)) != PX_OK)
+        return st;
     if (k->has_sig && (st = px_check_sig(k, a)) != PX_OK)
         return st;
-    for (int i = 0; i < a->n; i++) {
-        int tag = a->a[i].tag;
-
-        if (tag == PX_TAG_SCALAR)
-            continue;
-        if (!px_tag_is_tensor(tag))
-            return px_set_error(PX_EINVAL, "kernel \"%s\" argument %d: invalid tag %d", k->name,
-                                i, tag);
-        if ((st = px_check_tensor(o, k, i, &a->a[i])) != PX_OK)
-            return st;
-    }
+    if ((st = args_check(a, &rules, NULL, unplaced)) != PX_OK)
+        return st;
     if (ndeps < 0 || (ndeps > 0 && deps == NULL))
         return px_set_error(PX_EINVAL, "kernel \"%s\": %d explicit dependencies with a %s list",
                             k->name, ndeps, deps ? "valid" : "NULL");
@@ -372,13 +351,16 @@ px_status px_tensor_alloc(px_orch *o, px_dtype dt, int ndim, const int64_t *shap
     px_tensor v;
     px_status st;
     void *p = NULL;
+    int64_t lo, hi;
 
-    if (o == NULL || t == NULL)
-        return px_set_error(PX_EINVAL, "px_tensor_alloc: orchestration or tensor is NULL");
-    st = px_tensor_make(&v, NULL, dt, ndim, shape);
-    if (st != PX_OK)
+    if ((st = px_rt_orch_check(o, "px_tensor_alloc")) != PX_OK)
         return st;
-    st = px_orch_heap_alloc(o, (uint64_t)px_tensor_numel(&v) * px_dtype_size(dt), &p);
+    if (t == NULL)
+        return px_set_error(PX_EINVAL, "px_tensor_alloc: output tensor is NULL");
+    st = px_tensor_make(&v, NULL, dt, ndim, shape); /* checks that the byte count fits */
+    if (st != PX_OK || (st = px_tensor_span(&v, &lo, &hi)) != PX_OK)
+        return st;
+    st = px_orch_heap_alloc(o, (uint64_t)hi, &p);
     if (st != PX_OK)
         return st;
     v.addr = p;
@@ -386,8 +368,7 @@ px_status px_tensor_alloc(px_orch *o, px_dtype dt, int ndim, const int64_t *shap
     return PX_OK;
 }
 
-/* Allocates every OUT tensor of a that has no address, writing the address back. */
-static px_status px_orch_alloc_outputs(px_orch *o, px_task_args *a)
+px_status px_rt_alloc_outputs(px_orch *o, px_task_args *a)
 {
     for (int i = 0; i < a->n; i++) {
         px_tensor *t = &a->a[i].v.t;
@@ -406,8 +387,10 @@ static px_status px_orch_alloc_outputs(px_orch *o, px_task_args *a)
 
 px_status px_scope_begin(px_orch *o)
 {
-    if (o == NULL)
-        return px_set_error(PX_EINVAL, "px_scope_begin: orchestration is NULL");
+    px_status st = px_rt_orch_check(o, "px_scope_begin");
+
+    if (st != PX_OK)
+        return st;
     if (o->nscopes == PX_MAX_SCOPES)
         return px_set_error(PX_ESTATE, "px_scope_begin: scopes nest deeper than %d",
                             PX_MAX_SCOPES - 1);
@@ -419,8 +402,10 @@ px_status px_scope_begin(px_orch *o)
 
 px_status px_scope_end(px_orch *o)
 {
-    if (o == NULL)
-        return px_set_error(PX_EINVAL, "px_scope_end: orchestration is NULL");
+    px_status st = px_rt_orch_check(o, "px_scope_end");
+
+    if (st != PX_OK)
+        return st;
     if (o->nscopes <= 1)
         return px_set_error(PX_ESTATE, "px_scope_end without a matching px_scope_begin");
     o->nscopes--;
@@ -554,7 +539,7 @@ static px_status px_orch_wire(px_orch *o, px_task *t, const px_task_id *deps, in
             continue;
         if (!px_tm_view_make(&v, &arg->v.t))
             continue;
-        r = px_tmap_access(&w->tmap, &v, px_tag_writes(arg->tag), t->id, px_orch_dep_cb, o);
+        r = px_tmap_access(&w->tmap, &v, args_tag_writes(arg->tag), t->id, px_orch_dep_cb, o);
         if (r != 0)
             return o->dep_err != PX_OK ? o->dep_err :
                    px_set_error(PX_ENOMEM, "out of host memory in the tensor map");
@@ -595,25 +580,45 @@ static px_status px_orch_take_slot(px_orch *o, px_task **out)
     return PX_OK;
 }
 
+static px_status px_orch_submit(px_orch *o, px_kernel_id k, px_task_args *a,
+                                const px_task_id *deps, int ndeps, px_task_id *id);
+
 px_status px_submit_after(px_orch *o, px_kernel_id k, px_task_args *a, const px_task_id *deps,
                           int ndeps, px_task_id *id)
 {
-    if (o != NULL && o->w->level == 3)
+    px_status st = px_rt_orch_check(o, "px_submit");
+
+    if (st != PX_OK)
+        return st;
+    if (o->w->level == 3)
         return px_set_error(PX_EINVAL, "px_submit at level 3: a level-3 orchestration submits "
                             "px_submit_next_level, px_submit_group or px_submit_host tasks");
-    return px_rt_submit(o, k, a, deps, ndeps, id);
+    return px_orch_submit(o, k, a, deps, ndeps, id);
 }
 
 px_status px_rt_submit(px_orch *o, px_kernel_id k, px_task_args *a, const px_task_id *deps,
                        int ndeps, px_task_id *id)
 {
+    px_status st = px_rt_orch_check(o, "px_submit");
+
+    if (st != PX_OK)
+        return st;
+    return px_orch_submit(o, k, a, deps, ndeps, id);
+}
+
+/* The submit of an orchestration px_rt_orch_check accepted. */
+static px_status px_orch_submit(px_orch *o, px_kernel_id k, px_task_args *a,
+                                const px_task_id *deps, int ndeps, px_task_id *id)
+{
     px_worker *w;
     px_task *t;
     px_status st;
     uint64_t d0, wired;
+    int unplaced;
 
-    if (o == NULL || a == NULL)
-        return px_set_error(PX_EINVAL, "px_submit: orchestration or args is NULL");
+    if (a == NULL)
+        return px_set_error(PX_EINVAL, "px_submit: args is NULL; pass a px_task_args built "
+                            "with px_args_init and px_args_*");
     d0 = PX_DFX_ON(o->dfx, PX_DFX_FOR_PHASE | PX_DFX_FOR_SUBMIT) ? px_dfx_now() : 0;
     w = o->w;
     /* Every 8th submit reads completions (a look at every child's counter is a cache miss
@@ -623,9 +628,9 @@ px_status px_rt_submit(px_orch *o, px_kernel_id k, px_task_args *a, const px_tas
         w->ext.ops->poll(w->ext.owner);
     if (PX_UNLIKELY(atomic_load_explicit(&w->failed, memory_order_acquire)))
         return px_orch_aborted(w);
-    if ((st = px_orch_check(o, k, a, deps, ndeps)) != PX_OK)
+    if ((st = px_orch_check(o, k, a, deps, ndeps, &unplaced)) != PX_OK)
         return st;
-    if ((st = px_orch_alloc_outputs(o, a)) != PX_OK)
+    if (unplaced > 0 && (st = px_rt_alloc_outputs(o, a)) != PX_OK)
         return st;
     if ((st = px_orch_take_slot(o, &t)) != PX_OK)
         return st;

@@ -22,6 +22,7 @@
 #include <stdio.h>
 
 #include "dfx/dfx.h"
+#include "util/file.h"
 #include "util/log.h"
 
 /* Returns PX_OK, or an error when DFX cannot work with this configuration and profile. */
@@ -104,10 +105,13 @@ static px_status rt_dfx_finish(px_worker *w, int quiescent)
         atomic_store_explicit(&w->cores[i].dfx, NULL, memory_order_relaxed);
     w->orch.dfx = NULL;
     if (quiescent) {
+        int lock = px_dfx_take_out_lock(w->dfx); /* held until the merge has read the files */
+
         px_dfx_destroy(w->dfx);
         w->dfx = NULL;
         if (x != NULL && x->dfx_merge != NULL)
             rt_dfx_keep(x->dfx_merge(w->ext.owner), &first, msg, sizeof(msg));
+        util_dir_unlock(lock);
     }
     if (first != PX_OK)
         px_set_error(first, "%s", msg);

@@ -233,6 +233,34 @@ px_status px_rt_kernel_lookup(px_worker *w, const char *name, int limit, px_kern
 px_status px_rt_submit(px_orch *o, px_kernel_id k, px_task_args *a, const px_task_id *deps,
                        int ndeps, px_task_id *id);
 
+/*
+ * orch.c: the orchestration that px_run runs on this thread, or NULL (on core threads, in
+ * kernels that core 0 runs on its caller's thread, in host tasks, outside px_run). Set by
+ * px_run around its orchestration (saved and restored, so a nested px_run on another worker
+ * is fine). Initial-exec TLS: one load, no call, on every orchestration call.
+ */
+extern _Thread_local px_orch *px_rt_orch_here __attribute__((tls_model("initial-exec")));
+
+/* orch.c: the message of px_rt_orch_check's refusal. */
+px_status px_rt_orch_misplaced(const px_orch *o, const char *what);
+
+/*
+ * The one check of every orchestration call (submits, scopes, px_tensor_alloc, level 3's
+ * submits): o must be the orchestration running on this thread. Returns PX_OK, PX_EINVAL for
+ * NULL, or PX_ESTATE (a kernel, a host task, another thread, a handle whose run returned or
+ * whose worker was destroyed), without dereferencing o.
+ */
+static inline px_status px_rt_orch_check(const px_orch *o, const char *what)
+{
+    if (PX_LIKELY(o != NULL && o == px_rt_orch_here))
+        return PX_OK;
+    return px_rt_orch_misplaced(o, what);
+}
+
+/* orch.c: allocates every OUT tensor of a that has no address in the enclosing scope,
+ * writing the address back. Returns PX_OK or px_tensor_alloc's error. */
+px_status px_rt_alloc_outputs(px_orch *o, px_task_args *a);
+
 /* core.c: finishes a task whose kernel returned PX_TASK_ASYNC (any thread). A non-zero st
  * fails the run with msg, as a failing kernel does. */
 void px_task_complete(struct px_worker *w, px_task_id id, px_status st, const char *msg);

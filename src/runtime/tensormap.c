@@ -23,11 +23,15 @@ int px_tm_view_make(px_tm_view *v, const px_tensor *t)
         if (t->shape[d] == 0)
             return 0;
         v->shape[d] = t->shape[d];
-        v->bstride[d] = t->stride[d] * es;
+        if (__builtin_mul_overflow(t->stride[d], es, &v->bstride[d]))
+            v->bstride[d] = 0; /* only with an extent of 1 (the span checked the others): the
+                                * step is never taken */
         last += (t->shape[d] - 1) * v->bstride[d];
         if (t->shape[d] != 1 && v->bstride[d] != expect)
             v->dense = 0;
-        expect *= t->shape[d];
+        /* unsigned: a product that wraps (elements repeating with stride 0) is only ever
+         * compared while the view is dense, and a dense view's product is its byte count */
+        expect = (int64_t)((uint64_t)expect * (uint64_t)t->shape[d]);
     }
     v->lo = v->start;
     v->hi = v->start + (uintptr_t)last + (uintptr_t)es;

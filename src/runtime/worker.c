@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/argcheck.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -272,37 +273,21 @@ static void px_span_sort(px_span *s, int n)
 /* Fills spans for every tensor argument of a; returns their count or -1 (error set). */
 static int px_run_spans(const px_task_args *a, px_span *spans)
 {
+    static const args_rules rules = {
+        .what = "px_run", .chip = -1,
+        .hint = "px_run args are host tensors with addresses",
+    };
+    args_span s[PX_MAX_ARGS];
     int n = 0;
 
-    if (a->overflow || a->n < 0 || a->n > PX_MAX_ARGS) {
-        px_set_error(PX_EINVAL, "px_run: %d arguments given, at most %d allowed",
-                     a->n + a->overflow, PX_MAX_ARGS);
+    if (args_check(a, &rules, s, NULL) != PX_OK)
         return -1;
-    }
     for (int i = 0; i < a->n; i++) {
-        const px_arg *arg = &a->a[i];
-        int64_t lo, hi;
-
-        if (arg->tag == PX_TAG_SCALAR)
+        if (a->a[i].tag == PX_TAG_SCALAR)
             continue;
-        if (arg->tag <= PX_TAG_NONE || arg->tag >= PX_TAG_COUNT) {
-            px_set_error(PX_EINVAL, "px_run argument %d: invalid tag %d", i, arg->tag);
-            return -1;
-        }
-        if (arg->null_tensor || arg->v.t.addr == NULL) {
-            px_set_error(PX_EINVAL, "px_run argument %d (%s): %s; px_run args are host tensors "
-                         "with addresses", i, px_tag_name(arg->tag),
-                         arg->null_tensor ? "NULL tensor pointer" : "tensor has no address");
-            return -1;
-        }
-        if (px_tensor_span(&arg->v.t, &lo, &hi) != PX_OK) {
-            px_set_error(PX_EINVAL, "px_run argument %d (%s): %s", i, px_tag_name(arg->tag),
-                         px_last_error());
-            return -1;
-        }
         spans[n].arg = i;
-        spans[n].lo = (uintptr_t)arg->v.t.addr + (uintptr_t)lo;
-        spans[n].hi = (uintptr_t)arg->v.t.addr + (uintptr_t)hi;
+        spans[n].lo = s[i].lo;
+        spans[n].hi = s[i].hi;
         n++;
     }
     return n;
@@ -335,17 +320,18 @@ static px_status px_run_place(px_worker *w, const px_task_args *a, px_task_args 
         spans[i].group = ng - 1;
     }
     for (int g = 0; g < ng; g++) {
-        uint64_t n = groups[g].hi - groups[g].lo;
+        uint64_t n = groups[g].hi - groups[g].lo, end;
 
-        if (used + n > w->run_area) {
-            return px_set_error(PX_ENOMEM, "px_run args need more than %llu bytes of device memory "
-                         "(PLEXUS_DEVICE_MEM %llu minus PLEXUS_HEAP_RING %llu); raise "
-                         "PLEXUS_DEVICE_MEM", (unsigned long long)w->run_area,
-                         (unsigned long long)w->cfg.device_mem,
-                         (unsigned long long)w->cfg.heap_ring);
+        if (__builtin_add_overflow(used, n, &end) || end > w->run_area) {
+            return px_set_error(PX_ENOMEM, "px_run args need more than %llu bytes of device "
+                                "memory (%llu placed, the next block has %llu; PLEXUS_DEVICE_MEM "
+                                "%llu minus PLEXUS_HEAP_RING %llu); raise PLEXUS_DEVICE_MEM",
+                                (unsigned long long)w->run_area, (unsigned long long)used,
+                                (unsigned long long)n, (unsigned long long)w->cfg.device_mem,
+                                (unsigned long long)w->cfg.heap_ring);
         }
         groups[g].dev = w->dev_base + used;
-        used = px_align_up(used + n, PX_HEAP_ALIGN);
+        used = px_align_up(end, PX_HEAP_ALIGN);
         if (n > 0 && (st = px_plat_copy_h2d(w->chip, groups[g].dev,
                                              (const void *)groups[g].lo, n)) != PX_OK)
             return st;
@@ -426,6 +412,7 @@ static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *ar
     px_group groups[PX_MAX_ARGS];
     char orch_msg[PX_ERRMSG_MAX]; /* only read when the orchestration failed */
     px_task_args dev;
+    px_orch *prev_orch;
     px_status st, drain_st;
     uint64_t t0 = w->ext.no_wall_time ? 0 : px_ticks(); /* a TSC read, not a clock call */
     uint64_t d0 = px_run_span_t0(w);
@@ -436,8 +423,12 @@ static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *ar
     if (st != PX_OK)
         return st;
     px_run_span(w, PX_HOST_COPY_IN, d0, px_run_bytes(groups, ng, 0));
-    if ((st = px_orch_begin(w)) != PX_OK)
+    prev_orch = px_rt_orch_here; /* NULL unless this px_run is nested in another's kernel */
+    px_rt_orch_here = &w->orch;
+    if ((st = px_orch_begin(w)) != PX_OK) {
+        px_rt_orch_here = prev_orch;
         return st;
+    }
     w->running = 1;
     if (w->ext.ops != NULL && w->ext.ops->polling != NULL)
         w->ext.ops->polling(w->ext.owner, 1);
@@ -466,6 +457,7 @@ static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *ar
         w->broken = 1;
     }
     px_orch_end(&w->orch);
+    px_rt_orch_here = prev_orch;
     w->running = 0;
     w->last = w->orch.stats;
     if (!w->ext.no_wall_time)

@@ -37,11 +37,140 @@ static px_status px_bad_value(const char *name, const char *text, const char *fo
     return px_set_error(PX_EINVAL, "%s=\"%s\" is not valid: expected %s", name, text, form);
 }
 
+/*
+ * The text rules every knob shares: a value never has leading or trailing whitespace (checked
+ * once, in px_knob_apply, for every knob), and numbers are decimal: integers are an optional
+ * '-' and digits (no '+', no 0x, no exponent); seconds are digits with an optional fraction
+ * and exponent (no hex, inf or nan). No knob documents hex.
+ */
+static int px_is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+static int px_is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* Returns 1 when text is a decimal real: digits, optionally '.' digits, optionally e[+-]digits. */
+static int px_is_decimal_real(const char *t)
+{
+    int digits = 0;
+
+    for (; px_is_digit(*t); t++)
+        digits++;
+    if (*t == '.')
+        for (t++; px_is_digit(*t); t++)
+            digits++;
+    if (digits == 0)
+        return 0;
+    if (*t == 'e' || *t == 'E') {
+        t += (t[1] == '+' || t[1] == '-') ? 2 : 1;
+        if (!px_is_digit(*t))
+            return 0;
+        while (px_is_digit(*t))
+            t++;
+    }
+    return *t == '\0';
+}
+
+/* ---- the ranges: what each numeric knob accepts, and so what px_config_validate accepts ---- */
+
+typedef enum { PX_R_INT, PX_R_U32, PX_R_U64, PX_R_DBL } px_range_kind;
+
+typedef struct px_range {
+    const char *name;   /* the knob */
+    const char *field;  /* its field in px_config */
+    size_t offset;      /* of that field */
+    px_range_kind kind; /* the field's type */
+    int64_t lo, hi;     /* inclusive; for PX_R_DBL: lo 0 means "above 0" */
+    int pow2;           /* the value must also be a power of two */
+} px_range;
+
+#define PX_RF(field) #field, offsetof(px_config, field)
+
+static const px_range px_ranges[] = {
+    {"PLEXUS_LOG", PX_RF(log_level), PX_R_INT, 0, 3, 0},
+    {"PLEXUS_LEVEL", PX_RF(level), PX_R_INT, 2, 3, 0},
+    {"PLEXUS_CORES", PX_RF(cores), PX_R_INT, 0, 1024, 0},
+    {"PLEXUS_CHIPS", PX_RF(chips), PX_R_INT, 1, 64, 0},
+    {"PLEXUS_SUBS", PX_RF(subs), PX_R_INT, 0, 64, 0},
+    {"PLEXUS_DEVICE_MEM", PX_RF(device_mem), PX_R_U64, 1, INT64_MAX, 0},
+    {"PLEXUS_HEAP_RING", PX_RF(heap_ring), PX_R_U64, 1, INT64_MAX, 0},
+    {"PLEXUS_TASK_RING", PX_RF(task_ring), PX_R_U32, 64, 1 << 24, 1},
+    {"PLEXUS_DEP_RING", PX_RF(dep_ring), PX_R_U32, 1024, 1 << 28, 0},
+    {"PLEXUS_TIMEOUT_S", PX_RF(timeout_s), PX_R_DBL, 0, 10000000, 0},
+    {"PLEXUS_SPIN_NS", PX_RF(spin_ns), PX_R_U32, 0, 1000000, 0},
+    {"PLEXUS_YIELD_NS", PX_RF(yield_ns), PX_R_U32, 0, 1000000, 0},
+    {"PLEXUS_HUGEPAGES", PX_RF(hugepages), PX_R_INT, 0, 1, 0},
+    {"PLEXUS_DFX_ARGS_LEVEL", PX_RF(dfx_args_level), PX_R_INT, 1, 3, 0},
+    {"PLEXUS_DFX_ARGS_ARENA", PX_RF(dfx_args_arena), PX_R_U64, 1, INT64_MAX, 0},
+    {"PLEXUS_DFX_STRICT", PX_RF(dfx_strict), PX_R_INT, 0, 1, 0},
+    {"PLEXUS_DFX_BACKSTOP_S", PX_RF(dfx_backstop_s), PX_R_DBL, 0, 10000000, 0},
+    {"PLEXUS_DFX_BUFFER_RECORDS", PX_RF(dfx_buffer_records), PX_R_U32, 8, 1 << 20, 0},
+    {"PLEXUS_DFX_BUFFERS", PX_RF(dfx_buffers), PX_R_U32, 0, 65536, 0},
+    {"PLEXUS_TEST_SLACK", "", (size_t)-1, PX_R_DBL, 0, 10000000, 0}, /* no field: PX_NOFIELD */
+};
+
+/* Returns the range of knob `name` (every numeric knob has one). */
+static const px_range *px_range_of(const char *name)
+{
+    for (size_t i = 0; i < sizeof(px_ranges) / sizeof(px_ranges[0]); i++)
+        if (strcmp(px_ranges[i].name, name) == 0)
+            return &px_ranges[i];
+    return NULL;
+}
+
+/* 1 when the double v lies in r (above 0 when r->lo is 0, at most r->hi). */
+static int px_range_has_dbl(const px_range *r, double v)
+{
+    return isfinite(v) && (r->lo == 0 ? v > 0 : v >= (double)r->lo) && v <= (double)r->hi;
+}
+
+/* Checks field r of c; returns PX_OK or PX_EINVAL naming the field, value, range and knob. */
+static px_status px_range_check(const px_config *c, const px_range *r)
+{
+    const char *f = (const char *)c + r->offset;
+    const char *field = r->field;
+    int64_t v;
+
+    if (r->kind == PX_R_DBL) {
+        double d = *(const double *)(const void *)f;
+
+        if (px_range_has_dbl(r, d))
+            return PX_OK;
+        return px_set_error(PX_EINVAL, "config %s %g is out of range: expected a positive "
+                            "number of at most %lld (what %s accepts)", field, d,
+                            (long long)r->hi, r->name);
+    }
+    if (r->kind == PX_R_U64) {
+        uint64_t u = *(const uint64_t *)(const void *)f;
+
+        if (u >= (uint64_t)r->lo && u <= (uint64_t)r->hi)
+            return PX_OK;
+        return px_set_error(PX_EINVAL, "config %s %llu is out of range: expected %lld..%lld "
+                            "bytes (what %s accepts)", field, (unsigned long long)u,
+                            (long long)r->lo, (long long)r->hi, r->name);
+    }
+    if (r->kind == PX_R_INT)
+        v = *(const int *)(const void *)f;
+    else
+        v = *(const uint32_t *)(const void *)f;
+    if (v >= r->lo && v <= r->hi && (!r->pow2 || (v & (v - 1)) == 0))
+        return PX_OK;
+    return px_set_error(PX_EINVAL, "config %s %lld is out of range: expected %s%lld..%lld (what "
+                        "%s accepts)", field, (long long)v, r->pow2 ? "a power of two " : "",
+                        (long long)r->lo, (long long)r->hi, r->name);
+}
+
 static px_status px_parse_i64(const char *text, int64_t lo, int64_t hi, int64_t *out)
 {
     char *end;
     long long v;
 
+    if (!px_is_digit(text[text[0] == '-']))
+        return PX_EINVAL; /* not decimal: a sign other than '-', a space, or nothing */
     errno = 0;
     v = strtoll(text, &end, 10);
     if (errno || end == text || *end != '\0' || v < lo || v > hi)
@@ -58,8 +187,8 @@ static px_status px_parse_size(const char *text, uint64_t *out)
     uint64_t mul = 1;
 
     errno = 0;
-    if (text[0] == '-')
-        return PX_EINVAL;
+    if (!px_is_digit(text[0]))
+        return PX_EINVAL; /* a sign, a space or nothing */
     v = strtoull(text, &end, 10);
     if (errno || end == text)
         return PX_EINVAL;
@@ -98,12 +227,12 @@ static px_status px_knob_profile(void *field, const char *name, const char *text
     return PX_OK;
 }
 
-static px_status px_knob_int(void *field, const char *name, const char *text, int64_t lo,
-                             int64_t hi, const char *form)
+static px_status px_knob_int(void *field, const char *name, const char *text, const char *form)
 {
+    const px_range *r = px_range_of(name);
     int64_t v;
 
-    if (px_parse_i64(text, lo, hi, &v) != PX_OK)
+    if (px_parse_i64(text, r->lo, r->hi, &v) != PX_OK)
         return px_bad_value(name, text, form);
     *(int *)field = (int)v;
     return PX_OK;
@@ -111,45 +240,53 @@ static px_status px_knob_int(void *field, const char *name, const char *text, in
 
 static px_status px_knob_cores(void *field, const char *name, const char *text)
 {
-    return px_knob_int(field, name, text, 0, 1024, "an integer 0..1024 (0: online CPUs)");
+    return px_knob_int(field, name, text, "an integer 0..1024 (0: online CPUs)");
 }
 
 static px_status px_knob_chips(void *field, const char *name, const char *text)
 {
-    return px_knob_int(field, name, text, 1, 64, "an integer 1..64");
+    return px_knob_int(field, name, text, "an integer 1..64");
 }
 
 static px_status px_knob_subs(void *field, const char *name, const char *text)
 {
-    return px_knob_int(field, name, text, 0, 64, "an integer 0..64 (0: host tasks run in the "
+    return px_knob_int(field, name, text, "an integer 0..64 (0: host tasks run in the "
                        "parent process)");
 }
 
 static px_status px_knob_level(void *field, const char *name, const char *text)
 {
-    return px_knob_int(field, name, text, 2, 3, "2 or 3");
+    return px_knob_int(field, name, text, "2 or 3");
 }
 
 static px_status px_knob_bool(void *field, const char *name, const char *text)
 {
-    return px_knob_int(field, name, text, 0, 1, "0 or 1");
+    return px_knob_int(field, name, text, "0 or 1");
 }
 
 static px_status px_knob_bytes(void *field, const char *name, const char *text)
 {
+    const px_range *r = px_range_of(name);
     uint64_t v;
 
-    if (px_parse_size(text, &v) != PX_OK || v == 0)
-        return px_bad_value(name, text, "a byte size such as 1048576, 64K, 256M or 1G");
+    if (px_parse_size(text, &v) != PX_OK || v < (uint64_t)r->lo || v > (uint64_t)r->hi) {
+        char form[160];
+
+        snprintf(form, sizeof(form), "a decimal byte size %llu..%llu, optionally with K, M or G "
+                 "(powers of 1024), such as 1048576, 64K, 256M or 1G",
+                 (unsigned long long)r->lo, (unsigned long long)r->hi);
+        return px_bad_value(name, text, form);
+    }
     *(uint64_t *)field = v;
     return PX_OK;
 }
 
 static px_status px_knob_slots(void *field, const char *name, const char *text)
 {
+    const px_range *r = px_range_of(name);
     int64_t v;
 
-    if (px_parse_i64(text, 64, 1 << 24, &v) != PX_OK || (v & (v - 1)) != 0)
+    if (px_parse_i64(text, r->lo, r->hi, &v) != PX_OK || (v & (v - 1)) != 0)
         return px_bad_value(name, text, "a power of two from 64 to 16777216");
     *(uint32_t *)field = (uint32_t)v;
     return PX_OK;
@@ -157,9 +294,10 @@ static px_status px_knob_slots(void *field, const char *name, const char *text)
 
 static px_status px_knob_count(void *field, const char *name, const char *text)
 {
+    const px_range *r = px_range_of(name);
     int64_t v;
 
-    if (px_parse_i64(text, 1024, 1 << 28, &v) != PX_OK)
+    if (px_parse_i64(text, r->lo, r->hi, &v) != PX_OK)
         return px_bad_value(name, text, "an integer from 1024 to 268435456");
     *(uint32_t *)field = (uint32_t)v;
     return PX_OK;
@@ -167,9 +305,10 @@ static px_status px_knob_count(void *field, const char *name, const char *text)
 
 static px_status px_knob_ns(void *field, const char *name, const char *text)
 {
+    const px_range *r = px_range_of(name);
     int64_t v;
 
-    if (px_parse_i64(text, 0, 1000000, &v) != PX_OK)
+    if (px_parse_i64(text, r->lo, r->hi, &v) != PX_OK)
         return px_bad_value(name, text, "nanoseconds, an integer 0..1000000");
     *(uint32_t *)field = (uint32_t)v;
     return PX_OK;
@@ -180,10 +319,14 @@ static px_status px_knob_seconds(void *field, const char *name, const char *text
     char *end;
     double v;
 
+    if (!px_is_decimal_real(text))
+        return px_bad_value(name, text, "seconds, a decimal number above 0 and at most "
+                            "10000000 (such as 30, 0.5 or 1e3)");
     errno = 0;
     v = strtod(text, &end);
-    if (errno || end == text || *end != '\0' || !(v > 0) || !isfinite(v) || v > 1e7)
-        return px_bad_value(name, text, "seconds, a positive number such as 30 or 0.5");
+    if (errno || end == text || *end != '\0' || !px_range_has_dbl(px_range_of(name), v))
+        return px_bad_value(name, text, "seconds, a decimal number above 0 and at most "
+                            "10000000 (such as 30, 0.5 or 1e3)");
     if (field)
         *(double *)field = v;
     return PX_OK;
@@ -278,15 +421,16 @@ static px_status px_knob_transports(void *field, const char *name, const char *t
 
 static px_status px_knob_args_level(void *field, const char *name, const char *text)
 {
-    return px_knob_int(field, name, text, 1, 3, "1 (scalars and tensor metadata), 2 (plus "
+    return px_knob_int(field, name, text, "1 (scalars and tensor metadata), 2 (plus "
                        "data of args marked with px_args_mark) or 3 (plus data of all args)");
 }
 
 static px_status px_knob_records(void *field, const char *name, const char *text)
 {
+    const px_range *r = px_range_of(name);
     int64_t v;
 
-    if (px_parse_i64(text, 8, 1 << 20, &v) != PX_OK)
+    if (px_parse_i64(text, r->lo, r->hi, &v) != PX_OK)
         return px_bad_value(name, text, "records per buffer, an integer 8..1048576");
     *(uint32_t *)field = (uint32_t)v;
     return PX_OK;
@@ -294,9 +438,10 @@ static px_status px_knob_records(void *field, const char *name, const char *text
 
 static px_status px_knob_buffers(void *field, const char *name, const char *text)
 {
+    const px_range *r = px_range_of(name);
     int64_t v;
 
-    if (px_parse_i64(text, 0, 65536, &v) != PX_OK)
+    if (px_parse_i64(text, r->lo, r->hi, &v) != PX_OK)
         return px_bad_value(name, text, "buffers per chip, an integer 0..65536 (0: automatic)");
     *(uint32_t *)field = (uint32_t)v;
     return PX_OK;
@@ -367,14 +512,26 @@ static const px_knob *px_knob_find(const char *name, size_t len)
 static px_status px_knob_apply(px_config *c, const px_knob *k, const char *text)
 {
     void *field = k->offset == PX_NOFIELD ? NULL : (char *)c + k->offset;
+    size_t len = text != NULL ? strlen(text) : 0;
+
+    if (len > 0 && (px_is_space(text[0]) || px_is_space(text[len - 1])))
+        return px_set_error(PX_EINVAL, "%s=\"%s\" is not valid: leading or trailing whitespace "
+                            "is refused by every PLEXUS_* knob; remove it (expected %s)",
+                            k->name, text, k->form);
 
     return k->parse(field, k->name, text);
 }
 
 px_status px_config_set(px_config *c, const char *name, const char *value)
 {
-    const px_knob *k = px_knob_find(name, strlen(name));
+    const px_knob *k;
 
+    if (c == NULL || name == NULL || value == NULL)
+        return px_set_error(PX_EINVAL, "px_config_set: config, name and value are required (got "
+                            "%s, %s%s%s, %s%s%s)", c ? "a config" : "NULL",
+                            name ? "\"" : "", name ? name : "NULL", name ? "\"" : "",
+                            value ? "\"" : "", value ? value : "NULL", value ? "\"" : "");
+    k = px_knob_find(name, strlen(name));
     if (k == NULL)
         return px_set_error(PX_ENOENT, "unknown configuration knob \"%s\"", name);
     return px_knob_apply(c, k, value);
@@ -385,6 +542,9 @@ px_status px_config_default(px_config *c)
     px_status first = PX_OK;
     char msg[1024] = "";
 
+    if (c == NULL)
+        return px_set_error(PX_EINVAL, "px_config_default: config is NULL; pass the px_config "
+                            "to fill");
     memset(c, 0, sizeof(*c));
     for (size_t i = 0; i < PX_NKNOBS; i++)
         px_knob_apply(c, &px_knobs[i], px_knobs[i].dflt);
@@ -419,29 +579,20 @@ px_status px_config_default(px_config *c)
     return first;
 }
 
-/* The DFX fields, checked only when a collector is on. */
+/* The DFX fields beyond their ranges. */
 static px_status px_config_validate_dfx(const px_config *c)
 {
     uint32_t tbits;
 
-    if ((c->dfx & PX_DFX_ALL) == 0)
-        return PX_OK;
     if (c->dfx & ~(uint32_t)PX_DFX_ALL)
         return px_set_error(PX_EINVAL, "config dfx 0x%x has bits of no collector (PX_DFX_ALL "
                             "is 0x%x)", c->dfx, (unsigned)PX_DFX_ALL);
-    if (c->dfx_buffer_records < 8 || c->dfx_buffer_records > (1u << 20))
-        return px_set_error(PX_EINVAL, "DFX buffers of %u records: expected 8..1048576 "
-                            "(PLEXUS_DFX_BUFFER_RECORDS)", c->dfx_buffer_records);
-    if (c->dfx_args_level < 1 || c->dfx_args_level > 3)
-        return px_set_error(PX_EINVAL, "argsdump level %d: expected 1..3 "
-                            "(PLEXUS_DFX_ARGS_LEVEL)", c->dfx_args_level);
-    if (!(c->dfx_backstop_s > 0) || c->dfx_args_arena == 0)
-        return px_set_error(PX_EINVAL, "DFX backstop %g s and argsdump arena %llu bytes must "
-                            "be positive (PLEXUS_DFX_BACKSTOP_S, PLEXUS_DFX_ARGS_ARENA)",
-                            c->dfx_backstop_s, (unsigned long long)c->dfx_args_arena);
     if (memchr(c->out_dir, '\0', sizeof(c->out_dir)) == NULL ||
         memchr(c->dfx_transport, '\0', sizeof(c->dfx_transport)) == NULL)
         return px_set_error(PX_EINVAL, "config out_dir or dfx_transport is not terminated");
+    if (c->out_dir[0] == '\0')
+        return px_set_error(PX_EINVAL, "config out_dir is empty: expected a directory path of "
+                            "1..%d bytes (PLEXUS_DFX_OUT)", PX_DFX_OUT_MAX - 1);
     if (c->dfx_transport[0] != '\0' && strcmp(c->dfx_transport, "auto") != 0 &&
         px_parse_word_list(c->dfx_transport, px_dfxt_names, PX_ARRAY_SIZE(px_dfxt_names),
                            &tbits) != PX_OK)
@@ -453,30 +604,24 @@ static px_status px_config_validate_dfx(const px_config *c)
 
 px_status px_config_validate(const px_config *c)
 {
-    if (c->level < 2 || c->level > 3)
-        return px_set_error(PX_EINVAL, "config level %d is not valid: expected 2 or 3",
-                            c->level);
-    if (c->cores < 0 || c->cores > 1024)
-        return px_set_error(PX_EINVAL, "config cores %d is not valid: expected 0..1024",
-                            c->cores);
-    if (c->level == 3 && (c->chips < 1 || c->chips > 64 || c->subs < 0 || c->subs > 64))
-        return px_set_error(PX_EINVAL, "config chips %d / subs %d are not valid: expected "
-                            "chips 1..64 and subs 0..64 (PLEXUS_CHIPS, PLEXUS_SUBS)", c->chips,
-                            c->subs);
-    if (c->task_ring < 64 || (c->task_ring & (c->task_ring - 1)))
-        return px_set_error(PX_EINVAL, "task ring %u is not a power of two >= 64 "
-                            "(PLEXUS_TASK_RING)", c->task_ring);
-    if (c->dep_ring < 1024)
-        return px_set_error(PX_EINVAL, "dep ring %u is below 1024 (PLEXUS_DEP_RING)",
-                            c->dep_ring);
+    px_status st;
+
+    if (c == NULL)
+        return px_set_error(PX_EINVAL, "px_config_validate: config is NULL");
+    /* every field in the range its knob accepts: the same table the parsers use */
+    for (size_t i = 0; i < PX_ARRAY_SIZE(px_ranges); i++)
+        if (px_ranges[i].offset != PX_NOFIELD && (st = px_range_check(c, &px_ranges[i])) != PX_OK)
+            return st;
+    if (memchr(c->device_profile, '\0', sizeof(c->device_profile)) == NULL ||
+        c->device_profile[0] == '\0')
+        return px_set_error(PX_EINVAL, "config device_profile is empty or not terminated: "
+                            "expected a profile name of 1..%d bytes (PLEXUS_DEVICE_PROFILE)",
+                            PX_PROFILE_NAME_MAX - 1);
     if (c->heap_ring < 4096 || c->heap_ring >= c->device_mem)
         return px_set_error(PX_EINVAL, "heap ring %llu bytes must be at least 4096 and smaller "
                             "than device memory %llu bytes (PLEXUS_HEAP_RING, "
                             "PLEXUS_DEVICE_MEM)", (unsigned long long)c->heap_ring,
                             (unsigned long long)c->device_mem);
-    if (!(c->timeout_s > 0))
-        return px_set_error(PX_EINVAL, "timeout %g s must be positive (PLEXUS_TIMEOUT_S)",
-                            c->timeout_s);
     return px_config_validate_dfx(c);
 }
 
@@ -500,9 +645,10 @@ static void px_dfx_format_bits(uint32_t bits, char *buf, size_t n)
 
 static void px_knob_format(const px_config *c, const px_knob *k, char *buf, size_t n)
 {
-    const char *f = (const char *)c + k->offset;
+    /* no pointer arithmetic with PX_NOFIELD (SIZE_MAX): it overflows (found by fuzz_knob) */
+    const char *f = k->offset == PX_NOFIELD ? NULL : (const char *)c + k->offset;
 
-    if (k->offset == PX_NOFIELD) {
+    if (f == NULL) {
         const char *env = getenv(k->name);
         snprintf(buf, n, "%s", env ? env : k->dflt);
     } else if (k->parse == px_knob_log) {
@@ -529,6 +675,9 @@ static void px_knob_format(const px_config *c, const px_knob *k, char *buf, size
 void px_config_print(const px_config *c, FILE *f)
 {
     char val[64];
+
+    if (c == NULL || f == NULL)
+        return;
 
     fprintf(f, "%-22s %-12s %-8s %s\n", "knob", "value", "default", "description");
     for (size_t i = 0; i < PX_NKNOBS; i++) {

@@ -6,6 +6,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #define PX_ERROR_MAX 1024
 
@@ -40,13 +41,30 @@ const char *px_last_error(void)
     return px_error_buf;
 }
 
+/*
+ * Formats into a scratch buffer, then copies: an argument may point into px_error_buf itself
+ * (px_set_error(st, "prefix: %s", px_last_error()) is the usual way to add context), and
+ * vsnprintf into the buffer it reads from overwrites its source as it goes.
+ */
 px_status px_set_error(px_status s, const char *fmt, ...)
 {
+    char tmp[PX_ERROR_MAX];
     va_list ap;
+    int n;
 
+    if (fmt == NULL) {
+        px_error_buf[0] = '\0';
+        return s;
+    }
     va_start(ap, fmt);
-    vsnprintf(px_error_buf, sizeof(px_error_buf), fmt, ap);
+    n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
     va_end(ap);
+    if (n < 0)
+        n = 0;
+    if ((size_t)n >= sizeof(tmp))
+        n = (int)sizeof(tmp) - 1;
+    memcpy(px_error_buf, tmp, (size_t)n);
+    px_error_buf[n] = '\0';
     return s;
 }
 

@@ -80,15 +80,3 @@ px_status util_wait_sleep(util_wait *w)
         w->sleep_cb(w->arg, 0);
     return st;
 }
-
-void util_wake(_Atomic uint32_t *word, _Atomic uint32_t *sleeping, int n, int shared)
-{
-    if (sleeping == NULL || atomic_load_explicit(sleeping, memory_order_seq_cst) != 0)
-        px_futex_wake(word, n, shared);
-}
-
-void util_bump_wake(_Atomic uint32_t *word, _Atomic uint32_t *sleeping, int n, int shared)
-{
-    atomic_fetch_add_explicit(word, 1, memory_order_seq_cst);
-    util_wake(word, sleeping, n, shared);
-}

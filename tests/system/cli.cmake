@@ -29,6 +29,11 @@ px_cli_test(run_vector_iters "\ntasks 15\nedges 18\n.*\nPASS\nexit status 0\n$" 
 px_cli_test(run_matmul_remainder "\ntasks 64\nedges 48\n.*\nPASS\nexit status 0\n$" ""
             run matmul --size 100 --tile 32)
 px_cli_test(demo "== vector\n.*== matmul\n.*\nPASS\nexit status 0\n$" "" demo --cores 2)
+# demo --out DIR (documented) runs with DFX on and writes each example's files under DIR/<name>;
+# it used to fail with "no DFX collector is on; add --dfx all" while demo refuses --dfx.
+px_cli_test(demo_out
+            "dfx file [^\n]*/cli-demo-out/vector/trace.json\n.*dfx file [^\n]*/cli-demo-out/matmul/report.html\n.*dfx file [^\n]*/cli-demo-out/multi_chip/dfx.json\n.*\nPASS\nexit status 0\n$"
+            "" demo --cores 2 --out ${CMAKE_CURRENT_BINARY_DIR}/cli-demo-out)
 
 # Options are applied on top of the PLEXUS_* environment, and win over it.
 px_cli_test(env_cores "cores 1, .*\nPASS\nexit status 0\n$" "PLEXUS_CORES=1" run vector)
@@ -50,6 +55,29 @@ px_cli_test(bad_env "(^|\n)FAIL: environment: [^\n]*PLEXUS_CORES[^\n]*\nexit sta
             "PLEXUS_CORES=abc" run vector)
 px_cli_test(unknown_command "(^|\n)FAIL: unknown command \"frobnicate\"[^\n]*\nexit status 1\n$" ""
             frobnicate)
+# The list of commands in the message is every command (it used to omit trace).
+px_cli_test(unknown_command_lists_all
+            "(^|\n)FAIL: unknown command \"frobnicate\" \\(commands: run, demo, doctor, trace, help;[^\n]*\nexit status 1\n$"
+            "" frobnicate)
+px_cli_test(help_unknown_command_lists_all
+            "(^|\n)FAIL: unknown command \"frobnicate\" \\(commands: run, demo, doctor, trace, help\\)\nexit status 1\n$"
+            "" help frobnicate)
+# --help and --version take no argument: an extra one is a usage error (they ignored it).
+px_cli_test(help_extra "(^|\n)FAIL: unexpected argument \"extra\" after --help[^\n]*\nexit status 1\n$"
+            "" --help extra)
+px_cli_test(version_extra
+            "(^|\n)FAIL: unexpected argument \"extra\" after --version[^\n]*\nexit status 1\n$"
+            "" --version extra)
+# Options follow the knobs' text rule: decimal digits only, no spaces, no '+'.
+px_cli_test(run_spaced_number
+            "(^|\n)FAIL: option --size: \" 5\" is not valid[^\n]*\nexit status 1\n$" ""
+            run vector "--size= 5")
+px_cli_test(env_spaced_knob
+            "(^|\n)FAIL: environment: [^\n]*PLEXUS_CORES=\" 4\"[^\n]*whitespace[^\n]*\nexit status 1\n$"
+            "PLEXUS_CORES= 4" run vector)
+px_cli_test(env_timeout_range
+            "(^|\n)FAIL: environment: [^\n]*PLEXUS_TIMEOUT_S=\"1e8\"[^\n]*at most 10000000[^\n]*\nexit status 1\n$"
+            "PLEXUS_TIMEOUT_S=1e8" run vector)
 
 # Help and version exit 0.
 px_cli_test(help "usage: plexus COMMAND.*plexus run EXAMPLE.*exit status 0\n$" "" --help)

@@ -79,8 +79,8 @@ transport direct [^\n]*\n.*\nPASS\nexit status 0\n$" "" demo --cores 1)
 list(APPEND px_comm_cli_tests cli.demo_comm)
 
 # The demo takes --out DIR alone (it turns DFX on itself) and writes DIR/<example>.
-px_cli_test(demo_out "\n== allreduce\n.*\ndfx demo-out-test/allreduce\n.*\ndfx demo-out-test/tp_mlp\n\
+px_cli_test(demo_comm_out "\n== allreduce\n.*\ndfx demo-out-test/allreduce\n.*\ndfx demo-out-test/tp_mlp\n\
 .*\nPASS\nexit status 0\n$" "" demo --cores 1 --out demo-out-test)
-list(APPEND px_comm_cli_tests cli.demo_out)
+list(APPEND px_comm_cli_tests cli.demo_comm_out)
 
 set_tests_properties(unit.test_comm_examples ${px_comm_cli_tests} PROPERTIES RESOURCE_LOCK chips)

@@ -5,7 +5,7 @@
 # never run at once: their timing bounds (a dead chip noticed within 1 s) and the checks for
 # leftover processes assume the machine is not shared with another multi-process test.
 
-set_tests_properties(unit.test_l3 unit.test_threads unit.test_l3_ext unit.test_domain
+set_tests_properties(unit.test_l3 unit.test_threads unit.test_l3_misuse unit.test_l3_ext unit.test_domain
                      PROPERTIES RESOURCE_LOCK chips)
 
 # The multi_chip example: chips compute their parts, a host task combines them.
@@ -30,4 +30,5 @@ px_cli_test(run_multi_chip_too_small
 
 set_tests_properties(cli.run_multi_chip cli.run_multi_chip_4 cli.run_multi_chip_env
                      cli.run_multi_chip_subs cli.run_multi_chip_too_small cli.demo
+                     cli.demo_out
                      PROPERTIES RESOURCE_LOCK chips)

@@ -157,9 +157,9 @@ static void test_sizes(void **state)
         {"256M", 268435456ull},  {"1G", 1073741824ull},    {"2g", 2147483648ull},
         {"4KiB", 4096ull},       {"4KB", 4096ull},         {"1", 1ull},
     };
-    static const char *const bad[] = {"0", "-1", "", "12X", "1T", "K", "1.5G", "1G ",
-                                      "99999999999G"};
-    const char *form = "a byte size such as 1048576, 64K, 256M or 1G";
+    static const char *const bad[] = {"0", "-1", "", "12X", "1T", "K", "1.5G", "+1K",
+                                      "0x10", "99999999999G"};
+    const char *form = "a decimal byte size 1..9223372036854775807";
     px_config c;
 
     (void)state;
@@ -201,8 +201,9 @@ static void test_rings(void **state)
 /* Timeouts are positive finite seconds; spin is 0..1000000 ns; hugepages is 0 or 1. */
 static void test_time_and_flags(void **state)
 {
-    static const char *const bad_s[] = {"0", "-1", "inf", "nan", "abc", "1e8", ""};
-    const char *form_s = "seconds, a positive number such as 30 or 0.5";
+    static const char *const bad_s[] = {"0", "-1", "inf", "nan", "abc", "1e8", "",
+                                            "0x10", "+5", "1e", ".", "5s"};
+    const char *form_s = "seconds, a decimal number above 0 and at most 10000000";
     px_config c;
 
     (void)state;
@@ -228,6 +229,55 @@ static void test_time_and_flags(void **state)
     /* PLEXUS_TEST_SLACK is checked but stored nowhere in px_config */
     PX_ASSERT_OK(px_config_set(&c, "PLEXUS_TEST_SLACK", "2"));
     expect_bad(&c, "PLEXUS_TEST_SLACK", "0", form_s);
+}
+
+/*
+ * One text rule for every knob: leading or trailing whitespace is refused (the message says
+ * so) whatever the knob's parser, and numbers are decimal only (0x10 and +4 are refused, with
+ * the accepted range in the message). Before this rule " 4" was accepted by PLEXUS_CORES but
+ * " warn" refused by PLEXUS_LOG, and PLEXUS_TIMEOUT_S took 0x10 as 16 seconds.
+ */
+static void test_text_rules(void **state)
+{
+    static const struct {
+        const char *name, *good;
+    } knobs[] = {
+        {"PLEXUS_LOG", "warn"},          {"PLEXUS_LEVEL", "2"},
+        {"PLEXUS_CORES", "4"},           {"PLEXUS_CHIPS", "2"},
+        {"PLEXUS_SUBS", "0"},            {"PLEXUS_DEVICE_PROFILE", "default"},
+        {"PLEXUS_DEVICE_MEM", "1G"},     {"PLEXUS_HEAP_RING", "64M"},
+        {"PLEXUS_TASK_RING", "4096"},    {"PLEXUS_DEP_RING", "262144"},
+        {"PLEXUS_TIMEOUT_S", "30"},      {"PLEXUS_SPIN_NS", "2000"},
+        {"PLEXUS_YIELD_NS", "50000"},    {"PLEXUS_HUGEPAGES", "1"},
+        {"PLEXUS_DFX", "all"},           {"PLEXUS_DFX_OUT", "plexus-dfx"},
+        {"PLEXUS_DFX_TRANSPORT", "auto"}, {"PLEXUS_DFX_ARGS_LEVEL", "1"},
+        {"PLEXUS_DFX_ARGS_ARENA", "1M"}, {"PLEXUS_DFX_STRICT", "0"},
+        {"PLEXUS_DFX_BACKSTOP_S", "30"}, {"PLEXUS_DFX_BUFFER_RECORDS", "2048"},
+        {"PLEXUS_DFX_BUFFERS", "0"},     {"PLEXUS_TEST_SLACK", "1"},
+    };
+    static const char *const pads[][2] = {{" ", ""}, {"", " "}, {"\t", ""}, {"", "\n"}};
+    px_config c;
+
+    (void)state;
+    px_config_default(&c);
+    for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++) {
+        PX_ASSERT_OK(px_config_set(&c, knobs[i].name, knobs[i].good));
+        for (size_t p = 0; p < sizeof(pads) / sizeof(pads[0]); p++) {
+            char text[64];
+
+            snprintf(text, sizeof(text), "%s%s%s", pads[p][0], knobs[i].good, pads[p][1]);
+            expect_bad(&c, knobs[i].name, text, "leading or trailing whitespace is refused");
+        }
+    }
+    expect_bad(&c, "PLEXUS_TIMEOUT_S", "0x10", "at most 10000000");
+    expect_bad(&c, "PLEXUS_TIMEOUT_S", "1e8", "at most 10000000");
+    expect_bad(&c, "PLEXUS_CORES", "0x10", "an integer 0..1024");
+    expect_bad(&c, "PLEXUS_CORES", "+4", "an integer 0..1024");
+    expect_bad(&c, "PLEXUS_TASK_RING", "0x1000", "a power of two from 64 to 16777216");
+    PX_ASSERT_OK(px_config_set(&c, "PLEXUS_TIMEOUT_S", "1e3"));
+    assert_true(c.timeout_s == 1000.0);
+    PX_ASSERT_OK(px_config_set(&c, "PLEXUS_TIMEOUT_S", "10000000"));
+    assert_true(c.timeout_s == 1e7);
 }
 
 /* An unknown knob name is PX_ENOENT naming it. */
@@ -346,6 +396,7 @@ int main(void)
         cmocka_unit_test_setup(test_sizes, setup),
         cmocka_unit_test_setup(test_rings, setup),
         cmocka_unit_test_setup(test_time_and_flags, setup),
+        cmocka_unit_test_setup(test_text_rules, setup),
         cmocka_unit_test_setup(test_unknown_knob, setup),
         cmocka_unit_test_setup(test_env_overrides, setup),
         cmocka_unit_test_setup(test_env_bad_value, setup),

@@ -37,7 +37,7 @@ typedef struct ext_shared {
 } ext_shared;
 
 static ext_shared *g_sh;
-static int k_ping, k_oping, k_hold, k_fdread, k_fdmake, k_fdcount;
+static int k_ping, k_oping, k_hold, k_fail, k_fdread, k_fdmake, k_fdcount;
 static px_kernel_id k_long;
 static px_callable_id c_long;
 static pid_t g_service_pid; /* written by the service's start() inside each chip */
@@ -122,6 +122,18 @@ static px_status hold_cb(hier_chip *chip, void *arg, const void *payload, size_t
     while (ext_ns() < deadline)
         sched_yield();
     return px_set_error(PX_ETIMEDOUT, "hold: nobody killed chip %d", victim);
+}
+
+/* fail: chip 0 refuses the payload with an error; the others answer PX_OK. */
+static px_status fail_cb(hier_chip *chip, void *arg, const void *payload, size_t n,
+                         void *reply, size_t *reply_n)
+{
+    int v = 0;
+
+    memcpy(&v, payload, sizeof(v));
+    if (hier_chip_index(chip) == 0)
+        return px_set_error(PX_EINVAL, "bad payload %d in pid %d", v, (int)getpid());
+    return PX_OK;
 }
 
 /* fdread: take the descriptor received under the payload's tag, reply its first 64 bytes and
@@ -228,6 +240,7 @@ static px_worker *ext_worker(int chips)
     PX_ASSERT_OK(hier_ctl_register(w, "test.oping", HIER_CTL_ORDERED, ping_cb, NULL,
                                    &k_oping));
     PX_ASSERT_OK(hier_ctl_register(w, "test.hold", HIER_CTL_SERVICE, hold_cb, NULL, &k_hold));
+    PX_ASSERT_OK(hier_ctl_register(w, "test.fail", HIER_CTL_SERVICE, fail_cb, NULL, &k_fail));
     PX_ASSERT_OK(hier_ctl_register(w, "test.fdread", HIER_CTL_SERVICE, fdread_cb, NULL,
                                    &k_fdread));
     PX_ASSERT_OK(hier_ctl_register(w, "test.fdmake", HIER_CTL_SERVICE, fdmake_cb, NULL,
@@ -309,6 +322,53 @@ static void test_ctl_bad_requests(void **state)
                      PX_ESTATE);
     assert_int_equal(hier_service_register(w, "late", svc_start, NULL, NULL), PX_ESTATE);
     assert_null(call);
+    PX_ASSERT_OK(px_worker_destroy(w));
+}
+
+/* A handler's error reaches the parent as that chip's answer, with the chip's message and
+ * pid; the other chips' answers are kept. */
+static void test_ctl_handler_error(void **state)
+{
+    px_worker *w = ext_worker(2);
+    int chips[2] = {0, 1}, v = 7;
+    hier_call_result res[2];
+    char want[96];
+
+    assert_int_equal(hier_call_run(w, k_fail, &v, sizeof(v), chips, 2, 10, res), PX_EINVAL);
+    snprintf(want, sizeof(want), "chip 0 (pid %d), control call \"test.fail\": bad payload 7 "
+             "in pid %d", (int)px_hier_proc_pid(w, 0), (int)px_hier_proc_pid(w, 0));
+    assert_non_null(strstr(px_last_error(), want));
+    assert_int_equal(res[0].st, PX_EINVAL);
+    assert_int_equal(res[1].st, PX_OK);
+    PX_ASSERT_OK(px_worker_destroy(w));
+}
+
+/* A service whose start() fails on chip 1 fails px_worker_init with the chip's message. */
+static px_status bad_start(hier_chip *chip, void *arg)
+{
+    if (hier_chip_index(chip) == 1)
+        return px_set_error(PX_EIO, "no widget on this chip");
+    return PX_OK;
+}
+
+static void test_service_start_fails(void **state)
+{
+    px_config c;
+    px_worker *w = NULL;
+
+    px_test_config(&c, 1);
+    c.level = 3;
+    c.chips = 2;
+    c.cores = 1;
+    c.device_mem = 64ull << 20;
+    c.heap_ring = 16ull << 20;
+    PX_ASSERT_OK(px_worker_create(&c, &w));
+    PX_ASSERT_OK(hier_service_register(w, "test.bad", bad_start, NULL, NULL));
+    assert_int_equal(hier_service_register(w, "test.bad", bad_start, NULL, NULL), PX_EINVAL);
+    assert_int_equal(px_worker_init(w), PX_EIO);
+    assert_non_null(strstr(px_last_error(), "chip 1 (pid"));
+    assert_non_null(strstr(px_last_error(),
+                           "chip 1: service \"test.bad\" did not start: no widget on this chip"));
     PX_ASSERT_OK(px_worker_destroy(w));
 }
 
@@ -549,14 +609,15 @@ static void test_fd_to_dead_chip(void **state)
     px_worker *w = ext_worker(2);
     pid_t pid = px_hier_proc_pid(w, 1);
     int fds0, fd, out = -1;
-    char want[32];
+    char want[64];
 
     PX_ASSERT_OK(hier_memfd_create("ext-dead", 4096, &fd));
     fds0 = ext_fds();
     ext_kill(w, 1);
     assert_int_equal(hier_fd_send(w, 1, 5, fd, 10), PX_EPEERDEAD);
-    snprintf(want, sizeof(want), "pid %d", (int)pid);
+    snprintf(want, sizeof(want), "chip 1 (pid %d) died", (int)pid);
     assert_non_null(strstr(px_last_error(), want));
+    assert_non_null(strstr(px_last_error(), "SIGKILL"));
     assert_int_equal(hier_fd_fetch(w, 1, 5, &out, 10), PX_EPEERDEAD);
     assert_int_equal(out, -1);
     assert_int_equal(ext_fds(), fds0);
@@ -574,6 +635,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ctl_all_chips),
         cmocka_unit_test(test_ctl_bad_requests),
+        cmocka_unit_test(test_ctl_handler_error),
+        cmocka_unit_test(test_service_start_fails),
         cmocka_unit_test(test_ctl_dead_chip),
         cmocka_unit_test(test_ctl_killed_during_call),
         cmocka_unit_test(test_ctl_timeout),

@@ -48,7 +48,7 @@ static uint32_t round_trip(const px_task_args *a)
     px_mb_pack_args(&c, a);
     assert_int_equal(c.nargs, a->n);
     assert_true(c.bytes <= PX_MB_ARGS_MAX);
-    px_mb_unpack_args(&c, &u);
+    assert_int_equal(px_mb_unpack_args(&c, &u), 0);
     assert_int_equal(u.n, a->n);
     assert_int_equal(u.overflow, 0);
     for (int i = 0; i < a->n; i++)
@@ -119,12 +119,39 @@ static void test_pack_limits(void **state)
     assert_int_equal(round_trip(&a), 0);
 }
 
+/* A corrupt call (an extent count past PX_MAX_DIMS, a byte count shorter than its arguments,
+ * too many arguments) is refused by the unpacker instead of writing past a tensor's shape. */
+static void test_unpack_corrupt(void **state)
+{
+    static px_mb_call c;
+    int64_t x[4];
+    px_tensor t;
+    px_task_args a, u;
+    int32_t ndim;
+
+    PX_ASSERT_OK(px_tensor_make(&t, x, PX_I64, 1, (int64_t[]){4}));
+    px_args_init(&a);
+    px_args_in(&a, &t);
+    px_mb_pack_args(&c, &a);
+    assert_int_equal(px_mb_unpack_args(&c, &u), 0);
+    ndim = 99; /* the packed tensor's ndim follows the 8-byte header */
+    memcpy(c.args + 8, &ndim, sizeof(ndim));
+    assert_int_equal(px_mb_unpack_args(&c, &u), -1);
+    px_mb_pack_args(&c, &a);
+    c.bytes = 16;
+    assert_int_equal(px_mb_unpack_args(&c, &u), -1);
+    px_mb_pack_args(&c, &a);
+    c.nargs = PX_MAX_ARGS + 1;
+    assert_int_equal(px_mb_unpack_args(&c, &u), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pack_kinds),
         cmocka_unit_test(test_pack_typical),
         cmocka_unit_test(test_pack_limits),
+        cmocka_unit_test(test_unpack_corrupt),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

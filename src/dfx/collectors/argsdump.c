@@ -217,15 +217,23 @@ static void agd_json(const agd_state *s, const px_dfx_run_info *info, dfxc_buf *
     dfxc_buf_puts(b, "\n]}\n");
 }
 
-/* Makes out_dir/args. Returns PX_OK or PX_EIO. */
+/*
+ * Makes out_dir/args. An existing args must be a real directory: a symbolic link planted there
+ * is refused, never written through. Returns PX_OK or PX_EIO.
+ */
 static px_status agd_mkdir(const char *out_dir, char *dir, size_t n)
 {
     px_status st = dfxc_path(dir, n, out_dir, "args");
+    struct stat sb;
 
     if (st != PX_OK)
         return st;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return px_set_error(PX_EIO, "dfx[argsdump]: cannot create %s: %s", dir, strerror(errno));
+    if (lstat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return px_set_error(PX_EIO, "dfx[argsdump]: %s exists and is not a directory (a "
+                            "symbolic link is not followed); remove it or choose another --out",
+                            dir);
     return PX_OK;
 }
 

@@ -12,6 +12,7 @@
  */
 #include "dfx/collectors/model.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,10 +20,51 @@
 
 #include "dfx/collectors/json.h"
 
-/* Converts microseconds as written in the files back to ns. */
+/*
+ * The files are read back as they are, possibly edited or damaged, so every number is checked
+ * before it becomes an integer (a double out of the integer's range is undefined behaviour in
+ * C; found by fuzz_trace), and sums of times saturate.
+ */
+#define DFXC_NS_LIMIT 4611686018427387904.0 /* 2^62 ns: about 146 years */
+#define DFXC_ID_LIMIT 9007199254740992.0    /* 2^53: the doubles that are exact integers */
+
+/* Converts microseconds as written in the files back to ns, clamped to +-2^62 (NaN: 0). */
 static int64_t dfxc_us_ns(double us)
 {
-    return (int64_t)llround(us * 1000.0);
+    double ns = us * 1000.0;
+
+    if (!(ns == ns))
+        return 0;
+    if (ns >= DFXC_NS_LIMIT || ns <= -DFXC_NS_LIMIT)
+        return ns > 0 ? (int64_t)DFXC_NS_LIMIT : -(int64_t)DFXC_NS_LIMIT;
+    return (int64_t)llround(ns);
+}
+
+/* a + b, saturated at the int64 limits. */
+static int64_t dfxc_sat_add(int64_t a, int64_t b)
+{
+    int64_t r;
+
+    if (__builtin_add_overflow(a, b, &r))
+        return b > 0 ? INT64_MAX : INT64_MIN;
+    return r;
+}
+
+/* A number as a task id: 1 with *id for a whole number in [0, 2^53), else 0 (malformed). */
+static int dfxc_num_id(double v, uint64_t *id)
+{
+    if (!(v >= 0 && v < DFXC_ID_LIMIT) || v != floor(v))
+        return 0;
+    *id = (uint64_t)v;
+    return 1;
+}
+
+/* A number as an int (pid, tid, core): v when it is a whole number in int's range, else dflt. */
+static int dfxc_num_int(double v, int dflt)
+{
+    if (!(v >= INT_MIN && v <= INT_MAX) || v != floor(v))
+        return dflt;
+    return (int)v;
 }
 
 /* Adds a task; returns it, or NULL when out of memory. */
@@ -48,7 +90,9 @@ static px_status dfxc_model_event(dfxc_model *m, const dfxc_json *e)
     const char *ph = dfxc_json_str(e, "ph", ""), *cat = dfxc_json_str(e, "cat", "");
     const char *name = dfxc_json_str(e, "name", "");
     const dfxc_json *args = dfxc_json_get(e, "args");
-    int pid = (int)dfxc_json_num(e, "pid", 0), tid = (int)dfxc_json_num(e, "tid", 0);
+    int pid = dfxc_num_int(dfxc_json_num(e, "pid", 0), 0);
+    int tid = dfxc_num_int(dfxc_json_num(e, "tid", 0), 0);
+    uint64_t id, to;
 
     if (strcmp(ph, "M") == 0 && strcmp(name, "thread_name") == 0) {
         dfxc_mtrack *k = dfxc_push((void **)&m->tracks, &m->ntracks, &m->cap_tracks, sizeof(*k));
@@ -58,19 +102,24 @@ static px_status dfxc_model_event(dfxc_model *m, const dfxc_json *e)
         k->pid = pid;
         k->tid = tid;
     } else if (strcmp(ph, "X") == 0 && strcmp(cat, "task") == 0) {
-        dfxc_mtask *t = dfxc_model_task(m, (uint64_t)dfxc_json_num(args, "task", 0), name);
+        dfxc_mtask *t;
 
+        if (!dfxc_num_id(dfxc_json_num(args, "task", 0), &id))
+            return PX_OK; /* not a task id: the event is ignored */
+        t = dfxc_model_task(m, id, name);
         if (t == NULL)
             return px_set_error(PX_ENOMEM, "trace.json: out of memory");
         t->pid = pid;
         t->tid = tid;
-        t->core = (int)dfxc_json_num(args, "core", -1);
+        t->core = dfxc_num_int(dfxc_json_num(args, "core", -1), -1);
         t->ts = dfxc_us_ns(dfxc_json_num(e, "ts", 0));
         t->dur = dfxc_us_ns(dfxc_json_num(e, "dur", 0));
         t->timed = 1;
     } else if (strcmp(ph, "s") == 0 && strcmp(cat, "dep") == 0) {
-        if (dfxc_edges_add(&m->edges, (uint64_t)dfxc_json_num(args, "from", 0),
-                           (uint64_t)dfxc_json_num(args, "to", 0)) != 0)
+        if (!dfxc_num_id(dfxc_json_num(args, "from", 0), &id) ||
+            !dfxc_num_id(dfxc_json_num(args, "to", 0), &to))
+            return PX_OK; /* not task ids: the arrow is ignored */
+        if (dfxc_edges_add(&m->edges, id, to) != 0)
             return px_set_error(PX_ENOMEM, "trace.json: out of memory");
     }
     return PX_OK;
@@ -124,14 +173,17 @@ static px_status dfxc_model_trace(dfxc_model *m, const dfxc_json *root)
 /* Takes one edge of deps.json: keeps it, or remembers the first malformed one. */
 static px_status dfxc_model_edge(dfxc_mload *ld, const dfxc_json *e)
 {
+    uint64_t p, c;
+
     ld->nedges++;
     if (e->type != DFXC_JARR || e->n != 2 || e->kids[0].type != DFXC_JNUM ||
-        e->kids[1].type != DFXC_JNUM) {
+        e->kids[1].type != DFXC_JNUM || !dfxc_num_id(e->kids[0].num, &p) ||
+        !dfxc_num_id(e->kids[1].num, &c)) {
         if (ld->bad_edge == 0)
             ld->bad_edge = ld->nedges;
         return PX_OK;
     }
-    if (dfxc_edges_add(&ld->edges, (uint64_t)e->kids[0].num, (uint64_t)e->kids[1].num) != 0)
+    if (dfxc_edges_add(&ld->edges, p, c) != 0)
         return px_set_error(PX_ENOMEM, "deps.json: out of memory");
     return PX_OK;
 }
@@ -146,7 +198,8 @@ static px_status dfxc_model_deps_cb(void *ctx, const char *key, const dfxc_json 
         return dfxc_model_edge(ld, e);
     if (strcmp(key, "tasks") != 0)
         return PX_OK;
-    id = (uint64_t)dfxc_json_num(e, "id", 0);
+    if (!dfxc_num_id(dfxc_json_num(e, "id", 0), &id))
+        return PX_OK; /* not a task id: ignored */
     if (dfxc_idmap_get(ld->have, id + 1) < 0 &&
         dfxc_model_task(ld->m, id, dfxc_json_str(e, "kernel", "?")) == NULL)
         return px_set_error(PX_ENOMEM, "deps.json: out of memory");
@@ -234,9 +287,9 @@ static px_status dfxc_model_kernels(dfxc_model *m)
         if (!t->timed)
             continue;
         k->timed++;
-        k->total += t->dur;
+        k->total = dfxc_sat_add(k->total, t->dur);
         k->max = PX_MAX(k->max, t->dur);
-        m->span = PX_MAX(m->span, t->ts + t->dur);
+        m->span = PX_MAX(m->span, dfxc_sat_add(t->ts, t->dur));
     }
     return PX_OK;
 }
@@ -270,7 +323,7 @@ static px_status dfxc_model_cp(dfxc_model *m, const dfxc_idmap *map)
 
         if (p < 0 || c < 0 || m->edges.v[e].p >= m->edges.v[e].c)
             continue;
-        w = dist[p] + (timed ? m->t[c].dur : 1);
+        w = dfxc_sat_add(dist[p], timed ? m->t[c].dur : 1);
         if (w > dist[c]) {
             dist[c] = w;
             pred[c] = p;

@@ -1,6 +1,6 @@
 /*
  * out.c - the collectors' shared output helpers: text buffer, JSON strings, exact microsecond
- * formatting, atomic file replacement, the task id map and growable arrays (see out.h).
+ * formatting, whole-file writes (through util/file.h), the task id map and growable arrays (see out.h).
  */
 #include "dfx/collectors/out.h"
 
@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "util/file.h"
 
 #define DFXC_PATH_MAX 4096
 
@@ -115,33 +117,15 @@ void dfxc_buf_i64(dfxc_buf *b, int64_t v)
     dfxc_buf_u64(b, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v);
 }
 
+/* util_put_cb onto a dfxc_buf. */
+static void dfxc_buf_put_cb(void *ctx, const char *p, size_t n)
+{
+    dfxc_buf_put(ctx, p, n);
+}
+
 void dfxc_buf_json_str(dfxc_buf *b, const char *s)
 {
-    static const char hex[] = "0123456789abcdef";
-    const unsigned char *c = (const unsigned char *)(s ? s : ""), *run = c;
-
-    dfxc_buf_put(b, "\"", 1);
-    for (;; c++) {
-        int plain = *c != '"' && *c != '\\' && *c >= 0x20 && *c != '<' && *c != '>' &&
-                    *c != '&' && *c != 0x7f;
-
-        if (plain)
-            continue;
-        dfxc_buf_put(b, run, (size_t)(c - run)); /* the plain characters before c */
-        run = c + 1;
-        if (*c == '\0')
-            break;
-        if (*c == '"' || *c == '\\') {
-            char e[2] = {'\\', (char)*c};
-
-            dfxc_buf_put(b, e, 2);
-        } else {
-            char e[6] = {'\\', 'u', '0', '0', hex[*c >> 4], hex[*c & 15]};
-
-            dfxc_buf_put(b, e, 6);
-        }
-    }
-    dfxc_buf_put(b, "\"", 1);
+    util_json_escape(s, SIZE_MAX, dfxc_buf_put_cb, b);
 }
 
 void dfxc_buf_us(dfxc_buf *b, int64_t ns)
@@ -176,24 +160,10 @@ void dfxc_remove(const char *dir, const char *name)
         (void)unlink(path);
 }
 
-/* Writes n bytes of p to an open stream and closes it. Returns 0, or an errno value. */
-static int dfxc_write_close(FILE *f, const char *p, size_t n)
-{
-    int err = 0;
-
-    if (n > 0 && fwrite(p, 1, n, f) != n)
-        err = errno ? errno : EIO;
-    if (fclose(f) != 0 && err == 0)
-        err = errno ? errno : EIO;
-    return err;
-}
-
 px_status dfxc_buf_write_file(const dfxc_buf *b, const char *dir, const char *name, const char *who)
 {
-    char path[DFXC_PATH_MAX], tmp[DFXC_PATH_MAX + 8];
+    char path[DFXC_PATH_MAX], what[64];
     px_status st;
-    FILE *f;
-    int err;
 
     if (b->oom)
         return px_set_error(PX_ENOMEM,
@@ -203,22 +173,8 @@ px_status dfxc_buf_write_file(const dfxc_buf *b, const char *dir, const char *na
     st = dfxc_path(path, sizeof(path), dir, name);
     if (st != PX_OK)
         return st;
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    f = fopen(tmp, "wb");
-    if (f == NULL)
-        return px_set_error(PX_EIO,
-                            "dfx[%s]: cannot create %s: %s; check that --out is a "
-                            "writable directory",
-                            who, tmp, strerror(errno));
-    err = dfxc_write_close(f, b->p, b->len);
-    if (err == 0 && rename(tmp, path) != 0)
-        err = errno;
-    if (err != 0) {
-        (void)unlink(tmp);
-        return px_set_error(PX_EIO, "dfx[%s]: cannot write %s (%zu bytes): %s", who, path, b->len,
-                            strerror(err));
-    }
-    return PX_OK;
+    snprintf(what, sizeof(what), "dfx[%s]", who);
+    return util_file_replace(path, b->p, b->len, what);
 }
 
 /* ---- id map: open addressing, linear probing, load <= 1/2 ---- */

@@ -39,14 +39,14 @@ void dfxc_buf_printf(dfxc_buf *b, const char *fmt, ...) PX_PRINTF(2, 3);
 void dfxc_buf_u64(dfxc_buf *b, uint64_t v);
 /* Appends v in decimal (what "%lld" writes). */
 void dfxc_buf_i64(dfxc_buf *b, int64_t v);
-/* Appends s as a quoted JSON string (NULL as ""). */
+/* Appends s as a quoted JSON string (NULL as ""), escaped by util_json_escape(). */
 void dfxc_buf_json_str(dfxc_buf *b, const char *s);
 /* Appends ns nanoseconds as microseconds with three decimals ("12.345"), exactly. */
 void dfxc_buf_us(dfxc_buf *b, int64_t ns);
 
 /*
- * Writes the buffer to dir/name through dir/name.tmp and rename(2). who names the collector
- * for messages. Returns PX_OK, PX_ENOMEM when the buffer overflowed memory, or PX_EIO with
+ * Writes the buffer to dir/name with util_file_replace() (a fresh O_EXCL temporary, fsync,
+ * rename: util/file.h). who names the collector for messages. Returns PX_OK, PX_ENOMEM when the buffer overflowed memory, or PX_EIO with
  * the path and strerror.
  */
 px_status dfxc_buf_write_file(const dfxc_buf *b, const char *dir, const char *name,

@@ -48,9 +48,10 @@ px_status px_plat_chip_open(const px_caps *caps, int index, uint64_t bytes, px_c
     char name[32];
     px_chip *c;
 
-    if (caps == NULL || out == NULL || index < 0 || bytes == 0 || bytes > (uint64_t)SIZE_MAX)
+    if (caps == NULL || out == NULL || index < 0 || bytes == 0 || bytes > (uint64_t)SIZE_MAX ||
+        bytes > (uint64_t)INT64_MAX) /* ftruncate takes an off_t */
         return px_set_error(PX_EINVAL, "chip %d: cannot open with %llu bytes of device memory "
-                            "(caps and out must be set, index >= 0, bytes > 0)", index,
+                            "(caps and out must be set, index >= 0, 0 < bytes <= 2^63 - 1)", index,
                             (unsigned long long)bytes);
     c = calloc(1, sizeof(*c));
     if (c == NULL)

@@ -21,6 +21,8 @@ const char *px_tag_name(px_tag t)
 
 void px_args_init(px_task_args *a)
 {
+    if (a == NULL)
+        return;
     a->n = 0;
     a->overflow = 0;
 }
@@ -30,7 +32,9 @@ static px_arg *px_args_next(px_task_args *a)
 {
     px_arg *arg;
 
-    if (a->n >= PX_MAX_ARGS) {
+    if (a == NULL)
+        return NULL;
+    if (a->n < 0 || a->n >= PX_MAX_ARGS) {
         a->overflow++;
         return NULL;
     }
@@ -114,41 +118,47 @@ void px_args_scalar_f64(px_task_args *a, double v)
 
 void px_args_mark(px_task_args *a)
 {
-    if (a->n > 0 && a->overflow == 0)
+    if (a != NULL && a->n > 0 && a->n <= PX_MAX_ARGS && a->overflow == 0)
         a->a[a->n - 1].marked = 1;
+}
+
+/* 1 when a has an argument i (the accessors below return 0 / NULL otherwise). */
+static int px_arg_valid(const px_task_args *a, int i)
+{
+    return a != NULL && i >= 0 && i < a->n && i < PX_MAX_ARGS;
 }
 
 int px_arg_count(const px_task_args *a)
 {
-    return a->n;
+    return a != NULL ? a->n : 0;
 }
 
 const px_tensor *px_arg_tensor(const px_task_args *a, int i)
 {
-    return &a->a[i].v.t;
+    return px_arg_valid(a, i) ? &a->a[i].v.t : NULL;
 }
 
 void *px_arg_data(const px_task_args *a, int i)
 {
-    return px_tensor_data(&a->a[i].v.t);
+    return px_arg_valid(a, i) ? px_tensor_data(&a->a[i].v.t) : NULL;
 }
 
 int64_t px_arg_numel(const px_task_args *a, int i)
 {
-    return px_tensor_numel(&a->a[i].v.t);
+    return px_arg_valid(a, i) ? px_tensor_numel(&a->a[i].v.t) : -1;
 }
 
 uint64_t px_arg_u64(const px_task_args *a, int i)
 {
-    return a->a[i].v.u64;
+    return px_arg_valid(a, i) ? a->a[i].v.u64 : 0;
 }
 
 int64_t px_arg_i64(const px_task_args *a, int i)
 {
-    return a->a[i].v.i64;
+    return px_arg_valid(a, i) ? a->a[i].v.i64 : 0;
 }
 
 double px_arg_f64(const px_task_args *a, int i)
 {
-    return a->a[i].v.f64;
+    return px_arg_valid(a, i) ? a->a[i].v.f64 : 0.0;
 }

@@ -1,0 +1,101 @@
+/*
+ * argcheck.c - the one check of task arguments (see argcheck.h).
+ */
+#include "argcheck.h"
+
+#include <stdio.h>
+
+/* Writes the call's name as r gives it ("kernel \"vadd\"", "px_submit_group (chip 3)"). */
+__attribute__((noinline, cold)) static const char *args_prefix(const args_rules *r, char *buf,
+                                                                size_t n)
+{
+    if (r->name != NULL)
+        snprintf(buf, n, "%s \"%s\"", r->what, r->name);
+    else if (r->chip >= 0)
+        snprintf(buf, n, "%s (chip %d)", r->what, r->chip);
+    else
+        snprintf(buf, n, "%s", r->what);
+    return buf;
+}
+
+px_status args_count_error(const px_task_args *a, const args_rules *r)
+{
+    char p[96];
+
+    if (a->overflow > 0)
+        return px_set_error(PX_EINVAL, "%s: %lld arguments given, at most %d allowed "
+                            "(PX_MAX_ARGS); pass fewer tensors or pack scalars",
+                            args_prefix(r, p, sizeof(p)), (long long)a->n + a->overflow,
+                            PX_MAX_ARGS);
+    return px_set_error(PX_EINVAL, "%s: argument count %d (overflow %d) is out of range 0..%d; "
+                        "build args with px_args_init and px_args_*",
+                        args_prefix(r, p, sizeof(p)), a->n, a->overflow, PX_MAX_ARGS);
+}
+
+/* Checks tensor argument i; fills *s with its absolute bytes. */
+static px_status args_check_tensor(const px_arg *arg, int i, const args_rules *r, args_span *s)
+{
+    const px_tensor *t = &arg->v.t;
+    uintptr_t lo, hi;
+    int64_t rlo, rhi;
+    char p[96];
+
+    s->lo = s->hi = 0;
+    if (PX_UNLIKELY(arg->null_tensor))
+        return px_set_error(PX_EINVAL, "%s argument %d (%s): NULL tensor pointer given to "
+                            "px_args_*", args_prefix(r, p, sizeof(p)), i, px_tag_name(arg->tag));
+    if (px_tensor_span(t, &rlo, &rhi) != PX_OK) /* the message names the bad field */
+        return px_set_error(PX_EINVAL, "%s argument %d (%s): %s", args_prefix(r, p, sizeof(p)),
+                            i, px_tag_name(arg->tag), px_last_error());
+    if (t->addr == NULL) {
+        if (r->out_alloc && arg->tag == PX_TAG_OUT)
+            return PX_OK; /* allocated by the runtime */
+        return px_set_error(PX_EINVAL, "%s argument %d (%s): tensor has no address; %s",
+                            args_prefix(r, p, sizeof(p)), i, px_tag_name(arg->tag),
+                            r->out_alloc ? "only OUT tensors are allocated by the runtime"
+                                         : r->hint);
+    }
+    if (__builtin_add_overflow((uintptr_t)t->addr, (uintptr_t)rlo, &lo) ||
+        __builtin_add_overflow((uintptr_t)t->addr, (uintptr_t)rhi, &hi))
+        return px_set_error(PX_EINVAL, "%s argument %d (%s): address %p plus the byte span "
+                            "[%lld, %lld) wraps around the address space; fix the address or "
+                            "the offset", args_prefix(r, p, sizeof(p)), i,
+                            px_tag_name(arg->tag), t->addr, (long long)rlo, (long long)rhi);
+    /* A dependency-only access (hier_submit_group_deps) is never touched: any place will do. */
+    if (r->size > 0 && !arg->dep_only && (lo < r->base || hi - r->base > r->size))
+        return px_set_error(PX_EINVAL, "%s argument %d (%s): bytes [%p, %p) are not %s; %s",
+                            args_prefix(r, p, sizeof(p)), i, px_tag_name(arg->tag),
+                            (void *)lo, (void *)hi, r->region, r->hint);
+    s->lo = lo;
+    s->hi = hi;
+    return PX_OK;
+}
+
+px_status args_check(const px_task_args *a, const args_rules *r, args_span *spans,
+                     int *unplaced)
+{
+    px_status st = args_check_count(a, r);
+    int nun = 0;
+    char p[96];
+
+    if (st != PX_OK)
+        return st;
+    for (int i = 0; i < a->n; i++) {
+        const px_arg *arg = &a->a[i];
+        args_span s;
+
+        if (arg->tag == PX_TAG_SCALAR)
+            continue;
+        if (PX_UNLIKELY(!args_tag_is_tensor(arg->tag)))
+            return px_set_error(PX_EINVAL, "%s argument %d: invalid tag %d; build args with "
+                                "px_args_*", args_prefix(r, p, sizeof(p)), i, arg->tag);
+        if (PX_UNLIKELY((st = args_check_tensor(arg, i, r, &s)) != PX_OK))
+            return st;
+        if (spans != NULL)
+            spans[i] = s;
+        nun += arg->v.t.addr == NULL; /* only unplaced OUTs pass without an address */
+    }
+    if (unplaced != NULL)
+        *unplaced = nun;
+    return PX_OK;
+}

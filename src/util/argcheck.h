@@ -1,0 +1,70 @@
+/*
+ * argcheck.h - the one check of task arguments, used by px_run (host tensors), px_submit
+ * (device tensors) and the level-3 submits (host-heap tensors), and the tag predicates every
+ * layer shares.
+ *
+ * The caller says, in an args_rules, how its messages name the call and where the tensors
+ * must lie; the check says what is wrong with the first bad argument, once, with the values.
+ */
+#ifndef PX_UTIL_ARGCHECK_H
+#define PX_UTIL_ARGCHECK_H
+
+#include <stdint.h>
+#include <plexus/args.h>
+
+#include "util.h"
+
+/* Returns 1 when a task writes through an argument tagged `tag`. */
+static inline int args_tag_writes(int tag)
+{
+    return tag == PX_TAG_OUT || tag == PX_TAG_INOUT || tag == PX_TAG_OUTPUT_EXISTING;
+}
+
+/* Returns 1 when `tag` is one of the tensor tags. */
+static inline int args_tag_is_tensor(int tag)
+{
+    return tag >= PX_TAG_IN && tag <= PX_TAG_NO_DEP;
+}
+
+typedef struct args_rules {
+    const char *what;   /* names the call: "px_run", "kernel", "px_submit_group" */
+    const char *name;   /* or NULL: quoted after what (the kernel's name) */
+    int chip;           /* or -1: "(chip N)" after what (a group member's args) */
+    int out_alloc;      /* an OUT tensor without an address is allowed (allocated later) */
+    uintptr_t base;     /* every tensor's bytes must lie in [base, base + size) ... */
+    uint64_t size;      /* ... unless size is 0 */
+    const char *region; /* that memory in words ("device memory") */
+    const char *hint;   /* what to do when a tensor lies outside it, or lacks an address */
+} args_rules;
+
+/* The absolute bytes [lo, hi) of one tensor argument (0, 0 for an unplaced OUT). */
+typedef struct args_span {
+    uintptr_t lo, hi;
+} args_span;
+
+/* argcheck.c: the message of args_check_count's refusal. */
+px_status args_count_error(const px_task_args *a, const args_rules *r);
+
+/*
+ * Checks the argument count of a (PX_MAX_ARGS, no overflow). Returns PX_OK or PX_EINVAL with
+ * a message naming the call as r does.
+ */
+static inline px_status args_check_count(const px_task_args *a, const args_rules *r)
+{
+    if (PX_LIKELY(a->overflow == 0 && a->n >= 0 && a->n <= PX_MAX_ARGS))
+        return PX_OK;
+    return args_count_error(a, r);
+}
+
+/*
+ * Checks every argument of a: the count, each tag, each tensor well formed (dtype, ndim,
+ * shape, strides, offset, and no byte count that overflows), with an address unless r allows
+ * an unplaced OUT, and inside r's memory. Fills spans[i] for each tensor argument i when
+ * spans is not NULL (scalars' entries are left alone), and *unplaced (when not NULL) with
+ * the number of OUT tensors without an address. Returns PX_OK or PX_EINVAL with one
+ * message: call, argument, tag, what is wrong, the values, what to do.
+ */
+px_status args_check(const px_task_args *a, const args_rules *r, args_span *spans,
+                     int *unplaced);
+
+#endif
