@@ -43,6 +43,9 @@ typedef struct px_config {
     uint32_t dfx_buffer_records;               /* records per DFX buffer */
     uint32_t dfx_buffers;                      /* DFX buffers per chip; 0: 2 per producer + 4 */
     uint64_t dfx_args_arena;                   /* argsdump bytes kept per argument */
+    /* communication domains (plexus/comm.h) */
+    double comm_timeout_s;                     /* default deadline of a comm wait */
+    uint64_t comm_oneshot_max;                 /* allreduce: one-shot up to this many bytes */
 } px_config;
 
 /*

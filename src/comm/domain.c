@@ -29,7 +29,6 @@
 
 #define COMM_DOMAIN_MAGIC 0x50584f4du /* "PXOM" */
 #define COMM_MAX_WORKERS 16
-#define COMM_TIMEOUT_S 60.0           /* default deadline of a kernel's comm wait */
 
 enum { COMM_LIVE = 1, COMM_RELEASED, COMM_FREED };
 enum { COMM_OP_ALLREDUCE = 1, COMM_OP_ALLGATHER, COMM_OP_REDUCE_SCATTER, COMM_OP_BROADCAST,
@@ -435,7 +434,8 @@ static void comm_fill(comm_worker *cw, px_domain *d, const px_domain_spec *s)
     d->need_peer_ptr = s->need_peer_ptr;
     d->msg.id = d->id;
     d->msg.n = s->nchips;
-    d->msg.timeout_s = COMM_TIMEOUT_S;
+    d->msg.timeout_s = w->cfg.comm_timeout_s;
+    d->msg.oneshot_max = w->cfg.comm_oneshot_max;
     d->msg.spin_ns = w->cfg.spin_ns;
     d->msg.yield_ns = w->cfg.yield_ns;
     snprintf(d->msg.name, sizeof(d->msg.name), "%s", s->name);

@@ -110,6 +110,8 @@ static const px_range px_ranges[] = {
     {"PLEXUS_DFX_BACKSTOP_S", PX_RF(dfx_backstop_s), PX_R_DBL, 0, 10000000, 0},
     {"PLEXUS_DFX_BUFFER_RECORDS", PX_RF(dfx_buffer_records), PX_R_U32, 8, 1 << 20, 0},
     {"PLEXUS_DFX_BUFFERS", PX_RF(dfx_buffers), PX_R_U32, 0, 65536, 0},
+    {"PLEXUS_COMM_TIMEOUT_S", PX_RF(comm_timeout_s), PX_R_DBL, 0, 10000000, 0},
+    {"PLEXUS_COMM_ONESHOT_MAX", PX_RF(comm_oneshot_max), PX_R_U64, 1, 1 << 30, 0},
     {"PLEXUS_TEST_SLACK", "", (size_t)-1, PX_R_DBL, 0, 10000000, 0}, /* no field: PX_NOFIELD */
 };
 
@@ -495,6 +497,10 @@ static const px_knob px_knobs[] = {
      px_knob_records, "records (32 bytes each) per DFX buffer"},
     {"PLEXUS_DFX_BUFFERS", PX_F(dfx_buffers), "0", "count", px_knob_buffers,
      "DFX buffers per chip (0: two per producer plus four)"},
+    {"PLEXUS_COMM_TIMEOUT_S", PX_F(comm_timeout_s), "60", "seconds", px_knob_seconds,
+     "default deadline of a communication wait (signals, barriers, collectives)"},
+    {"PLEXUS_COMM_ONESHOT_MAX", PX_F(comm_oneshot_max), "64K", "bytes", px_knob_bytes,
+     "allreduce: one-shot up to this size, reduce-scatter + allgather above"},
     {"PLEXUS_TEST_SLACK", PX_NOFIELD, "1", "seconds factor", px_knob_seconds,
      "tests: multiplies every deadline (raised under sanitizers)"},
 };
