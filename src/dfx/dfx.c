@@ -334,6 +334,16 @@ px_dfx_producer *px_dfx_producer_of(px_dfx *d, int id)
     return d != NULL && id >= 0 && id < d->nprod ? &d->prods[id].p : NULL;
 }
 
+/* Returns the sum of the producers' sequence numbers: every record they wrote. */
+uint64_t px_dfx_records_written(const px_dfx *d)
+{
+    uint64_t n = 0;
+
+    for (int p = 0; d != NULL && p < d->nprod; p++)
+        n += d->prods[p].p.seq;
+    return n;
+}
+
 /* Returns the transport name of collector bit i, "none" when it is off or invalid. */
 const char *px_dfx_transport_name(const px_dfx *d, int i)
 {

@@ -4,7 +4,7 @@
  * into args/args_dump.json and args/args.bin.
  *
  * During the run it only keeps the raw entries (raw.h); finish() decodes them in arrival
- * order. Metadata comes from SUBMIT and ARG records (submits.h). The bytes come in ARGDATA
+ * order. Metadata comes from SUBMIT entries (submits.h). The bytes come in ARGDATA
  * chunks, one dump per (task, argument, before/after the kernel), each chunk saying its offset
  * in the dump; chunks of different dumps interleave across cores, so dumps are assembled in
  * memory and args.bin is written at the end in (task, argument, when) order, which makes it
@@ -280,7 +280,7 @@ static void agd_close(void *state)
 const px_dfx_collector_ops px_dfx_argsdump_ops = {
     .name = "argsdump",
     .bit = PX_DFX_ARGSDUMP,
-    .kinds = 1u << PX_DFXK_SUBMIT | 1u << PX_DFXK_ARG | 1u << PX_DFXK_ARGDATA,
+    .kinds = 1u << PX_DFXK_SUBMIT | 1u << PX_DFXK_ARGDATA,
     .open = agd_open,
     .on_record = agd_on_record,
     .finish = agd_finish,

@@ -3,8 +3,9 @@
  * kernel and arguments (tags, tensors, scalars) and every dependency, into deps.json and
  * deps.dot (Graphviz).
  *
- * During the run it only keeps the raw entries (raw.h); finish() decodes them: tasks from
- * SUBMIT and ARG records (submits.h), edges from EDGE records, sorted and without duplicates.
+ * During the run it only keeps the raw entries (raw.h); finish() decodes them: tasks and their
+ * arguments from SUBMIT entries (submits.h), edges from the SUBMIT entries and from EDGE
+ * entries (a task with more edges than a SUBMIT holds), sorted and without duplicates.
  * A graph with a hole is worse than no graph: when the run dropped records (info->dropped)
  * neither file is written and earlier ones are removed (the framework warns about the drops;
  * this collector says at info what it skipped). Formats: docs/formats.md.
@@ -44,20 +45,31 @@ static void dep_on_record(void *state, const px_dfx_rec *r)
     dfxc_raw_add(&s->raw, r);
 }
 
+/* Keeps n edges producers[i] -> consumer. */
+static void dep_edges(dep_state *s, const px_task_id *producers, uint32_t n, uint64_t consumer)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (dfxc_edges_add(&s->edges, producers[i], consumer) != 0)
+            s->oom = 1;
+}
+
 /* Decodes every kept entry in arrival order into tasks, arguments and edges. */
 static void dep_load(dep_state *s)
 {
     const px_dfx_rec *r;
+    px_dfx_submit_rec d;
     px_dfx_edge_rec e;
     dfxc_raw_it it;
 
     dfxc_raw_begin(&s->raw, &it);
     while ((r = dfxc_raw_next(&it)) != NULL) {
-        if (r->kind != PX_DFXK_EDGE)
+        if (r->kind == PX_DFXK_SUBMIT) {
             dfxc_submits_on_record(&s->sub, r);
-        else if (px_dfx_edge_decode(r, &e) == 0 &&
-                 dfxc_edges_add(&s->edges, e.producer, e.consumer) != 0)
-            s->oom = 1;
+            if (px_dfx_submit_decode(r, &d) == 0)
+                dep_edges(s, d.edges, (uint32_t)d.nedges, d.task);
+        } else if (px_dfx_edge_decode(r, &e) == 0) {
+            dep_edges(s, e.producers, e.n, e.consumer);
+        }
     }
     if (s->raw.oom)
         s->oom = 1;
@@ -200,7 +212,7 @@ static void dep_close(void *state)
 const px_dfx_collector_ops px_dfx_depgen_ops = {
     .name = "depgen",
     .bit = PX_DFX_DEPGEN,
-    .kinds = 1u << PX_DFXK_SUBMIT | 1u << PX_DFXK_ARG | 1u << PX_DFXK_EDGE,
+    .kinds = 1u << PX_DFXK_SUBMIT | 1u << PX_DFXK_EDGE,
     .open = dep_open,
     .on_record = dep_on_record,
     .finish = dep_finish,

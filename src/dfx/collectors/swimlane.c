@@ -3,9 +3,10 @@
  * producer thread (DESIGN 3.6), and the dependencies as flow arrows, into trace.json.
  *
  * During the run it only keeps the raw entries (raw.h: the drain thread must keep up with
- * every producer). finish() decodes them in arrival order: TASK_BEGIN / TASK_END pairs by task
- * id, PHASE spans and EDGE records, and turns them into Chrome Trace Event objects for the
- * shared trace builder
+ * every producer). finish() decodes them in arrival order: one TASK entry per execution (the
+ * task's slice and its core.pop or core.idle, core.run and core.release phases), one SUBMIT
+ * per submit (the orch.submit phase and the task's edges), PHASE spans and EDGE entries, and
+ * turns them into Chrome Trace Event objects for the shared trace builder
  * (trace.h): one "X" slice per task (named by its kernel, on its core's track), one per phase,
  * and per edge a flow start ("s") inside the producer's slice just before its end and a flow
  * end ("f", binding point "e") at the consumer's start. Task ids are renumbered from the run's
@@ -92,7 +93,22 @@ static swl_task *swl_task_get(swl_state *s, uint64_t id)
     return t;
 }
 
-/* Keeps a TASK_BEGIN or TASK_END. */
+/* Keeps a phase span [ts, ts + ticks) of producer for task (0: none). */
+static void swl_phase_add(swl_state *s, int phase, uint64_t ts, uint64_t ticks, uint64_t task,
+                          uint16_t producer)
+{
+    swl_phase *ph = dfxc_push((void **)&s->phases, &s->nphases, &s->cap_phases, sizeof(*ph));
+
+    if (ph == NULL) {
+        s->oom = 1;
+        return;
+    }
+    *ph = (swl_phase){ts, ticks, task, producer, (uint8_t)phase};
+    if (task != 0)
+        s->min_id = PX_MIN(s->min_id, task);
+}
+
+/* Keeps a TASK entry: the task's slice and its wait, run and release phases. */
 static void swl_on_task(swl_state *s, const px_dfx_rec *r)
 {
     px_dfx_task d;
@@ -100,36 +116,51 @@ static void swl_on_task(swl_state *s, const px_dfx_rec *r)
 
     if (px_dfx_task_decode(r, &d) != 0 || (t = swl_task_get(s, d.task)) == NULL)
         return;
-    if (!d.end) {
-        t->t_begin = d.ts;
-        t->kernel = (uint32_t)d.kernel;
-        t->core = d.core;
-        t->producer = r->producer;
-        t->seen |= SWL_BEGUN;
-    } else {
-        t->t_end = d.ts;
-        t->status = (int32_t)d.status;
-        t->poisoned = (uint8_t)(d.poisoned != 0);
-        t->seen |= SWL_ENDED;
-    }
+    t->t_begin = d.ts;
+    t->t_end = px_dfx_task_t_end(&d);
+    t->kernel = (uint32_t)d.kernel;
+    t->core = d.core;
+    t->producer = r->producer;
+    t->status = (int32_t)d.status;
+    t->poisoned = (uint8_t)((d.flags & PX_DFX_TASK_POISONED) != 0);
+    t->seen = SWL_BEGUN | SWL_ENDED;
+    if (d.flags & PX_DFX_TASK_WAITED)
+        swl_phase_add(s, (d.flags & PX_DFX_TASK_SLEPT) ? PX_PHASE_CORE_IDLE : PX_PHASE_CORE_POP,
+                      d.ts - d.wait, d.wait, d.task, r->producer);
+    if (d.flags & PX_DFX_TASK_RAN)
+        swl_phase_add(s, PX_PHASE_CORE_RUN, d.ts, d.run, d.task, r->producer);
+    if (d.flags & PX_DFX_TASK_RELEASE)
+        swl_phase_add(s, PX_PHASE_CORE_RELEASE, d.ts + d.run, d.release, d.task, r->producer);
 }
 
 /* Keeps a PHASE span. */
 static void swl_on_phase(swl_state *s, const px_dfx_rec *r)
 {
     px_dfx_span d;
-    swl_phase *ph;
 
-    if (px_dfx_span_decode(r, &d) != 0)
-        return;
-    ph = dfxc_push((void **)&s->phases, &s->nphases, &s->cap_phases, sizeof(*ph));
-    if (ph == NULL) {
-        s->oom = 1;
-        return;
+    if (px_dfx_span_decode(r, &d) == 0)
+        swl_phase_add(s, d.id, d.t0, d.t1 - d.t0, d.b, r->producer);
+}
+
+/* Keeps n edges producer[i] -> consumer. */
+static void swl_edges(swl_state *s, const px_task_id *producers, uint32_t n, uint64_t consumer)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (dfxc_edges_add(&s->edges, producers[i], consumer) != 0)
+            s->oom = 1;
+        s->min_id = PX_MIN(s->min_id, PX_MIN(producers[i], consumer));
     }
-    *ph = (swl_phase){d.t0, d.t1 - d.t0, d.b, r->producer, (uint8_t)d.id};
-    if (d.b != 0)
-        s->min_id = PX_MIN(s->min_id, d.b);
+}
+
+/* Keeps a SUBMIT: its orch.submit phase and its edges. */
+static void swl_on_submit(swl_state *s, const px_dfx_rec *r)
+{
+    px_dfx_submit_rec d;
+
+    if (px_dfx_submit_decode(r, &d) != 0 || d.more)
+        return;
+    swl_phase_add(s, PX_PHASE_ORCH_SUBMIT, d.ts, d.dur, d.task, r->producer);
+    swl_edges(s, d.edges, (uint32_t)d.nedges, d.task);
 }
 
 /* Decodes one kept entry. */
@@ -137,15 +168,14 @@ static void swl_decode(swl_state *s, const px_dfx_rec *r)
 {
     px_dfx_edge_rec e;
 
-    if (r->kind == PX_DFXK_TASK_BEGIN || r->kind == PX_DFXK_TASK_END) {
+    if (r->kind == PX_DFXK_TASK)
         swl_on_task(s, r);
-    } else if (r->kind == PX_DFXK_PHASE) {
+    else if (r->kind == PX_DFXK_PHASE)
         swl_on_phase(s, r);
-    } else if (px_dfx_edge_decode(r, &e) == 0) {
-        if (dfxc_edges_add(&s->edges, e.producer, e.consumer) != 0)
-            s->oom = 1;
-        s->min_id = PX_MIN(s->min_id, PX_MIN(e.producer, e.consumer));
-    }
+    else if (r->kind == PX_DFXK_SUBMIT)
+        swl_on_submit(s, r);
+    else if (px_dfx_edge_decode(r, &e) == 0)
+        swl_edges(s, e.producers, e.n, e.consumer);
 }
 
 /* Decodes every kept entry in arrival order. */
@@ -328,7 +358,7 @@ static void swl_close(void *state)
 const px_dfx_collector_ops px_dfx_swimlane_ops = {
     .name = "swimlane",
     .bit = PX_DFX_SWIMLANE,
-    .kinds = 1u << PX_DFXK_TASK_BEGIN | 1u << PX_DFXK_TASK_END | 1u << PX_DFXK_PHASE |
+    .kinds = 1u << PX_DFXK_TASK | 1u << PX_DFXK_PHASE | 1u << PX_DFXK_SUBMIT |
              1u << PX_DFXK_EDGE,
     .open = swl_open,
     .on_record = swl_on_record,
