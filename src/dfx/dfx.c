@@ -118,7 +118,7 @@ static px_status dfx_mkdirs(const char *dir)
  * this run is mixed with another's: a collector that is off now writes nothing, and the
  * report reads only what this run wrote.
  */
-static void dfx_clean_outputs(const char *dir)
+void dfx_clean_outputs(const char *dir)
 {
     static const char *const files[] = {"dfx.json", "trace.json", "deps.json", "deps.dot",
                                         "args/args_dump.json", "args/args.bin", "pmu.csv",
@@ -304,7 +304,6 @@ px_status px_dfx_create(const px_dfx_params *prm, px_dfx **out)
     if ((st = dfx_mkdirs(d->out_dir)) != PX_OK || (st = dfx_buffers_init(d, prm)) != PX_OK ||
         (st = dfx_producers_init(d, prm->core_name)) != PX_OK)
         goto out_destroy;
-    dfx_clean_outputs(d->out_dir);
     d->kernel_names = dfx_strdupv(prm->nkernels, prm->kernel_names);
     if (d->kernel_names == NULL) {
         st = px_set_error(PX_ENOMEM, "dfx: out of host memory for kernel names");

@@ -236,6 +236,7 @@ px_status px_dfx_finish(px_dfx *d, int quiescent)
         PX_LOG_WARN("dfx: %llu records were dropped (writers waited longer than "
                     "PLEXUS_DFX_BACKSTOP_S); depgen writes no deps.json or deps.dot",
                     (unsigned long long)dropped);
+    dfx_clean_outputs(d->out_dir);
     dfx_keep(dfx_collectors_finish(d), &first, msg, sizeof(msg));
     dfx_keep(dfx_json_write(d, gaps), &first, msg, sizeof(msg));
     dfx_keep(px_dfx_report_write(d->out_dir), &first, msg, sizeof(msg));
