@@ -263,6 +263,10 @@ static void dfx_info_init(px_dfx *d, const px_dfx_params *prm)
     in->pmu_set = d->pmu_set;
     in->pmu_note = d->pmu_note;
     in->device_profile = px_plat_caps(prm->chip)->f[PX_FACT_DEVICE_PROFILE].text;
+    dfxc_model_init(&d->model, in->clock);
+    d->model.has_trace = (d->enabled & (PX_DFX_SWIMLANE | PX_DFX_HOSTTRACE)) != 0;
+    in->model = (d->enabled & (PX_DFX_SWIMLANE | PX_DFX_HOSTTRACE | PX_DFX_DEPGEN)) ? &d->model
+                                                                                  : NULL;
 }
 
 /* Copies the run's settings from the config and the facts. */
@@ -370,6 +374,7 @@ void px_dfx_destroy(px_dfx *d)
             d->block[i].t->release(d->chip, &d->block[i]);
     dfx_freev(d->kernel_names);
     dfx_freev(d->producer_names);
+    dfxc_model_free(&d->model);
     free(d->prods);
     free(d->dstate);
     free(d);

@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "dfx/collectors/model.h"
 #include "dfx/dfx.h"
 #include "dfx/transport/transport.h"
 #include "util/mpmcq.h"
@@ -125,6 +126,7 @@ struct px_dfx {
     int nroute[PX_DFXK_COUNT];
     uint64_t collected[PX_DFXK_COUNT];                /* entries delivered (drain only) */
     px_dfx_run_info info;
+    dfxc_model model;            /* report.html's, filled by the collectors (info.model) */
     char **kernel_names;
     char **producer_names;
     char out_dir[PX_DFX_OUT_MAX];

@@ -22,6 +22,7 @@
 
 #include "dfx/collectors/collectors.h"
 #include "dfx/collectors/json.h"
+#include "dfx/collectors/model.h"
 #include "dfx/collectors/out.h"
 #include "dfx/collectors/raw.h"
 #include "dfx/records.h"
@@ -752,15 +753,20 @@ static void test_report(void **state)
     const px_dfx_collector_ops *ops[] = {&px_dfx_swimlane_ops, &px_dfx_depgen_ops, NULL};
     static const int cp_want[4] = {0, 1, 3, 4};
     px_dfx_run_info info;
+    dfxc_model model;
     static recs b;
     dfxc_json *j;
     const dfxc_json *cp, *k;
 
     fresh_dir();
     info = run_info();
+    dfxc_model_init(&model, info.clock);
+    model.has_trace = 1; /* swimlane is on: the framework says so */
+    info.model = &model;
     all_records(&b);
     run_collectors(ops, &b, &info);
-    PX_ASSERT_OK(px_dfx_report_write(outdir));
+    PX_ASSERT_OK(px_dfx_report_write(outdir, &model));
+    dfxc_model_free(&model);
     j = report_data();
     assert_int_equal(dfxc_json_num(j, "version", 0), 1);
     assert_int_equal(dfxc_json_get(j, "tasks")->n, 5);
@@ -787,14 +793,18 @@ static void test_report_untimed(void **state)
 {
     const px_dfx_collector_ops *ops[] = {&px_dfx_depgen_ops, NULL};
     px_dfx_run_info info;
+    dfxc_model model;
     static recs b;
     dfxc_json *j;
 
     fresh_dir();
     info = run_info();
+    dfxc_model_init(&model, info.clock);
+    info.model = &model;
     all_records(&b);
     run_collectors(ops, &b, &info);
-    PX_ASSERT_OK(px_dfx_report_write(outdir));
+    PX_ASSERT_OK(px_dfx_report_write(outdir, &model));
+    dfxc_model_free(&model);
     j = report_data();
     assert_int_equal(dfxc_json_get(j, "tasks")->n, 5);
     assert_true(dfxc_json_get(j, "timed")->num == 0);

@@ -14,6 +14,7 @@
 
 #include <stdlib.h>
 
+#include "dfx/collectors/model.h"
 #include "dfx/collectors/out.h"
 #include "dfx/collectors/raw.h"
 #include "dfx/collectors/submits.h"
@@ -152,6 +153,21 @@ static void dep_dot(const dep_state *s, const px_dfx_run_info *info, dfxc_buf *b
     dfxc_buf_puts(b, "}\n");
 }
 
+/* Adds every task and edge, as deps.json has them, to the report's model. */
+static void dep_model(const dep_state *s, const px_dfx_run_info *info, dfxc_model *m)
+{
+    char tmp[32];
+
+    m->has_deps = 1;
+    for (size_t i = 0; i < s->sub.n; i++)
+        dfxc_model_add_task(m, dfxc_submits_rid(&s->sub, s->sub.t[i].id),
+                            dfxc_kernel_name(info, (uint64_t)s->sub.t[i].kernel, tmp,
+                                             sizeof(tmp)));
+    for (size_t k = 0; k < s->edges.n; k++)
+        dfxc_model_add_edge(m, 1, dfxc_submits_rid(&s->sub, s->edges.v[k].p),
+                            dfxc_submits_rid(&s->sub, s->edges.v[k].c));
+}
+
 /* Builds one file with fn and writes it. Returns PX_OK or the write's error. */
 static px_status dep_write(const dep_state *s, const px_dfx_run_info *info, const char *name,
                            void (*fn)(const dep_state *, const px_dfx_run_info *, dfxc_buf *))
@@ -188,12 +204,14 @@ static px_status dep_finish(void *state, const px_dfx_run_info *info)
     if (st != PX_OK)
         return st;
     if (s->sub.bad > 0)
-        PX_LOG_WARN("dfx[depgen]: %llu SUBMIT/ARG entries did not decode and were skipped",
+        PX_LOG_WARN("dfx[depgen]: %llu SUBMIT entries did not decode and were skipped",
                     (unsigned long long)s->sub.bad);
     dfxc_edges_sort(&s->edges);
     st = dep_write(s, info, "deps.json", dep_json);
     if (st == PX_OK)
         st = dep_write(s, info, "deps.dot", dep_dot);
+    if (st == PX_OK && info->model != NULL)
+        dep_model(s, info, info->model);
     return st;
 }
 

@@ -2,7 +2,8 @@
  * report.c - report.html: one self-contained page (no network, no external script or font)
  * with the swimlane timeline, the critical path and per-kernel statistics of a run.
  *
- * px_dfx_report_write() reads the run's trace.json and deps.json back (model.h), embeds what
+ * px_dfx_report_write() takes the run's task model, built in memory by swimlane and depgen
+ * (model.h; the files are not read back), embeds what
  * the page shows as JSON in <script type="application/json" id="plexus-data"> (every string
  * escapes '<', '>' and '&', so the JSON cannot close the element), and adds a small inline
  * script that draws the page from it: an SVG timeline with one rect per task carrying a
@@ -205,29 +206,24 @@ static void report_data(const dfxc_model *m, dfxc_buf *b)
     report_graph(m, b);
 }
 
-px_status px_dfx_report_write(const char *out_dir)
+px_status px_dfx_report_write(const char *out_dir, dfxc_model *m)
 {
-    dfxc_model m;
-    px_status st = dfxc_model_load(out_dir, &m);
+    px_status st;
     dfxc_buf b;
 
-    if (st == PX_OK && !m.has_trace && !m.has_deps) {
+    if (!m->has_trace && !m->has_deps) {
         PX_LOG_INFO("dfx[report]: no trace.json or deps.json in %s; report.html not written",
                     out_dir);
         dfxc_remove(out_dir, "report.html");
-        dfxc_model_free(&m);
         return PX_OK;
     }
-    if (st != PX_OK) {
-        dfxc_model_free(&m);
+    if ((st = dfxc_model_finish(m)) != PX_OK)
         return st;
-    }
     dfxc_buf_init(&b);
     dfxc_buf_put(&b, report_head, sizeof(report_head) - 1);
-    report_data(&m, &b);
+    report_data(m, &b);
     dfxc_buf_put(&b, report_tail, sizeof(report_tail) - 1);
     st = dfxc_buf_write_file(&b, out_dir, "report.html", "report");
     dfxc_buf_free(&b);
-    dfxc_model_free(&m);
     return st;
 }

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dfx/collectors/model.h"
 #include "dfx/collectors/out.h"
 #include "dfx/collectors/raw.h"
 #include "dfx/collectors/trace.h"
@@ -234,6 +235,10 @@ static void swl_tasks(swl_state *s, const px_dfx_run_info *info, uint64_t *incom
         dfxc_buf_i64(&m, t->poisoned);
         dfxc_buf_puts(&m, "}");
         dfxc_trace_add(s->trace, 'X', info->chip, t->producer, t0, dur, m.p ? m.p : "");
+        if (info->model != NULL)
+            dfxc_model_add_timed(info->model, t->id - s->min_id,
+                                 dfxc_kernel_name(info, t->kernel, tmp, sizeof(tmp)),
+                                 info->chip, t->producer, t->core, t0, dur);
     }
     if (m.oom)
         s->oom = 1;
@@ -301,6 +306,8 @@ static uint64_t swl_flows(swl_state *s, const px_dfx_run_info *info)
         dfxc_trace_add(s->trace, 's', info->chip, tp->producer, p0 + PX_MAX(pd - 1, 0), 0,
                        m.p ? m.p : "");
         dfxc_trace_add(s->trace, 'f', info->chip, tc->producer, c0, 0, m.p ? m.p : "");
+        if (info->model != NULL)
+            dfxc_model_add_edge(info->model, 0, tp->id - s->min_id, tc->id - s->min_id);
     }
     if (m.oom)
         s->oom = 1;
