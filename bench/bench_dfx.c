@@ -31,7 +31,7 @@
 
 #include <plexus/plexus.h>
 
-#include "dfx/collectors/json.h"
+#include "json_reader.h"
 #include "dfx/dfx.h"
 #include "dfx/records.h"
 #include "dfx/transport/transport.h"
