@@ -38,6 +38,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dfx/collectors/collectors.h"
+#include "dfx/collectors/model.h"
 #include "dfx/collectors/out.h"
 #include "util/log.h"
 
@@ -80,6 +82,9 @@ typedef struct mrg_src {
     int64_t shift_ns;     /* added to every time stamp */
     uint64_t id_base;     /* added to every flow id */
     uint64_t id_top;      /* largest flow id + 1 */
+    uint64_t task_base;   /* added to its task ids in the merged report (ids repeat across
+                           * processes; the merged trace.json keeps each process's own) */
+    uint64_t task_top;    /* largest task id + 1 */
 } mrg_src;
 
 typedef struct mrg {
@@ -311,6 +316,9 @@ static px_status mrg_line_add(mrg_src *s, const char *p, size_t n, size_t no)
                                             : NULL;
     if (id != NULL)
         s->id_top = PX_MAX(s->id_top, strtoull(id + 17, NULL, 10) + 1);
+    id = tail[7] == 'X' ? mrg_find(p, tail, "\"cat\":\"task\",\"args\":{\"task\":", 0) : NULL;
+    if (id != NULL)
+        s->task_top = PX_MAX(s->task_top, strtoull(id + 28, NULL, 10) + 1);
     return PX_OK;
 }
 
@@ -454,6 +462,118 @@ static void mrg_processes(const mrg *m, dfxc_buf *b, int *first)
                         "\"ph\":\"M\",\"pid\":%d,\"tid\":0}", s->pid, s->pid);
         *first = 0;
     }
+}
+
+/* ---- report.html of the merged run ---- */
+
+/*
+ * Copies the JSON string starting at s (at its opening quote) into out (n bytes), decoding
+ * the escapes plexus writes (\" \\ \/ \n \t \r \b \f and \u00XX); others become '?'.
+ */
+static void mrg_unescape(const char *s, const char *end, char *out, size_t n)
+{
+    size_t o = 0;
+
+    for (s++; s < end && *s != '"' && o + 1 < n; s++) {
+        char c = *s;
+
+        if (c == '\\' && s + 1 < end) {
+            c = *++s;
+            if (c == 'n')
+                c = '\n';
+            else if (c == 't')
+                c = '\t';
+            else if (c == 'r' || c == 'b' || c == 'f')
+                c = ' ';
+            else if (c == 'u' && s + 4 < end && s[1] == '0' && s[2] == '0') {
+                char hex[3] = {s[3], s[4], 0};
+
+                c = (char)strtol(hex, NULL, 16);
+                s += 4;
+            } else if (c != '"' && c != '\\' && c != '/')
+                c = '?';
+        }
+        out[o++] = c;
+    }
+    out[o] = '\0';
+}
+
+/* The unsigned number after needle in [p, end), or -1 when absent. */
+static int64_t mrg_after_num(const char *p, const char *end, const char *needle)
+{
+    const char *at = mrg_find(p, end, needle, 0);
+
+    return at ? strtoll(at + strlen(needle), NULL, 10) : -1;
+}
+
+/* Adds what line l of source s says about tasks, tracks and edges to the report's model. */
+static void mrg_model_line(const mrg_src *s, const mrg_line *l, dfxc_model *m)
+{
+    const char *end = l->p + l->n, *tail = mrg_find(l->p, end, ",\"ph\":\"", 1);
+    int64_t tid = mrg_after_num(tail, end, ",\"tid\":"), id, a, b;
+    char name[256];
+    const char *dur;
+    int64_t dns;
+
+    if (strncmp(l->p, "{\"name\":\"", 9) != 0)
+        return;
+    mrg_unescape(l->p + 8, tail, name, sizeof(name));
+    if (l->meta && strncmp(l->p, "{\"name\":\"thread_name\",\"args\":{\"name\":", 37) == 0) {
+        mrg_unescape(l->p + 37, tail, name, sizeof(name));
+        dfxc_model_add_track(m, s->pid, (int)tid, name);
+    } else if (tail[7] == 'X' && (id = mrg_after_num(l->p, tail, "\"cat\":\"task\",\"args\":"
+                                                                "{\"task\":")) >= 0) {
+        const char *after;
+
+        dur = mrg_find(tail, end, ",\"dur\":", 0);
+        if (dur == NULL || mrg_parse_us(dur + 7, end, &dns, &after) != 0)
+            return;
+        dfxc_model_add_timed(m, (uint64_t)id + s->task_base, name, s->pid, (int)tid,
+                             (int)mrg_after_num(l->p, tail, ",\"core\":"), l->ts + s->shift_ns,
+                             dns);
+    } else if (tail[7] == 's' && (a = mrg_after_num(l->p, tail, "\"from\":")) >= 0 &&
+               (b = mrg_after_num(l->p, tail, "\"to\":")) >= 0) {
+        dfxc_model_add_edge(m, 0, (uint64_t)a + s->task_base, (uint64_t)b + s->task_base);
+    }
+}
+
+/*
+ * Writes report.html of the whole level-3 run over the host's own (which the host's DFX wrote
+ * before the merge): every process's tasks, one group of rows per process, task ids made
+ * unique by offsetting each chip's past the sources before it. Returns PX_OK or the error.
+ */
+static px_status mrg_report(mrg *m)
+{
+    mrg_str clock = mrg_get(&m->src[0].dfx, "clock");
+    char ck[16] = "?";
+    uint64_t next = 0;
+    dfxc_model model;
+    px_status st;
+
+    if (clock.n >= 2 && clock.n - 2 < sizeof(ck))
+        snprintf(ck, sizeof(ck), "%.*s", (int)(clock.n - 2), clock.p + 1);
+    dfxc_model_init(&model, ck);
+    model.has_trace = 1;
+    for (int k = 0; k < m->nsrc; k++) {
+        mrg_src *s = &m->src[k];
+        char name[64];
+
+        s->task_base = next;
+        next += s->task_top;
+        if (s->trace_text == NULL)
+            continue;
+        if (s->chip == NULL)
+            snprintf(name, sizeof(name), "%s", MRG_HOST_NAME);
+        else
+            snprintf(name, sizeof(name), "chip %d (pid %d)", s->chip->chip, (int)s->chip->pid);
+        dfxc_model_add_process(&model, s->pid, name);
+        for (size_t i = 0; i < s->nlines; i++)
+            if (!mrg_own_meta(&s->lines[i]))
+                mrg_model_line(s, &s->lines[i], &model);
+    }
+    st = px_dfx_report_write(m->dir, &model);
+    dfxc_model_free(&model);
+    return st;
 }
 
 /* Appends every source's metadata lines, source by source, then every timed line merged by
@@ -676,6 +796,8 @@ px_status px_hier_dfx_merge_files(const char *dir, int nchips, const px_hier_dfx
     st = mrg_load_all(&m);
     if (st == PX_OK && m.src[0].trace_text != NULL)
         st = mrg_trace(&m);
+    if (st == PX_OK && m.src[0].trace_text != NULL)
+        st = mrg_report(&m);
     if (st == PX_OK)
         st = mrg_dfx(&m);
     if (st == PX_OK)

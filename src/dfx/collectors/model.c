@@ -74,6 +74,20 @@ void dfxc_model_add_track(dfxc_model *m, int pid, int tid, const char *name)
     k->tid = tid;
 }
 
+void dfxc_model_add_process(dfxc_model *m, int pid, const char *name)
+{
+    dfxc_mtrack *k = dfxc_push((void **)&m->procs, &m->nprocs, &m->cap_procs, sizeof(*k));
+
+    if (k == NULL || (k->name = strdup(name ? name : "?")) == NULL) {
+        if (k != NULL)
+            m->nprocs--;
+        m->oom = 1;
+        return;
+    }
+    k->pid = pid;
+    k->tid = 0;
+}
+
 void dfxc_model_add_edge(dfxc_model *m, int from_deps, uint64_t producer, uint64_t consumer)
 {
     if (dfxc_edges_add(from_deps ? &m->deps_edges : &m->edges, producer, consumer) != 0)
@@ -229,6 +243,9 @@ void dfxc_model_free(dfxc_model *m)
         free(m->t[i].kernel);
     for (size_t i = 0; i < m->ntracks; i++)
         free(m->tracks[i].name);
+    for (size_t i = 0; i < m->nprocs; i++)
+        free(m->procs[i].name);
+    free(m->procs);
     free(m->t);
     free(m->tracks);
     free(m->k);

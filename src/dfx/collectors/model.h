@@ -50,6 +50,8 @@ typedef struct dfxc_model {
     size_t n, cap;
     dfxc_mtrack *tracks; /* thread names of trace.json */
     size_t ntracks, cap_tracks;
+    dfxc_mtrack *procs;  /* process names (tid unused): the merged level-3 report's groups */
+    size_t nprocs, cap_procs;
     dfxc_edges edges; /* renumbered ids, sorted, unique (after finish: the winning source) */
     dfxc_edges deps_edges; /* depgen's, moved into edges by finish */
     dfxc_mkernel *k;  /* in order of first task */
@@ -74,6 +76,9 @@ void dfxc_model_add_task(dfxc_model *m, uint64_t id, const char *kernel);
 
 /* Adds a track name. */
 void dfxc_model_add_track(dfxc_model *m, int pid, int tid, const char *name);
+
+/* Names process pid (a group of rows in report.html; level 3: the host and each chip). */
+void dfxc_model_add_process(dfxc_model *m, int pid, const char *name);
 
 /* Adds an edge producer -> consumer, from deps.json (from_deps) or trace.json's flows. */
 void dfxc_model_add_edge(dfxc_model *m, int from_deps, uint64_t producer, uint64_t consumer);
