@@ -300,11 +300,13 @@ static void mrg_shift(mrg_src *s, const mrg_obj *host)
 static px_status mrg_line_add(mrg_src *s, const char *p, size_t n, size_t no)
 {
     const char *end = p + n, *tail = mrg_find(p, end, ",\"ph\":\"", 1), *ts, *id, *after;
+    const char *pid = tail ? mrg_find(tail, end, ",\"pid\":", 0) : NULL;
     mrg_line *l;
 
-    if (n < 2 || p[0] != '{' || p[n - 1] != '}' || tail == NULL || tail + 8 > end)
+    if (n < 2 || p[0] != '{' || p[n - 1] != '}' || tail == NULL || tail + 8 > end ||
+        pid == NULL || mrg_find(pid + 1, end, ",\"tid\":", 0) == NULL)
         return px_set_error(PX_EINVAL, "dfx: event %zu of a trace.json is not an event line "
-                            "of this plexus's writer", no);
+                            "of this plexus's writer (\"ph\", \"pid\", \"tid\" last)", no);
     l = dfxc_push((void **)&s->lines, &s->nlines, &s->cap, sizeof(*l));
     if (l == NULL)
         return px_set_error(PX_ENOMEM, "dfx: out of memory merging trace events");
