@@ -237,8 +237,10 @@ static px_status dfx_collectors_open(px_dfx *d)
         if (d->ops[i] == NULL)
             continue;
         for (int k = 1; k < PX_DFXK_COUNT; k++)
-            if (d->ops[i]->kinds & (1u << k))
+            if ((d->ops[i]->kinds & (1u << k)) && !d->ops[i]->shares_raw)
                 d->route[k][d->nroute[k]++] = (uint8_t)i;
+        if (d->ops[i]->shares_raw)
+            d->raw_kinds |= d->ops[i]->kinds;
         if ((st = d->ops[i]->open(&d->state[i], &d->info)) != PX_OK)
             return st;
     }
@@ -375,6 +377,7 @@ void px_dfx_destroy(px_dfx *d)
     dfx_freev(d->kernel_names);
     dfx_freev(d->producer_names);
     dfxc_model_free(&d->model);
+    dfxc_raw_free(&d->raw);
     free(d->prods);
     free(d->dstate);
     free(d);

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "dfx/collectors/model.h"
+#include "dfx/collectors/raw.h"
 #include "dfx/dfx.h"
 #include "dfx/transport/transport.h"
 #include "util/mpmcq.h"
@@ -122,7 +123,9 @@ struct px_dfx {
     /* collectors */
     const px_dfx_collector_ops *ops[PX_DFX_NCOLLECTORS];
     void *state[PX_DFX_NCOLLECTORS];
-    uint8_t route[PX_DFXK_COUNT][PX_DFX_NCOLLECTORS]; /* collectors per kind */
+    uint8_t route[PX_DFXK_COUNT][PX_DFX_NCOLLECTORS]; /* collectors per kind (on_record) */
+    uint32_t raw_kinds;          /* kinds kept once in `raw` for the shares_raw collectors */
+    dfxc_raw raw;                /* drain thread until the end of the run, then info.raw */
     int nroute[PX_DFXK_COUNT];
     uint64_t collected[PX_DFXK_COUNT];                /* entries delivered (drain only) */
     px_dfx_run_info info;

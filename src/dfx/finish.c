@@ -253,6 +253,7 @@ px_status px_dfx_finish(px_dfx *d, int quiescent)
                     "PLEXUS_DFX_BACKSTOP_S); depgen writes no deps.json or deps.dot",
                     (unsigned long long)dropped);
     dfx_clean_outputs(d->out_dir);
+    d->info.raw = d->raw_kinds ? &d->raw : NULL;
     dfx_keep(dfx_collectors_finish(d), &first, msg, sizeof(msg));
     dfx_keep(dfx_json_write(d, gaps), &first, msg, sizeof(msg));
     dfx_keep(dfx_report(d), &first, msg, sizeof(msg));

@@ -55,14 +55,15 @@ static void dep_edges(dep_state *s, const px_task_id *producers, uint32_t n, uin
 }
 
 /* Decodes every kept entry in arrival order into tasks, arguments and edges. */
-static void dep_load(dep_state *s)
+static void dep_load(dep_state *s, const px_dfx_run_info *info)
 {
+    const dfxc_raw *src = dfxc_raw_source(info->raw, &s->raw);
     const px_dfx_rec *r;
     px_dfx_submit_rec d;
     px_dfx_edge_rec e;
     dfxc_raw_it it;
 
-    dfxc_raw_begin(&s->raw, &it);
+    dfxc_raw_begin(src, &it);
     while ((r = dfxc_raw_next(&it)) != NULL) {
         if (r->kind == PX_DFXK_SUBMIT) {
             dfxc_submits_on_record(&s->sub, r);
@@ -72,7 +73,7 @@ static void dep_load(dep_state *s)
             dep_edges(s, e.producers, e.n, e.consumer);
         }
     }
-    if (s->raw.oom)
+    if (src->oom)
         s->oom = 1;
 }
 
@@ -194,7 +195,7 @@ static px_status dep_finish(void *state, const px_dfx_run_info *info)
                     "in this run, so the graph would be incomplete (counts in dfx.json)");
         return PX_OK;
     }
-    dep_load(s);
+    dep_load(s, info);
     if (s->oom)
         return px_set_error(PX_ENOMEM,
                             "dfx[depgen]: out of memory keeping %zu edges; "
@@ -231,6 +232,7 @@ const px_dfx_collector_ops px_dfx_depgen_ops = {
     .name = "depgen",
     .bit = PX_DFX_DEPGEN,
     .kinds = 1u << PX_DFXK_SUBMIT | 1u << PX_DFXK_EDGE,
+    .shares_raw = 1,
     .open = dep_open,
     .on_record = dep_on_record,
     .finish = dep_finish,

@@ -179,16 +179,18 @@ static void swl_decode(swl_state *s, const px_dfx_rec *r)
         swl_edges(s, e.producers, e.n, e.consumer);
 }
 
-/* Decodes every kept entry in arrival order. */
-static void swl_load(swl_state *s)
+/* Decodes every kept entry of its kinds in arrival order. */
+static void swl_load(swl_state *s, const px_dfx_run_info *info)
 {
+    const dfxc_raw *src = dfxc_raw_source(info->raw, &s->raw);
     const px_dfx_rec *r;
     dfxc_raw_it it;
 
-    dfxc_raw_begin(&s->raw, &it);
+    dfxc_raw_begin(src, &it);
     while ((r = dfxc_raw_next(&it)) != NULL)
-        swl_decode(s, r);
-    if (s->raw.oom)
+        if (px_dfx_swimlane_ops.kinds & (1u << r->kind))
+            swl_decode(s, r);
+    if (src->oom)
         s->oom = 1;
 }
 
@@ -321,7 +323,7 @@ static px_status swl_finish(void *state, const px_dfx_run_info *info)
     uint64_t incomplete = 0, missing;
     px_status st;
 
-    swl_load(s);
+    swl_load(s, info);
     if (s->min_id == UINT64_MAX)
         s->min_id = 0;
     dfxc_edges_sort(&s->edges);
@@ -367,6 +369,7 @@ const px_dfx_collector_ops px_dfx_swimlane_ops = {
     .bit = PX_DFX_SWIMLANE,
     .kinds = 1u << PX_DFXK_TASK | 1u << PX_DFXK_PHASE | 1u << PX_DFXK_SUBMIT |
              1u << PX_DFXK_EDGE,
+    .shares_raw = 1,
     .open = swl_open,
     .on_record = swl_on_record,
     .finish = swl_finish,
