@@ -131,7 +131,7 @@ static const px_dfx_collector_ops bd_ops = {
 
 static const px_dfx_collector_ops *const bd_table[] = {&bd_ops, NULL};
 
-/* Emits n 1-record PHASE entries through d's orchestration producer; returns ns per record or -1. */
+/* Emits n 1-record PHASE entries through d's orchestration producer; ns per record or -1. */
 static double bd_enabled_rep(px_dfx *d, uint64_t n)
 {
     px_dfx_producer *p = px_dfx_producer_of(d, 1);

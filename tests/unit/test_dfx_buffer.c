@@ -107,7 +107,8 @@ static void test_records_roundtrip(void **state)
  * 1 + ceil((1 duration + 5 argument + 1 edge words) / 4) = 3 records (the first: 6 words, also
  * 3) and one TASK of 2: 5000 records, where version 1 wrote 9 per task (TASK_BEGIN,
  * TASK_END, core.run, core.release, orch.submit, SUBMIT, an ARG of 2, EDGE) and a tenth,
- * core.pop or core.idle, whenever the core waited. Entries: swimlane 1000 TASK + 1000 SUBMIT, depgen 1000.
+ * core.pop or core.idle, whenever the core waited. Entries: swimlane 1000 TASK + 1000 SUBMIT,
+ * depgen 1000.
  */
 static void test_records_per_task(void **state)
 {

@@ -1,7 +1,7 @@
 /*
  * submits.h - the submitted tasks of a run with their arguments, rebuilt from SUBMIT
- * entries (each holds its task's arguments); shared by depgen (deps.json) and argsdump (args/args_dump.json), which describe
- * every argument with the same JSON object.
+ * entries (each holds its task's arguments); shared by depgen (deps.json) and argsdump
+ * (args/args_dump.json), which describe every argument with the same JSON object.
  *
  * Task ids are renumbered from the run's first task, and a tensor's base address is given as
  * a buffer number (distinct base addresses numbered in order of first use, by task and
