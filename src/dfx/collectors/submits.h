@@ -20,8 +20,8 @@
 typedef struct dfxc_subtask {
     uint64_t id; /* task id as recorded */
     int32_t kernel;
-    int nargs;    /* announced by SUBMIT */
-    int nseen;    /* ARG entries received */
+    int nargs;    /* arguments in its SUBMIT (continuations not counted) */
+    int nseen;    /* arguments received, continuations included */
     size_t first; /* index of its first argument in args[] (after dfxc_submits_sort) */
 } dfxc_subtask;
 
