@@ -494,7 +494,7 @@ static const px_knob px_knobs[] = {
     {"PLEXUS_DFX_BUFFER_RECORDS", PX_F(dfx_buffer_records), "2048", "8..1048576",
      px_knob_records, "records (32 bytes each) per DFX buffer"},
     {"PLEXUS_DFX_BUFFERS", PX_F(dfx_buffers), "0", "count", px_knob_buffers,
-     "DFX buffers per chip (0: two per producer plus four)"},
+     "DFX buffers per chip (0: four per producer plus eight)"},
     {"PLEXUS_TEST_SLACK", PX_NOFIELD, "1", "seconds factor", px_knob_seconds,
      "tests: multiplies every deadline (raised under sanitizers)"},
 };
