@@ -4,10 +4,16 @@
 BUILD      ?= build
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
-PREFIX     ?= /usr/local
+# PREFIX: where `make install` puts things; empty means CMake's CMAKE_INSTALL_PREFIX (whatever
+# CMAKE_ARGS or the first configure set, /usr/local by default). Given to `make install`, it
+# wins over what the build was configured with.
+PREFIX     ?=
 CTEST_ARGS ?= --output-on-failure
+# Tests labelled `setup` rebuild the whole project from nothing (minutes): `make test-setup`
+# runs them, `make test` runs everything else.
+CTEST_SETUP_LABEL = setup
 
-.PHONY: all build deps deps-bench deps-fuzz demo test bench bench-quick test-asan test-tsan fuzz \
+.PHONY: all build deps deps-bench deps-fuzz demo test test-setup bench bench-quick test-asan test-tsan fuzz \
         install clean
 
 all: build
@@ -21,8 +27,9 @@ deps-bench:
 deps-fuzz:
 	@sh scripts/install-deps.sh --fuzz
 
-$(BUILD)/CMakeCache.txt:
-	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_ARGS)
+# deps is order-only: under `make -j` the first configure still waits for cmake and pkg-config.
+$(BUILD)/CMakeCache.txt: | deps
+	cmake -S . -B $(BUILD) $(if $(PREFIX),-DCMAKE_INSTALL_PREFIX=$(PREFIX)) $(CMAKE_ARGS)
 
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
@@ -31,28 +38,39 @@ demo: build
 	$(BUILD)/bin/plexus demo
 
 test: build
-	cd $(BUILD) && ctest $(CTEST_ARGS) -j 2
+	cd $(BUILD) && ctest $(CTEST_ARGS) -j 2 -LE '^$(CTEST_SETUP_LABEL)$$'
+
+test-setup: build
+	cd $(BUILD) && ctest $(CTEST_ARGS) -L '^$(CTEST_SETUP_LABEL)$$'
 
 # The benchmarks are bench/bench_*.c; other programs in bin/ (bench_dfx_off, a helper that
 # bench_dfx runs) are not benchmarks.
 BENCHES = $(patsubst bench/%.c,$(BUILD)/bin/%,$(wildcard bench/bench_*.c))
 
-bench: deps-bench build
+# The anchors are installed first and the build follows in the same recipe (not as a second
+# prerequisite, which `make -j` could start at the same time). A build configured before an
+# anchor was installed reconfigures itself: bench/CMakeLists.txt makes the pkg-config folders
+# configure dependencies while an anchor is missing.
+bench: deps-bench
+	@$(MAKE) --no-print-directory build
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
 
-bench-quick: deps-bench build
+bench-quick: deps-bench
+	@$(MAKE) --no-print-directory build
 	@for b in $(BENCHES); do echo "== $$b"; $$b --quick || exit 1; done
 
 test-asan: deps
 	cmake -S . -B build-asan -DPX_SANITIZE=address $(CMAKE_ARGS)
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && PLEXUS_TEST_SLACK=10 ASAN_OPTIONS=fast_unwind_on_malloc=0 \
-	    LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan.supp ctest $(CTEST_ARGS) -j 2
+	    LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan.supp ctest $(CTEST_ARGS) -j 2 \
+	    -LE '^$(CTEST_SETUP_LABEL)$$'
 
 test-tsan: deps
 	cmake -S . -B build-tsan -DPX_SANITIZE=thread $(CMAKE_ARGS)
 	cmake --build build-tsan -j $(JOBS)
-	cd build-tsan && PLEXUS_TEST_SLACK=20 TSAN_OPTIONS=halt_on_error=1 ctest $(CTEST_ARGS) -j 2
+	cd build-tsan && PLEXUS_TEST_SLACK=20 TSAN_OPTIONS=halt_on_error=1 ctest $(CTEST_ARGS) -j 2 \
+	    -LE '^$(CTEST_SETUP_LABEL)$$'
 
 # The libFuzzer targets (tests/fuzz/fuzz_*.c), built with clang in build-fuzz/ and run
 # FUZZ_SECONDS each. New inputs go to build-fuzz/corpus/<target>/ (the seeds stay untouched);
@@ -71,8 +89,10 @@ fuzz: deps deps-fuzz
 	        tests/fuzz/corpus/$$t || exit 1; \
 	done
 
+# The install prints a summary: where everything went, and whether programs linked against
+# libplexus.so find it (ldconfig is run for a system folder when we are root).
 install: build
-	cmake --install $(BUILD)
+	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan build-fuzz

@@ -1,14 +1,15 @@
 #!/bin/sh
 # install-deps.sh - installs the Debian packages plexus needs, only those that are missing.
-#   scripts/install-deps.sh          build and test dependencies (chromium renders
-#                                    report.html in the DFX tests)
+#   scripts/install-deps.sh          build and test dependencies (libjansson-dev for
+#                                    `plexus trace summary`; chromium renders report.html
+#                                    in the DFX tests)
 #   scripts/install-deps.sh --bench  plus the benchmark anchors (StarPU)
 #   scripts/install-deps.sh --fuzz   clang with libFuzzer, for `make fuzz` only
 # Quiet and idempotent when everything is present; runs apt-get update only before an
 # install; never prompts.
 set -eu
 
-pkgs="gcc make cmake pkg-config libcmocka-dev python3 chromium"
+pkgs="gcc make cmake pkg-config libcmocka-dev libjansson-dev python3 chromium"
 if [ "${1:-}" = "--bench" ]; then
     # Open MPI: only bench_comm's separate comm_mpi_anchor program links it, never libplexus
     pkgs="$pkgs libstarpu-dev libopenmpi-dev openmpi-bin"

@@ -41,6 +41,7 @@ typedef struct px_run_stats {
     uint64_t dep_ring_waits;   /* times it waited for dependency records */
     uint64_t heap_peak;        /* most heap-ring bytes live at once */
     uint64_t wall_ns;          /* from px_run entry to its return */
+    uint64_t dfx_records;      /* 32-byte DFX records the run wrote (0 with DFX off) */
 } px_run_stats;
 
 /* Creates a worker from c (NULL: px_config_default()). Starts its core threads. */

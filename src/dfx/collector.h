@@ -36,12 +36,23 @@ typedef struct px_dfx_run_info {
     int pmu_set;                  /* PX_DFX_PMU_HARDWARE or _SOFTWARE (records.h) */
     const char *pmu_note;         /* why that set: "perf_hw=0: ..." or "hardware counters" */
     const char *device_profile;   /* device profile of the chip */
+    /* the task model report.html is written from (model.h): swimlane and depgen add to it
+     * in finish(); NULL when no report is wanted */
+    struct dfxc_model *model;
+    /* the entries the framework kept once for every collector with shares_raw (raw.h), in
+     * arrival order, set before finish(); NULL when no such collector is on (or in a test
+     * that feeds on_record itself: the collector then reads its own store) */
+    const struct dfxc_raw *raw;
 } px_dfx_run_info;
 
 typedef struct px_dfx_collector_ops {
     const char *name;             /* "swimlane" */
     uint32_t bit;                 /* PX_DFX_SWIMLANE */
     uint32_t kinds;               /* bit (1 << kind) per record kind it consumes */
+    /* 1: the drain keeps this collector's entries in one store shared with the other such
+     * collectors (info->raw) instead of calling on_record: a SUBMIT that swimlane, depgen
+     * and argsdump all read is copied once, not three times */
+    int shares_raw;
     /* Allocates the collector's state for one run; returns PX_OK or an error with message. */
     px_status (*open)(void **state, const px_dfx_run_info *info);
     /* Consumes one record entry. Never fails: a collector that runs out of memory marks

@@ -119,7 +119,7 @@ static px_status dfx_mkdirs(const char *dir)
  * this run is mixed with another's: a collector that is off now writes nothing, and the
  * report reads only what this run wrote.
  */
-static void dfx_clean_outputs(const char *dir)
+void dfx_clean_outputs(const char *dir)
 {
     static const char *const files[] = {"dfx.json", "trace.json", "deps.json", "deps.dot",
                                         "args/args_dump.json", "args/args.bin", "pmu.csv",
@@ -238,8 +238,10 @@ static px_status dfx_collectors_open(px_dfx *d)
         if (d->ops[i] == NULL)
             continue;
         for (int k = 1; k < PX_DFXK_COUNT; k++)
-            if (d->ops[i]->kinds & (1u << k))
+            if ((d->ops[i]->kinds & (1u << k)) && !d->ops[i]->shares_raw)
                 d->route[k][d->nroute[k]++] = (uint8_t)i;
+        if (d->ops[i]->shares_raw)
+            d->raw_kinds |= d->ops[i]->kinds;
         if ((st = d->ops[i]->open(&d->state[i], &d->info)) != PX_OK)
             return st;
     }
@@ -264,6 +266,10 @@ static void dfx_info_init(px_dfx *d, const px_dfx_params *prm)
     in->pmu_set = d->pmu_set;
     in->pmu_note = d->pmu_note;
     in->device_profile = px_plat_caps(prm->chip)->f[PX_FACT_DEVICE_PROFILE].text;
+    dfxc_model_init(&d->model, in->clock);
+    d->model.has_trace = (d->enabled & (PX_DFX_SWIMLANE | PX_DFX_HOSTTRACE)) != 0;
+    in->model = (d->enabled & (PX_DFX_SWIMLANE | PX_DFX_HOSTTRACE | PX_DFX_DEPGEN)) ? &d->model
+                                                                                  : NULL;
 }
 
 /* Copies the run's settings from the config and the facts. */
@@ -308,7 +314,6 @@ px_status px_dfx_create(const px_dfx_params *prm, px_dfx **out)
         (st = dfx_buffers_init(d, prm)) != PX_OK ||
         (st = dfx_producers_init(d, prm->core_name)) != PX_OK)
         goto out_destroy;
-    dfx_clean_outputs(d->out_dir);
     d->kernel_names = dfx_strdupv(prm->nkernels, prm->kernel_names);
     if (d->kernel_names == NULL) {
         st = px_set_error(PX_ENOMEM, "dfx: out of host memory for kernel names");
@@ -338,6 +343,16 @@ px_dfx_producer *px_dfx_producer_of(px_dfx *d, int id)
     return d != NULL && id >= 0 && id < d->nprod ? &d->prods[id].p : NULL;
 }
 
+/* Returns the sum of the producers' sequence numbers: every record they wrote. */
+uint64_t px_dfx_records_written(const px_dfx *d)
+{
+    uint64_t n = 0;
+
+    for (int p = 0; d != NULL && p < d->nprod; p++)
+        n += d->prods[p].p.seq;
+    return n;
+}
+
 /* Returns the transport name of collector bit i, "none" when it is off or invalid. */
 const char *px_dfx_transport_name(const px_dfx *d, int i)
 {
@@ -365,6 +380,8 @@ void px_dfx_destroy(px_dfx *d)
             d->block[i].t->release(d->chip, &d->block[i]);
     dfx_freev(d->kernel_names);
     dfx_freev(d->producer_names);
+    dfxc_model_free(&d->model);
+    dfxc_raw_free(&d->raw);
     free(d->prods);
     free(d->dstate);
     util_dir_unlock(d->out_lock);

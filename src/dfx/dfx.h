@@ -57,6 +57,10 @@ px_status px_dfx_create(const px_dfx_params *prm, px_dfx **out);
 /* Producer id (cores 0..ncores-1, orchestration ncores), or NULL for an invalid id. */
 px_dfx_producer *px_dfx_producer_of(px_dfx *d, int id);
 
+/* Returns the records every producer of d has written so far (continuations and dropped
+ * records included), 0 for NULL. */
+uint64_t px_dfx_records_written(const px_dfx *d);
+
 /*
  * Ends the run's DFX: flushes partial buffers (the cores' only when quiescent, i.e. every
  * task finished), drains, reconciles `collected + dropped == produced` and sequence gaps,

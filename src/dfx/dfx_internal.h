@@ -11,6 +11,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "dfx/collectors/model.h"
+#include "dfx/collectors/raw.h"
 #include "dfx/dfx.h"
 #include "dfx/transport/transport.h"
 #include "util/mpmcq.h"
@@ -121,10 +123,13 @@ struct px_dfx {
     /* collectors */
     const px_dfx_collector_ops *ops[PX_DFX_NCOLLECTORS];
     void *state[PX_DFX_NCOLLECTORS];
-    uint8_t route[PX_DFXK_COUNT][PX_DFX_NCOLLECTORS]; /* collectors per kind */
+    uint8_t route[PX_DFXK_COUNT][PX_DFX_NCOLLECTORS]; /* collectors per kind (on_record) */
+    uint32_t raw_kinds;          /* kinds kept once in `raw` for the shares_raw collectors */
+    dfxc_raw raw;                /* drain thread until the end of the run, then info.raw */
     int nroute[PX_DFXK_COUNT];
     uint64_t collected[PX_DFXK_COUNT];                /* entries delivered (drain only) */
     px_dfx_run_info info;
+    dfxc_model model;            /* report.html's, filled by the collectors (info.model) */
     char **kernel_names;
     char **producer_names;
     char out_dir[PX_DFX_OUT_MAX];
@@ -157,6 +162,13 @@ px_status dfx_drain_start(px_dfx *d);
 
 /* drain.c: tells the drain to finish the ready queue and stop, and joins it. */
 void dfx_drain_stop(px_dfx *d);
+
+/*
+ * dfx.c: removes the output files an earlier run left in dir. Called by px_dfx_finish just
+ * before the collectors write, not when the run starts: unlinking a previous run's large
+ * files (100k tasks: about 120 MB) took 6-16 ms, which the run itself used to pay.
+ */
+void dfx_clean_outputs(const char *dir);
 
 /* pmu.c: opens producer pr's counters on the calling thread (once per run). */
 void dfx_pmu_open(px_dfx *d, px_dfx_prod *pr);

@@ -50,6 +50,8 @@ static void dfx_deliver(px_dfx *d, const px_dfx_rec *r)
     int k = r->kind;
 
     d->collected[k]++;
+    if (d->raw_kinds & (1u << k))
+        dfxc_raw_add(&d->raw, r); /* once for every collector that shares the store */
     for (int i = 0; i < d->nroute[k]; i++) {
         int c = d->route[k][i];
 

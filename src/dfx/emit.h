@@ -28,8 +28,9 @@
 #define PX_DFX 1
 #endif
 
-/* Version of the record layouts below (docs/formats.md). */
-#define PX_DFX_RECORDS_VERSION 1
+/* Version of the record layouts below (docs/formats.md). 2: one TASK entry per execution,
+ * one SUBMIT entry per submit holding its args, its edges and its duration. */
+#define PX_DFX_RECORDS_VERSION 2
 
 /*
  * Record kinds. `a` and `b` are the two payload words of the first record; an entry of
@@ -38,12 +39,13 @@
  */
 typedef enum px_dfx_kind {
     PX_DFXK_NONE = 0,
-    PX_DFXK_TASK_BEGIN, /* a task id, b kernel id | core << 32 */
-    PX_DFXK_TASK_END,   /* a task id, b (uint32) status | poisoned << 32 | core << 40 */
+    PX_DFXK_TASK,       /* one execution: a task id, b kernel | core << 16 | status << 32;
+                         * 4 words: wait, run and release ticks, flags; ts = run start */
     PX_DFXK_PHASE,      /* a phase | duration ticks << 8, b task id or 0; ts = start */
-    PX_DFXK_SUBMIT,     /* a task id, b kernel id | nargs << 32; nargs ARG entries follow */
-    PX_DFXK_ARG,        /* a task id, b index/tag/dtype/ndim/kind/flags; view or value follows */
-    PX_DFXK_EDGE,       /* a producer task id, b consumer task id */
+    PX_DFXK_SUBMIT,     /* a task id, b kernel | nargs << 16 | nedges << 24; words: duration,
+                         * the args, the producers of its edges; ts = submit start */
+    PX_DFXK_EDGE,       /* edges to one consumer that its SUBMIT had no room for: a consumer,
+                         * b n; n producer ids follow */
     PX_DFXK_SCOPE,      /* a depth | begin << 8, b tasks in flight; 4 occupancy words follow */
     PX_DFXK_HOST,       /* a span | duration ticks << 8, b detail; ts = start */
     PX_DFXK_PMU,        /* a task id, b set | n << 8 | core << 16; 4 counter deltas follow */
@@ -73,11 +75,14 @@ typedef enum px_dfx_host_span {
     PX_HOST_SPAN_COUNT
 } px_dfx_host_span;
 
-/* Which collectors each kind is written for: a site emits when one of them is on. */
+/* Which collectors each kind is written for: a site emits when one of them is on. A SUBMIT
+ * carries the args for depgen and argsdump, the edges for depgen and swimlane and the
+ * orch.submit span for swimlane: each part only when a collector that reads it is on. */
 #define PX_DFX_FOR_TASK (PX_DFX_SWIMLANE)
 #define PX_DFX_FOR_PHASE (PX_DFX_SWIMLANE)
-#define PX_DFX_FOR_SUBMIT (PX_DFX_DEPGEN | PX_DFX_ARGSDUMP)
+#define PX_DFX_FOR_ARGS (PX_DFX_DEPGEN | PX_DFX_ARGSDUMP)
 #define PX_DFX_FOR_EDGE (PX_DFX_DEPGEN | PX_DFX_SWIMLANE)
+#define PX_DFX_FOR_SUBMIT (PX_DFX_FOR_ARGS | PX_DFX_FOR_EDGE)
 #define PX_DFX_FOR_SCOPE (PX_DFX_SCOPESTATS)
 #define PX_DFX_FOR_HOST (PX_DFX_HOSTTRACE)
 #define PX_DFX_FOR_PMU (PX_DFX_PMU)
@@ -97,6 +102,9 @@ _Static_assert(sizeof(px_dfx_rec) == 32, "DFX records are 32 bytes");
 /* Largest entry: a buffer always holds one (ARGDATA chunks are cut to fit smaller buffers). */
 #define PX_DFX_MAX_NREC 255
 
+/* Edges a SUBMIT carries; more go out as EDGE entries of this many while the task is wired. */
+#define PX_DFX_SUBMIT_EDGES 16
+
 typedef struct px_dfx px_dfx;
 
 typedef struct px_dfx_producer {
@@ -109,6 +117,8 @@ typedef struct px_dfx_producer {
     void *buf;              /* the current buffer (owned by src/dfx) */
     uint64_t last_ts;       /* time stamp of the most recent entry */
     uint64_t produced[PX_DFXK_COUNT]; /* entries written, per kind (reconciled at the end) */
+    uint32_t nedges;        /* producers in edges[]: the edges of the submit being wired */
+    px_task_id edges[PX_DFX_SUBMIT_EDGES];
 } px_dfx_producer;
 
 /* 1 when DFX time stamps come from the invariant TSC, 0 for CLOCK_MONOTONIC (set per run). */
@@ -182,22 +192,37 @@ static inline void px_dfx_emit(px_dfx_producer *p, px_dfx_kind kind, uint64_t a,
 #define PX_DFX_FOR_CORE (PX_DFX_FOR_TASK | PX_DFX_FOR_PHASE | PX_DFX_FOR_PMU | PX_DFX_FOR_ARGDATA)
 
 /*
- * Records a submitted task with its args (depgen, argsdump): SUBMIT plus one ARG per arg,
- * all stamped ts (px_submit's entry; 0: now).
+ * Records a submitted task at the end of its px_submit as one SUBMIT entry: stamped t0 (the
+ * submit's entry), with the duration t1 - t0 (the orch.submit span), the args (when depgen
+ * or argsdump is on) and the edges px_dfx_edge collected while the task was wired.
  */
-void px_dfx_submit(px_dfx_producer *p, uint64_t ts, px_task_id id, px_kernel_id k,
+void px_dfx_submit(px_dfx_producer *p, uint64_t t0, uint64_t t1, px_task_id id, px_kernel_id k,
                    const px_task_args *a);
 
+/* Slow path of px_dfx_edge: writes the collected edges to consumer as one EDGE entry. */
+void px_dfx_edges_flush(px_dfx_producer *p, px_task_id consumer);
+
 /*
- * Task boundaries on a core, stamped ts (0: now): at begin the wait phase px_dfx_core_waited
- * left pending, argument data of read-only args (argsdump levels 2 and 3), TASK_BEGIN
- * (swimlane) and the PMU group's start values (pmu); at end the PMU deltas, TASK_END and the
- * data of written args.
+ * Task boundaries on a core. At begin (stamped ts, 0: now): argument data of read-only args
+ * (argsdump levels 2 and 3) and the PMU group's start values (pmu). At end, one TASK entry
+ * (swimlane) for the whole execution: run start t0, run end t1, release end t2 (0: now; t0 ==
+ * t1 and ran == 0: the kernel did not run; release == 0: no release phase), with the wait
+ * px_dfx_core_waited left pending; then the PMU deltas and the data of written args.
  */
 void px_dfx_task_begin(px_dfx_producer *p, uint64_t ts, px_task_id id, px_kernel_id k,
                        int core, const px_task_args *a);
-void px_dfx_task_end(px_dfx_producer *p, uint64_t ts, px_task_id id, px_status st,
-                     int poisoned, int core, const px_task_args *a);
+
+typedef struct px_dfx_task_span {
+    uint64_t t0, t1, t2; /* run start, run end, release end (px_dfx_now() units) */
+    px_task_id id;
+    px_kernel_id kernel;
+    int core;
+    px_status status;
+    int ran;             /* the kernel ran (core.run span [t0, t1)) */
+    int release;         /* core.release span [t1, t2) */
+} px_dfx_task_span;
+
+void px_dfx_task_end(px_dfx_producer *p, const px_dfx_task_span *s, const px_task_args *a);
 
 /* Scope occupancy at a scope's begin or end (scopestats). */
 typedef struct px_dfx_occupancy {
@@ -218,17 +243,15 @@ void px_dfx_scope(px_dfx_producer *p, int depth, int begin, const px_dfx_occupan
 void px_dfx_core_waited(px_dfx_producer *p, uint64_t w0, int slept, px_task_id task);
 
 /*
- * A logical dependency producer -> consumer (depgen, swimlane flow arrows). Stamped with the
- * producer's previous entry: the consumer's SUBMIT.
+ * A logical dependency producer -> consumer (depgen, swimlane flow arrows), reported while
+ * the consumer is wired: kept for the consumer's SUBMIT, which px_dfx_submit writes at the
+ * end of the submit; past PX_DFX_SUBMIT_EDGES the kept ones go out as an EDGE entry first.
  */
 static inline void px_dfx_edge(px_dfx_producer *p, px_task_id producer, px_task_id consumer)
 {
-    px_dfx_rec *r = px_dfx_reserve_at(p, PX_DFXK_EDGE, 1, p->last_ts);
-
-    if (r) {
-        r->a = producer;
-        r->b = consumer;
-    }
+    if (PX_UNLIKELY(p->nedges == PX_DFX_SUBMIT_EDGES))
+        px_dfx_edges_flush(p, consumer);
+    p->edges[p->nedges++] = producer;
 }
 
 /* A phase span [t0, t1) in px_dfx_now() units. */

@@ -212,6 +212,22 @@ static uint64_t dfx_total_dropped(const px_dfx *d)
     return n;
 }
 
+/*
+ * report.html from the model the collectors filled, plus the track names trace.json has (one
+ * per producer of this chip). Returns PX_OK, or the writer's error.
+ */
+static px_status dfx_report(px_dfx *d)
+{
+    char tmp[32];
+
+    if (d->info.model == NULL)
+        return PX_OK;
+    for (int p = 0; d->model.has_trace && p < d->nprod; p++)
+        dfxc_model_add_track(&d->model, d->chip_index, p,
+                             dfxc_producer_name(&d->info, (unsigned)p, tmp, sizeof(tmp)));
+    return px_dfx_report_write(d->out_dir, &d->model);
+}
+
 /* Keeps the first failure: st replaces *first (and its message is saved) only once. */
 static void dfx_keep(px_status st, px_status *first, char *msg, size_t n)
 {
@@ -247,9 +263,11 @@ px_status px_dfx_finish(px_dfx *d, int quiescent)
         PX_LOG_WARN("dfx: %llu records were dropped (writers waited longer than "
                     "PLEXUS_DFX_BACKSTOP_S); depgen writes no deps.json or deps.dot",
                     (unsigned long long)dropped);
+    dfx_clean_outputs(d->out_dir);
+    d->info.raw = d->raw_kinds ? &d->raw : NULL;
     dfx_keep(dfx_collectors_finish(d), &first, msg, sizeof(msg));
     dfx_keep(dfx_json_write(d, gaps), &first, msg, sizeof(msg));
-    dfx_keep(px_dfx_report_write(d->out_dir), &first, msg, sizeof(msg));
+    dfx_keep(dfx_report(d), &first, msg, sizeof(msg));
     if (first != PX_OK)
         px_set_error(first, "%s", msg);
     return first;

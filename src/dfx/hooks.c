@@ -1,6 +1,7 @@
 /*
- * hooks.c - the records the runtime's hook calls write (emit.h): submits with their args,
- * task boundaries with PMU counters and argument data, scope occupancy, core waits.
+ * hooks.c - the records the runtime's hook calls write (emit.h): one SUBMIT per submit (its
+ * args, edges and duration), one TASK per execution (its wait, run and release), PMU counters
+ * and argument data, scope occupancy, core waits.
  *
  * Every function runs on the producer's own thread and writes only into its buffers. The
  * payload bits come from records.h, the same header the collectors decode with.
@@ -12,26 +13,61 @@
 #include "dfx/records.h"
 #include "util/argcheck.h"
 
-/* Writes SUBMIT and one ARG entry per argument, all stamped ts (0: now). */
-void px_dfx_submit(px_dfx_producer *p, uint64_t ts, px_task_id id, px_kernel_id k,
+/*
+ * A SUBMIT larger than a buffer (many arguments of many dimensions in small buffers): the
+ * first entry holds the span, the edges and the arguments that fit, then entries flagged
+ * PX_DFX_SUBMIT_MORE hold the rest. One argument with the duration word always fits in the
+ * smallest buffer (8 records: 28 words), and so do the duration and 16 edges.
+ */
+static void dfx_submit_split(px_dfx_producer *p, uint64_t t0, uint64_t dur, px_task_id id,
+                             px_kernel_id k, const px_task_args *a, uint32_t cap_words)
+{
+    uint32_t edges = p->nedges;
+    uint64_t more = 0;
+    int i = 0;
+
+    do {
+        uint32_t words = 1 + edges;
+        int first = i;
+        px_dfx_rec *r;
+
+        while (i < a->n && words + px_dfx_arg_words(&a->a[i]) <= cap_words)
+            words += px_dfx_arg_words(&a->a[i++]);
+        r = px_dfx_reserve_at(p, PX_DFXK_SUBMIT, px_dfx_nrec_for_words(words), t0);
+        if (r != NULL)
+            px_dfx_submit_put_part(r, id, k, more ? 0 : dur, a, first, i - first, p->edges,
+                                   edges, more);
+        edges = 0;
+        more = PX_DFX_SUBMIT_MORE;
+    } while (i < a->n);
+}
+
+/* Writes one SUBMIT entry: the span [t0, t1), the args when wanted, the kept edges. */
+void px_dfx_submit(px_dfx_producer *p, uint64_t t0, uint64_t t1, px_task_id id, px_kernel_id k,
                    const px_task_args *a)
 {
+    const px_task_args *args = (p->mask & PX_DFX_FOR_ARGS) ? a : NULL;
+    uint32_t n = px_dfx_nrec_for_words(px_dfx_submit_words(args, p->nedges));
+    uint32_t cap = PX_MIN(p->dfx->buf_records, PX_DFX_MAX_NREC);
     px_dfx_rec *r;
 
-    if (ts == 0)
-        ts = px_dfx_now();
-    r = px_dfx_reserve_at(p, PX_DFXK_SUBMIT, 1, ts);
-    if (r != NULL) {
-        r->a = id;
-        r->b = px_dfx_submit_b(k, a->n);
+    if (PX_UNLIKELY(n > cap)) {
+        dfx_submit_split(p, t0, t1 - t0, id, k, args, (cap - 1) * 4);
+    } else if ((r = px_dfx_reserve_at(p, PX_DFXK_SUBMIT, n, t0)) != NULL) {
+        px_dfx_submit_put(r, id, k, t1 - t0, args, p->edges, p->nedges);
     }
-    for (int i = 0; i < a->n; i++) {
-        uint32_t n = px_dfx_nrec_for_words(px_dfx_arg_words(&a->a[i]));
+    p->nedges = 0;
+}
 
-        r = px_dfx_reserve_at(p, PX_DFXK_ARG, n, ts);
-        if (r != NULL)
-            px_dfx_arg_put(r, id, i, &a->a[i]);
-    }
+/* Writes the kept edges to consumer as one EDGE entry, stamped like the previous entry. */
+void px_dfx_edges_flush(px_dfx_producer *p, px_task_id consumer)
+{
+    px_dfx_rec *r = px_dfx_reserve_at(p, PX_DFXK_EDGE, px_dfx_nrec_for_words(p->nedges),
+                                      p->last_ts);
+
+    if (r != NULL)
+        px_dfx_edge_put(r, consumer, p->edges, p->nedges);
+    p->nedges = 0;
 }
 
 /* 1 when argument arg's data is dumped at this boundary (after: the kernel has run). */
@@ -109,38 +145,15 @@ static void dfx_args_dump(px_dfx_prod *pr, uint64_t ts, px_task_id id, const px_
             dfx_dump_tensor(pr, ts, id, i, &a->a[i].v.t, after);
 }
 
-/* Writes the wait px_dfx_core_waited left pending, ending at ts. */
-static void dfx_wait_phase(px_dfx_prod *pr, px_task_id id, uint64_t ts)
-{
-    uint64_t w0 = pr->wait_t0 < ts ? pr->wait_t0 : ts;
-
-    pr->wait_pending = 0;
-    if (pr->wait_task == id && (pr->p.mask & PX_DFX_FOR_PHASE))
-        px_dfx_phase(&pr->p, pr->wait_slept ? PX_PHASE_CORE_IDLE : PX_PHASE_CORE_POP, w0, ts,
-                     id);
-}
-
-/* The pending wait, argument data of read-only args, TASK_BEGIN, the PMU start values. */
+/* Argument data of read-only args and the PMU start values; stamped ts (0: now). */
 void px_dfx_task_begin(px_dfx_producer *p, uint64_t ts, px_task_id id, px_kernel_id k,
                        int core, const px_task_args *a)
 {
     px_dfx_prod *pr = (px_dfx_prod *)p;
     px_dfx *d = p->dfx;
 
-    if (ts == 0)
-        ts = px_dfx_now();
-    if (pr->wait_pending)
-        dfx_wait_phase(pr, id, ts);
     if ((p->mask & PX_DFX_FOR_ARGDATA) && d->args_level >= 2)
-        dfx_args_dump(pr, ts, id, a, 0);
-    if (p->mask & PX_DFX_FOR_TASK) {
-        px_dfx_rec *r = px_dfx_reserve_at(p, PX_DFXK_TASK_BEGIN, 1, ts);
-
-        if (r != NULL) {
-            r->a = id;
-            r->b = px_dfx_task_begin_b(k, core);
-        }
-    }
+        dfx_args_dump(pr, ts ? ts : px_dfx_now(), id, a, 0);
     if (p->mask & PX_DFX_FOR_PMU) {
         if (!pr->pmu_tried)
             dfx_pmu_open(d, pr);
@@ -165,26 +178,38 @@ static void dfx_pmu_end(px_dfx_prod *pr, uint64_t ts, px_task_id id, int core)
         px_dfx_pmu_put(r, id, pr->p.dfx->pmu_set, core, v);
 }
 
-/* The PMU deltas, TASK_END, then argument data of written args; stamped ts (0: now). */
-void px_dfx_task_end(px_dfx_producer *p, uint64_t ts, px_task_id id, px_status st,
-                     int poisoned, int core, const px_task_args *a)
+/* Writes the TASK entry of s, with the wait px_dfx_core_waited left pending for it. */
+static void dfx_task_entry(px_dfx_prod *pr, const px_dfx_task_span *s, uint64_t t2)
+{
+    uint32_t flags = (s->ran ? PX_DFX_TASK_RAN : PX_DFX_TASK_POISONED) |
+                     (s->release ? PX_DFX_TASK_RELEASE : 0);
+    uint64_t wait = 0, t1 = s->t1 < s->t0 ? s->t0 : s->t1;
+    px_dfx_rec *r;
+
+    if (pr->wait_pending && pr->wait_task == s->id) {
+        wait = pr->wait_t0 < s->t0 ? s->t0 - pr->wait_t0 : 0;
+        flags |= PX_DFX_TASK_WAITED | (pr->wait_slept ? PX_DFX_TASK_SLEPT : 0);
+    }
+    pr->wait_pending = 0;
+    r = px_dfx_reserve_at(&pr->p, PX_DFXK_TASK, px_dfx_nrec_for_words(PX_DFX_TASK_WORDS),
+                          s->t0);
+    if (r != NULL)
+        px_dfx_task_put(r, s->id, s->kernel, s->core, s->status, wait, t1 - s->t0,
+                        t2 > t1 ? t2 - t1 : 0, flags);
+}
+
+/* The TASK entry, the PMU deltas, then argument data of written args. */
+void px_dfx_task_end(px_dfx_producer *p, const px_dfx_task_span *s, const px_task_args *a)
 {
     px_dfx_prod *pr = (px_dfx_prod *)p;
+    uint64_t t2 = s->t2 ? s->t2 : px_dfx_now();
 
-    if (ts == 0)
-        ts = px_dfx_now();
+    if (p->mask & PX_DFX_FOR_TASK)
+        dfx_task_entry(pr, s, t2);
     if ((p->mask & PX_DFX_FOR_PMU) && pr->pmu_tried)
-        dfx_pmu_end(pr, ts, id, core);
-    if (p->mask & PX_DFX_FOR_TASK) {
-        px_dfx_rec *r = px_dfx_reserve_at(p, PX_DFXK_TASK_END, 1, ts);
-
-        if (r != NULL) {
-            r->a = id;
-            r->b = px_dfx_task_end_b(st, poisoned, core);
-        }
-    }
+        dfx_pmu_end(pr, t2, s->id, s->core);
     if ((p->mask & PX_DFX_FOR_ARGDATA) && p->dfx->args_level >= 2)
-        dfx_args_dump(pr, ts, id, a, 1);
+        dfx_args_dump(pr, t2, s->id, a, 1);
 }
 
 /* Writes one SCOPE entry. */

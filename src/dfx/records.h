@@ -1,10 +1,10 @@
 /*
- * records.h - encoders and decoders of the DFX record payloads (version 1).
+ * records.h - encoders and decoders of the DFX record payloads (version 2).
  *
  * emit.h fixes the 32-byte record and the kinds; this header fixes every bit of every
  * payload, once, for both sides: the hooks in src/dfx encode with the px_dfx_*_put helpers
  * and the collectors decode with px_dfx_*_decode. docs/formats.md ("DFX records (version
- * 1)") describes the same layouts in prose. Continuation records of an entry are read as
+ * 2)") describes the same layouts in prose. Continuation records of an entry are read as
  * 64-bit words: word i of the entry's payload after (a, b) is px_dfx_words(r)[i].
  *
  * Every decoder returns 0 when r is a well-formed entry of its kind (kind and nrec agree
@@ -44,8 +44,7 @@ static inline uint32_t px_dfx_nrec_for_words(uint32_t words)
 static inline const char *px_dfx_kind_name(int kind)
 {
     static const char *const names[PX_DFXK_COUNT] = {
-        "none", "task_begin", "task_end", "phase", "submit", "arg", "edge", "scope", "host",
-        "pmu", "argdata"};
+        "none", "task", "phase", "submit", "edge", "scope", "host", "pmu", "argdata"};
 
     return kind >= 0 && kind < PX_DFXK_COUNT ? names[kind] : "?";
 }
@@ -73,54 +72,67 @@ static inline const char *px_dfx_host_span_name(int span)
 static inline uint32_t px_dfx_kind_for(int kind)
 {
     static const uint32_t fors[PX_DFXK_COUNT] = {
-        0, PX_DFX_FOR_TASK, PX_DFX_FOR_TASK, PX_DFX_FOR_PHASE, PX_DFX_FOR_SUBMIT,
-        PX_DFX_FOR_SUBMIT, PX_DFX_FOR_EDGE, PX_DFX_FOR_SCOPE, PX_DFX_FOR_HOST, PX_DFX_FOR_PMU,
-        PX_DFX_FOR_ARGDATA};
+        0, PX_DFX_FOR_TASK, PX_DFX_FOR_PHASE, PX_DFX_FOR_SUBMIT, PX_DFX_FOR_EDGE,
+        PX_DFX_FOR_SCOPE, PX_DFX_FOR_HOST, PX_DFX_FOR_PMU, PX_DFX_FOR_ARGDATA};
 
     return kind >= 0 && kind < PX_DFXK_COUNT ? fors[kind] : 0;
 }
 
-/* ---- TASK_BEGIN / TASK_END ---- */
+/* ---- TASK: one per execution, 4 words follow ---- */
+
+#define PX_DFX_TASK_WORDS 4
+#define PX_DFX_TASK_RAN 0x1u      /* the kernel ran: core.run [t0, t0 + run) */
+#define PX_DFX_TASK_RELEASE 0x2u  /* core.release [t0 + run, t0 + run + release) */
+#define PX_DFX_TASK_WAITED 0x4u   /* the core waited for it: [t0 - wait, t0) */
+#define PX_DFX_TASK_SLEPT 0x8u    /* ... and slept meanwhile: core.idle, else core.pop */
+#define PX_DFX_TASK_POISONED 0x10u /* skipped because a producer failed */
 
 typedef struct px_dfx_task {
-    uint64_t ts;         /* begin or end time stamp */
+    uint64_t ts;         /* run start (the task's begin) */
     px_task_id task;
-    px_kernel_id kernel; /* TASK_BEGIN only; -1 for TASK_END */
+    px_kernel_id kernel;
     int core;
-    px_status status;    /* TASK_END only */
-    int poisoned;        /* TASK_END only: skipped because a producer failed */
-    int end;             /* 0 for TASK_BEGIN, 1 for TASK_END */
+    px_status status;
+    uint64_t wait, run, release; /* ticks before ts, from ts, after the run */
+    uint32_t flags;      /* PX_DFX_TASK_* */
 } px_dfx_task;
 
-static inline uint64_t px_dfx_task_begin_b(px_kernel_id k, int core)
+/* The task's end: run start + run + release. */
+static inline uint64_t px_dfx_task_t_end(const px_dfx_task *t)
 {
-    return (uint64_t)(uint32_t)k | ((uint64_t)(uint16_t)core << 32);
+    return t->ts + t->run + t->release;
 }
 
-static inline uint64_t px_dfx_task_end_b(px_status st, int poisoned, int core)
+static inline void px_dfx_task_put(px_dfx_rec *r, px_task_id task, px_kernel_id k, int core,
+                                   px_status st, uint64_t wait, uint64_t run, uint64_t release,
+                                   uint32_t flags)
 {
-    return (uint64_t)(uint32_t)st | ((uint64_t)(poisoned ? 1 : 0) << 32) |
-           ((uint64_t)(uint16_t)core << 40);
+    uint64_t *w = px_dfx_words_w(r);
+
+    r->a = task;
+    r->b = (uint64_t)(uint16_t)k | ((uint64_t)(uint16_t)core << 16) |
+           ((uint64_t)(uint32_t)st << 32);
+    w[0] = wait;
+    w[1] = run;
+    w[2] = release;
+    w[3] = flags;
 }
 
 static inline int px_dfx_task_decode(const px_dfx_rec *r, px_dfx_task *out)
 {
-    if ((r->kind != PX_DFXK_TASK_BEGIN && r->kind != PX_DFXK_TASK_END) || r->nrec != 1)
+    const uint64_t *w = px_dfx_words(r);
+
+    if (r->kind != PX_DFXK_TASK || r->nrec != px_dfx_nrec_for_words(PX_DFX_TASK_WORDS))
         return -1;
     out->ts = r->ts;
     out->task = r->a;
-    out->end = r->kind == PX_DFXK_TASK_END;
-    if (!out->end) {
-        out->kernel = (px_kernel_id)(uint32_t)r->b;
-        out->core = (int)(uint16_t)(r->b >> 32);
-        out->status = PX_OK;
-        out->poisoned = 0;
-    } else {
-        out->kernel = -1;
-        out->status = (px_status)(int32_t)(uint32_t)r->b;
-        out->poisoned = (int)((r->b >> 32) & 0xff);
-        out->core = (int)(uint16_t)(r->b >> 40);
-    }
+    out->kernel = (px_kernel_id)(uint16_t)r->b;
+    out->core = (int)(uint16_t)(r->b >> 16);
+    out->status = (px_status)(int32_t)(uint32_t)(r->b >> 32);
+    out->wait = w[0];
+    out->run = w[1];
+    out->release = w[2];
+    out->flags = (uint32_t)w[3];
     return 0;
 }
 
@@ -143,32 +155,7 @@ static inline int px_dfx_span_decode(const px_dfx_rec *r, px_dfx_span *out)
     return 0;
 }
 
-/* ---- SUBMIT ---- */
-
-typedef struct px_dfx_submit_rec {
-    uint64_t ts;
-    px_task_id task;
-    px_kernel_id kernel;
-    int nargs; /* ARG entries that follow from the same producer */
-} px_dfx_submit_rec;
-
-static inline uint64_t px_dfx_submit_b(px_kernel_id k, int nargs)
-{
-    return (uint64_t)(uint32_t)k | ((uint64_t)(uint8_t)nargs << 32);
-}
-
-static inline int px_dfx_submit_decode(const px_dfx_rec *r, px_dfx_submit_rec *out)
-{
-    if (r->kind != PX_DFXK_SUBMIT || r->nrec != 1)
-        return -1;
-    out->ts = r->ts;
-    out->task = r->a;
-    out->kernel = (px_kernel_id)(uint32_t)r->b;
-    out->nargs = (int)((r->b >> 32) & 0xff);
-    return 0;
-}
-
-/* ---- ARG ---- */
+/* ---- arguments (inside SUBMIT) ---- */
 
 #define PX_DFX_ARG_MARKED 0x1u /* px_args_mark was called on it */
 #define PX_DFX_ARG_NULL 0x2u   /* built from a NULL tensor pointer */
@@ -184,88 +171,204 @@ typedef struct px_dfx_arg {
     uint64_t value;  /* scalars: the value's 64 bits (u64, i64 or f64 bit pattern) */
 } px_dfx_arg;
 
-/* Continuation words of an ARG entry: tensors 2 + 2 * ndim, scalars 1. */
+/* Words of one argument: a descriptor, then tensors 2 + 2 * ndim, scalars 1. */
 static inline uint32_t px_dfx_arg_words(const px_arg *a)
 {
     if (a->tag == PX_TAG_SCALAR || a->null_tensor)
-        return 1;
-    return 2 + 2 * (uint32_t)(a->v.t.ndim > 0 && a->v.t.ndim <= PX_MAX_DIMS ? a->v.t.ndim : 0);
+        return 2;
+    return 3 + 2 * (uint32_t)(a->v.t.ndim > 0 && a->v.t.ndim <= PX_MAX_DIMS ? a->v.t.ndim : 0);
 }
 
-/* Fills the payload of an ARG entry reserved with px_dfx_nrec_for_words(px_dfx_arg_words). */
-static inline void px_dfx_arg_put(px_dfx_rec *r, px_task_id task, int index, const px_arg *a)
+/* Writes argument `index` at w (px_dfx_arg_words(a) words); returns the words written. */
+static inline uint32_t px_dfx_arg_put(uint64_t *w, int index, const px_arg *a)
 {
-    uint64_t *w = px_dfx_words_w(r);
     uint32_t flags = (a->marked ? PX_DFX_ARG_MARKED : 0) | (a->null_tensor ? PX_DFX_ARG_NULL : 0);
     int ndim = 0;
 
     if (a->tag != PX_TAG_SCALAR && !a->null_tensor && a->v.t.ndim > 0 &&
         a->v.t.ndim <= PX_MAX_DIMS)
         ndim = a->v.t.ndim;
-    r->a = task;
-    r->b = (uint64_t)(uint8_t)index | ((uint64_t)a->tag << 8) |
+    w[0] = (uint64_t)(uint8_t)index | ((uint64_t)a->tag << 8) |
            ((uint64_t)(uint8_t)(a->tag == PX_TAG_SCALAR ? 0 : a->v.t.dtype) << 16) |
            ((uint64_t)ndim << 24) | ((uint64_t)a->scalar_kind << 32) | ((uint64_t)flags << 40);
     if (a->tag == PX_TAG_SCALAR || a->null_tensor) {
-        w[0] = a->tag == PX_TAG_SCALAR ? a->v.u64 : 0;
-        return;
+        w[1] = a->tag == PX_TAG_SCALAR ? a->v.u64 : 0;
+        return 2;
     }
-    w[0] = (uint64_t)(uintptr_t)a->v.t.addr;
-    w[1] = (uint64_t)a->v.t.offset;
+    w[1] = (uint64_t)(uintptr_t)a->v.t.addr;
+    w[2] = (uint64_t)a->v.t.offset;
     for (int i = 0; i < ndim; i++) {
-        w[2 + i] = (uint64_t)a->v.t.shape[i];
-        w[2 + ndim + i] = (uint64_t)a->v.t.stride[i];
+        w[3 + i] = (uint64_t)a->v.t.shape[i];
+        w[3 + ndim + i] = (uint64_t)a->v.t.stride[i];
     }
+    return 3 + 2 * (uint32_t)ndim;
 }
 
-static inline int px_dfx_arg_decode(const px_dfx_rec *r, px_dfx_arg *out)
+/*
+ * Reads the argument at w (at most `left` words) into out; returns the words it spans, or 0
+ * when they do not form a valid argument.
+ */
+static inline uint32_t px_dfx_arg_get(const uint64_t *w, uint32_t left, px_dfx_arg *out)
 {
-    const uint64_t *w = px_dfx_words(r);
+    uint64_t d;
     uint32_t flags;
     int ndim;
 
-    if (r->kind != PX_DFXK_ARG || r->nrec < 2)
-        return -1;
+    if (left < 2)
+        return 0;
+    d = w[0];
     memset(out, 0, sizeof(*out));
-    out->task = r->a;
-    out->index = (int)(r->b & 0xff);
-    out->tag = (int)((r->b >> 8) & 0xff);
-    ndim = (int)((r->b >> 24) & 0xff);
-    out->scalar_kind = (int)((r->b >> 32) & 0xff);
-    flags = (uint32_t)((r->b >> 40) & 0xff);
+    out->index = (int)(d & 0xff);
+    out->tag = (int)((d >> 8) & 0xff);
+    ndim = (int)((d >> 24) & 0xff);
+    out->scalar_kind = (int)((d >> 32) & 0xff);
+    flags = (uint32_t)((d >> 40) & 0xff);
     out->marked = (flags & PX_DFX_ARG_MARKED) != 0;
     out->null_tensor = (flags & PX_DFX_ARG_NULL) != 0;
     if (out->tag <= PX_TAG_NONE || out->tag >= PX_TAG_COUNT || ndim > PX_MAX_DIMS)
-        return -1;
+        return 0;
     if (out->tag == PX_TAG_SCALAR || out->null_tensor) {
-        out->value = w[0];
-        return r->nrec == px_dfx_nrec_for_words(1) ? 0 : -1;
+        out->value = w[1];
+        return 2;
     }
-    if (ndim < 1 || r->nrec != px_dfx_nrec_for_words(2 + 2 * (uint32_t)ndim))
-        return -1;
-    out->t.dtype = (px_dtype)((r->b >> 16) & 0xff);
+    if (ndim < 1 || left < 3 + 2 * (uint32_t)ndim)
+        return 0;
+    out->t.dtype = (px_dtype)((d >> 16) & 0xff);
     out->t.ndim = ndim;
-    out->t.addr = (void *)(uintptr_t)w[0];
-    out->t.offset = (int64_t)w[1];
+    out->t.addr = (void *)(uintptr_t)w[1];
+    out->t.offset = (int64_t)w[2];
     for (int i = 0; i < ndim; i++) {
-        out->t.shape[i] = (int64_t)w[2 + i];
-        out->t.stride[i] = (int64_t)w[2 + ndim + i];
+        out->t.shape[i] = (int64_t)w[3 + i];
+        out->t.stride[i] = (int64_t)w[3 + ndim + i];
     }
+    return 3 + 2 * (uint32_t)ndim;
+}
+
+/* ---- SUBMIT: the duration, the args, the edges' producers ---- */
+
+/* b bit 40 of a SUBMIT: more arguments of the task of the SUBMIT before it from the same
+ * producer, which had no room for them in one buffer (no span, no edges). */
+#define PX_DFX_SUBMIT_MORE (1ull << 40)
+
+typedef struct px_dfx_submit_rec {
+    uint64_t ts;     /* the submit's entry */
+    int more;        /* PX_DFX_SUBMIT_MORE: only arguments, continuing the task's SUBMIT */
+    uint64_t dur;    /* ticks until its return (orch.submit) */
+    px_task_id task;
+    px_kernel_id kernel;
+    int nargs;       /* arguments recorded (0 when neither depgen nor argsdump is on) */
+    int nedges;      /* producers in edges[] */
+    const uint64_t *args; /* nargs arguments, px_dfx_arg_get one after the other */
+    uint32_t args_words;
+    const px_task_id *edges; /* inside the entry (valid during on_record / while kept) */
+} px_dfx_submit_rec;
+
+static inline uint64_t px_dfx_submit_b(px_kernel_id k, int nargs, int nedges)
+{
+    return (uint64_t)(uint16_t)k | ((uint64_t)(uint8_t)nargs << 16) |
+           ((uint64_t)(uint16_t)nedges << 24);
+}
+
+/* Words of a SUBMIT with args a (NULL: none recorded) and n edges. */
+static inline uint32_t px_dfx_submit_words(const px_task_args *a, uint32_t nedges)
+{
+    uint32_t w = 1 + nedges;
+
+    for (int i = 0; a != NULL && i < a->n; i++)
+        w += px_dfx_arg_words(&a->a[i]);
+    return w;
+}
+
+/*
+ * Fills a SUBMIT entry holding arguments [first, first + nargs) of a (a NULL: none) and n
+ * edges, reserved with px_dfx_nrec_for_words of its words (px_dfx_submit_words for all of
+ * them). more: PX_DFX_SUBMIT_MORE or 0.
+ */
+static inline void px_dfx_submit_put_part(px_dfx_rec *r, px_task_id task, px_kernel_id k,
+                                          uint64_t dur, const px_task_args *a, int first,
+                                          int nargs, const px_task_id *edges, uint32_t nedges,
+                                          uint64_t more)
+{
+    uint64_t *w = px_dfx_words_w(r);
+    uint32_t at = 1;
+
+    r->a = task;
+    r->b = px_dfx_submit_b(k, nargs, (int)nedges) | more;
+    w[0] = dur;
+    for (int i = first; i < first + nargs; i++)
+        at += px_dfx_arg_put(w + at, i, &a->a[i]);
+    for (uint32_t i = 0; i < nedges; i++)
+        w[at + i] = edges[i];
+}
+
+/* Fills a SUBMIT with every argument of a (NULL: none) and n edges (see _part). */
+static inline void px_dfx_submit_put(px_dfx_rec *r, px_task_id task, px_kernel_id k,
+                                     uint64_t dur, const px_task_args *a,
+                                     const px_task_id *edges, uint32_t nedges)
+{
+    px_dfx_submit_put_part(r, task, k, dur, a, 0, a != NULL ? a->n : 0, edges, nedges, 0);
+}
+
+static inline int px_dfx_submit_decode(const px_dfx_rec *r, px_dfx_submit_rec *out)
+{
+    const uint64_t *w = px_dfx_words(r);
+    uint32_t words, at = 1;
+
+    if (r->kind != PX_DFXK_SUBMIT || r->nrec < 2)
+        return -1;
+    words = (uint32_t)(r->nrec - 1) * 4;
+    out->ts = r->ts;
+    out->dur = w[0];
+    out->task = r->a;
+    out->kernel = (px_kernel_id)(uint16_t)r->b;
+    out->nargs = (int)((r->b >> 16) & 0xff);
+    out->nedges = (int)((r->b >> 24) & 0xffff);
+    out->more = (r->b & PX_DFX_SUBMIT_MORE) != 0;
+    if (out->nargs > PX_MAX_ARGS)
+        return -1;
+    out->args = w + 1;
+    for (int i = 0; i < out->nargs; i++) {
+        px_dfx_arg a;
+        uint32_t n = px_dfx_arg_get(w + at, words - at, &a);
+
+        if (n == 0)
+            return -1;
+        at += n;
+    }
+    out->args_words = at - 1;
+    if ((uint64_t)at + (uint64_t)out->nedges > words || words - (at + out->nedges) >= 4)
+        return -1;
+    out->edges = w + at;
     return 0;
 }
 
-/* ---- EDGE ---- */
+/* ---- EDGE: the producers of one consumer's edges that its SUBMIT had no room for ---- */
 
 typedef struct px_dfx_edge_rec {
-    px_task_id producer, consumer;
+    px_task_id consumer;
+    uint32_t n;
+    const px_task_id *producers; /* n of them, inside the entry */
 } px_dfx_edge_rec;
+
+static inline void px_dfx_edge_put(px_dfx_rec *r, px_task_id consumer, const px_task_id *prod,
+                                   uint32_t n)
+{
+    uint64_t *w = px_dfx_words_w(r);
+
+    r->a = consumer;
+    r->b = n;
+    for (uint32_t i = 0; i < n; i++)
+        w[i] = prod[i];
+}
 
 static inline int px_dfx_edge_decode(const px_dfx_rec *r, px_dfx_edge_rec *out)
 {
-    if (r->kind != PX_DFXK_EDGE || r->nrec != 1)
+    if (r->kind != PX_DFXK_EDGE || r->nrec < 1 || r->b > (uint64_t)(r->nrec - 1) * 4 ||
+        r->nrec != px_dfx_nrec_for_words((uint32_t)r->b))
         return -1;
-    out->producer = r->a;
-    out->consumer = r->b;
+    out->consumer = r->a;
+    out->n = (uint32_t)r->b;
+    out->producers = px_dfx_words(r);
     return 0;
 }
 

@@ -19,178 +19,374 @@
  * without files; and "reconciled": every collector of every side reconciled and every chip
  * delivered its files. Formats: docs/formats.md.
  *
- * The files are read with the DFX collectors' JSON reader (src/dfx/collectors/json.h) and
- * written with their buffer helpers, atomically (a temporary name, then rename).
+ * No JSON tree is built: the files are plexus's own (src/dfx/collectors/trace.c writes one
+ * event per line, metadata first, then in time order, each ending in the fixed members
+ * "ph", "pid", "tid", "ts", "dur"; finish.c writes dfx.json as one object of members). The
+ * merge takes each source's lines as they are, rewrites pid, ts and a flow's id in place and
+ * merges the sources' time-ordered lines (one pass, k sources compared per line); dfx.json's
+ * top-level members are found by a scanner that only skips strings and brackets. Time and
+ * memory are linear in the events (the files' bytes and one pointer per line). Written with
+ * the collectors' buffer helpers, atomically (a temporary name, then rename).
  */
 #include "hier/hier_internal.h"
 
+#include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "dfx/collectors/json.h"
+#include "dfx/collectors/collectors.h"
+#include "dfx/collectors/model.h"
 #include "dfx/collectors/out.h"
 #include "util/log.h"
 
 #define MRG_HOST_NAME "host (L3 orchestration + dispatch)"
+#define MRG_MAX_MEMBERS 32
+
+/* A span of text. */
+typedef struct mrg_str {
+    const char *p;
+    size_t n;
+} mrg_str;
+
+/* dfx.json's top-level members, as spans of its text. */
+typedef struct mrg_obj {
+    int n;
+    mrg_str key[MRG_MAX_MEMBERS];   /* without quotes */
+    mrg_str value[MRG_MAX_MEMBERS]; /* the value's text */
+} mrg_obj;
+
+/* One event line of a source's trace.json. */
+typedef struct mrg_line {
+    const char *p;
+    size_t n;       /* without the separating ",", the newline */
+    int64_t ts;     /* ns on the source's own time base; 0 for metadata */
+    int meta;
+} mrg_line;
 
 /* One side of the merge: the host (chip == NULL) or a chip. */
 typedef struct mrg_src {
     const px_hier_dfx_chip *chip;
-    dfxc_json *dfx;       /* its dfx.json; NULL for a chip without files */
-    dfxc_json *trace;     /* its trace.json; NULL when absent */
+    char *dfx_text;       /* its dfx.json; NULL for a chip without files */
+    size_t dfx_len;
+    mrg_obj dfx;
+    char *trace_text;     /* its trace.json; NULL when absent */
+    size_t trace_len;
+    mrg_line *lines;      /* the traceEvents lines, in file order */
+    size_t nlines, cap;
+    mrg_str other;        /* the otherData line */
     int pid;              /* pid in the merged trace */
     int64_t shift_ns;     /* added to every time stamp */
     uint64_t id_base;     /* added to every flow id */
+    uint64_t id_top;      /* largest flow id + 1 */
+    uint64_t task_base;   /* added to its task ids in the merged report (ids repeat across
+                           * processes; the merged trace.json keeps each process's own) */
+    uint64_t task_top;    /* largest task id + 1 */
 } mrg_src;
-
-/* One event of the merged trace. */
-typedef struct mrg_ev {
-    const dfxc_json *e;
-    int64_t ts;           /* ns on the host's time base; 0 for metadata */
-    uint32_t src, idx;
-    int meta;
-} mrg_ev;
 
 typedef struct mrg {
     const char *dir;
     int nsrc;             /* 1 + chips */
     mrg_src *src;
-    mrg_ev *ev;
-    size_t nev, cap;
     uint64_t clamped;
 } mrg;
 
-/* ---- writing JSON values back ---- */
+/* ---- reading plexus's own text ---- */
 
-/* Appends a number in the shortest form that reads back as the same double. */
-static void mrg_num(dfxc_buf *b, double v)
+/* Returns the end of the JSON string starting at s (after its closing quote), or NULL. */
+static const char *mrg_skip_string(const char *s, const char *end)
 {
-    char tmp[40];
-
-    if (!isfinite(v)) {
-        dfxc_buf_puts(b, "null");
-        return;
+    for (s++; s < end; s++) {
+        if (*s == '\\')
+            s++;
+        else if (*s == '"')
+            return s + 1;
     }
-    if (v == floor(v) && fabs(v) < 1e18) {
-        dfxc_buf_printf(b, "%.0f", v);
-        return;
-    }
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(tmp, sizeof(tmp), "%.*g", prec, v);
-        if (strtod(tmp, NULL) == v)
-            break;
-    }
-    dfxc_buf_puts(b, tmp);
+    return NULL;
 }
 
-static void mrg_value(dfxc_buf *b, const dfxc_json *v);
-
-/* 1 when key is in the NULL-terminated list skip (NULL: none). */
-static int mrg_skipped(const char *key, const char *const *skip)
+/* Returns the end of the JSON value at s (a string, a bracketed value or a scalar). */
+static const char *mrg_skip_value(const char *s, const char *end)
 {
-    for (int i = 0; skip != NULL && skip[i] != NULL; i++)
-        if (strcmp(key, skip[i]) == 0)
-            return 1;
+    int depth = 0;
+
+    while (s < end) {
+        if (*s == '"') {
+            if ((s = mrg_skip_string(s, end)) == NULL)
+                return NULL;
+            if (depth == 0)
+                return s;
+            continue;
+        }
+        if (*s == '{' || *s == '[') {
+            depth++;
+        } else if (*s == '}' || *s == ']') {
+            if (depth == 0)
+                return s; /* the end of the enclosing object */
+            if (--depth == 0)
+                return s + 1;
+        } else if (depth == 0 && (*s == ',' || *s == '\n')) {
+            return s;
+        }
+        s++;
+    }
+    return depth == 0 ? s : NULL;
+}
+
+static const char *mrg_skip_space(const char *s, const char *end)
+{
+    while (s < end && (*s == ' ' || *s == '\n' || *s == '\t' || *s == '\r'))
+        s++;
+    return s;
+}
+
+/* Finds the top-level members of the object in text[0..n). Returns PX_OK or PX_EINVAL. */
+static px_status mrg_obj_scan(const char *text, size_t n, const char *what, mrg_obj *o)
+{
+    const char *s = mrg_skip_space(text, text + n), *end = text + n;
+
+    o->n = 0;
+    if (s == end || *s++ != '{')
+        return px_set_error(PX_EINVAL, "dfx: %s is not a JSON object", what);
+    for (;;) {
+        const char *k, *v;
+
+        s = mrg_skip_space(s, end);
+        if (s < end && *s == '}')
+            return PX_OK;
+        if (s == end || *s != '"' || (k = mrg_skip_string(s, end)) == NULL ||
+            o->n == MRG_MAX_MEMBERS)
+            break;
+        o->key[o->n] = (mrg_str){s + 1, (size_t)(k - s - 2)};
+        s = mrg_skip_space(k, end);
+        if (s == end || *s++ != ':')
+            break;
+        s = mrg_skip_space(s, end);
+        if ((v = mrg_skip_value(s, end)) == NULL || v == s)
+            break;
+        o->value[o->n++] = (mrg_str){s, (size_t)(v - s)};
+        s = mrg_skip_space(v, end);
+        if (s < end && *s == ',')
+            s++;
+    }
+    return px_set_error(PX_EINVAL, "dfx: %s: member %d is not \"key\": value (not a dfx.json "
+                        "written by this plexus?)", what, o->n);
+}
+
+/* The value of member key, or a span of n 0. */
+static mrg_str mrg_get(const mrg_obj *o, const char *key)
+{
+    for (int i = 0; i < o->n; i++)
+        if (o->key[i].n == strlen(key) && memcmp(o->key[i].p, key, o->key[i].n) == 0)
+            return o->value[i];
+    return (mrg_str){NULL, 0};
+}
+
+/* The number value of key, or def. */
+static double mrg_num(const mrg_obj *o, const char *key, double def)
+{
+    mrg_str v = mrg_get(o, key);
+    char tmp[64], *e;
+    double d;
+
+    if (v.n == 0 || v.n >= sizeof(tmp))
+        return def;
+    memcpy(tmp, v.p, v.n);
+    tmp[v.n] = '\0';
+    d = strtod(tmp, &e);
+    return e == tmp + v.n ? d : def;
+}
+
+/* 1 when the string value of key is s. */
+static int mrg_str_is(const mrg_obj *o, const char *key, const char *s)
+{
+    mrg_str v = mrg_get(o, key);
+
+    return v.n == strlen(s) + 2 && v.p[0] == '"' && memcmp(v.p + 1, s, v.n - 2) == 0;
+}
+
+/* Parses microseconds with up to three decimals (as dfxc_buf_us writes them) into ns. */
+static int mrg_parse_us(const char *s, const char *end, int64_t *ns, const char **after)
+{
+    int neg = s < end && *s == '-', digits = 0;
+    int64_t v = 0, frac = 0;
+
+    s += neg;
+    for (; s < end && *s >= '0' && *s <= '9' && v < INT64_MAX / 10000; s++, digits++)
+        v = v * 10 + (*s - '0');
+    if (digits == 0)
+        return -1;
+    if (s < end && *s == '.') {
+        int f = 0;
+
+        for (s++; s < end && *s >= '0' && *s <= '9'; s++)
+            if (f++ < 3)
+                frac = frac * 10 + (*s - '0');
+        for (; f < 3; f++)
+            frac *= 10;
+    }
+    *ns = (neg ? -1 : 1) * (v * 1000 + frac);
+    *after = s;
     return 0;
 }
 
-/* Appends the members of object o (without braces) but those named in skip. */
-static void mrg_members(dfxc_buf *b, const dfxc_json *o, const char *const *skip, int first)
+/* Finds needle in [s, end), the last occurrence when last; NULL when absent. */
+static const char *mrg_find(const char *s, const char *end, const char *needle, int last)
 {
-    for (size_t i = 0; i < o->n; i++) {
-        if (mrg_skipped(o->kids[i].key, skip))
-            continue;
-        dfxc_buf_puts(b, first ? "" : ",");
-        dfxc_buf_json_str(b, o->kids[i].key);
-        dfxc_buf_puts(b, ":");
-        mrg_value(b, &o->kids[i]);
-        first = 0;
-    }
-}
+    size_t n = strlen(needle);
+    const char *hit = NULL;
 
-/* Appends any JSON value. */
-static void mrg_value(dfxc_buf *b, const dfxc_json *v)
-{
-    switch (v->type) {
-    case DFXC_JNULL:
-        dfxc_buf_puts(b, "null");
-        break;
-    case DFXC_JBOOL:
-        dfxc_buf_puts(b, v->num != 0 ? "true" : "false");
-        break;
-    case DFXC_JNUM:
-        mrg_num(b, v->num);
-        break;
-    case DFXC_JSTR:
-        dfxc_buf_json_str(b, v->str);
-        break;
-    case DFXC_JARR:
-        dfxc_buf_puts(b, "[");
-        for (size_t i = 0; i < v->n; i++) {
-            dfxc_buf_puts(b, i ? "," : "");
-            mrg_value(b, &v->kids[i]);
+    for (; s + n <= end; s++)
+        if (memcmp(s, needle, n) == 0) {
+            hit = s;
+            if (!last)
+                return hit;
         }
-        dfxc_buf_puts(b, "]");
-        break;
-    case DFXC_JOBJ:
-        dfxc_buf_puts(b, "{");
-        mrg_members(b, v, NULL, 1);
-        dfxc_buf_puts(b, "}");
-        break;
-    }
+    return hit;
 }
 
-/* ---- loading the sources ---- */
-
-/* Loads dir/name (dir/chips/chip<i>/name for a chip). Returns PX_OK with *j, PX_ENOENT (no
- * message needed by the caller when optional), or another error with its message. */
-static px_status mrg_load(const mrg *m, const mrg_src *s, const char *name, dfxc_json **j)
+/* Reads dir/name (dir/chips/chip<i>/name for a chip) whole. PX_OK, PX_ENOENT or PX_EIO. */
+static px_status mrg_read(const mrg *m, const mrg_src *s, const char *name, char **text,
+                          size_t *len)
 {
     char path[PX_DFX_OUT_MAX + 64];
+    FILE *f;
+    long n;
 
     if (s->chip == NULL)
         snprintf(path, sizeof(path), "%s/%s", m->dir, name);
     else
         snprintf(path, sizeof(path), "%s/chips/chip%d/%s", m->dir, s->chip->chip, name);
-    *j = NULL;
-    return dfxc_json_load(path, j);
+    *text = NULL;
+    *len = 0;
+    if ((f = fopen(path, "rb")) == NULL)
+        return errno == ENOENT ? px_set_error(PX_ENOENT, "dfx: %s does not exist", path)
+                               : px_set_error(PX_EIO, "dfx: cannot open %s: %s", path,
+                                              strerror(errno));
+    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0 ||
+        (*text = malloc((size_t)n + 1)) == NULL || fread(*text, 1, (size_t)n, f) != (size_t)n) {
+        fclose(f);
+        free(*text);
+        *text = NULL;
+        return px_set_error(PX_EIO, "dfx: cannot read %s", path);
+    }
+    fclose(f);
+    (*text)[n] = '\0';
+    *len = (size_t)n;
+    return PX_OK;
 }
 
-/* The time shift of chip source s onto the host's time base (both dfx.json loaded). */
-static void mrg_shift(mrg_src *s, const dfxc_json *host)
-{
-    const char *hc = dfxc_json_str(host, "clock", "?"), *cc = dfxc_json_str(s->dfx, "clock", "?");
-    double tpn = dfxc_json_num(host, "ticks_per_ns", 1.0);
-    double dt = dfxc_json_num(s->dfx, "t0_ticks", 0) - dfxc_json_num(host, "t0_ticks", 0);
+/* ---- loading the sources ---- */
 
-    if (strcmp(hc, cc) != 0 || tpn <= 0) {
-        PX_LOG_WARN("dfx: chip %d's clock is %s, the host's %s: its trace events keep their "
-                    "own time base", s->chip->chip, cc, hc);
+/* The time shift of chip source s onto the host's time base (both dfx.json loaded). */
+static void mrg_shift(mrg_src *s, const mrg_obj *host)
+{
+    double tpn = mrg_num(host, "ticks_per_ns", 1.0);
+    double dt = mrg_num(&s->dfx, "t0_ticks", 0) - mrg_num(host, "t0_ticks", 0);
+    mrg_str hc = mrg_get(host, "clock"), cc = mrg_get(&s->dfx, "clock");
+
+    if (hc.n != cc.n || memcmp(hc.p, cc.p, hc.n) != 0 || tpn <= 0) {
+        PX_LOG_WARN("dfx: chip %d's clock is %.*s, the host's %.*s: its trace events keep "
+                    "their own time base", s->chip->chip, (int)cc.n, cc.p, (int)hc.n, hc.p);
         return;
     }
     s->shift_ns = (int64_t)llround(dt / tpn);
 }
 
+/* Checks one event line and notes its time stamp and flow id. Returns PX_OK or EINVAL. */
+static px_status mrg_line_add(mrg_src *s, const char *p, size_t n, size_t no)
+{
+    const char *end = p + n, *tail = mrg_find(p, end, ",\"ph\":\"", 1), *ts, *id, *after;
+    const char *pid = tail ? mrg_find(tail, end, ",\"pid\":", 0) : NULL;
+    mrg_line *l;
+
+    if (n < 2 || p[0] != '{' || p[n - 1] != '}' || tail == NULL || tail + 8 > end ||
+        pid == NULL || mrg_find(pid + 1, end, ",\"tid\":", 0) == NULL)
+        return px_set_error(PX_EINVAL, "dfx: event %zu of a trace.json is not an event line "
+                            "of this plexus's writer (\"ph\", \"pid\", \"tid\" last)", no);
+    l = dfxc_push((void **)&s->lines, &s->nlines, &s->cap, sizeof(*l));
+    if (l == NULL)
+        return px_set_error(PX_ENOMEM, "dfx: out of memory merging trace events");
+    *l = (mrg_line){p, n, 0, tail[7] == 'M'};
+    ts = mrg_find(tail, end, ",\"ts\":", 0);
+    if (!l->meta && (ts == NULL || mrg_parse_us(ts + 6, end, &l->ts, &after) != 0))
+        return px_set_error(PX_EINVAL, "dfx: event %zu of a trace.json has no time stamp", no);
+    id = (tail[7] == 's' || tail[7] == 'f') ? mrg_find(p, tail, "\"cat\":\"dep\",\"id\":", 0)
+                                            : NULL;
+    if (id != NULL)
+        s->id_top = PX_MAX(s->id_top, strtoull(id + 17, NULL, 10) + 1);
+    id = tail[7] == 'X' ? mrg_find(p, tail, "\"cat\":\"task\",\"args\":{\"task\":", 0) : NULL;
+    if (id != NULL)
+        s->task_top = PX_MAX(s->task_top, strtoull(id + 28, NULL, 10) + 1);
+    return PX_OK;
+}
+
+/* Splits a source's trace.json into its event lines and its otherData line. */
+static px_status mrg_lines(mrg_src *s)
+{
+    static const char head[] = "{\"displayTimeUnit\": \"ns\",\n\"traceEvents\": [\n";
+    const char *p = s->trace_text, *end = s->trace_text + s->trace_len;
+    px_status st = PX_OK;
+
+    if (s->trace_len < sizeof(head) - 1 || memcmp(p, head, sizeof(head) - 1) != 0)
+        return px_set_error(PX_EINVAL, "dfx: %s trace.json does not start as this plexus "
+                            "writes it", s->chip ? "a chip's" : "the host's");
+    p += sizeof(head) - 1;
+    while (p < end && st == PX_OK) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+
+        if (n >= 2 && p[0] == ']' && p[1] == ',') {
+            s->other = (mrg_str){nl ? nl + 1 : end, 0};
+            s->other.n = (size_t)(end - s->other.p);
+            return PX_OK;
+        }
+        if (n > 0 && p[n - 1] == ',')
+            n--;
+        if (n > 0)
+            st = mrg_line_add(s, p, n, s->nlines);
+        p = nl ? nl + 1 : end;
+    }
+    return st != PX_OK ? st : px_set_error(PX_EINVAL, "dfx: a trace.json ends before its "
+                                           "otherData");
+}
+
+/* The number after "key": in the otherData line of s, or 0. */
+static uint64_t mrg_other_num(const mrg_src *s, const char *key)
+{
+    char needle[64];
+    const char *at;
+
+    snprintf(needle, sizeof(needle), "\"%s\": ", key);
+    at = mrg_find(s->other.p, s->other.p + s->other.n, needle, 0);
+    return at ? strtoull(at + strlen(needle), NULL, 10) : 0;
+}
+
 /* Loads one source's dfx.json (required) and trace.json (when the host has one). */
 static px_status mrg_load_src(mrg *m, mrg_src *s)
 {
-    px_status st = mrg_load(m, s, "dfx.json", &s->dfx);
+    px_status st = mrg_read(m, s, "dfx.json", &s->dfx_text, &s->dfx_len);
 
+    if (st == PX_OK)
+        st = mrg_obj_scan(s->dfx_text, s->dfx_len, "dfx.json", &s->dfx);
     if (st != PX_OK)
         return st;
     if (s->chip != NULL)
-        mrg_shift(s, m->src[0].dfx);
-    if (s->chip != NULL && m->src[0].trace == NULL)
+        mrg_shift(s, &m->src[0].dfx);
+    if (s->chip != NULL && m->src[0].trace_text == NULL)
         return PX_OK;
-    st = mrg_load(m, s, "trace.json", &s->trace);
-    if (st == PX_ENOENT && s->chip == NULL)
+    st = mrg_read(m, s, "trace.json", &s->trace_text, &s->trace_len);
+    if (st == PX_ENOENT && s->chip == NULL) {
+        px_clear_error();
         return PX_OK; /* no trace collector was on */
-    if (st == PX_OK && dfxc_json_get(s->trace, "traceEvents") == NULL)
-        return px_set_error(PX_EINVAL, "dfx: %s trace.json has no traceEvents array",
-                            s->chip ? "a chip's" : "the host's");
+    }
+    if (st == PX_OK)
+        st = mrg_lines(s);
+    if (st == PX_OK)
+        m->clamped += mrg_other_num(s, "clamped");
     return st;
 }
 
@@ -208,98 +404,42 @@ static px_status mrg_load_all(mrg *m)
 /* ---- trace.json ---- */
 
 /* 1 for the process metadata the merge writes itself. */
-static int mrg_own_meta(const dfxc_json *e)
+static int mrg_own_meta(const mrg_line *l)
 {
-    const char *name = dfxc_json_str(e, "name", "");
-
-    return strcmp(name, "process_name") == 0 || strcmp(name, "process_sort_index") == 0;
+    return l->meta && (strncmp(l->p, "{\"name\":\"process_name\",", 23) == 0 ||
+                       strncmp(l->p, "{\"name\":\"process_sort_index\",", 29) == 0);
 }
 
-/* Collects the events of source k; returns PX_OK or PX_ENOMEM. */
-static px_status mrg_collect(mrg *m, uint32_t k)
+/* Appends line l of source s with its pid, time stamp and flow id moved to the merge. */
+static void mrg_render(const mrg_src *s, const mrg_line *l, dfxc_buf *b)
 {
-    mrg_src *s = &m->src[k];
-    const dfxc_json *evs = dfxc_json_get(s->trace, "traceEvents");
-    const dfxc_json *od = dfxc_json_get(s->trace, "otherData");
+    const char *end = l->p + l->n, *tail = mrg_find(l->p, end, ",\"ph\":\"", 1);
+    const char *id = (tail[7] == 's' || tail[7] == 'f')
+                         ? mrg_find(l->p, tail, "\"cat\":\"dep\",\"id\":", 0) : NULL;
+    const char *pid = mrg_find(tail, end, ",\"pid\":", 0), *tid, *ts, *after = end;
+    int64_t ns;
 
-    m->clamped += (uint64_t)dfxc_json_num(od, "clamped", 0);
-    for (size_t i = 0; evs != NULL && i < evs->n; i++) {
-        const dfxc_json *e = &evs->kids[i];
-        int meta = strcmp(dfxc_json_str(e, "ph", ""), "M") == 0;
-        mrg_ev *v;
+    if (id != NULL) {
+        char *num_end;
+        uint64_t v = strtoull(id + 17, &num_end, 10);
 
-        if (e->type != DFXC_JOBJ || (meta && mrg_own_meta(e)))
-            continue;
-        v = dfxc_push((void **)&m->ev, &m->nev, &m->cap, sizeof(*v));
-        if (v == NULL)
-            return px_set_error(PX_ENOMEM, "dfx: out of memory merging %zu trace events",
-                                m->nev);
-        v->e = e;
-        v->src = k;
-        v->idx = (uint32_t)i;
-        v->meta = meta;
-        v->ts = meta ? 0 : llround(dfxc_json_num(e, "ts", 0) * 1000.0) + s->shift_ns;
+        dfxc_buf_put(b, l->p, (size_t)(id + 17 - l->p));
+        dfxc_buf_u64(b, v + s->id_base);
+        dfxc_buf_put(b, num_end, (size_t)(pid - num_end));
+    } else {
+        dfxc_buf_put(b, l->p, (size_t)(pid - l->p));
     }
-    return PX_OK;
-}
-
-/* Offsets every source's flow ids past the previous sources'. */
-static void mrg_flow_bases(mrg *m)
-{
-    uint64_t next = 0;
-
-    for (int k = 0; k < m->nsrc; k++) {
-        const dfxc_json *evs = dfxc_json_get(m->src[k].trace, "traceEvents");
-        uint64_t top = 0;
-
-        m->src[k].id_base = next;
-        for (size_t i = 0; evs != NULL && i < evs->n; i++)
-            if (dfxc_json_get(&evs->kids[i], "id") != NULL)
-                top = PX_MAX(top, (uint64_t)dfxc_json_num(&evs->kids[i], "id", 0) + 1);
-        next += top;
+    dfxc_buf_printf(b, ",\"pid\":%d", s->pid);
+    tid = mrg_find(pid + 1, end, ",", 0);
+    ts = l->meta ? NULL : mrg_find(pid, end, ",\"ts\":", 0);
+    if (ts == NULL) {
+        dfxc_buf_put(b, tid, (size_t)(end - tid));
+        return;
     }
-}
-
-/* Metadata first (by source, then file order), then by time, source, file order. */
-static int mrg_ev_cmp(const void *pa, const void *pb)
-{
-    const mrg_ev *a = pa, *b = pb;
-
-    if (a->meta != b->meta)
-        return a->meta ? -1 : 1;
-    if (!a->meta && a->ts != b->ts)
-        return a->ts < b->ts ? -1 : 1;
-    if (a->src != b->src)
-        return a->src < b->src ? -1 : 1;
-    return a->idx < b->idx ? -1 : a->idx > b->idx;
-}
-
-/* Appends one event with its pid, time stamps and flow id moved to the merged trace. */
-static void mrg_render_ev(const mrg *m, const mrg_ev *v, dfxc_buf *b)
-{
-    const mrg_src *s = &m->src[v->src];
-    int first = 1;
-
-    dfxc_buf_puts(b, "{");
-    for (size_t i = 0; i < v->e->n; i++) {
-        const dfxc_json *k = &v->e->kids[i];
-
-        dfxc_buf_puts(b, first ? "" : ",");
-        first = 0;
-        dfxc_buf_json_str(b, k->key);
-        dfxc_buf_puts(b, ":");
-        if (strcmp(k->key, "pid") == 0)
-            dfxc_buf_printf(b, "%d", s->pid);
-        else if (strcmp(k->key, "ts") == 0 && !v->meta)
-            dfxc_buf_us(b, v->ts);
-        else if (strcmp(k->key, "dur") == 0 && k->type == DFXC_JNUM)
-            dfxc_buf_us(b, llround(k->num * 1000.0));
-        else if (strcmp(k->key, "id") == 0 && k->type == DFXC_JNUM)
-            dfxc_buf_printf(b, "%llu", (unsigned long long)((uint64_t)k->num + s->id_base));
-        else
-            mrg_value(b, k);
-    }
-    dfxc_buf_puts(b, "}");
+    dfxc_buf_put(b, tid, (size_t)(ts + 6 - tid));
+    mrg_parse_us(ts + 6, end, &ns, &after);
+    dfxc_buf_us(b, ns + s->shift_ns);
+    dfxc_buf_put(b, after, (size_t)(end - after));
 }
 
 /* Appends the process name and sort index of every source (",\n" before each but the first
@@ -310,7 +450,7 @@ static void mrg_processes(const mrg *m, dfxc_buf *b, int *first)
         const mrg_src *s = &m->src[k];
         char name[64];
 
-        if (s->trace == NULL)
+        if (s->trace_text == NULL)
             continue;
         if (s->chip == NULL)
             snprintf(name, sizeof(name), "%s", MRG_HOST_NAME);
@@ -326,26 +466,182 @@ static void mrg_processes(const mrg *m, dfxc_buf *b, int *first)
     }
 }
 
+/* ---- report.html of the merged run ---- */
+
+/*
+ * Copies the JSON string starting at s (at its opening quote) into out (n bytes), decoding
+ * the escapes plexus writes (\" \\ \/ \n \t \r \b \f and \u00XX); others become '?'.
+ */
+static void mrg_unescape(const char *s, const char *end, char *out, size_t n)
+{
+    size_t o = 0;
+
+    for (s++; s < end && *s != '"' && o + 1 < n; s++) {
+        char c = *s;
+
+        if (c == '\\' && s + 1 < end) {
+            c = *++s;
+            if (c == 'n')
+                c = '\n';
+            else if (c == 't')
+                c = '\t';
+            else if (c == 'r' || c == 'b' || c == 'f')
+                c = ' ';
+            else if (c == 'u' && s + 4 < end && s[1] == '0' && s[2] == '0') {
+                char hex[3] = {s[3], s[4], 0};
+
+                c = (char)strtol(hex, NULL, 16);
+                s += 4;
+            } else if (c != '"' && c != '\\' && c != '/')
+                c = '?';
+        }
+        out[o++] = c;
+    }
+    out[o] = '\0';
+}
+
+/* The unsigned number after needle in [p, end), or -1 when absent. */
+static int64_t mrg_after_num(const char *p, const char *end, const char *needle)
+{
+    const char *at = mrg_find(p, end, needle, 0);
+
+    return at ? strtoll(at + strlen(needle), NULL, 10) : -1;
+}
+
+/* Adds what line l of source s says about tasks, tracks and edges to the report's model. */
+static void mrg_model_line(const mrg_src *s, const mrg_line *l, dfxc_model *m)
+{
+    const char *end = l->p + l->n, *tail = mrg_find(l->p, end, ",\"ph\":\"", 1);
+    int64_t tid = mrg_after_num(tail, end, ",\"tid\":"), id, a, b;
+    char name[256];
+    const char *dur;
+    int64_t dns;
+
+    if (strncmp(l->p, "{\"name\":\"", 9) != 0)
+        return;
+    mrg_unescape(l->p + 8, tail, name, sizeof(name));
+    if (l->meta && strncmp(l->p, "{\"name\":\"thread_name\",\"args\":{\"name\":", 37) == 0) {
+        mrg_unescape(l->p + 37, tail, name, sizeof(name));
+        dfxc_model_add_track(m, s->pid, (int)tid, name);
+    } else if (tail[7] == 'X' && (id = mrg_after_num(l->p, tail, "\"cat\":\"task\",\"args\":"
+                                                                "{\"task\":")) >= 0) {
+        const char *after;
+
+        dur = mrg_find(tail, end, ",\"dur\":", 0);
+        if (dur == NULL || mrg_parse_us(dur + 7, end, &dns, &after) != 0)
+            return;
+        dfxc_model_add_timed(m, (uint64_t)id + s->task_base, name, s->pid, (int)tid,
+                             (int)mrg_after_num(l->p, tail, ",\"core\":"), l->ts + s->shift_ns,
+                             dns);
+    } else if (tail[7] == 's' && (a = mrg_after_num(l->p, tail, "\"from\":")) >= 0 &&
+               (b = mrg_after_num(l->p, tail, "\"to\":")) >= 0) {
+        dfxc_model_add_edge(m, 0, (uint64_t)a + s->task_base, (uint64_t)b + s->task_base);
+    }
+}
+
+/*
+ * Writes report.html of the whole level-3 run over the host's own (which the host's DFX wrote
+ * before the merge): every process's tasks, one group of rows per process, task ids made
+ * unique by offsetting each chip's past the sources before it. Returns PX_OK or the error.
+ */
+static px_status mrg_report(mrg *m)
+{
+    mrg_str clock = mrg_get(&m->src[0].dfx, "clock");
+    char ck[16] = "?";
+    uint64_t next = 0;
+    dfxc_model model;
+    px_status st;
+
+    if (clock.n >= 2 && clock.n - 2 < sizeof(ck))
+        snprintf(ck, sizeof(ck), "%.*s", (int)(clock.n - 2), clock.p + 1);
+    dfxc_model_init(&model, ck);
+    model.has_trace = 1;
+    for (int k = 0; k < m->nsrc; k++) {
+        mrg_src *s = &m->src[k];
+        char name[64];
+
+        s->task_base = next;
+        next += s->task_top;
+        if (s->trace_text == NULL)
+            continue;
+        if (s->chip == NULL)
+            snprintf(name, sizeof(name), "%s", MRG_HOST_NAME);
+        else
+            snprintf(name, sizeof(name), "chip %d (pid %d)", s->chip->chip, (int)s->chip->pid);
+        dfxc_model_add_process(&model, s->pid, name);
+        for (size_t i = 0; i < s->nlines; i++)
+            if (!mrg_own_meta(&s->lines[i]))
+                mrg_model_line(s, &s->lines[i], &model);
+    }
+    st = px_dfx_report_write(m->dir, &model);
+    dfxc_model_free(&model);
+    return st;
+}
+
+/* Appends every source's metadata lines, source by source, then every timed line merged by
+ * (time on the host's base, source, file order): each source's lines are in time order. */
+static void mrg_events(mrg *m, dfxc_buf *b, int *first)
+{
+    size_t *at = calloc((size_t)m->nsrc, sizeof(*at));
+
+    if (at == NULL) {
+        b->oom = 1;
+        return;
+    }
+    for (int k = 0; k < m->nsrc; k++)
+        for (; at[k] < m->src[k].nlines && m->src[k].lines[at[k]].meta; at[k]++)
+            if (!mrg_own_meta(&m->src[k].lines[at[k]])) {
+                dfxc_buf_puts(b, *first ? "" : ",\n");
+                mrg_render(&m->src[k], &m->src[k].lines[at[k]], b);
+                *first = 0;
+            }
+    for (;;) {
+        int best = -1;
+        int64_t best_ts = 0;
+
+        for (int k = 0; k < m->nsrc; k++) {
+            const mrg_src *s = &m->src[k];
+            int64_t ts;
+
+            if (at[k] >= s->nlines)
+                continue;
+            ts = s->lines[at[k]].ts + s->shift_ns;
+            if (best < 0 || ts < best_ts) {
+                best = k;
+                best_ts = ts;
+            }
+        }
+        if (best < 0)
+            break;
+        dfxc_buf_puts(b, *first ? "" : ",\n");
+        mrg_render(&m->src[best], &m->src[best].lines[at[best]++], b);
+        *first = 0;
+    }
+    free(at);
+}
+
 /* Appends otherData: the host's, with the clamps summed and the processes listed. */
 static void mrg_other(const mrg *m, dfxc_buf *b)
 {
-    const dfxc_json *od = dfxc_json_get(m->src[0].trace, "otherData");
+    const mrg_src *h = &m->src[0];
+    const char *p = h->other.p, *end = h->other.p + h->other.n;
+    const char *cl = mrg_find(p, end, "\"clamped\": ", 0), *close = mrg_find(p, end, "}}", 1);
+    const char *cl_end = cl ? mrg_find(cl, end, ", ", 0) : NULL;
 
-    dfxc_buf_puts(b, "\"otherData\": {");
-    for (size_t i = 0; od != NULL && od->type == DFXC_JOBJ && i < od->n; i++) {
-        if (strcmp(od->kids[i].key, "clamped") == 0)
-            continue;
-        dfxc_buf_json_str(b, od->kids[i].key);
-        dfxc_buf_puts(b, ": ");
-        mrg_value(b, &od->kids[i]);
-        dfxc_buf_puts(b, ", ");
+    if (close == NULL)
+        close = end;
+    if (cl != NULL && cl_end != NULL && cl_end < close) { /* the host's members but clamped */
+        dfxc_buf_put(b, p, (size_t)(cl - p));
+        dfxc_buf_put(b, cl_end + 2, (size_t)(close - cl_end - 2));
+    } else {
+        dfxc_buf_put(b, p, (size_t)(close - p));
     }
-    dfxc_buf_printf(b, "\"clamped\": %llu, \"level\": 3, \"processes\": [",
+    dfxc_buf_printf(b, ", \"clamped\": %llu, \"level\": 3, \"processes\": [",
                     (unsigned long long)m->clamped);
     for (int k = 0, first = 1; k < m->nsrc; k++) {
         const mrg_src *s = &m->src[k];
 
-        if (s->trace == NULL)
+        if (s->trace_text == NULL)
             continue;
         dfxc_buf_printf(b, "%s{\"pid\": %d, \"chip\": %d, \"os_pid\": %d, \"shift_us\": ",
                         first ? "" : ", ", s->pid, s->chip ? s->chip->chip : -1,
@@ -360,25 +656,19 @@ static void mrg_other(const mrg *m, dfxc_buf *b)
 /* Writes the merged trace.json. Returns PX_OK or the error. */
 static px_status mrg_trace(mrg *m)
 {
-    px_status st = PX_OK;
+    uint64_t next = 0;
+    px_status st;
     int first = 1;
     dfxc_buf b;
 
-    mrg_flow_bases(m);
-    for (int k = 0; st == PX_OK && k < m->nsrc; k++)
-        if (m->src[k].trace != NULL)
-            st = mrg_collect(m, (uint32_t)k);
-    if (st != PX_OK)
-        return st;
-    qsort(m->ev, m->nev, sizeof(*m->ev), mrg_ev_cmp);
+    for (int k = 0; k < m->nsrc; k++) {
+        m->src[k].id_base = next;
+        next += m->src[k].id_top;
+    }
     dfxc_buf_init(&b);
     dfxc_buf_puts(&b, "{\"displayTimeUnit\": \"ns\",\n\"traceEvents\": [\n");
     mrg_processes(m, &b, &first);
-    for (size_t i = 0; i < m->nev; i++) {
-        dfxc_buf_puts(&b, first ? "" : ",\n");
-        mrg_render_ev(m, &m->ev[i], &b);
-        first = 0;
-    }
+    mrg_events(m, &b, &first);
     dfxc_buf_puts(&b, "\n],\n");
     mrg_other(m, &b);
     st = dfxc_buf_write_file(&b, m->dir, "trace.json", "level-3 merge");
@@ -388,18 +678,38 @@ static px_status mrg_trace(mrg *m)
 
 /* ---- dfx.json ---- */
 
-/* 1 when every collector of dfx.json object j reconciled. */
-static int mrg_reconciled(const dfxc_json *j)
+/* 1 when every collector of dfx.json o reconciled (each says "reconciled": true). */
+static int mrg_reconciled(const mrg_obj *o)
 {
-    const dfxc_json *c = dfxc_json_get(j, "collectors");
+    mrg_str c = mrg_get(o, "collectors");
+    mrg_obj cols;
 
-    for (size_t i = 0; c != NULL && c->type == DFXC_JOBJ && i < c->n; i++) {
-        const dfxc_json *r = dfxc_json_get(&c->kids[i], "reconciled");
+    if (c.n == 0 || mrg_obj_scan(c.p, c.n, "dfx.json collectors", &cols) != PX_OK)
+        return 0;
+    for (int i = 0; i < cols.n; i++) {
+        mrg_obj col;
 
-        if (r == NULL || r->type != DFXC_JBOOL || r->num == 0)
+        if (mrg_obj_scan(cols.value[i].p, cols.value[i].n, "a dfx.json collector", &col) !=
+                PX_OK ||
+            mrg_get(&col, "reconciled").n != 4 ||
+            memcmp(mrg_get(&col, "reconciled").p, "true", 4) != 0)
             return 0;
     }
-    return c != NULL;
+    return 1;
+}
+
+/* Appends the members of o (as "key": value) but version and chip. */
+static void mrg_members(dfxc_buf *b, const mrg_obj *o)
+{
+    for (int i = 0; i < o->n; i++) {
+        if ((o->key[i].n == 7 && memcmp(o->key[i].p, "version", 7) == 0) ||
+            (o->key[i].n == 4 && memcmp(o->key[i].p, "chip", 4) == 0))
+            continue;
+        dfxc_buf_puts(b, ", \"");
+        dfxc_buf_put(b, o->key[i].p, o->key[i].n);
+        dfxc_buf_puts(b, "\": ");
+        dfxc_buf_put(b, o->value[i].p, o->value[i].n);
+    }
 }
 
 /* Appends one chip's entry of "chips"; clears *ok when it did not reconcile. */
@@ -409,16 +719,13 @@ static void mrg_chip_entry(const mrg_src *s, dfxc_buf *b, int *ok)
                     "\"chips/chip%d\", \"shift_us\": ", s->chip->chip, (int)s->chip->pid,
                     s->pid, s->chip->chip);
     dfxc_buf_us(b, s->shift_ns);
-    if (s->dfx == NULL) {
+    if (s->dfx_text == NULL) {
         dfxc_buf_puts(b, ", \"error\": ");
         dfxc_buf_json_str(b, s->chip->msg);
         *ok = 0;
     } else {
-        static const char *const given[] = {"version", "chip", NULL};
-
-        dfxc_buf_puts(b, ",");
-        mrg_members(b, s->dfx, given, 1); /* the chip's own index is "chip" already */
-        *ok &= mrg_reconciled(s->dfx);
+        mrg_members(b, &s->dfx); /* the chip's own index is "chip" already */
+        *ok &= mrg_reconciled(&s->dfx);
     }
     dfxc_buf_puts(b, "}");
 }
@@ -426,21 +733,23 @@ static void mrg_chip_entry(const mrg_src *s, dfxc_buf *b, int *ok)
 /* Writes the merged dfx.json. Returns PX_OK or the error. */
 static px_status mrg_dfx(const mrg *m)
 {
-    const dfxc_json *host = m->src[0].dfx;
+    const mrg_obj *host = &m->src[0].dfx;
     int ok = mrg_reconciled(host);
     px_status st;
     dfxc_buf b;
 
+    if (!mrg_str_is(host, "clock", "tsc") && !mrg_str_is(host, "clock", "monotonic"))
+        return px_set_error(PX_EINVAL, "dfx: the host's dfx.json names no clock");
     dfxc_buf_init(&b);
     dfxc_buf_puts(&b, "{");
-    for (size_t i = 0; i < host->n; i++) {
-        dfxc_buf_puts(&b, i ? ",\n " : "");
-        dfxc_buf_json_str(&b, host->kids[i].key);
-        dfxc_buf_puts(&b, ": ");
-        if (strcmp(host->kids[i].key, "chip") == 0)
+    for (int i = 0; i < host->n; i++) {
+        dfxc_buf_puts(&b, i ? ",\n \"" : "\"");
+        dfxc_buf_put(&b, host->key[i].p, host->key[i].n);
+        dfxc_buf_puts(&b, "\": ");
+        if (host->key[i].n == 4 && memcmp(host->key[i].p, "chip", 4) == 0)
             dfxc_buf_puts(&b, "-1");
         else
-            mrg_value(&b, &host->kids[i]);
+            dfxc_buf_put(&b, host->value[i].p, host->value[i].n);
     }
     dfxc_buf_puts(&b, ",\n \"level\": 3,\n \"chips\": [");
     for (int k = 1; k < m->nsrc; k++) {
@@ -458,11 +767,11 @@ static px_status mrg_dfx(const mrg *m)
 static void mrg_free(mrg *m)
 {
     for (int k = 0; m->src != NULL && k < m->nsrc; k++) {
-        dfxc_json_free(m->src[k].dfx);
-        dfxc_json_free(m->src[k].trace);
+        free(m->src[k].dfx_text);
+        free(m->src[k].trace_text);
+        free(m->src[k].lines);
     }
     free(m->src);
-    free(m->ev);
 }
 
 /* Prefixes the current error with what failed. */
@@ -487,8 +796,10 @@ px_status px_hier_dfx_merge_files(const char *dir, int nchips, const px_hier_dfx
         m.src[i + 1].pid = i + 1;
     }
     st = mrg_load_all(&m);
-    if (st == PX_OK && m.src[0].trace != NULL)
+    if (st == PX_OK && m.src[0].trace_text != NULL)
         st = mrg_trace(&m);
+    if (st == PX_OK && m.src[0].trace_text != NULL)
+        st = mrg_report(&m);
     if (st == PX_OK)
         st = mrg_dfx(&m);
     if (st == PX_OK)

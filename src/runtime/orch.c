@@ -619,7 +619,7 @@ static px_status px_orch_submit(px_orch *o, px_kernel_id k, px_task_args *a,
     if (a == NULL)
         return px_set_error(PX_EINVAL, "px_submit: args is NULL; pass a px_task_args built "
                             "with px_args_init and px_args_*");
-    d0 = PX_DFX_ON(o->dfx, PX_DFX_FOR_PHASE | PX_DFX_FOR_SUBMIT) ? px_dfx_now() : 0;
+    d0 = PX_DFX_ON(o->dfx, PX_DFX_FOR_SUBMIT) ? px_dfx_now() : 0;
     w = o->w;
     /* Every 8th submit reads completions (a look at every child's counter is a cache miss
      * each time a child posted one); the waits read them on every turn. */
@@ -638,8 +638,6 @@ static px_status px_orch_submit(px_orch *o, px_kernel_id k, px_task_args *a,
     t->args.n = a->n;
     t->args.overflow = 0;
     memcpy(t->args.a, a->a, (size_t)a->n * sizeof(a->a[0]));
-    if (PX_DFX_ON(o->dfx, PX_DFX_FOR_SUBMIT))
-        px_dfx_submit(o->dfx, d0, t->id, k, &t->args);
     o->cur = t;
     wired = o->dep_head;
     st = px_orch_wire(o, t, deps, ndeps);
@@ -662,8 +660,10 @@ static px_status px_orch_submit(px_orch *o, px_kernel_id k, px_task_args *a,
     }
     if (id != NULL)
         *id = t->id;
-    if (PX_DFX_ON(o->dfx, PX_DFX_FOR_PHASE))
-        px_dfx_phase(o->dfx, PX_PHASE_ORCH_SUBMIT, d0, px_dfx_now(), t->id);
+    /* One entry per submit, written last: the edges are known and the span has ended. `a`
+     * holds what t->args got (the task may be running already; a is this thread's copy). */
+    if (PX_DFX_ON(o->dfx, PX_DFX_FOR_SUBMIT))
+        px_dfx_submit(o->dfx, d0, px_dfx_now(), t->id, k, a);
     return st;
 }
 

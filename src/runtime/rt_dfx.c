@@ -101,6 +101,7 @@ static px_status rt_dfx_finish(px_worker *w, int quiescent)
     if (quiescent && x != NULL && x->dfx_flush != NULL)
         x->dfx_flush(w->ext.owner);
     rt_dfx_keep(px_dfx_finish(w->dfx, quiescent), &first, msg, sizeof(msg));
+    w->last.dfx_records = px_dfx_records_written(w->dfx);
     for (int i = 0; i < w->ncores; i++)
         atomic_store_explicit(&w->cores[i].dfx, NULL, memory_order_relaxed);
     w->orch.dfx = NULL;
@@ -156,7 +157,8 @@ uint64_t px_rt_dfx_task_begin(px_dfx_producer *p, px_core_ctx *ctx, const px_tas
 {
     uint64_t ts = (p->mask & (PX_DFX_FOR_TASK | PX_DFX_FOR_PHASE)) ? px_dfx_now() : 0;
 
-    px_dfx_task_begin(p, ts, t->id, t->kernel, ctx->index, &t->args);
+    if (p->mask & (PX_DFX_FOR_PMU | PX_DFX_FOR_ARGDATA))
+        px_dfx_task_begin(p, ts, t->id, t->kernel, ctx->index, &t->args);
     ctx->dfx_t0 = ts;
     ctx->dfx_handed_off = 0;
     return ts;
@@ -175,24 +177,23 @@ void px_rt_dfx_async_handoff(px_core_ctx *ctx)
     if (!(p->mask & PX_DFX_FOR_CORE))
         return;
     t = px_task_slot(ctx->w, ctx->task);
-    now = (p->mask & (PX_DFX_FOR_TASK | PX_DFX_FOR_PHASE)) ? px_dfx_now() : 0;
-    if (p->mask & PX_DFX_FOR_PHASE)
-        px_dfx_phase(p, PX_PHASE_CORE_RUN, ctx->dfx_t0, now, t->id);
-    px_dfx_task_end(p, now, t->id, PX_OK, 0, ctx->index, &t->args);
+    now = px_dfx_now();
+    /* The task is complete as far as this core goes: its run ends now, with no release. */
+    px_dfx_task_span s = {.t0 = ctx->dfx_t0, .t1 = now, .t2 = now, .id = t->id,
+                          .kernel = t->kernel, .core = ctx->index, .status = PX_OK, .ran = 1};
+
+    px_dfx_task_end(p, &s, &t->args);
 }
 
-/* Writes the run and release phases and the task's end records, sharing one clock read. */
+/* Writes the task's one TASK entry (run [t0, t1), release [t1, now)) and its end records. */
 void px_rt_dfx_task_end(px_dfx_producer *p, px_core_ctx *ctx, const px_task *t, uint64_t t0,
                         uint64_t t1, px_status st, int ran)
 {
-    uint64_t now = (p->mask & (PX_DFX_FOR_TASK | PX_DFX_FOR_PHASE)) ? px_dfx_now() : 0;
+    px_dfx_task_span s = {.t0 = t0, .t1 = t1, .t2 = px_dfx_now(), .id = t->id,
+                          .kernel = t->kernel, .core = ctx->index, .status = st, .ran = ran,
+                          .release = 1};
 
-    if (p->mask & PX_DFX_FOR_PHASE) {
-        if (ran)
-            px_dfx_phase(p, PX_PHASE_CORE_RUN, t0, t1, t->id);
-        px_dfx_phase(p, PX_PHASE_CORE_RELEASE, t1, now, t->id);
-    }
-    px_dfx_task_end(p, now, t->id, st, !ran, ctx->index, &t->args);
+    px_dfx_task_end(p, &s, &t->args);
 }
 
 /* Writes the scope occupancy of o at depth. */

@@ -314,17 +314,17 @@ px_status px_rt_dfx_session_end(struct px_worker *w);
 /* Worker free (cores stopped): frees a DFX state a run that did not drain left behind. */
 void px_rt_dfx_release(struct px_worker *w);
 
-/* Core: records a task's start (args data, TASK_BEGIN, PMU); returns the kernel's t0. */
+/* Core: records a task's start (args data, PMU start values); returns the kernel's t0. */
 uint64_t px_rt_dfx_task_begin(px_dfx_producer *p, px_core_ctx *ctx, const px_task *t);
 
-/* Core: phases core.run [t0, t1) (when ran) and core.release [t1, now), then TASK_END. */
+/* Core: the task's one TASK entry (run [t0, t1) when ran, release [t1, now)), PMU, data. */
 void px_rt_dfx_task_end(px_dfx_producer *p, px_core_ctx *ctx, const px_task *t, uint64_t t0,
                         uint64_t t1, px_status st, int ran);
 
 /*
  * Core, inside a kernel that will return PX_TASK_ASYNC, before it lets another thread complete
  * its task (level 3's executors post a call): writes the core's end records of the task now
- * (core.run from the task's begin, TASK_END with PX_OK, written args' data) and marks them
+ * (its TASK entry, the run ending now, status PX_OK; written args' data) and marks them
  * written, so that the core touches nothing of the run's DFX state after the kernel returns.
  * Every record of the task then precedes its completion, which the end-of-run flush of the
  * cores' buffers relies on, and the state may be freed as soon as the run drained.

@@ -496,7 +496,7 @@ static const px_knob px_knobs[] = {
     {"PLEXUS_DFX_BUFFER_RECORDS", PX_F(dfx_buffer_records), "2048", "8..1048576",
      px_knob_records, "records (32 bytes each) per DFX buffer"},
     {"PLEXUS_DFX_BUFFERS", PX_F(dfx_buffers), "0", "count", px_knob_buffers,
-     "DFX buffers per chip (0: two per producer plus four)"},
+     "DFX buffers per chip (0: four per producer plus eight)"},
     {"PLEXUS_COMM_TIMEOUT_S", PX_F(comm_timeout_s), "60", "seconds", px_knob_seconds,
      "default deadline of a communication wait (signals, barriers, collectives)"},
     {"PLEXUS_COMM_ONESHOT_MAX", PX_F(comm_oneshot_max), "64K", "bytes", px_knob_bytes,

@@ -2,15 +2,22 @@
 """dfx_check.py - checks a DFX output directory with Python's own JSON parser.
 
 usage: dfx_check.py DIR TASKS EDGES [WALL_US]
-       dfx_check.py --dom DOM_FILE TASKS
+       dfx_check.py --dom DOM_FILE TASKS [ZOOM GROUPS]
 
 The first form checks every file the collectors wrote (those present; trace.json, deps.json,
 report.html and dfx.json must be there): it parses them, counts tasks and edges against the
 expected numbers (worked out by hand by the caller), and checks that slices are non-negative
 and, given WALL_US, inside the run. The second form checks a DOM dumped by headless Chromium
-from report.html: one element with a data-task attribute per task. Prints PASS or
-FAIL: <reason>; exit status 0 or 1.
+from report.html: one element with a data-task attribute per task; with ZOOM and GROUPS (the
+page was opened as report.html#zoom=ZOOM) also the interactive report: the zoom buttons, the
+view the address asked for (data-zoom, the view's start and end against the span), a tooltip
+per task (its <title>: id, kernel, core, start, duration and the tasks it depends on, which
+must be its edges' producers), one utilisation row per track with tasks, the critical path
+highlighted (one rect of class cp per task on it, and a line through as many points) and
+GROUPS groups of rows (one per process: a chip, or at level 3 the host and each chip).
+Prints PASS or FAIL: <reason>; exit status 0 or 1.
 """
+import html.parser
 import csv
 import json
 import os
@@ -122,7 +129,8 @@ def check_report(d, tasks):
     data = json.loads(m.group(1))
     if sorted(t["id"] for t in data["tasks"]) != list(range(tasks)):
         fail("report.html: its data lists %d tasks, expected %d" % (len(data["tasks"]), tasks))
-    if re.search(r"<(link|img|iframe)\b|\bsrc=|@import|url\(", html):
+    # url(#id) names an element of the page itself (the timeline's clip path)
+    if re.search(r"<(link|img|iframe)\b|\bsrc=|@import|url\((?!#)", html):
         fail("report.html loads something from outside")
 
 
@@ -136,12 +144,93 @@ def check_dfx(d):
                  % (name, c["collected"], c["dropped"], c["produced"]))
 
 
+class DomTree(html.parser.HTMLParser):
+    """The elements of a dumped DOM: (tag, attrs, text of its direct <title> child)."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.elems, self.stack, self.data = [], [], None
+
+    def handle_starttag(self, tag, attrs):
+        e = {"tag": tag, "attrs": dict(attrs), "title": None, "text": ""}
+        self.elems.append(e)
+        if tag not in ("br", "meta", "input"):
+            self.stack.append(e)
+
+    def handle_endtag(self, tag):
+        while self.stack:
+            e = self.stack.pop()
+            if e["tag"] == "title" and self.stack:
+                self.stack[-1]["title"] = e["text"]
+            if e["tag"] == tag:
+                break
+
+    def handle_data(self, data):
+        for e in self.stack[-1:]:
+            e["text"] += data
+
+
+def check_dom_report(dom, zoom, groups):
+    """The interactive report's DOM (see the usage text)."""
+    t = DomTree()
+    t.feed(dom)
+    by_id = {e["attrs"].get("id"): e for e in t.elems if "id" in e["attrs"]}
+    data = json.loads(by_id["plexus-data"]["text"])
+    for b in ("zoom-in", "zoom-out", "zoom-reset"):
+        if by_id.get(b, {}).get("tag") != "button":
+            fail("the report has no %s button" % b)
+    tl = by_id.get("timeline", {"attrs": {}})["attrs"]
+    span = data["span_us"]
+    if abs(float(tl.get("data-zoom", "nan")) - zoom) > 1e-3:
+        fail("the timeline's zoom is %s, the address asked for %g" % (tl.get("data-zoom"), zoom))
+    if abs(float(tl["data-view-start-us"])) > 1e-3 or \
+            abs(float(tl["data-view-end-us"]) - span / zoom) > 2e-3:
+        fail("the view is %s..%s us, expected 0..%.3f" % (tl["data-view-start-us"],
+                                                          tl["data-view-end-us"], span / zoom))
+    deps = {}
+    for p, c in data["edges"]:
+        deps.setdefault(c, []).append(p)
+    rects = [e for e in t.elems if e["tag"] == "rect" and "data-task" in e["attrs"]]
+    timed = [x for x in data["tasks"] if x["ts_us"] is not None]
+    if len(rects) != len(timed):
+        fail("%d task rects for %d timed tasks" % (len(rects), len(timed)))
+    tasks = {x["id"]: x for x in data["tasks"]}
+    for r in rects:
+        i = int(r["attrs"]["data-task"])
+        want = sorted(deps.get(i, []))
+        got = sorted(int(v) for v in r["attrs"].get("data-deps", "").split())
+        title = r["title"] or ""
+        for word in ("task %d %s" % (i, tasks[i]["kernel"]), "core %d" % tasks[i]["core"],
+                     "start ", "duration ", "depends on: "):
+            if word not in title:
+                fail("task %d's tooltip %r lacks %r" % (i, title, word))
+        if got != want or ("depends on: " + (", ".join(map(str, want)) or "none")) not in title:
+            fail("task %d: the report says it depends on %s, its edges say %s" % (i, got, want))
+    tracks = {(x["pid"], x["tid"]) for x in timed}
+    rows = [e for e in t.elems if e["tag"] == "tr" and "data-track" in e["attrs"]]
+    if len(rows) != len(tracks):
+        fail("%d utilisation rows for %d tracks with tasks" % (len(rows), len(tracks)))
+    cp = data["critical_path"]["tasks"]
+    hi = [r for r in rects if "cp" in r["attrs"].get("class", "").split()]
+    if sorted(int(r["attrs"]["data-task"]) for r in hi) != sorted(cp):
+        fail("the highlighted rects %s are not the critical path %s"
+             % ([r["attrs"]["data-task"] for r in hi], cp))
+    if len(by_id.get("cp-line", {"attrs": {}})["attrs"].get("points", "").split()) != len(cp):
+        fail("the critical path's line does not pass through its %d tasks" % len(cp))
+    g = [e for e in t.elems if e["tag"] == "g" and "chip-group" in e["attrs"].get("class", "")]
+    if len(g) != groups:
+        fail("the timeline has %d groups of rows, expected %d (one per process)" % (len(g), groups))
+
+
 def main(argv):
-    if len(argv) == 4 and argv[1] == "--dom":
+    if len(argv) in (4, 6) and argv[1] == "--dom":
         with open(argv[2], encoding="utf-8", errors="replace") as f:
-            n = len(re.findall(r"\sdata-task=\"\d+\"", f.read()))
+            dom = f.read()
+        n = len(re.findall(r"\sdata-task=\"\d+\"", dom))
         if n != int(argv[3]):
             fail("the rendered DOM has %d elements with data-task, expected %s" % (n, argv[3]))
+        if len(argv) == 6:
+            check_dom_report(dom, float(argv[4]), int(argv[5]))
         print("PASS")
         return
     if len(argv) not in (4, 5):

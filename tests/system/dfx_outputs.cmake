@@ -22,10 +22,16 @@ add_test(NAME dfx.outputs_matmul
 add_test(NAME dfx.trace_summary
          COMMAND sh ${PX_DFX_SH} summary $<TARGET_FILE:plexus> ${PX_PYTHON3_DFX}
                  ${PX_DFX_OUT}/summary)
+# report.html of vector (5 tasks, one chip: 1 group) and of multi_chip at level 3 (the merged
+# report: 3 host tasks + 2 per chip = 7 tasks, host + 2 chips = 3 groups).
 add_test(NAME dfx.report_chromium
          COMMAND sh ${PX_DFX_SH} chromium $<TARGET_FILE:plexus> ${PX_PYTHON3_DFX}
-                 ${PX_DFX_OUT}/report ${PX_CHROMIUM} 5)
+                 ${PX_DFX_OUT}/report ${PX_CHROMIUM} 5 1 vector --cores 2)
+add_test(NAME dfx.report_chromium_l3
+         COMMAND sh ${PX_DFX_SH} chromium $<TARGET_FILE:plexus> ${PX_PYTHON3_DFX}
+                 ${PX_DFX_OUT}/report_l3 ${PX_CHROMIUM} 7 3 multi_chip --chips 2)
 set_tests_properties(dfx.outputs_vector dfx.outputs_matmul dfx.trace_summary
                      PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77 ENVIRONMENT "PLEXUS_LOG=warn")
-set_tests_properties(dfx.report_chromium PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
-                     ENVIRONMENT "PLEXUS_LOG=warn")
+set_tests_properties(dfx.report_chromium dfx.report_chromium_l3 PROPERTIES TIMEOUT 120
+                     SKIP_RETURN_CODE 77 ENVIRONMENT "PLEXUS_LOG=warn")
+set_tests_properties(dfx.report_chromium_l3 PROPERTIES RESOURCE_LOCK chips)

@@ -6,19 +6,25 @@
  *
  * A counting collector stands in for the real ones (registered as swimlane, consuming every
  * kind), so the counts are the framework's alone. The chain graph of n tasks has n - 1
- * edges; with swimlane on, each task writes TASK_BEGIN, TASK_END and phases core.run and
- * core.release on its core. Every test is strict (PLEXUS_DFX_STRICT=1).
+ * edges; with swimlane on, each task writes one SUBMIT (its edges inside) on the
+ * orchestration and one TASK on its core. Every test is strict (PLEXUS_DFX_STRICT=1).
  */
 #include "dfx_testgraph.h"
 
 #include "platform/platform.h"
 
-/* An ARG entry of a strided 3-d tensor, a scalar ARG, SCOPE, PMU and ARGDATA round-trip. */
+/*
+ * A SUBMIT with a strided 3-d tensor, a scalar and two edges, an EDGE entry, TASK, SCOPE, PMU
+ * and ARGDATA round-trip; a SUBMIT one record too short or too long does not decode.
+ */
 static void test_records_roundtrip(void **state)
 {
     px_dfx_rec buf[8] __attribute__((aligned(32)));
     int64_t shape[3] = {2, 3, 4};
+    const px_task_id prods[2] = {70, 71};
     px_dfx_arg out = {0};
+    px_dfx_submit_rec su = {0};
+    px_dfx_edge_rec ed = {0};
     px_task_args a;
     px_tensor t, v;
     px_dfx_scope_rec sc = {0};
@@ -28,6 +34,7 @@ static void test_records_roundtrip(void **state)
     px_dfx_occupancy occ = {.tasks_live = 7, .task_slots = 4096, .heap_live = 1 << 20,
                             .heap_size = 64 << 20, .tmap_entries = 12};
     uint64_t pmu[4] = {1, 2, PX_DFX_PMU_NONE, 4};
+    uint32_t at;
 
     px_tensor_make(&t, (void *)0x1000, PX_F64, 3, shape);
     PX_ASSERT_OK(px_tensor_view(&t, 3, shape, (const int64_t[]){24, 4, 1}, 5, &v));
@@ -35,22 +42,36 @@ static void test_records_roundtrip(void **state)
     px_args_inout(&a, &v);
     px_args_mark(&a);
     px_args_scalar_i64(&a, -9);
-    /* tensor: 2 + 2 * 3 = 8 words -> 2 continuation records -> nrec 3 */
-    assert_int_equal(px_dfx_nrec_for_words(px_dfx_arg_words(&a.a[0])), 3);
+    /* duration 1 + tensor 3 + 2 * 3 + scalar 2 + edges 2 = 14 words -> 4 continuations */
+    assert_int_equal(px_dfx_submit_words(&a, 2), 14);
     memset(buf, 0, sizeof(buf));
-    buf[0].kind = PX_DFXK_ARG;
-    buf[0].nrec = 3;
-    px_dfx_arg_put(&buf[0], 77, 0, &a.a[0]);
-    assert_int_equal(px_dfx_arg_decode(&buf[0], &out), 0);
-    assert_true(out.task == 77 && out.index == 0 && out.tag == PX_TAG_INOUT && out.marked);
+    buf[0].kind = PX_DFXK_SUBMIT;
+    buf[0].ts = 1000;
+    buf[0].nrec = (uint8_t)px_dfx_nrec_for_words(14);
+    assert_int_equal(buf[0].nrec, 5);
+    px_dfx_submit_put(&buf[0], 77, 3, 250, &a, prods, 2);
+    assert_int_equal(px_dfx_submit_decode(&buf[0], &su), 0);
+    assert_true(su.task == 77 && su.kernel == 3 && su.ts == 1000 && su.dur == 250);
+    assert_true(su.nargs == 2 && su.nedges == 2 && su.edges[0] == 70 && su.edges[1] == 71);
+    at = px_dfx_arg_get(su.args, su.args_words, &out);
+    assert_int_equal(at, 9);
+    assert_true(out.index == 0 && out.tag == PX_TAG_INOUT && out.marked);
     assert_true(out.t.addr == (void *)0x1000 && out.t.dtype == PX_F64 && out.t.ndim == 3);
     assert_true(out.t.shape[2] == 4 && out.t.stride[0] == 24 && out.t.offset == 5);
-    buf[0].nrec = 2;
-    px_dfx_arg_put(&buf[0], 78, 1, &a.a[1]);
-    assert_int_equal(px_dfx_arg_decode(&buf[0], &out), 0);
+    assert_int_equal(px_dfx_arg_get(su.args + at, su.args_words - at, &out), 2);
     assert_true(out.tag == PX_TAG_SCALAR && out.scalar_kind == PX_SCALAR_I64);
     assert_true((int64_t)out.value == -9 && out.index == 1);
+    buf[0].nrec = 4; /* the edges no longer fit */
+    assert_int_equal(px_dfx_submit_decode(&buf[0], &su), -1);
+    buf[0].nrec = 6; /* a whole record past the edges */
+    assert_int_equal(px_dfx_submit_decode(&buf[0], &su), -1);
+    buf[0].kind = PX_DFXK_EDGE;
+    buf[0].nrec = (uint8_t)px_dfx_nrec_for_words(2);
+    px_dfx_edge_put(&buf[0], 80, prods, 2);
+    assert_int_equal(px_dfx_edge_decode(&buf[0], &ed), 0);
+    assert_true(ed.consumer == 80 && ed.n == 2 && ed.producers[1] == 71);
     buf[0].kind = PX_DFXK_SCOPE;
+    buf[0].nrec = (uint8_t)px_dfx_nrec_for_words(PX_DFX_SCOPE_WORDS);
     px_dfx_scope_put(&buf[0], 2, 1, &occ);
     assert_int_equal(px_dfx_scope_decode(&buf[0], &sc), 0);
     assert_true(sc.depth == 2 && sc.begin == 1 && sc.occ.tasks_live == 7);
@@ -60,18 +81,135 @@ static void test_records_roundtrip(void **state)
     assert_int_equal(px_dfx_pmu_decode(&buf[0], &pm), 0);
     assert_true(pm.task == 5 && pm.core == 3 && pm.v[2] == PX_DFX_PMU_NONE && pm.v[3] == 4);
     buf[0].kind = PX_DFXK_ARGDATA;
+    buf[0].nrec = 2;
     px_dfx_argdata_put(&buf[0], 9, 2, 64, 40, PX_DFX_ARGDATA_LAST | PX_DFX_ARGDATA_AFTER);
     assert_int_equal(px_dfx_argdata_decode(&buf[0], &ad), -1); /* 40 bytes > 1 x 32 */
     buf[0].nrec = 3;                                           /* 2 continuations: 64 */
     assert_int_equal(px_dfx_argdata_decode(&buf[0], &ad), 0);
     assert_true(ad.task == 9 && ad.index == 2 && ad.offset == 64 && ad.len == 40);
     assert_true(ad.last && ad.after && !ad.truncated);
-    buf[0].nrec = 1;
-    buf[0].kind = PX_DFXK_TASK_END;
-    buf[0].a = 11;
-    buf[0].b = px_dfx_task_end_b(PX_EINVAL, 1, 6);
+    buf[0].kind = PX_DFXK_TASK;
+    buf[0].ts = 5000;
+    buf[0].nrec = (uint8_t)px_dfx_nrec_for_words(PX_DFX_TASK_WORDS);
+    px_dfx_task_put(&buf[0], 11, 4, 6, PX_EINVAL, 30, 0, 20,
+                    PX_DFX_TASK_POISONED | PX_DFX_TASK_RELEASE | PX_DFX_TASK_WAITED);
     assert_int_equal(px_dfx_task_decode(&buf[0], &tk), 0);
-    assert_true(tk.end && tk.task == 11 && tk.status == PX_EINVAL && tk.poisoned && tk.core == 6);
+    assert_true(tk.task == 11 && tk.kernel == 4 && tk.core == 6 && tk.status == PX_EINVAL);
+    assert_true(tk.wait == 30 && tk.run == 0 && tk.release == 20 && tk.ts == 5000);
+    assert_true(px_dfx_task_t_end(&tk) == 5020 && (tk.flags & PX_DFX_TASK_POISONED));
+    buf[0].nrec = 1;
+    assert_int_equal(px_dfx_task_decode(&buf[0], &tk), -1);
+}
+
+/*
+ * Records per task (records version 2): the chain of 1000 tasks, each one 1-d INOUT tensor
+ * with one edge (none for the first), swimlane and depgen on, writes per task one SUBMIT of
+ * 1 + ceil((1 duration + 5 argument + 1 edge words) / 4) = 3 records (the first: 6 words, also
+ * 3) and one TASK of 2: 5000 records, where version 1 wrote 9 per task (TASK_BEGIN,
+ * TASK_END, core.run, core.release, orch.submit, SUBMIT, an ARG of 2, EDGE) and a tenth,
+ * core.pop or core.idle, whenever the core waited. Entries: swimlane 1000 TASK + 1000 SUBMIT,
+ * depgen 1000.
+ */
+static void test_records_per_task(void **state)
+{
+    static float x[1];
+    int64_t shape[1] = {1};
+    px_task_args args;
+    px_run_stats rs;
+    px_tensor tx;
+    tg_kernels k;
+    px_worker *w;
+    dfxc_json *root;
+    char dir[256];
+    px_config c;
+
+    tg_tmpdir(dir, sizeof(dir));
+    tg_config(&c, 2, PX_DFX_SWIMLANE | PX_DFX_DEPGEN, dir, "default", NULL);
+    x[0] = 0.0f;
+    PX_ASSERT_OK(px_worker_create(&c, &w));
+    tg_register(w, &k);
+    k.chain_n = 1000;
+    px_tensor_make(&tx, x, PX_F32, 1, shape);
+    px_args_init(&args);
+    px_args_inout(&args, &tx);
+    PX_ASSERT_OK(px_run(w, tg_chain_orch, &args, &k));
+    PX_ASSERT_OK(px_run_stats_get(w, &rs));
+    PX_ASSERT_OK(px_worker_destroy(w));
+    assert_true(x[0] == 1000.0f);
+    assert_int_equal(rs.tasks, 1000);
+    assert_int_equal(rs.dfx_records, 5000);
+    assert_true(dfxc_json_num(tg_dfx_json(dir, "swimlane", &root), "produced", -1) == 2000);
+    dfxc_json_free(root);
+    assert_true(dfxc_json_num(tg_dfx_json(dir, "depgen", &root), "produced", -1) == 1000);
+    dfxc_json_free(root);
+    tg_rmdir(dir);
+}
+
+static px_status nop_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    return PX_OK;
+}
+
+/* Submits one task with 6 IN views of a 2x2x2 tensor (args) followed by a scalar. */
+static px_status many_args_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    px_kernel_id k = *(px_kernel_id *)user;
+    px_task_args t;
+
+    px_args_init(&t);
+    for (int i = 0; i < 6; i++)
+        px_args_in(&t, &args->a[0].v.t);
+    px_args_scalar_u64(&t, 42);
+    return px_submit(o, k, &t, NULL);
+}
+
+/*
+ * A SUBMIT larger than a buffer is split, not dropped: with 8-record buffers (28 words per
+ * entry) a task with 6 3-d tensor args (9 words each) and a scalar (2) needs 1 + 54 + 2 = 57
+ * words, so it goes out as 3 entries: the SUBMIT with the duration and 3 args (28 words), a
+ * continuation with 3 args (28), one with the scalar (3). deps.json still lists all 7 args
+ * in order, nothing is dropped and the run reconciles (strict). Unsplit, the 16-record entry
+ * would not fit a buffer and would be dropped (and deps.json not written).
+ */
+static void test_submit_split(void **state)
+{
+    static float x[8];
+    int64_t shape[3] = {2, 2, 2};
+    px_task_args args;
+    px_tensor tx;
+    px_kernel_id k;
+    px_worker *w;
+    dfxc_json *root, *deps;
+    const dfxc_json *targs, *dep;
+    char dir[256], path[300];
+    px_config c;
+
+    tg_tmpdir(dir, sizeof(dir));
+    tg_config(&c, 1, PX_DFX_DEPGEN, dir, "default", NULL);
+    c.dfx_buffer_records = 8;
+    PX_ASSERT_OK(px_worker_create(&c, &w));
+    PX_ASSERT_OK(px_kernel_register(w, "nop", nop_kernel, NULL, &k));
+    px_tensor_make(&tx, x, PX_F32, 3, shape);
+    px_args_init(&args);
+    px_args_in(&args, &tx);
+    PX_ASSERT_OK(px_run(w, many_args_orch, &args, &k));
+    PX_ASSERT_OK(px_worker_destroy(w));
+    dep = tg_dfx_json(dir, "depgen", &root);
+    assert_true(dfxc_json_num(dep, "dropped", -1) == 0);
+    assert_true(dfxc_json_num(dep, "produced", -1) == 3);
+    dfxc_json_free(root);
+    snprintf(path, sizeof(path), "%s/deps.json", dir);
+    PX_ASSERT_OK(dfxc_json_load(path, &deps));
+    targs = dfxc_json_get(&dfxc_json_get(deps, "tasks")->kids[0], "args");
+    assert_non_null(targs);
+    assert_int_equal(targs->n, 7);
+    for (int i = 0; i < 6; i++) {
+        assert_int_equal(dfxc_json_num(&targs->kids[i], "index", -1), i);
+        assert_int_equal(dfxc_json_get(&targs->kids[i], "shape")->n, 3);
+    }
+    assert_true(dfxc_json_num(&targs->kids[6], "value", -1) == 42);
+    dfxc_json_free(deps);
+    tg_rmdir(dir);
 }
 
 /* Reads collector swimlane's counts from dir/dfx.json. */
@@ -92,8 +230,8 @@ static void read_counts(const char *dir, double *produced, double *collected, do
 /*
  * Saturation: 8-record buffers, 8 of them, a drain that spends 20 us per entry, and a chain
  * of 1000 tasks: the writers outrun the drain, so they wait (writer_waits > 0), but within
- * the 30 s backstop nothing is dropped and every entry arrives: 1000 TASK_BEGIN, 1000
- * TASK_END, 999 EDGE.
+ * the 30 s backstop nothing is dropped and every entry arrives: 1000 TASK and 1000 SUBMIT
+ * (a chain task has one edge, inside its SUBMIT: no EDGE entry).
  */
 static void test_saturation_waits_not_drops(void **state)
 {
@@ -109,9 +247,9 @@ static void test_saturation_waits_not_drops(void **state)
     tg_count.spin_ns = 20000;
     PX_ASSERT_OK(tg_run_chain(&c, 1000));
     assert_true(tg_count.finished);
-    assert_int_equal(tg_count.kinds[PX_DFXK_TASK_BEGIN], 1000);
-    assert_int_equal(tg_count.kinds[PX_DFXK_TASK_END], 1000);
-    assert_int_equal(tg_count.kinds[PX_DFXK_EDGE], 999);
+    assert_int_equal(tg_count.kinds[PX_DFXK_TASK], 1000);
+    assert_int_equal(tg_count.kinds[PX_DFXK_SUBMIT], 1000);
+    assert_int_equal(tg_count.kinds[PX_DFXK_EDGE], 0);
     read_counts(dir, &produced, &collected, &dropped, &waits);
     assert_true(waits > 0);
     assert_true(dropped == 0);
@@ -171,8 +309,14 @@ static px_dfx *open_direct(px_chip **chip, px_config *c, const char *dir)
     return d;
 }
 
+/* Writes one 1-record PHASE entry for task i. */
+static void emit_one(px_dfx_producer *p, uint64_t i)
+{
+    px_dfx_phase(p, PX_PHASE_CORE_RUN, 100 + i, 101 + i, i);
+}
+
 /*
- * The end-of-run flush publishes partial buffers: 10 edges on the core producer and 3 on
+ * The end-of-run flush publishes partial buffers: 10 entries on the core producer and 3 on
  * the orchestration (neither fills a 16-record buffer) all arrive, 13 entries.
  */
 static void test_flush_partial_buffers(void **state)
@@ -185,11 +329,11 @@ static void test_flush_partial_buffers(void **state)
     tg_tmpdir(dir, sizeof(dir));
     d = open_direct(&chip, &c, dir);
     for (int i = 0; i < 10; i++)
-        px_dfx_edge(px_dfx_producer_of(d, 0), (px_task_id)i, (px_task_id)i + 1);
+        emit_one(px_dfx_producer_of(d, 0), (uint64_t)i);
     for (int i = 0; i < 3; i++)
-        px_dfx_edge(px_dfx_producer_of(d, 1), 100, 200);
+        emit_one(px_dfx_producer_of(d, 1), 200);
     PX_ASSERT_OK(px_dfx_finish(d, 1));
-    assert_int_equal(tg_count.kinds[PX_DFXK_EDGE], 13);
+    assert_int_equal(tg_count.kinds[PX_DFXK_PHASE], 13);
     px_dfx_destroy(d);
     px_plat_chip_close(chip);
     px_dfx_set_collectors(NULL);
@@ -210,11 +354,11 @@ static void test_lost_records_detected(void **state)
     tg_tmpdir(dir, sizeof(dir));
     d = open_direct(&chip, &c, dir);
     for (int i = 0; i < 10; i++)
-        px_dfx_edge(px_dfx_producer_of(d, 0), (px_task_id)i, (px_task_id)i + 1);
+        emit_one(px_dfx_producer_of(d, 0), (uint64_t)i);
     assert_int_equal(px_dfx_finish(d, 0), PX_EIO);
     assert_non_null(strstr(px_last_error(), "do not reconcile"));
     assert_non_null(strstr(px_last_error(), "core 0 wrote 10 records, the drain collected 0"));
-    assert_int_equal(tg_count.kinds[PX_DFXK_EDGE], 0);
+    assert_int_equal(tg_count.kinds[PX_DFXK_PHASE], 0);
     px_dfx_destroy(d);
     px_plat_chip_close(chip);
     px_dfx_set_collectors(NULL);
@@ -225,6 +369,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_records_roundtrip),
+        cmocka_unit_test(test_records_per_task),
+        cmocka_unit_test(test_submit_split),
         cmocka_unit_test(test_saturation_waits_not_drops),
         cmocka_unit_test(test_backstop_drops_are_accounted),
         cmocka_unit_test(test_flush_partial_buffers),

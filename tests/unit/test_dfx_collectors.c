@@ -21,7 +21,8 @@
 #include <unistd.h>
 
 #include "dfx/collectors/collectors.h"
-#include "dfx/collectors/json.h"
+#include "json_reader.h"
+#include "dfx/collectors/model.h"
 #include "dfx/collectors/out.h"
 #include "dfx/collectors/raw.h"
 #include "dfx/records.h"
@@ -96,79 +97,88 @@ static px_dfx_rec *add(recs *b, int kind, int nrec, uint64_t ns, int producer, u
 static const int task_core[5] = {0, 0, 1, 0, 1};
 static const int task_kernel[5] = {0, 1, 1, 2, 0};
 
-/* Adds an ARG entry for a tensor of 4 floats at addr (marked when m). */
-static void add_tensor_arg(recs *b, int task, int index, int tag, uint64_t addr, int m)
+/* Sets argument index of a to a tensor of 4 floats at addr (marked when m). */
+static void tensor_arg(px_task_args *a, int index, int tag, uint64_t addr, int m)
 {
-    px_arg a = {.tag = (uint8_t)tag, .marked = (uint8_t)m};
+    px_arg *x = &a->a[index];
     int64_t shape[1] = {4};
-    px_dfx_rec *r;
 
-    px_tensor_make(&a.v.t, (void *)(uintptr_t)addr, PX_F32, 1, shape);
-    r = add(b, PX_DFXK_ARG, (int)px_dfx_nrec_for_words(px_dfx_arg_words(&a)), 0, 2, 0, 0);
-    px_dfx_arg_put(r, ID0 + (uint64_t)task, index, &a);
+    memset(x, 0, sizeof(*x));
+    x->tag = (uint8_t)tag;
+    x->marked = (uint8_t)m;
+    px_tensor_make(&x->v.t, (void *)(uintptr_t)addr, PX_F32, 1, shape);
 }
 
-static void add_scalar_arg(recs *b, int task, int index, double v)
+static void scalar_arg(px_task_args *a, int index, double v)
 {
-    px_arg a = {.tag = PX_TAG_SCALAR, .scalar_kind = PX_SCALAR_F64};
-    px_dfx_rec *r;
+    px_arg *x = &a->a[index];
 
-    a.v.f64 = v;
-    r = add(b, PX_DFXK_ARG, (int)px_dfx_nrec_for_words(px_dfx_arg_words(&a)), 0, 2, 0, 0);
-    px_dfx_arg_put(r, ID0 + (uint64_t)task, index, &a);
+    memset(x, 0, sizeof(*x));
+    x->tag = PX_TAG_SCALAR;
+    x->scalar_kind = PX_SCALAR_F64;
+    x->v.f64 = v;
 }
 
-/* SUBMIT + ARG entries of the five tasks (addresses: a b c d e g f). */
+/* One SUBMIT of task i at 200 + 10 i ns, 5 ns long, with its 3 args and n edges' producers. */
+static void add_submit(recs *b, int i, int kernel, px_task_args *a, const int *prod, int n)
+{
+    px_task_id p[4];
+    px_dfx_rec *r;
+
+    a->n = 3;
+    for (int k = 0; k < n; k++)
+        p[k] = ID0 + (uint64_t)prod[k];
+    r = add(b, PX_DFXK_SUBMIT,
+            (int)px_dfx_nrec_for_words(px_dfx_submit_words(a, (uint32_t)n)),
+            200 + 10ull * (uint64_t)i, 2, 0, 0);
+    px_dfx_submit_put(r, ID0 + (uint64_t)i, kernel, TPN * 5, a, p, (uint32_t)n);
+}
+
+/*
+ * The five SUBMITs (addresses: a b c d e g f) with their edges: 0->1 twice, 0->2, 1->3,
+ * 2->3, 3->4; 0->4 comes in an EDGE entry (a task whose SUBMIT had no room left).
+ */
 static void add_submits(recs *b)
 {
     const uint64_t A = 0x10000, B = 0x20000, C = 0x30000, D = 0x31000, E = 0x32000, G = 0x33000,
                    F = 0x40000;
+    static const int e1[2] = {0, 0}, e2[1] = {0}, e3[2] = {1, 2}, e4[1] = {3};
+    const px_task_id e4b[1] = {ID0};
+    px_task_args a;
 
-    add(b, PX_DFXK_SUBMIT, 1, 10, 2, ID0 + 0, px_dfx_submit_b(0, 3));
-    add_tensor_arg(b, 0, 0, PX_TAG_IN, A, 1);
-    add_tensor_arg(b, 0, 1, PX_TAG_IN, B, 0);
-    add_tensor_arg(b, 0, 2, PX_TAG_OUT, C, 0);
-    add(b, PX_DFXK_SUBMIT, 1, 20, 2, ID0 + 1, px_dfx_submit_b(1, 3));
-    add_tensor_arg(b, 1, 0, PX_TAG_IN, C, 0);
-    add_scalar_arg(b, 1, 1, 1.0);
-    add_tensor_arg(b, 1, 2, PX_TAG_OUT, D, 0);
-    add(b, PX_DFXK_SUBMIT, 1, 30, 2, ID0 + 2, px_dfx_submit_b(1, 3));
-    add_tensor_arg(b, 2, 0, PX_TAG_IN, C, 0);
-    add_scalar_arg(b, 2, 1, 2.0);
-    add_tensor_arg(b, 2, 2, PX_TAG_OUT, E, 0);
-    add(b, PX_DFXK_SUBMIT, 1, 40, 2, ID0 + 3, px_dfx_submit_b(2, 3));
-    add_tensor_arg(b, 3, 0, PX_TAG_IN, D, 0);
-    add_tensor_arg(b, 3, 1, PX_TAG_IN, E, 0);
-    add_tensor_arg(b, 3, 2, PX_TAG_OUT, G, 0);
-    add(b, PX_DFXK_SUBMIT, 1, 50, 2, ID0 + 4, px_dfx_submit_b(0, 3));
-    add_tensor_arg(b, 4, 0, PX_TAG_IN, G, 0);
-    add_tensor_arg(b, 4, 1, PX_TAG_IN, C, 0);
-    add_tensor_arg(b, 4, 2, PX_TAG_OUT, F, 0);
+    tensor_arg(&a, 0, PX_TAG_IN, A, 1);
+    tensor_arg(&a, 1, PX_TAG_IN, B, 0);
+    tensor_arg(&a, 2, PX_TAG_OUT, C, 0);
+    add_submit(b, 0, 0, &a, NULL, 0);
+    tensor_arg(&a, 0, PX_TAG_IN, C, 0);
+    scalar_arg(&a, 1, 1.0);
+    tensor_arg(&a, 2, PX_TAG_OUT, D, 0);
+    add_submit(b, 1, 1, &a, e1, 2);
+    tensor_arg(&a, 0, PX_TAG_IN, C, 0);
+    scalar_arg(&a, 1, 2.0);
+    tensor_arg(&a, 2, PX_TAG_OUT, E, 0);
+    add_submit(b, 2, 1, &a, e2, 1);
+    tensor_arg(&a, 0, PX_TAG_IN, D, 0);
+    tensor_arg(&a, 1, PX_TAG_IN, E, 0);
+    tensor_arg(&a, 2, PX_TAG_OUT, G, 0);
+    add_submit(b, 3, 2, &a, e3, 2);
+    px_dfx_edge_put(add(b, PX_DFXK_EDGE, (int)px_dfx_nrec_for_words(1), 240, 2, 0, 0),
+                    ID0 + 4, e4b, 1);
+    tensor_arg(&a, 0, PX_TAG_IN, G, 0);
+    tensor_arg(&a, 1, PX_TAG_IN, C, 0);
+    tensor_arg(&a, 2, PX_TAG_OUT, F, 0);
+    add_submit(b, 4, 0, &a, e4, 1);
 }
 
-static void add_edges(recs *b)
-{
-    static const int e[7][2] = {{0, 1}, {0, 2}, {1, 3}, {2, 3}, {3, 4}, {0, 4}, {0, 1}};
-
-    for (int i = 0; i < 7; i++)
-        add(b, PX_DFXK_EDGE, 1, 60, 2, ID0 + (uint64_t)e[i][0], ID0 + (uint64_t)e[i][1]);
-}
-
-/* Task begin/end, core.run over each task, orch.submit per task at 200 + 10 i ns. */
+/* One TASK per task: run from 1000 i ns for 500 ns (core.run), no wait, no release. */
 static void add_tasks(recs *b)
 {
     for (int i = 0; i < 5; i++) {
-        uint64_t ns = 1000ull * (uint64_t)i;
-        px_dfx_rec *r;
+        px_dfx_rec *r = add(b, PX_DFXK_TASK, (int)px_dfx_nrec_for_words(PX_DFX_TASK_WORDS),
+                            1000ull * (uint64_t)i, task_core[i], 0, 0);
 
-        add(b, PX_DFXK_TASK_BEGIN, 1, ns, task_core[i], ID0 + (uint64_t)i,
-            px_dfx_task_begin_b(task_kernel[i], task_core[i]));
-        add(b, PX_DFXK_TASK_END, 1, ns + 500, task_core[i], ID0 + (uint64_t)i,
-            px_dfx_task_end_b(PX_OK, 0, task_core[i]));
-        r = add(b, PX_DFXK_PHASE, 1, ns, task_core[i], 0, ID0 + (uint64_t)i);
-        r->a = PX_PHASE_CORE_RUN | (uint64_t)(TPN * 500) << 8;
-        r = add(b, PX_DFXK_PHASE, 1, 200 + 10ull * (uint64_t)i, 2, 0, ID0 + (uint64_t)i);
-        r->a = PX_PHASE_ORCH_SUBMIT | (uint64_t)(TPN * 5) << 8;
+        px_dfx_task_put(r, ID0 + (uint64_t)i, task_kernel[i], task_core[i], PX_OK, 0, TPN * 500,
+                        0, PX_DFX_TASK_RAN);
     }
 }
 
@@ -241,7 +251,6 @@ static void all_records(recs *b)
 {
     b->n = 0;
     add_submits(b);
-    add_edges(b);
     add_tasks(b);
     add_host(b);
     add_scopes(b);
@@ -395,8 +404,9 @@ static void test_trace_flows(void **state)
 }
 
 /*
- * Slices on one track must nest: a core.release phase [400, 700) ns that starts inside task
- * 0's slice [0, 500) and ends after it is clamped to [400, 500): 0.1 us, clamped 1.
+ * Slices on one track must nest: an orch.submit phase [400, 700) ns on core 0's track that
+ * starts inside task 0's slice [0, 500) and ends after it is clamped to [400, 500): 0.1 us,
+ * clamped 1.
  */
 static void test_trace_nesting(void **state)
 {
@@ -411,16 +421,16 @@ static void test_trace_nesting(void **state)
     fresh_dir();
     info = run_info();
     b.n = 0;
-    add(&b, PX_DFXK_TASK_BEGIN, 1, 0, 0, ID0, px_dfx_task_begin_b(0, 0));
-    add(&b, PX_DFXK_TASK_END, 1, 500, 0, ID0, px_dfx_task_end_b(PX_OK, 0, 0));
+    r = add(&b, PX_DFXK_TASK, (int)px_dfx_nrec_for_words(PX_DFX_TASK_WORDS), 0, 0, 0, 0);
+    px_dfx_task_put(r, ID0, 0, 0, PX_OK, 0, TPN * 500, 0, PX_DFX_TASK_RAN);
     r = add(&b, PX_DFXK_PHASE, 1, 400, 0, 0, ID0);
-    r->a = PX_PHASE_CORE_RELEASE | (uint64_t)(TPN * 300) << 8;
+    r->a = PX_PHASE_ORCH_SUBMIT | (uint64_t)(TPN * 300) << 8;
     run_collectors(ops, &b, &info);
     j = load("trace.json");
     assert_int_equal(dfxc_json_num(dfxc_json_get(j, "otherData"), "clamped", -1), 1);
     ev = dfxc_json_get(j, "traceEvents");
     for (size_t i = 0; i < ev->n; i++) {
-        if (strcmp(dfxc_json_str(&ev->kids[i], "name", ""), "core.release") != 0)
+        if (strcmp(dfxc_json_str(&ev->kids[i], "name", ""), "orch.submit") != 0)
             continue;
         assert_true(dfxc_json_num(&ev->kids[i], "ts", -1) == 0.4);
         assert_true(dfxc_json_num(&ev->kids[i], "dur", -1) == 0.1);
@@ -743,15 +753,20 @@ static void test_report(void **state)
     const px_dfx_collector_ops *ops[] = {&px_dfx_swimlane_ops, &px_dfx_depgen_ops, NULL};
     static const int cp_want[4] = {0, 1, 3, 4};
     px_dfx_run_info info;
+    dfxc_model model;
     static recs b;
     dfxc_json *j;
     const dfxc_json *cp, *k;
 
     fresh_dir();
     info = run_info();
+    dfxc_model_init(&model, info.clock);
+    model.has_trace = 1; /* swimlane is on: the framework says so */
+    info.model = &model;
     all_records(&b);
     run_collectors(ops, &b, &info);
-    PX_ASSERT_OK(px_dfx_report_write(outdir));
+    PX_ASSERT_OK(px_dfx_report_write(outdir, &model));
+    dfxc_model_free(&model);
     j = report_data();
     assert_int_equal(dfxc_json_num(j, "version", 0), 1);
     assert_int_equal(dfxc_json_get(j, "tasks")->n, 5);
@@ -778,14 +793,18 @@ static void test_report_untimed(void **state)
 {
     const px_dfx_collector_ops *ops[] = {&px_dfx_depgen_ops, NULL};
     px_dfx_run_info info;
+    dfxc_model model;
     static recs b;
     dfxc_json *j;
 
     fresh_dir();
     info = run_info();
+    dfxc_model_init(&model, info.clock);
+    info.model = &model;
     all_records(&b);
     run_collectors(ops, &b, &info);
-    PX_ASSERT_OK(px_dfx_report_write(outdir));
+    PX_ASSERT_OK(px_dfx_report_write(outdir, &model));
+    dfxc_model_free(&model);
     j = report_data();
     assert_int_equal(dfxc_json_get(j, "tasks")->n, 5);
     assert_true(dfxc_json_get(j, "timed")->num == 0);
@@ -850,7 +869,7 @@ static void test_raw_store(void **state)
         dfxc_raw_init(&s);
         for (i = 0; i < 5000; i++) {
             memset(e, 0, sizeof(e));
-            e[0].kind = PX_DFXK_ARG;
+            e[0].kind = PX_DFXK_SUBMIT;
             e[0].nrec = (uint8_t)(i % 2 ? 3 : 1);
             e[0].a = i + 1000 * (uint64_t)round;
             for (int w = 0; w < 8; w++)

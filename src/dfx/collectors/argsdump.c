@@ -4,7 +4,7 @@
  * into args/args_dump.json and args/args.bin.
  *
  * During the run it only keeps the raw entries (raw.h); finish() decodes them in arrival
- * order. Metadata comes from SUBMIT and ARG records (submits.h). The bytes come in ARGDATA
+ * order. Metadata comes from SUBMIT entries (submits.h). The bytes come in ARGDATA
  * chunks, one dump per (task, argument, before/after the kernel), each chunk saying its offset
  * in the dump; chunks of different dumps interleave across cores, so dumps are assembled in
  * memory and args.bin is written at the end in (task, argument, when) order, which makes it
@@ -117,13 +117,14 @@ static void agd_on_record(void *state, const px_dfx_rec *r)
 }
 
 /* Decodes every kept entry in arrival order: argument metadata and dump chunks. */
-static void agd_load(agd_state *s)
+static void agd_load(agd_state *s, const px_dfx_run_info *info)
 {
+    const dfxc_raw *src = dfxc_raw_source(info->raw, &s->raw);
     const px_dfx_rec *r;
     dfxc_raw_it it;
 
-    s->oom |= s->raw.oom;
-    dfxc_raw_begin(&s->raw, &it);
+    s->oom |= src->oom;
+    dfxc_raw_begin(src, &it);
     while ((r = dfxc_raw_next(&it)) != NULL && !s->oom) {
         if (r->kind == PX_DFXK_ARGDATA)
             agd_on_data(s, r);
@@ -244,7 +245,7 @@ static px_status agd_finish(void *state, const px_dfx_run_info *info)
     px_status st;
     dfxc_buf b;
 
-    agd_load(s);
+    agd_load(s, info);
     if (s->oom)
         return px_set_error(PX_ENOMEM,
                             "dfx[argsdump]: out of memory keeping %zu argument "
@@ -288,7 +289,8 @@ static void agd_close(void *state)
 const px_dfx_collector_ops px_dfx_argsdump_ops = {
     .name = "argsdump",
     .bit = PX_DFX_ARGSDUMP,
-    .kinds = 1u << PX_DFXK_SUBMIT | 1u << PX_DFXK_ARG | 1u << PX_DFXK_ARGDATA,
+    .kinds = 1u << PX_DFXK_SUBMIT | 1u << PX_DFXK_ARGDATA,
+    .shares_raw = 1,
     .open = agd_open,
     .on_record = agd_on_record,
     .finish = agd_finish,

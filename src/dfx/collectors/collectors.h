@@ -6,8 +6,8 @@
  * collector's output format is documented, with its version, in docs/formats.md.
  *
  * px_dfx_report_write() is not a collector: the framework calls it once after every
- * collector's finish() (and after dfx.json is written); it reads the files back and writes
- * report.html.
+ * collector's finish() (and after dfx.json is written), with the task model the collectors
+ * built in memory (model.h); nothing is read back from the files.
  */
 #ifndef PX_DFX_COLLECTORS_H
 #define PX_DFX_COLLECTORS_H
@@ -26,11 +26,13 @@ extern const px_dfx_collector_ops px_dfx_scopestats_ops;
 /* Every collector, in dfx.json order, terminated by NULL. */
 extern const px_dfx_collector_ops *const px_dfx_collectors[];
 
+struct dfxc_model;
+
 /*
- * Writes out_dir/report.html from the trace.json and deps.json found there (either may be
- * absent; with neither there is nothing to report and no file is written). Returns PX_OK,
- * PX_EINVAL when a file does not parse (the message names it), PX_EIO or PX_ENOMEM.
+ * Finishes model m (dfxc_model_finish) and writes out_dir/report.html from it. A model with
+ * neither trace.json nor deps.json behind it has nothing to report: no file is written (an
+ * old one is removed). Returns PX_OK, PX_EIO or PX_ENOMEM.
  */
-px_status px_dfx_report_write(const char *out_dir);
+px_status px_dfx_report_write(const char *out_dir, struct dfxc_model *m);
 
 #endif

@@ -3,8 +3,9 @@
  * kernel and arguments (tags, tensors, scalars) and every dependency, into deps.json and
  * deps.dot (Graphviz).
  *
- * During the run it only keeps the raw entries (raw.h); finish() decodes them: tasks from
- * SUBMIT and ARG records (submits.h), edges from EDGE records, sorted and without duplicates.
+ * During the run it only keeps the raw entries (raw.h); finish() decodes them: tasks and their
+ * arguments from SUBMIT entries (submits.h), edges from the SUBMIT entries and from EDGE
+ * entries (a task with more edges than a SUBMIT holds), sorted and without duplicates.
  * A graph with a hole is worse than no graph: when the run dropped records (info->dropped)
  * neither file is written and earlier ones are removed (the framework warns about the drops;
  * this collector says at info what it skipped). Formats: docs/formats.md.
@@ -13,6 +14,7 @@
 
 #include <stdlib.h>
 
+#include "dfx/collectors/model.h"
 #include "dfx/collectors/out.h"
 #include "dfx/collectors/raw.h"
 #include "dfx/collectors/submits.h"
@@ -44,22 +46,34 @@ static void dep_on_record(void *state, const px_dfx_rec *r)
     dfxc_raw_add(&s->raw, r);
 }
 
-/* Decodes every kept entry in arrival order into tasks, arguments and edges. */
-static void dep_load(dep_state *s)
+/* Keeps n edges producers[i] -> consumer. */
+static void dep_edges(dep_state *s, const px_task_id *producers, uint32_t n, uint64_t consumer)
 {
+    for (uint32_t i = 0; i < n; i++)
+        if (dfxc_edges_add(&s->edges, producers[i], consumer) != 0)
+            s->oom = 1;
+}
+
+/* Decodes every kept entry in arrival order into tasks, arguments and edges. */
+static void dep_load(dep_state *s, const px_dfx_run_info *info)
+{
+    const dfxc_raw *src = dfxc_raw_source(info->raw, &s->raw);
     const px_dfx_rec *r;
+    px_dfx_submit_rec d;
     px_dfx_edge_rec e;
     dfxc_raw_it it;
 
-    dfxc_raw_begin(&s->raw, &it);
+    dfxc_raw_begin(src, &it);
     while ((r = dfxc_raw_next(&it)) != NULL) {
-        if (r->kind != PX_DFXK_EDGE)
+        if (r->kind == PX_DFXK_SUBMIT) {
             dfxc_submits_on_record(&s->sub, r);
-        else if (px_dfx_edge_decode(r, &e) == 0 &&
-                 dfxc_edges_add(&s->edges, e.producer, e.consumer) != 0)
-            s->oom = 1;
+            if (px_dfx_submit_decode(r, &d) == 0)
+                dep_edges(s, d.edges, (uint32_t)d.nedges, d.task);
+        } else if (px_dfx_edge_decode(r, &e) == 0) {
+            dep_edges(s, e.producers, e.n, e.consumer);
+        }
     }
-    if (s->raw.oom)
+    if (src->oom)
         s->oom = 1;
 }
 
@@ -140,6 +154,21 @@ static void dep_dot(const dep_state *s, const px_dfx_run_info *info, dfxc_buf *b
     dfxc_buf_puts(b, "}\n");
 }
 
+/* Adds every task and edge, as deps.json has them, to the report's model. */
+static void dep_model(const dep_state *s, const px_dfx_run_info *info, dfxc_model *m)
+{
+    char tmp[32];
+
+    m->has_deps = 1;
+    for (size_t i = 0; i < s->sub.n; i++)
+        dfxc_model_add_task(m, dfxc_submits_rid(&s->sub, s->sub.t[i].id),
+                            dfxc_kernel_name(info, (uint64_t)s->sub.t[i].kernel, tmp,
+                                             sizeof(tmp)));
+    for (size_t k = 0; k < s->edges.n; k++)
+        dfxc_model_add_edge(m, 1, dfxc_submits_rid(&s->sub, s->edges.v[k].p),
+                            dfxc_submits_rid(&s->sub, s->edges.v[k].c));
+}
+
 /* Builds one file with fn and writes it. Returns PX_OK or the write's error. */
 static px_status dep_write(const dep_state *s, const px_dfx_run_info *info, const char *name,
                            void (*fn)(const dep_state *, const px_dfx_run_info *, dfxc_buf *))
@@ -166,7 +195,7 @@ static px_status dep_finish(void *state, const px_dfx_run_info *info)
                     "in this run, so the graph would be incomplete (counts in dfx.json)");
         return PX_OK;
     }
-    dep_load(s);
+    dep_load(s, info);
     if (s->oom)
         return px_set_error(PX_ENOMEM,
                             "dfx[depgen]: out of memory keeping %zu edges; "
@@ -176,12 +205,14 @@ static px_status dep_finish(void *state, const px_dfx_run_info *info)
     if (st != PX_OK)
         return st;
     if (s->sub.bad > 0)
-        PX_LOG_WARN("dfx[depgen]: %llu SUBMIT/ARG entries did not decode and were skipped",
+        PX_LOG_WARN("dfx[depgen]: %llu SUBMIT entries did not decode and were skipped",
                     (unsigned long long)s->sub.bad);
     dfxc_edges_sort(&s->edges);
     st = dep_write(s, info, "deps.json", dep_json);
     if (st == PX_OK)
         st = dep_write(s, info, "deps.dot", dep_dot);
+    if (st == PX_OK && info->model != NULL)
+        dep_model(s, info, info->model);
     return st;
 }
 
@@ -200,7 +231,8 @@ static void dep_close(void *state)
 const px_dfx_collector_ops px_dfx_depgen_ops = {
     .name = "depgen",
     .bit = PX_DFX_DEPGEN,
-    .kinds = 1u << PX_DFXK_SUBMIT | 1u << PX_DFXK_ARG | 1u << PX_DFXK_EDGE,
+    .kinds = 1u << PX_DFXK_SUBMIT | 1u << PX_DFXK_EDGE,
+    .shares_raw = 1,
     .open = dep_open,
     .on_record = dep_on_record,
     .finish = dep_finish,

@@ -1,12 +1,19 @@
 /*
- * model.h - a DFX output directory read back into one task model: the tasks (kernel, track,
- * start, duration) from trace.json and/or deps.json, the edges, per-kernel statistics and the
- * critical path. The report writer (report.c) and `plexus trace summary` share it, so both
- * tell the same story.
+ * model.h - the task model of one run: the tasks (kernel, track, start, duration), the
+ * edges, per-kernel statistics and the critical path. The report writer (report.c) and
+ * `plexus trace summary` share it, so both tell the same story.
+ *
+ * It is built, not read: at the end of a run swimlane adds its timed tasks and their flow
+ * edges and depgen every submitted task and every edge, from their records in memory, and
+ * the framework adds the track names (px_dfx_finish then writes report.html from it, without
+ * reading a file back); `plexus trace summary` fills the same model from trace.json and
+ * deps.json (tools/trace_load.c). dfxc_model_finish() then merges what the two sources gave
+ * the way the files are meant: a task from both counts once, with its timing; the edges of
+ * depgen win over swimlane's (which only knows edges between tasks that both ran).
  *
  * The critical path is the longest path through the dependency graph where a task weighs its
- * duration; without any timing (no trace.json) each task weighs 1, and the path is the
- * longest chain by task count (`cp_by_count` says which).
+ * duration; without any timing each task weighs 1, and the path is the longest chain by task
+ * count (`cp_by_count` says which).
  */
 #ifndef PX_DFX_COLLECTORS_MODEL_H
 #define PX_DFX_COLLECTORS_MODEL_H
@@ -37,13 +44,16 @@ typedef struct dfxc_mkernel {
 } dfxc_mkernel;
 
 typedef struct dfxc_model {
-    int has_trace, has_deps;
+    int has_trace, has_deps; /* trace.json / deps.json (is being) written for this model */
     char clock[16];
-    dfxc_mtask *t; /* sorted by id */
+    dfxc_mtask *t; /* sorted by id after dfxc_model_finish */
     size_t n, cap;
     dfxc_mtrack *tracks; /* thread names of trace.json */
     size_t ntracks, cap_tracks;
-    dfxc_edges edges; /* renumbered ids, sorted, unique */
+    dfxc_mtrack *procs;  /* process names (tid unused): the merged level-3 report's groups */
+    size_t nprocs, cap_procs;
+    dfxc_edges edges; /* renumbered ids, sorted, unique (after finish: the winning source) */
+    dfxc_edges deps_edges; /* depgen's, moved into edges by finish */
     dfxc_mkernel *k;  /* in order of first task */
     size_t nk, cap_k;
     int64_t span; /* latest task end, ns */
@@ -51,15 +61,33 @@ typedef struct dfxc_model {
     size_t ncp;
     int64_t cp_len; /* ns (or tasks when cp_by_count) */
     int cp_by_count;
+    int oom;      /* an add ran out of memory: finish fails */
 } dfxc_model;
 
+/* Makes m empty, with clock name `clock` ("tsc", "monotonic"; NULL: "?"). */
+void dfxc_model_init(dfxc_model *m, const char *clock);
+
+/* Adds a timed task (a slice of trace.json). Out of memory marks m (see oom). */
+void dfxc_model_add_timed(dfxc_model *m, uint64_t id, const char *kernel, int pid, int tid,
+                          int core, int64_t ts, int64_t dur);
+
+/* Adds a submitted task (deps.json); one that is also timed counts once, with its timing. */
+void dfxc_model_add_task(dfxc_model *m, uint64_t id, const char *kernel);
+
+/* Adds a track name. */
+void dfxc_model_add_track(dfxc_model *m, int pid, int tid, const char *name);
+
+/* Names process pid (a group of rows in report.html; level 3: the host and each chip). */
+void dfxc_model_add_process(dfxc_model *m, int pid, const char *name);
+
+/* Adds an edge producer -> consumer, from deps.json (from_deps) or trace.json's flows. */
+void dfxc_model_add_edge(dfxc_model *m, int from_deps, uint64_t producer, uint64_t consumer);
+
 /*
- * Loads dir/trace.json and dir/deps.json (each optional). Returns PX_OK (m->has_trace and
- * m->has_deps say what was found), PX_EINVAL when a file does not parse or has the wrong
- * shape or version (the message names it), or PX_ENOMEM. m is valid for dfxc_model_free
- * either way.
+ * Merges the sources, sorts, and derives the kernel statistics and the critical path.
+ * Returns PX_OK, or PX_ENOMEM (also when an add ran out of memory).
  */
-px_status dfxc_model_load(const char *dir, dfxc_model *m);
+px_status dfxc_model_finish(dfxc_model *m);
 
 /* Frees what m holds and zeroes it. */
 void dfxc_model_free(dfxc_model *m);

@@ -67,6 +67,16 @@ static inline void dfxc_raw_add(dfxc_raw *s, const px_dfx_rec *r)
     s->records += n;
 }
 
+/*
+ * The store a collector with shares_raw reads back in finish(): the framework's (info->raw),
+ * else its own (own), which a caller that feeds on_record itself filled. It holds the kinds
+ * of every sharing collector: skip the others.
+ */
+static inline const dfxc_raw *dfxc_raw_source(const struct dfxc_raw *shared, const dfxc_raw *own)
+{
+    return shared != NULL ? shared : own;
+}
+
 /* Positions it before the first entry of s. */
 void dfxc_raw_begin(const dfxc_raw *s, dfxc_raw_it *it);
 /* Returns the next entry (its records are contiguous), or NULL after the last. */

@@ -1,5 +1,5 @@
 /*
- * submits.c - submitted tasks and their arguments from SUBMIT and ARG records (submits.h).
+ * submits.c - submitted tasks and their arguments from SUBMIT entries (submits.h).
  */
 #include "dfx/collectors/submits.h"
 
@@ -22,7 +22,33 @@ void dfxc_submits_free(dfxc_submits *s)
     dfxc_submits_init(s);
 }
 
-/* Keeps one SUBMIT. */
+/* Keeps one argument of task. */
+static void dfxc_submits_arg(dfxc_submits *s, const px_dfx_arg *arg, px_task_id task)
+{
+    px_dfx_arg *a = dfxc_push((void **)&s->args, &s->nargs, &s->cap_args, sizeof(*a));
+
+    if (a == NULL) {
+        s->oom = 1;
+        return;
+    }
+    *a = *arg;
+    a->task = task;
+}
+
+/* Keeps the arguments of a decoded SUBMIT. */
+static void dfxc_submits_args_of(dfxc_submits *s, const px_dfx_submit_rec *d)
+{
+    uint32_t at = 0;
+
+    for (int i = 0; i < d->nargs; i++) {
+        px_dfx_arg a;
+
+        at += px_dfx_arg_get(d->args + at, d->args_words - at, &a);
+        dfxc_submits_arg(s, &a, d->task);
+    }
+}
+
+/* Keeps one SUBMIT and its arguments; a continuation adds arguments only. */
 static void dfxc_submits_task(dfxc_submits *s, const px_dfx_rec *r)
 {
     px_dfx_submit_rec d;
@@ -30,6 +56,10 @@ static void dfxc_submits_task(dfxc_submits *s, const px_dfx_rec *r)
 
     if (px_dfx_submit_decode(r, &d) != 0) {
         s->bad++;
+        return;
+    }
+    if (d.more) {
+        dfxc_submits_args_of(s, &d);
         return;
     }
     t = dfxc_push((void **)&s->t, &s->n, &s->cap, sizeof(*t));
@@ -41,29 +71,13 @@ static void dfxc_submits_task(dfxc_submits *s, const px_dfx_rec *r)
     t->kernel = d.kernel;
     t->nargs = d.nargs;
     s->min_id = PX_MIN(s->min_id, d.task);
-}
-
-/* Keeps one ARG. */
-static void dfxc_submits_arg(dfxc_submits *s, const px_dfx_rec *r)
-{
-    px_dfx_arg *a = dfxc_push((void **)&s->args, &s->nargs, &s->cap_args, sizeof(*a));
-
-    if (a == NULL) {
-        s->oom = 1;
-        return;
-    }
-    if (px_dfx_arg_decode(r, a) != 0) {
-        s->nargs--;
-        s->bad++;
-    }
+    dfxc_submits_args_of(s, &d);
 }
 
 void dfxc_submits_on_record(dfxc_submits *s, const px_dfx_rec *r)
 {
     if (r->kind == PX_DFXK_SUBMIT)
         dfxc_submits_task(s, r);
-    else if (r->kind == PX_DFXK_ARG)
-        dfxc_submits_arg(s, r);
 }
 
 static int dfxc_subtask_cmp(const void *pa, const void *pb)

@@ -1,7 +1,7 @@
 /*
- * submits.h - the submitted tasks of a run with their arguments, rebuilt from SUBMIT and ARG
- * records; shared by depgen (deps.json) and argsdump (args/args_dump.json), which describe
- * every argument with the same JSON object.
+ * submits.h - the submitted tasks of a run with their arguments, rebuilt from SUBMIT
+ * entries (each holds its task's arguments); shared by depgen (deps.json) and argsdump
+ * (args/args_dump.json), which describe every argument with the same JSON object.
  *
  * Task ids are renumbered from the run's first task, and a tensor's base address is given as
  * a buffer number (distinct base addresses numbered in order of first use, by task and
@@ -20,8 +20,8 @@
 typedef struct dfxc_subtask {
     uint64_t id; /* task id as recorded */
     int32_t kernel;
-    int nargs;    /* announced by SUBMIT */
-    int nseen;    /* ARG entries received */
+    int nargs;    /* arguments in its SUBMIT (continuations not counted) */
+    int nseen;    /* arguments received, continuations included */
     size_t first; /* index of its first argument in args[] (after dfxc_submits_sort) */
 } dfxc_subtask;
 
@@ -41,7 +41,7 @@ typedef struct dfxc_submits {
 void dfxc_submits_init(dfxc_submits *s);
 /* Frees what s holds and makes it empty. */
 void dfxc_submits_free(dfxc_submits *s);
-/* Keeps a SUBMIT or ARG entry; ignores other kinds. */
+/* Keeps a SUBMIT entry with its arguments; ignores other kinds. */
 void dfxc_submits_on_record(dfxc_submits *s, const px_dfx_rec *r);
 /*
  * Sorts tasks by id and arguments by (task, index) and links them. Returns PX_OK, or

@@ -3,9 +3,10 @@
  * producer thread (DESIGN 3.6), and the dependencies as flow arrows, into trace.json.
  *
  * During the run it only keeps the raw entries (raw.h: the drain thread must keep up with
- * every producer). finish() decodes them in arrival order: TASK_BEGIN / TASK_END pairs by task
- * id, PHASE spans and EDGE records, and turns them into Chrome Trace Event objects for the
- * shared trace builder
+ * every producer). finish() decodes them in arrival order: one TASK entry per execution (the
+ * task's slice and its core.pop or core.idle, core.run and core.release phases), one SUBMIT
+ * per submit (the orch.submit phase and the task's edges), PHASE spans and EDGE entries, and
+ * turns them into Chrome Trace Event objects for the shared trace builder
  * (trace.h): one "X" slice per task (named by its kernel, on its core's track), one per phase,
  * and per edge a flow start ("s") inside the producer's slice just before its end and a flow
  * end ("f", binding point "e") at the consumer's start. Task ids are renumbered from the run's
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dfx/collectors/model.h"
 #include "dfx/collectors/out.h"
 #include "dfx/collectors/raw.h"
 #include "dfx/collectors/trace.h"
@@ -92,7 +94,22 @@ static swl_task *swl_task_get(swl_state *s, uint64_t id)
     return t;
 }
 
-/* Keeps a TASK_BEGIN or TASK_END. */
+/* Keeps a phase span [ts, ts + ticks) of producer for task (0: none). */
+static void swl_phase_add(swl_state *s, int phase, uint64_t ts, uint64_t ticks, uint64_t task,
+                          uint16_t producer)
+{
+    swl_phase *ph = dfxc_push((void **)&s->phases, &s->nphases, &s->cap_phases, sizeof(*ph));
+
+    if (ph == NULL) {
+        s->oom = 1;
+        return;
+    }
+    *ph = (swl_phase){ts, ticks, task, producer, (uint8_t)phase};
+    if (task != 0)
+        s->min_id = PX_MIN(s->min_id, task);
+}
+
+/* Keeps a TASK entry: the task's slice and its wait, run and release phases. */
 static void swl_on_task(swl_state *s, const px_dfx_rec *r)
 {
     px_dfx_task d;
@@ -100,36 +117,51 @@ static void swl_on_task(swl_state *s, const px_dfx_rec *r)
 
     if (px_dfx_task_decode(r, &d) != 0 || (t = swl_task_get(s, d.task)) == NULL)
         return;
-    if (!d.end) {
-        t->t_begin = d.ts;
-        t->kernel = (uint32_t)d.kernel;
-        t->core = d.core;
-        t->producer = r->producer;
-        t->seen |= SWL_BEGUN;
-    } else {
-        t->t_end = d.ts;
-        t->status = (int32_t)d.status;
-        t->poisoned = (uint8_t)(d.poisoned != 0);
-        t->seen |= SWL_ENDED;
-    }
+    t->t_begin = d.ts;
+    t->t_end = px_dfx_task_t_end(&d);
+    t->kernel = (uint32_t)d.kernel;
+    t->core = d.core;
+    t->producer = r->producer;
+    t->status = (int32_t)d.status;
+    t->poisoned = (uint8_t)((d.flags & PX_DFX_TASK_POISONED) != 0);
+    t->seen = SWL_BEGUN | SWL_ENDED;
+    if (d.flags & PX_DFX_TASK_WAITED)
+        swl_phase_add(s, (d.flags & PX_DFX_TASK_SLEPT) ? PX_PHASE_CORE_IDLE : PX_PHASE_CORE_POP,
+                      d.ts - d.wait, d.wait, d.task, r->producer);
+    if (d.flags & PX_DFX_TASK_RAN)
+        swl_phase_add(s, PX_PHASE_CORE_RUN, d.ts, d.run, d.task, r->producer);
+    if (d.flags & PX_DFX_TASK_RELEASE)
+        swl_phase_add(s, PX_PHASE_CORE_RELEASE, d.ts + d.run, d.release, d.task, r->producer);
 }
 
 /* Keeps a PHASE span. */
 static void swl_on_phase(swl_state *s, const px_dfx_rec *r)
 {
     px_dfx_span d;
-    swl_phase *ph;
 
-    if (px_dfx_span_decode(r, &d) != 0)
-        return;
-    ph = dfxc_push((void **)&s->phases, &s->nphases, &s->cap_phases, sizeof(*ph));
-    if (ph == NULL) {
-        s->oom = 1;
-        return;
+    if (px_dfx_span_decode(r, &d) == 0)
+        swl_phase_add(s, d.id, d.t0, d.t1 - d.t0, d.b, r->producer);
+}
+
+/* Keeps n edges producer[i] -> consumer. */
+static void swl_edges(swl_state *s, const px_task_id *producers, uint32_t n, uint64_t consumer)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (dfxc_edges_add(&s->edges, producers[i], consumer) != 0)
+            s->oom = 1;
+        s->min_id = PX_MIN(s->min_id, PX_MIN(producers[i], consumer));
     }
-    *ph = (swl_phase){d.t0, d.t1 - d.t0, d.b, r->producer, (uint8_t)d.id};
-    if (d.b != 0)
-        s->min_id = PX_MIN(s->min_id, d.b);
+}
+
+/* Keeps a SUBMIT: its orch.submit phase and its edges. */
+static void swl_on_submit(swl_state *s, const px_dfx_rec *r)
+{
+    px_dfx_submit_rec d;
+
+    if (px_dfx_submit_decode(r, &d) != 0 || d.more)
+        return;
+    swl_phase_add(s, PX_PHASE_ORCH_SUBMIT, d.ts, d.dur, d.task, r->producer);
+    swl_edges(s, d.edges, (uint32_t)d.nedges, d.task);
 }
 
 /* Decodes one kept entry. */
@@ -137,27 +169,28 @@ static void swl_decode(swl_state *s, const px_dfx_rec *r)
 {
     px_dfx_edge_rec e;
 
-    if (r->kind == PX_DFXK_TASK_BEGIN || r->kind == PX_DFXK_TASK_END) {
+    if (r->kind == PX_DFXK_TASK)
         swl_on_task(s, r);
-    } else if (r->kind == PX_DFXK_PHASE) {
+    else if (r->kind == PX_DFXK_PHASE)
         swl_on_phase(s, r);
-    } else if (px_dfx_edge_decode(r, &e) == 0) {
-        if (dfxc_edges_add(&s->edges, e.producer, e.consumer) != 0)
-            s->oom = 1;
-        s->min_id = PX_MIN(s->min_id, PX_MIN(e.producer, e.consumer));
-    }
+    else if (r->kind == PX_DFXK_SUBMIT)
+        swl_on_submit(s, r);
+    else if (px_dfx_edge_decode(r, &e) == 0)
+        swl_edges(s, e.producers, e.n, e.consumer);
 }
 
-/* Decodes every kept entry in arrival order. */
-static void swl_load(swl_state *s)
+/* Decodes every kept entry of its kinds in arrival order. */
+static void swl_load(swl_state *s, const px_dfx_run_info *info)
 {
+    const dfxc_raw *src = dfxc_raw_source(info->raw, &s->raw);
     const px_dfx_rec *r;
     dfxc_raw_it it;
 
-    dfxc_raw_begin(&s->raw, &it);
+    dfxc_raw_begin(src, &it);
     while ((r = dfxc_raw_next(&it)) != NULL)
-        swl_decode(s, r);
-    if (s->raw.oom)
+        if (px_dfx_swimlane_ops.kinds & (1u << r->kind))
+            swl_decode(s, r);
+    if (src->oom)
         s->oom = 1;
 }
 
@@ -204,6 +237,10 @@ static void swl_tasks(swl_state *s, const px_dfx_run_info *info, uint64_t *incom
         dfxc_buf_i64(&m, t->poisoned);
         dfxc_buf_puts(&m, "}");
         dfxc_trace_add(s->trace, 'X', info->chip, t->producer, t0, dur, m.p ? m.p : "");
+        if (info->model != NULL)
+            dfxc_model_add_timed(info->model, t->id - s->min_id,
+                                 dfxc_kernel_name(info, t->kernel, tmp, sizeof(tmp)),
+                                 info->chip, t->producer, t->core, t0, dur);
     }
     if (m.oom)
         s->oom = 1;
@@ -271,6 +308,8 @@ static uint64_t swl_flows(swl_state *s, const px_dfx_run_info *info)
         dfxc_trace_add(s->trace, 's', info->chip, tp->producer, p0 + PX_MAX(pd - 1, 0), 0,
                        m.p ? m.p : "");
         dfxc_trace_add(s->trace, 'f', info->chip, tc->producer, c0, 0, m.p ? m.p : "");
+        if (info->model != NULL)
+            dfxc_model_add_edge(info->model, 0, tp->id - s->min_id, tc->id - s->min_id);
     }
     if (m.oom)
         s->oom = 1;
@@ -284,7 +323,7 @@ static px_status swl_finish(void *state, const px_dfx_run_info *info)
     uint64_t incomplete = 0, missing;
     px_status st;
 
-    swl_load(s);
+    swl_load(s, info);
     if (s->min_id == UINT64_MAX)
         s->min_id = 0;
     dfxc_edges_sort(&s->edges);
@@ -328,8 +367,9 @@ static void swl_close(void *state)
 const px_dfx_collector_ops px_dfx_swimlane_ops = {
     .name = "swimlane",
     .bit = PX_DFX_SWIMLANE,
-    .kinds = 1u << PX_DFXK_TASK_BEGIN | 1u << PX_DFXK_TASK_END | 1u << PX_DFXK_PHASE |
+    .kinds = 1u << PX_DFXK_TASK | 1u << PX_DFXK_PHASE | 1u << PX_DFXK_SUBMIT |
              1u << PX_DFXK_EDGE,
+    .shares_raw = 1,
     .open = swl_open,
     .on_record = swl_on_record,
     .finish = swl_finish,

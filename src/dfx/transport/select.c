@@ -71,7 +71,7 @@ static uint32_t dfx_allowed(const px_config *cfg)
 uint32_t px_dfx_size_needs(const px_config *cfg, uint32_t collectors, int nproducers,
                            px_dfx_need need[PX_DFX_NCOLLECTORS])
 {
-    uint32_t total = cfg->dfx_buffers ? cfg->dfx_buffers : 2u * (uint32_t)nproducers + 4;
+    uint32_t total = cfg->dfx_buffers ? cfg->dfx_buffers : 4u * (uint32_t)nproducers + 8;
     uint32_t k = (uint32_t)__builtin_popcount(collectors & PX_DFX_ALL), per, sum = 0;
     size_t bb = DFX_HDR_BYTES + (size_t)cfg->dfx_buffer_records * 32;
 

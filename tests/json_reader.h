@@ -1,6 +1,8 @@
 /*
- * json.h - a small strict JSON reader (RFC 8259) for reading DFX outputs back: the report
- * writer and `plexus trace summary` load trace.json, deps.json and dfx.json with it.
+ * json_reader.h - a small strict JSON reader (RFC 8259) with which the tests and bench_dfx
+ * read DFX outputs back to check them. It is not part of the library: the library writes
+ * JSON and reads none (report.html comes from memory, the level-3 merge streams its own
+ * files), and `plexus trace summary` reads with libjansson (tools/trace_load.c).
  *
  * The parser builds a tree of dfxc_json nodes. Objects keep their members in file order;
  * numbers are doubles; strings are decoded to UTF-8 (\u escapes included, surrogate pairs

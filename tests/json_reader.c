@@ -1,6 +1,6 @@
 /*
- * json.c - the strict JSON reader of json.h: recursive descent over the text, one node per
- * value. Errors name line and column.
+ * json_reader.c - the strict JSON reader of json_reader.h (tests and bench_dfx only):
+ * recursive descent over the text, one node per value. Errors name line and column.
  *
  * DFX files reach a hundred megabytes (trace.json of a 100k-task run), so the reader is
  * built for volume: nodes and strings come from an arena that is freed at once, a
@@ -9,7 +9,7 @@
  * same value strtod would. dfxc_json_load_each() hands the elements of the top-level arrays
  * over one at a time and reuses their memory, so reading back a big file takes little.
  */
-#include "dfx/collectors/json.h"
+#include "json_reader.h"
 
 #include <errno.h>
 #include <fcntl.h>

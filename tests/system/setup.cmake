@@ -1,0 +1,22 @@
+# setup.cmake - system tests of installing and of a fresh build (included by
+# tests/CMakeLists.txt; the script is setup.sh). setup.install runs in `make test`: an install
+# into a temporary PREFIX under the build folder (never /usr/local), then the user guide's
+# program built with pkg-config against it. setup.fresh rebuilds everything in a clean folder
+# and runs every test and quick benchmark there (tens of minutes on 2 CPUs): it has the label
+# `setup`, which `make test` leaves out and `make test-setup` runs.
+set(PX_SETUP_SH ${CMAKE_CURRENT_SOURCE_DIR}/system/setup.sh)
+set(px_setup_cflags "")
+if(PX_SANITIZE STREQUAL "address")
+  set(px_setup_cflags "-fsanitize=address,undefined")
+elseif(PX_SANITIZE STREQUAL "thread")
+  set(px_setup_cflags "-fsanitize=thread")
+endif()
+add_test(NAME setup.install
+         COMMAND sh ${PX_SETUP_SH} install ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}
+                 ${CMAKE_CURRENT_BINARY_DIR}/setup-install "${px_setup_cflags}")
+set_tests_properties(setup.install PROPERTIES TIMEOUT 600 PASS_REGULAR_EXPRESSION "\nPASS\n"
+                     FAIL_REGULAR_EXPRESSION "FAIL: " RESOURCE_LOCK build_dir)
+add_test(NAME setup.fresh
+         COMMAND sh ${PX_SETUP_SH} fresh ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/setup-fresh)
+set_tests_properties(setup.fresh PROPERTIES TIMEOUT 5400 LABELS setup SKIP_RETURN_CODE 77
+                     FAIL_REGULAR_EXPRESSION "FAIL: ")
