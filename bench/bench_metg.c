@@ -17,11 +17,13 @@
  * after each run every task must have run exactly once and the last two steps' records must
  * be in place. plexus's edge count is checked against the hand-computed one.
  *
- * The sweep halves `iter` from a granularity where every system is near 100 % until, at two
- * points in a row, even the fastest run of every system is below 50 % of the best flop rate it
- * has reached so far. Each point runs every system `reps` times, interleaved; a point's wall
- * time is the median. Efficiency = flop rate at the point / the best flop rate any run of that
- * system reached (the peak, printed). METG is picked as Task Bench's scripts pick it: the
+ * The sweep halves `iter` from 16384, where every system is near 100 %, down to 1, where every
+ * system is far below 50 % (a task is then 192 flops). Running the whole range rather than
+ * stopping at the first points below 50 % keeps a burst of load from other processes from
+ * ending the sweep early; the small points are cheap. Each point runs every system `reps`
+ * times, interleaved; a point's wall
+ * time is the median. Efficiency = flop rate at the point / the system's peak, the best
+ * (median) flop rate of any point of its sweep on that graph (printed). METG is picked as Task Bench's scripts pick it: the
  * smallest granularity at or above 50 %, interpolated linearly at exactly 50 % towards the
  * next point of the sweep when that one is smaller. docs/benchmarks.md describes the output;
  * an SVG plot of the efficiency curves is written next to the build's bin/ directory.
@@ -95,7 +97,7 @@ typedef struct bm_params {
     int steps;
     int reps;
     uint64_t iter_start; /* the sweep's first point */
-    int fixed_points;    /* --smoke: this many points, no stop rule; else 0 */
+    int fixed_points;    /* --smoke: only this many points; else 0 (down to iter 1) */
 } bm_params;
 
 /* The records, double-buffered by step (host memory; plexus copies them in and out). */
@@ -589,11 +591,10 @@ static double bm_omp_rep(const bm_case *c, int rep)
 
 /* ---- the sweep ---- */
 
-/* One point of a sweep: per runner, the median wall time and the fastest run. */
+/* One point of a sweep: per runner, the median wall time. */
 typedef struct bm_point {
     uint64_t iter;
-    double wall_ns[BM_RUNNERS];   /* median; < 0: a run failed */
-    double best_rate[BM_RUNNERS]; /* flop/s of the fastest run */
+    double wall_ns[BM_RUNNERS]; /* median; < 0: a run failed */
 } bm_point;
 
 /* A sweep of one graph, and per runner what was derived from it. */
@@ -603,7 +604,7 @@ typedef struct bm_sweep {
     bm_point pt[BM_MAX_POINTS];
     uint64_t ntasks;
     double flops_at[BM_MAX_POINTS]; /* per task */
-    double peak[BM_RUNNERS];        /* flop/s */
+    double peak[BM_RUNNERS];        /* flop/s: the best point's median rate */
     double gran_us[BM_RUNNERS][BM_MAX_POINTS];
     double eff[BM_RUNNERS][BM_MAX_POINTS];
     double metg_us[BM_RUNNERS]; /* < 0: not bracketed */
@@ -650,13 +651,8 @@ static void bm_measure_point(const bm_plexus *px, const bm_case *c, int reps, bm
     for (int k = 0; k < reps; k++)
         for (int r = 0; r < BM_RUNNERS; r++)
             ns[r][k] = bm_runner_on(px, r) ? bm_run_one(px, c, r, k) : -1;
-    for (int r = 0; r < BM_RUNNERS; r++) {
-        pt->best_rate[r] = -1;
-        for (int k = 0; k < reps; k++)
-            if (ns[r][k] > 0 && (double)c->ntasks * c->flops * 1e9 / ns[r][k] > pt->best_rate[r])
-                pt->best_rate[r] = (double)c->ntasks * c->flops * 1e9 / ns[r][k];
+    for (int r = 0; r < BM_RUNNERS; r++)
         pt->wall_ns[r] = bench_median_ok(ns[r], reps);
-    }
 }
 
 /* Returns the flop rate of runner r at point p (from the median), or -1. */
@@ -665,35 +661,6 @@ static double bm_rate(const bm_sweep *sw, int r, int p)
     double ns = sw->pt[p].wall_ns[r];
 
     return ns > 0 ? (double)sw->ntasks * sw->flops_at[p] * 1e9 / ns : -1;
-}
-
-/*
- * Returns 1 when point p is past 50 % for every runner that is on: even its fastest run
- * there is below 50 % of the best rate it reached at any point up to p (and so below 50 % of
- * its final peak), or it failed. Using the fastest run, not the median, keeps a burst of load
- * from other processes during one point from ending the sweep early.
- */
-static int bm_all_below_half(const bm_plexus *px, const bm_sweep *sw, int p)
-{
-    for (int r = 0; r < BM_RUNNERS; r++) {
-        double best = -1;
-
-        if (!bm_runner_on(px, r) || sw->pt[p].wall_ns[r] < 0)
-            continue;
-        for (int q = 0; q <= p; q++)
-            if (sw->pt[q].best_rate[r] > best)
-                best = sw->pt[q].best_rate[r];
-        if (sw->pt[p].best_rate[r] >= 0.5 * best)
-            return 0;
-    }
-    return 1;
-}
-
-/* Returns 1 when the sweep may stop: the last two points are past 50 % for every runner. */
-static int bm_sweep_done(const bm_plexus *px, const bm_sweep *sw)
-{
-    return sw->n >= 2 && bm_all_below_half(px, sw, sw->n - 1) &&
-           bm_all_below_half(px, sw, sw->n - 2);
 }
 
 /*
@@ -736,8 +703,8 @@ static void bm_analyse(bm_sweep *sw)
         sw->metg_us[r] = -1;
         sw->why[r] = "failed";
         for (int p = 0; p < sw->n; p++) {
-            if (sw->pt[p].best_rate[r] > sw->peak[r])
-                sw->peak[r] = sw->pt[p].best_rate[r];
+            if (bm_rate(sw, r, p) > sw->peak[r])
+                sw->peak[r] = bm_rate(sw, r, p);
             if (sw->pt[p].wall_ns[r] <= 0)
                 ok = 0;
         }
@@ -765,9 +732,8 @@ static void bm_sweep_run(const bm_plexus *px, const bm_params *prm, bm_graph g, 
         sw->flops_at[sw->n] = c.flops;
         bm_measure_point(px, &c, prm->reps, &sw->pt[sw->n]);
         sw->n++;
-        if (prm->fixed_points > 0 ? sw->n >= prm->fixed_points : bm_sweep_done(px, sw))
-            break;
-        if (iter <= 1 || sw->n >= BM_MAX_POINTS)
+        if (iter <= 1 || sw->n >= BM_MAX_POINTS ||
+            (prm->fixed_points > 0 && sw->n >= prm->fixed_points))
             break;
         iter /= 2;
     }
@@ -952,16 +918,20 @@ static void bm_svg_panel(dfxc_buf *b, const bm_sweep *sw, double x0, double xlo,
     dfxc_buf_printf(b, "<text x='%.1f' y='%.1f' font-size='11' text-anchor='middle'>task "
                     "granularity (us, wall x cores / tasks)</text>\n", left + pw / 2,
                     bottom + 30);
+    dfxc_buf_printf(b, "<text x='%.1f' y='%.1f' font-size='11' text-anchor='middle' "
+                    "transform='rotate(-90 %.1f %.1f)'>efficiency</text>\n", x0 + 14,
+                    BM_SVG_T + ph / 2, x0 + 14, BM_SVG_T + ph / 2);
     for (int k = 0; k < 3; k++) {
         int r = curves[k];
         if ((r == BM_OMP && !bench_have_openmp()) || (r != BM_PX && r != BM_OMP &&
                                                       !bench_have_starpu()))
             continue;
         bm_svg_curve(b, sw, r, bm_svg_colors[k], x0, xlo, xhi);
-        dfxc_buf_printf(b, "<text x='%.1f' y='%.1f' font-size='11' fill='%s'>%s%s%s METG "
+        dfxc_buf_printf(b, "<text x='%.1f' y='%.1f' font-size='11' fill='%s'>%s%s%s%s METG "
                         "%s us</text>\n", left + 8, BM_SVG_T + 14 + 14 * k, bm_svg_colors[k],
-                        bm_runner_name(r), r == BM_PX || r == BM_OMP ? "" : " ",
+                        bm_runner_name(r), r == BM_PX || r == BM_OMP ? "" : " (",
                         r == BM_PX || r == BM_OMP ? "" : bm_sched_names[r - BM_SP0],
+                        r == BM_PX || r == BM_OMP ? "" : ")",
                         bm_fmt(m, sizeof(m), sw->metg_us[r]));
     }
 }
