@@ -467,27 +467,14 @@ static int bm_sp_insert_all(const bm_case *c, starpu_data_handle_t h[2][BM_WIDTH
     return 0;
 }
 
-/*
- * Runs c once on StarPU with scheduler sched, between its own starpu_init and
- * starpu_shutdown (outside the timed region). Returns the wall time in ns, or -1.
- */
+/* Runs c once in the started StarPU. Returns the wall time in ns, or -1 after a failure. */
 static double bm_sp_rep(const bm_case *c, const char *sched, int rep)
 {
     starpu_data_handle_t h[2][BM_WIDTH];
     uint64_t t0, t1, failed = 0;
     int ret;
 
-    bm_reset(c);
-    setenv("STARPU_SCHED", sched, 1);
-    ret = starpu_init(NULL);
-    if (ret != 0) {
-        bench_fail(BM_NAME, "starpu_init with STARPU_SCHED=%s failed: %s", sched,
-                   strerror(-ret));
-        return -1;
-    }
-    if (starpu_cpu_worker_get_count() != BM_THREADS)
-        bench_fail(BM_NAME, "StarPU started %u CPU workers, the benchmark pins %d "
-                   "(STARPU_NCPU)", starpu_cpu_worker_get_count(), BM_THREADS);
+    bm_reset(c); /* before registering: StarPU owns registered data */
     for (int s = 0; s < 2; s++)
         for (int i = 0; i < BM_WIDTH; i++)
             starpu_variable_data_register(&h[s][i], STARPU_MAIN_RAM, (uintptr_t)&bm_buf[s][i],
@@ -499,7 +486,6 @@ static double bm_sp_rep(const bm_case *c, const char *sched, int rep)
     for (int s = 0; s < 2; s++)
         for (int i = 0; i < BM_WIDTH; i++)
             starpu_data_unregister(h[s][i]);
-    starpu_shutdown();
     if (ret != 0) {
         bench_fail(BM_NAME, "graph %s system starpu sched %s iter %" PRIu64 " rep %d: "
                    "starpu_task_insert failed for task %" PRIu64 ": %s",
@@ -509,6 +495,32 @@ static double bm_sp_rep(const bm_case *c, const char *sched, int rep)
     if (bm_verify(c, "starpu", rep) != 0)
         return -1;
     return (double)(t1 - t0);
+}
+
+/*
+ * Runs c reps times on StarPU with scheduler sched, between one starpu_init and
+ * starpu_shutdown (outside the timed regions; they cost 20-45 ms, which over every run of a
+ * sweep would take most of --quick's minute). Writes each run's wall time in ns, or -1, to ns.
+ */
+static void bm_sp_session(const bm_case *c, const char *sched, int reps, double *ns)
+{
+    int ret;
+
+    for (int k = 0; k < reps; k++)
+        ns[k] = -1;
+    setenv("STARPU_SCHED", sched, 1);
+    ret = starpu_init(NULL);
+    if (ret != 0) {
+        bench_fail(BM_NAME, "starpu_init with STARPU_SCHED=%s failed: %s", sched,
+                   strerror(-ret));
+        return;
+    }
+    if (starpu_cpu_worker_get_count() != BM_THREADS)
+        bench_fail(BM_NAME, "StarPU started %u CPU workers, the benchmark pins %d "
+                   "(STARPU_NCPU)", starpu_cpu_worker_get_count(), BM_THREADS);
+    for (int k = 0; k < reps; k++)
+        ns[k] = bm_sp_rep(c, sched, k);
+    starpu_shutdown();
 }
 
 #endif /* PX_HAVE_STARPU */
@@ -626,31 +638,29 @@ static const char *bm_runner_name(int r)
     return r == BM_PX ? "plexus" : r == BM_OMP ? "openmp" : "starpu";
 }
 
-/* Runs runner r once on c. Returns the wall time in ns, or -1. */
-static double bm_run_one(const bm_plexus *px, const bm_case *c, int r, int rep)
-{
-    if (r == BM_PX)
-        return bm_px_rep(px, c, rep);
-#ifdef PX_HAVE_OPENMP
-    if (r == BM_OMP)
-        return bm_omp_rep(c, rep);
-#endif
-#ifdef PX_HAVE_STARPU
-    if (r >= BM_SP0 && r < BM_SP0 + BM_NSCHED)
-        return bm_sp_rep(c, bm_sched_names[r - BM_SP0], rep);
-#endif
-    return -1;
-}
-
-/* Measures one point: every runner `reps` times, interleaved (rep k runs each in turn). */
+/*
+ * Measures one point: plexus and OpenMP `reps` times, interleaved (rep k runs each in turn),
+ * then each StarPU scheduler `reps` times in one StarPU session.
+ */
 static void bm_measure_point(const bm_plexus *px, const bm_case *c, int reps, bm_point *pt)
 {
     double ns[BM_RUNNERS][BM_MAX_REPS];
 
     pt->iter = c->iter;
-    for (int k = 0; k < reps; k++)
-        for (int r = 0; r < BM_RUNNERS; r++)
-            ns[r][k] = bm_runner_on(px, r) ? bm_run_one(px, c, r, k) : -1;
+    for (int r = 0; r < BM_RUNNERS; r++)
+        for (int k = 0; k < reps; k++)
+            ns[r][k] = -1;
+    for (int k = 0; k < reps; k++) {
+        if (bm_runner_on(px, BM_PX))
+            ns[BM_PX][k] = bm_px_rep(px, c, k);
+#ifdef PX_HAVE_OPENMP
+        ns[BM_OMP][k] = bm_omp_rep(c, k);
+#endif
+    }
+#ifdef PX_HAVE_STARPU
+    for (int s = 0; s < BM_NSCHED; s++)
+        bm_sp_session(c, bm_sched_names[s], reps, ns[BM_SP0 + s]);
+#endif
     for (int r = 0; r < BM_RUNNERS; r++)
         pt->wall_ns[r] = bench_median_ok(ns[r], reps);
 }
@@ -1000,7 +1010,7 @@ static bm_params bm_params_for(bench_mode mode)
 {
     switch (mode) {
     case BENCH_QUICK:
-        return (bm_params){.mode = mode, .steps = 200, .reps = 5, .iter_start = 1u << 14};
+        return (bm_params){.mode = mode, .steps = 100, .reps = 5, .iter_start = 1u << 14};
     case BENCH_SMOKE:
         return (bm_params){.mode = mode, .steps = 6, .reps = 1, .iter_start = 64,
                            .fixed_points = 3};
