@@ -21,12 +21,13 @@
  * system is far below 50 % (a task is then 192 flops). Running the whole range rather than
  * stopping at the first points below 50 % keeps a burst of load from other processes from
  * ending the sweep early; the small points are cheap. Each point runs every system `reps`
- * times, interleaved; a point's wall
- * time is the median. Efficiency = flop rate at the point / the system's peak, the best
- * (median) flop rate of any point of its sweep on that graph (printed). METG is picked as Task Bench's scripts pick it: the
- * smallest granularity at or above 50 %, interpolated linearly at exactly 50 % towards the
- * next point of the sweep when that one is smaller. docs/benchmarks.md describes the output;
- * an SVG plot of the efficiency curves is written next to the build's bin/ directory.
+ * times (plexus and OpenMP interleaved, then each StarPU scheduler in one StarPU session);
+ * a point's wall time is the median. Efficiency = flop rate at the point / the system's peak,
+ * the best (median) flop rate of any point of its sweep on that graph (printed). METG is
+ * picked as Task Bench's scripts pick it: the smallest granularity at or above 50 %,
+ * interpolated linearly at exactly 50 % towards the next point of the sweep when that one is
+ * smaller. docs/benchmarks.md describes the output; an SVG plot of the efficiency curves is
+ * written next to the build's bin/ directory.
  */
 #include "benchutil.h"
 
