@@ -40,10 +40,6 @@
 #include <omp.h>
 #endif
 
-/* Why the OpenMP anchor is absent, when it is (set by bench/CMakeLists.txt under TSan). */
-#ifndef PX_OPENMP_ABSENT
-#define PX_OPENMP_ABSENT "openmp_not_found_at_configure_time"
-#endif
 #define BT_NAME "tasks"
 #define BT_THREADS 2       /* threads running tasks, in every system */
 #define BT_TENSORS_MAX 64  /* the stencil's width */
@@ -680,16 +676,6 @@ static struct starpu_codelet bt_sp_cl_stencil = {
     .name = "bt_stencil",
 };
 
-/* The pinned StarPU configuration; STARPU_SCHED is set per run. */
-static void bt_sp_pin_env(void)
-{
-    setenv("STARPU_NCPU", "2", 1);
-    setenv("STARPU_NCUDA", "0", 1);
-    setenv("STARPU_NOPENCL", "0", 1);
-    setenv("STARPU_CALIBRATE", "0", 1);
-    setenv("STARPU_SILENT", "1", 1);
-}
-
 /* Inserts task t of c's graph. Returns starpu_task_insert's result (0 on success). */
 static int bt_sp_insert(const bt_case *c, starpu_data_handle_t *h, uint64_t t)
 {
@@ -856,30 +842,13 @@ static int bt_have(bt_system sys)
     case BT_PLEXUS:
         return 1;
     case BT_STARPU:
-#ifdef PX_HAVE_STARPU
-        return 1;
-#else
-        return 0;
-#endif
+        return bench_have_starpu();
     case BT_OPENMP:
-#ifdef PX_HAVE_OPENMP
-        return 1;
-#else
-        return 0;
-#endif
+        return bench_have_openmp();
     case BT_SYSTEMS:
         break;
     }
     return 0;
-}
-
-/* Returns the median of the n samples, or -1 when any of them failed. */
-static double bt_median_ok(double *v, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (v[i] < 0)
-            return -1;
-    return bench_median(v, n);
 }
 
 /* One repetition of one graph in every system, in the fixed order. */
@@ -911,10 +880,10 @@ static bt_result bt_measure(const bt_plexus *px, const bt_case *c, int reps)
             sched_us[s][r] = one_sched[s];
     }
     for (int i = 0; i < BT_SYSTEMS; i++)
-        res.us[i] = bt_median_ok(us[i], reps);
+        res.us[i] = bench_median_ok(us[i], reps);
     res.us[BT_STARPU] = -1;
     for (int s = 0; s < BT_NSCHED; s++) {
-        res.sched_us[s] = bt_median_ok(sched_us[s], reps);
+        res.sched_us[s] = bench_median_ok(sched_us[s], reps);
         if (res.sched_us[s] >= 0 && (res.us[BT_STARPU] < 0 || res.sched_us[s] <
                                                                   res.us[BT_STARPU]))
             res.us[BT_STARPU] = res.sched_us[s];
@@ -977,48 +946,16 @@ static bt_params bt_params_for(bench_mode mode)
 /* Prints the pinned configuration; in smoke mode also a line per anchor not compiled in. */
 static void bt_print_config(const bt_params *p)
 {
-    char sp[32] = "none", omp[48] = "none";
+    char sp[32], omp[48];
 
-#ifdef PX_HAVE_STARPU
-    int maj, min, rel;
-
-    starpu_get_version(&maj, &min, &rel);
-    snprintf(sp, sizeof(sp), "%d.%d.%d", maj, min, rel);
-#endif
-#ifdef PX_HAVE_OPENMP
-#if defined(__GNUC__) && !defined(__clang__)
-    snprintf(omp, sizeof(omp), "libgomp omp_spec=%d", _OPENMP);
-#else
-    snprintf(omp, sizeof(omp), "other omp_spec=%d", _OPENMP);
-#endif
-#endif
+    bench_anchor_versions(sp, sizeof(sp), omp, sizeof(omp));
     bench_line(BT_NAME, "config tasks=%" PRIu64 " reps=%d threads=%d starpu=%s "
                "schedulers=lws,eager,ws omp=%s plexus=%s mode=%s chains=%d stencil_width=%d "
                "long_tasks=%" PRIu64 " long_reps=%d",
                p->ntasks, p->reps, BT_THREADS, sp, omp, PX_VERSION_STRING,
                bench_mode_name(p->mode), BT_CHAINS, BT_TENSORS_MAX, p->long_ntasks,
                p->long_reps);
-    if (p->mode != BENCH_SMOKE)
-        return; /* a missing anchor is an error there: bt_check_anchors() */
-    if (!bt_have(BT_STARPU))
-        bench_line(BT_NAME, "system=starpu skipped=starpu-1.3_not_found_at_configure_time");
-    if (!bt_have(BT_OPENMP))
-        bench_line(BT_NAME, "system=openmp skipped=" PX_OPENMP_ABSENT);
-}
-
-/* Returns 0 when every anchor this mode needs is compiled in. */
-static int bt_check_anchors(bench_mode mode)
-{
-    int missing = !bt_have(BT_STARPU) || !bt_have(BT_OPENMP);
-
-    if (missing && mode != BENCH_SMOKE) {
-        fprintf(stderr, "bench_tasks: an anchor is not compiled in (starpu %s, openmp %s); "
-                "a %s run needs both: run `make deps-bench` and reconfigure\n",
-                bt_have(BT_STARPU) ? "yes" : "no", bt_have(BT_OPENMP) ? "yes" : "no",
-                bench_mode_name(mode));
-        return -1;
-    }
-    return 0;
+    bench_print_skipped(BT_NAME, p->mode);
 }
 
 int main(int argc, char **argv)
@@ -1033,7 +970,7 @@ int main(int argc, char **argv)
         return rc;
     p = bt_params_for(mode);
     bt_print_config(&p);
-    if (bt_check_anchors(mode) != 0)
+    if (bench_check_anchors("bench_tasks", mode) != 0)
         return 1;
     bt_ran = calloc(p.long_ntasks, sizeof(bt_ran[0])); /* the longest run's tasks */
     if (bt_ran == NULL) {
@@ -1041,9 +978,7 @@ int main(int argc, char **argv)
                 p.long_ntasks);
         return 1;
     }
-#ifdef PX_HAVE_STARPU
-    bt_sp_pin_env();
-#endif
+    bench_starpu_pin_env(BT_THREADS);
     bt_px_open(&px);
     for (int g = 0; g < BT_GRAPHS; g++) {
         bt_case c = bt_case_make((bt_graph)g, p.ntasks);

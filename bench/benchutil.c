@@ -1,7 +1,8 @@
 /*
  * benchutil.c - mode parsing, clock, median, BENCH lines and failure bookkeeping for the
- * benchmark programs (see benchutil.h). Kept free of plexus and anchor code so every
- * benchmark can use it.
+ * benchmark programs (see benchutil.h), and the anchor facts every benchmark reports the same
+ * way. Kept free of plexus code; it is compiled into each benchmark with that benchmark's
+ * PX_HAVE_STARPU / PX_HAVE_OPENMP, so the anchor helpers say what that program has.
  */
 #include "benchutil.h"
 
@@ -11,6 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#ifdef PX_HAVE_STARPU
+#include <starpu.h>
+#endif
+/* Why the OpenMP anchor is absent, when it is (set by bench/CMakeLists.txt under TSan). */
+#ifndef PX_OPENMP_ABSENT
+#define PX_OPENMP_ABSENT "openmp_not_found_at_configure_time"
+#endif
 
 #define BENCH_REASON_MAX 512
 
@@ -94,6 +103,14 @@ double bench_median(double *v, int n)
     return (v[n / 2 - 1] + v[n / 2]) / 2.0;
 }
 
+double bench_median_ok(double *v, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (v[i] < 0)
+            return -1;
+    return bench_median(v, n);
+}
+
 void bench_line(const char *bench, const char *fmt, ...)
 {
     va_list ap;
@@ -156,4 +173,79 @@ int bench_start(int argc, char **argv, const char *prog, const char *about, benc
     default:
         return -1;
     }
+}
+
+/* ---- anchors ---- */
+
+int bench_have_starpu(void)
+{
+#ifdef PX_HAVE_STARPU
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+int bench_have_openmp(void)
+{
+#ifdef PX_HAVE_OPENMP
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+void bench_anchor_versions(char *sp, size_t nsp, char *omp, size_t nomp)
+{
+    snprintf(sp, nsp, "none");
+    snprintf(omp, nomp, "none");
+#ifdef PX_HAVE_STARPU
+    int maj, min, rel;
+
+    starpu_get_version(&maj, &min, &rel);
+    snprintf(sp, nsp, "%d.%d.%d", maj, min, rel);
+#endif
+#ifdef PX_HAVE_OPENMP
+#if defined(__GNUC__) && !defined(__clang__)
+    snprintf(omp, nomp, "libgomp omp_spec=%d", _OPENMP);
+#else
+    snprintf(omp, nomp, "other omp_spec=%d", _OPENMP);
+#endif
+#endif
+}
+
+int bench_check_anchors(const char *prog, bench_mode mode)
+{
+    int missing = !bench_have_starpu() || !bench_have_openmp();
+
+    if (missing && mode != BENCH_SMOKE) {
+        fprintf(stderr, "%s: an anchor is not compiled in (starpu %s, openmp %s); "
+                "a %s run needs both: run `make deps-bench` and reconfigure\n", prog,
+                bench_have_starpu() ? "yes" : "no", bench_have_openmp() ? "yes" : "no",
+                bench_mode_name(mode));
+        return -1;
+    }
+    return 0;
+}
+
+void bench_print_skipped(const char *bench, bench_mode mode)
+{
+    if (mode != BENCH_SMOKE)
+        return;
+    if (!bench_have_starpu())
+        bench_line(bench, "system=starpu skipped=starpu-1.3_not_found_at_configure_time");
+    if (!bench_have_openmp())
+        bench_line(bench, "system=openmp skipped=" PX_OPENMP_ABSENT);
+}
+
+void bench_starpu_pin_env(int ncpu)
+{
+    char n[16];
+
+    snprintf(n, sizeof(n), "%d", ncpu);
+    setenv("STARPU_NCPU", n, 1);
+    setenv("STARPU_NCUDA", "0", 1);
+    setenv("STARPU_NOPENCL", "0", 1);
+    setenv("STARPU_CALIBRATE", "0", 1);
+    setenv("STARPU_SILENT", "1", 1);
 }

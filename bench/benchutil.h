@@ -6,11 +6,15 @@
  * lines on stdout, and records verification failures. Failures never stop the program at
  * once: each is explained on stderr, the run goes on so every failure is seen, and
  * bench_finish() prints the final `PASS` or `FAIL: <first reason>` line and gives the exit
- * code (0 or 1). Nothing here knows about plexus or any anchor.
+ * code (0 or 1). Nothing here knows about plexus. The anchor helpers at the end (which
+ * anchors are compiled in, their versions, StarPU's pinned environment) are compiled into each
+ * benchmark with that benchmark's PX_HAVE_STARPU / PX_HAVE_OPENMP, so every benchmark reports
+ * and pins its anchors the same way.
  */
 #ifndef PX_BENCH_BENCHUTIL_H
 #define PX_BENCH_BENCHUTIL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* How long a benchmark runs. */
@@ -53,6 +57,9 @@ uint64_t bench_now_ns(void);
  */
 double bench_median(double *v, int n);
 
+/* Returns the median of v[0..n-1] (sorting v), or -1 when any sample is negative (failed). */
+double bench_median_ok(double *v, int n);
+
 /*
  * Prints one result line on stdout, "BENCH <bench> " followed by the formatted text, and a
  * newline, then flushes so lines interleave correctly with logs.
@@ -73,5 +80,35 @@ int bench_failures(void);
  * Returns the exit code: 0 when nothing failed, else 1.
  */
 int bench_finish(void);
+
+/* ---- anchors ---- */
+
+/* Return 1 when the anchor is compiled into this benchmark, else 0. */
+int bench_have_starpu(void);
+int bench_have_openmp(void);
+
+/*
+ * Writes the anchors' versions for a config line: StarPU's "1.3.10" (or "none") into sp, and
+ * OpenMP's "libgomp omp_spec=201511" (or "none") into omp.
+ */
+void bench_anchor_versions(char *sp, size_t nsp, char *omp, size_t nomp);
+
+/*
+ * Returns 0 when every anchor mode needs is compiled in (all of them, except in --smoke), else
+ * -1 after saying on stderr which one is missing and what to do. prog names the program.
+ */
+int bench_check_anchors(const char *prog, bench_mode mode);
+
+/*
+ * In --smoke mode prints "BENCH <bench> system=<anchor> skipped=<why>" for each anchor that
+ * is not compiled in; prints nothing in other modes (bench_check_anchors() refuses them).
+ */
+void bench_print_skipped(const char *bench, bench_mode mode);
+
+/*
+ * Sets the StarPU environment every benchmark pins before starpu_init: ncpu CPU workers, no
+ * CUDA or OpenCL, no calibration, silent. STARPU_SCHED is left to the caller.
+ */
+void bench_starpu_pin_env(int ncpu);
 
 #endif
