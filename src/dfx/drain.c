@@ -144,7 +144,7 @@ static px_dfx_buf *dfx_drain_wait(px_dfx *d)
     dfx_drain_waiting c = {.d = d};
     util_wait w = {.ready = dfx_drain_ready, .arg = &c, .word = &d->ready_seq,
                    .sleeping = &d->drain_sleeping, .spin_ticks = d->spin_ticks,
-                   .slice_ns = DFX_DRAIN_SLICE_NS};
+                   .slice_ns = DFX_DRAIN_SLICE_NS, .sleep_once = 1};
 
     while (util_wait_run(&w) != PX_OK)
         continue; /* a slice passed: look again */

@@ -165,7 +165,8 @@ static void px_core_sleep_cb(void *arg, int asleep)
 
 /*
  * Waits for a ready task: spin (counted in w->spinning), poll with yields, then sleep on
- * wake_seq (counted in w->sleepers) in 100 ms slices; after each slice it starts over.
+ * wake_seq (counted in w->sleepers) for one futex wait of at most 100 ms; after it, woken or
+ * not, it starts over with the spin.
  * *slept is set when it slept. Returns NULL when the worker shuts down.
  */
 static px_task *px_core_wait(px_core_ctx *ctx, int *slept)
@@ -175,7 +176,8 @@ static px_task *px_core_wait(px_core_ctx *ctx, int *slept)
     util_wait uw = {.ready = px_core_ready, .arg = &c, .word = &w->wake_seq,
                     .sleeping = &w->sleepers, .count_sleepers = 1,
                     .spin_ticks = w->spin_ticks, .yield_ticks = w->yield_ticks,
-                    .slice_ns = PX_IDLE_SLEEP_NS, .sleep_cb = px_core_sleep_cb};
+                    .slice_ns = PX_IDLE_SLEEP_NS, .sleep_once = 1,
+                    .sleep_cb = px_core_sleep_cb};
 
     for (;;) {
         px_status st;

@@ -74,6 +74,8 @@ px_status util_wait_sleep(util_wait *w)
         left = deadline - now;
         w->sleeps++;
         px_futex_wait(w->word, v, (int64_t)(left < slice ? left : slice), w->shared);
+        if (w->sleep_once)
+            break; /* the caller looks again, spinning first */
     }
     wait_announce(w, 0);
     if (w->sleep_cb != NULL)

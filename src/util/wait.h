@@ -63,6 +63,10 @@ typedef struct util_wait {
                                  * one deadline); 0 and timeout_ns 0: one slice */
     uint64_t timeout_ns;
     uint64_t slice_ns;          /* 0: UTIL_WAIT_SLICE_NS */
+    int sleep_once;             /* return (PX_ETIMEDOUT, not ready) after one futex wait, woken
+                                 * or not, so that the caller spins again: a woken idle core
+                                 * that lost the task to another spins, and so picks up the
+                                 * next push without another FUTEX_WAKE */
     /* the CPU rule (all optional) */
     _Atomic int32_t *self_cpu;       /* this waiter publishes its CPU here */
     const _Atomic int32_t *peer_cpu; /* the waker's CPU word */

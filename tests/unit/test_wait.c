@@ -1,7 +1,7 @@
 /*
  * test_wait.c - the one bounded wait (src/util/wait.h): deadline, wakers that make no system
- * call when nobody sleeps, a sleeper woken, and the rule that skips the spin when the waker
- * last ran on the waiter's CPU.
+ * call when nobody sleeps, a sleeper woken, a sleep_once sleeper handed back to its caller,
+ * and the rule that skips the spin when the waker last ran on the waiter's CPU.
  *
  * Futex system calls are counted per thread by src/util/futex.c (px_futex_counts_get), so a
  * test can tell "woken by FUTEX_WAKE" from "a slice ran out". Every wait is bounded; the
@@ -120,6 +120,47 @@ static void test_sleeper_woken(void **state)
     assert_true(s.took_ns < (uint64_t)(5e9 * px_test_slack()));
 }
 
+static void *sleeper_once_main(void *arg)
+{
+    sleeper *s = arg;
+    /* never ready; one futex wait of at most 30 s, then back to the caller */
+    util_wait w = {.ready = flag_set, .arg = &s->go, .word = &s->word, .sleeping = &s->sleeping,
+                   .timeout_ns = 30000000000ull, .slice_ns = 30000000000ull, .sleep_once = 1};
+    uint64_t t0 = px_now_ns();
+
+    s->st = util_wait_run(&w);
+    s->took_ns = px_now_ns() - t0;
+    s->sleeps = w.sleeps;
+    return NULL;
+}
+
+/* With sleep_once, a sleeper woken while its condition still does not hold returns to its
+ * caller (to spin again) instead of sleeping on: PX_ETIMEDOUT after one futex wait, at once. */
+static void test_sleep_once(void **state)
+{
+    sleeper s;
+    pthread_t th;
+    uint64_t deadline = px_test_deadline_ns(10);
+
+    memset(&s, 0, sizeof(s));
+    assert_int_equal(pthread_create(&th, NULL, sleeper_once_main, &s), 0);
+    while (atomic_load(&s.sleeping) == 0) {
+        assert_true(px_test_now_ns() < deadline);
+        sched_yield();
+    }
+    /* wake it (repeatedly: the first bump may come before its futex call, which then sees
+     * the word changed and returns at once, as it should) */
+    while (atomic_load(&s.sleeping) != 0) {
+        assert_true(px_test_now_ns() < deadline);
+        util_bump_wake(&s.word, &s.sleeping, 1, 0);
+        sched_yield();
+    }
+    pthread_join(th, NULL);
+    assert_int_equal(s.st, PX_ETIMEDOUT);
+    assert_int_equal(s.sleeps, 1);
+    assert_true(s.took_ns < (uint64_t)(5e9 * px_test_slack()));
+}
+
 /* ready() that turns true on its `after`-th call of each wait. */
 typedef struct calls {
     int n, after;
@@ -200,6 +241,7 @@ int main(void)
         cmocka_unit_test(test_deadline),
         cmocka_unit_test(test_wake_without_sleeper),
         cmocka_unit_test(test_sleeper_woken),
+        cmocka_unit_test(test_sleep_once),
         cmocka_unit_test(test_cpu_rule),
     };
 
