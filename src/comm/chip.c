@@ -171,7 +171,7 @@ static px_status comm_chip_map_all(hier_chip *chip, void *arg, const void *paylo
         close(fd);
     }
     if (st == PX_OK) {
-        px_comm_spec s = {.name = m->name, .rank = d->rank, .n = m->n,
+        px_comm_spec s = {.name = m->name, .id = m->id, .rank = d->rank, .n = m->n,
                           .data_bytes = m->data_bytes, .nsig = m->nsig, .windows = d->win,
                           .tl = tl, .deaths = hier_chip_deaths(chip), .member = m->chips,
                           .timeout_s = m->timeout_s, .spin_ns = m->spin_ns,

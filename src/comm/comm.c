@@ -15,6 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dfx/emit.h"
+#include "dfx/records.h"
+#include "runtime/runtime.h"
 #include "util/clock.h"
 #include "util/futex.h"
 #include "util/util.h"
@@ -40,6 +43,7 @@ px_status comm_build(px_comm *c, const px_comm_spec *s)
         return px_set_error(PX_EINVAL, "comm: rank %d has no window of its own", s->rank);
     memset(c, 0, sizeof(*c));
     snprintf(c->name, sizeof(c->name), "%s", s->name ? s->name : "");
+    c->id = s->id;
     c->rank = s->rank;
     c->n = s->n;
     c->data_bytes = s->data_bytes;
@@ -217,6 +221,37 @@ px_status comm_check_dead(const px_comm *c)
     return PX_OK;
 }
 
+/* ---- DFX ---- */
+
+uint64_t comm_dfx_t0(void)
+{
+    return PX_DFX && px_rt_dfx_here != NULL ? px_dfx_now() | 1 : 0;
+}
+
+/* The index of name in list (n names), 0 when it is not there. */
+static int comm_dfx_index(const char *const *list, int n, const char *name)
+{
+    for (int i = 1; name != NULL && i < n; i++)
+        if (strcmp(list[i], name) == 0)
+            return i;
+    return 0;
+}
+
+void comm_dfx_span(const px_comm *c, int op, int peer, size_t bytes, uint64_t t0)
+{
+    static const char *const algos[PX_DFX_COMM_NALGOS] = PX_DFX_COMM_ALGOS;
+    static const char *const tls[PX_DFX_COMM_NTRANSPORTS] = PX_DFX_COMM_TRANSPORTS;
+    px_dfx_producer *p = px_rt_dfx_here;
+    int coll = op >= PX_DFX_COMM_ALLREDUCE, tl;
+
+    if (!PX_DFX || p == NULL || t0 == 0 || c == NULL)
+        return;
+    tl = comm_dfx_index(tls, PX_DFX_COMM_NTRANSPORTS,
+                        c->tl[peer >= 0 && peer < c->n ? peer : (c->rank + 1) % c->n]->name);
+    px_dfx_comm(p, op, coll ? comm_dfx_index(algos, PX_DFX_COMM_NALGOS, c->last_algo) : 0, tl,
+                peer < 0 ? 0xff : peer, t0, px_dfx_now(), bytes, c->id);
+}
+
 /* ---- signals ---- */
 
 void comm_wake(px_comm_area *a)
@@ -295,7 +330,7 @@ static px_status comm_wait_slot(px_comm *c, uint32_t slot, px_cmp cmp, uint64_t 
                         (unsigned long long)v, (unsigned long long)x, c->timeout_s);
 }
 
-px_status px_comm_signal(px_comm *c, int peer, int sig, px_sig_op op, uint64_t v)
+static px_status comm_signal_impl(px_comm *c, int peer, int sig, px_sig_op op, uint64_t v)
 {
     px_status st = comm_check_peer(c, peer, "px_comm_signal");
 
@@ -309,7 +344,7 @@ px_status px_comm_signal(px_comm *c, int peer, int sig, px_sig_op op, uint64_t v
     return c->tl[peer]->signal(c, peer, PX_COMM_SLOT_SIG(sig), op, v);
 }
 
-px_status px_comm_wait_until(px_comm *c, int sig, px_cmp cmp, uint64_t v, double timeout_s)
+static px_status comm_wait_until_impl(px_comm *c, int sig, px_cmp cmp, uint64_t v, double timeout_s)
 {
     char what[32];
     px_status st = comm_check_peer(c, c ? c->rank : 0, "px_comm_wait_until");
@@ -335,7 +370,7 @@ uint64_t px_comm_signal_read(const px_comm *c, int sig)
 
 /* ---- one-sided data ---- */
 
-px_status px_comm_put(px_comm *c, int peer, size_t dst_off, const void *src, size_t n)
+static px_status comm_put_impl(px_comm *c, int peer, size_t dst_off, const void *src, size_t n)
 {
     px_status st = comm_check_peer(c, peer, "px_comm_put");
 
@@ -348,7 +383,7 @@ px_status px_comm_put(px_comm *c, int peer, size_t dst_off, const void *src, siz
     return c->tl[peer]->put(c, peer, dst_off, src, n);
 }
 
-px_status px_comm_get(px_comm *c, int peer, size_t src_off, void *dst, size_t n)
+static px_status comm_get_impl(px_comm *c, int peer, size_t src_off, void *dst, size_t n)
 {
     px_status st = comm_check_peer(c, peer, "px_comm_get");
 
@@ -361,7 +396,7 @@ px_status px_comm_get(px_comm *c, int peer, size_t src_off, void *dst, size_t n)
     return c->tl[peer]->get(c, peer, src_off, dst, n);
 }
 
-px_status px_comm_put_signal(px_comm *c, int peer, size_t dst_off, const void *src, size_t n,
+static px_status comm_put_signal_impl(px_comm *c, int peer, size_t dst_off, const void *src, size_t n,
                              int sig, px_sig_op op, uint64_t v)
 {
     px_status st = comm_check_peer(c, peer, "px_comm_put_signal");
@@ -369,15 +404,15 @@ px_status px_comm_put_signal(px_comm *c, int peer, size_t dst_off, const void *s
     if (st == PX_OK)
         st = comm_check_sig(c, sig, "px_comm_put_signal");
     if (st == PX_OK)
-        st = px_comm_put(c, peer, dst_off, src, n);
+        st = comm_put_impl(c, peer, dst_off, src, n);
     if (st == PX_OK)
-        st = px_comm_signal(c, peer, sig, op, v);
+        st = comm_signal_impl(c, peer, sig, op, v);
     return st;
 }
 
 /* ---- barrier ---- */
 
-px_status px_comm_barrier(px_comm *c)
+px_status comm_barrier(px_comm *c)
 {
     uint64_t e;
     px_status st = comm_check_peer(c, c ? c->rank : 0, "px_comm_barrier");
@@ -402,4 +437,67 @@ px_status px_comm_barrier(px_comm *c)
             return st;
     }
     return PX_OK;
+}
+
+/* ---- the public calls: the work above, plus a DFX span when recorded ---- */
+
+px_status px_comm_signal(px_comm *c, int peer, int sig, px_sig_op op, uint64_t v)
+{
+    uint64_t t0 = comm_dfx_t0();
+    px_status st = comm_signal_impl(c, peer, sig, op, v);
+
+    if (t0 != 0 && st == PX_OK)
+        comm_dfx_span(c, PX_DFX_COMM_SIGNAL, peer, 8, t0);
+    return st;
+}
+
+px_status px_comm_wait_until(px_comm *c, int sig, px_cmp cmp, uint64_t v, double timeout_s)
+{
+    uint64_t t0 = comm_dfx_t0();
+    px_status st = comm_wait_until_impl(c, sig, cmp, v, timeout_s);
+
+    if (t0 != 0 && st == PX_OK)
+        comm_dfx_span(c, PX_DFX_COMM_WAIT, -1, 0, t0);
+    return st;
+}
+
+px_status px_comm_put(px_comm *c, int peer, size_t dst_off, const void *src, size_t n)
+{
+    uint64_t t0 = comm_dfx_t0();
+    px_status st = comm_put_impl(c, peer, dst_off, src, n);
+
+    if (t0 != 0 && st == PX_OK)
+        comm_dfx_span(c, PX_DFX_COMM_PUT, peer, n, t0);
+    return st;
+}
+
+px_status px_comm_get(px_comm *c, int peer, size_t src_off, void *dst, size_t n)
+{
+    uint64_t t0 = comm_dfx_t0();
+    px_status st = comm_get_impl(c, peer, src_off, dst, n);
+
+    if (t0 != 0 && st == PX_OK)
+        comm_dfx_span(c, PX_DFX_COMM_GET, peer, n, t0);
+    return st;
+}
+
+px_status px_comm_put_signal(px_comm *c, int peer, size_t dst_off, const void *src, size_t n,
+                             int sig, px_sig_op op, uint64_t v)
+{
+    uint64_t t0 = comm_dfx_t0();
+    px_status st = comm_put_signal_impl(c, peer, dst_off, src, n, sig, op, v);
+
+    if (t0 != 0 && st == PX_OK)
+        comm_dfx_span(c, PX_DFX_COMM_PUT_SIGNAL, peer, n, t0);
+    return st;
+}
+
+px_status px_comm_barrier(px_comm *c)
+{
+    uint64_t t0 = comm_dfx_t0();
+    px_status st = comm_barrier(c);
+
+    if (t0 != 0 && st == PX_OK)
+        comm_dfx_span(c, PX_DFX_COMM_BARRIER, -1, 0, t0);
+    return st;
 }

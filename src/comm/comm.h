@@ -76,6 +76,7 @@ struct px_comm_tl;
 
 struct px_comm {
     char name[PX_COMM_NAME_MAX];
+    uint32_t id;                              /* the domain's id (DFX spans name it) */
     int rank, n;
     size_t data_bytes;                        /* the data part of every window */
     uint32_t nsig;
@@ -127,6 +128,7 @@ extern const px_comm_tl px_comm_tl_direct;
 /* What px_comm_build needs for one rank. */
 typedef struct px_comm_spec {
     const char *name;
+    uint32_t id;                   /* the domain's id, 0 when none */
     int rank, n;
     size_t data_bytes;
     uint32_t nsig;
@@ -158,6 +160,17 @@ px_status comm_check_dead(const px_comm *c);
 
 /* A private buffer of at least n bytes for a collective, or NULL (message set). */
 void *comm_scratch(px_comm *c, size_t n);
+
+/* The barrier itself, for the collectives (px_comm_barrier is it plus its DFX span). */
+px_status comm_barrier(px_comm *c);
+
+/*
+ * DFX: comm_dfx_t0() is the start of a span when the kernel's collector records
+ * communication (0 otherwise); comm_dfx_span() writes the span of op (PX_DFX_COMM_*) with the
+ * peer (-1: none) and bytes, the algorithm of a collective taken from c->last_algo.
+ */
+uint64_t comm_dfx_t0(void);
+void comm_dfx_span(const px_comm *c, int op, int peer, size_t bytes, uint64_t t0);
 
 /* Collectives' internals: the algorithm name is kept for px_comm_last_algorithm. */
 size_t comm_dtype_ok(px_comm *c, px_dtype dt, const char *what);

@@ -23,6 +23,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "dfx/collectors/out.h"
 #include "runtime/runtime.h"
 #include "util/log.h"
 #include "util/util.h"
@@ -238,8 +239,40 @@ static px_status comm_init(void *arg)
     return st;
 }
 
+/* The dfx_json hook: "domains": every domain of the worker, its members, window, transport. */
+static void comm_dfx_json(void *arg, struct dfxc_buf *b)
+{
+    comm_worker *cw = arg;
+    int first = 1;
+
+    dfxc_buf_puts(b, ",\n \"domains\": [");
+    for (const px_domain *d = cw->doms; d != NULL; d = d->next) {
+        dfxc_buf_printf(b, "%s\n  {\"id\": %u, \"name\": ", first ? "" : ",", d->id);
+        dfxc_buf_json_str(b, d->msg.name);
+        dfxc_buf_puts(b, ", \"members\": [");
+        for (int r = 0; r < d->msg.n; r++)
+            dfxc_buf_printf(b, "%s%d", r ? ", " : "", d->chips[r]);
+        dfxc_buf_printf(b, "], \"window_bytes\": %llu, \"signals\": %u, \"buffers\": [",
+                        (unsigned long long)d->msg.data_bytes, d->msg.nsig);
+        for (int i = 0; i < d->msg.nbuffers; i++) {
+            dfxc_buf_puts(b, i ? ", {\"name\": " : "{\"name\": ");
+            dfxc_buf_json_str(b, d->msg.buffers[i].name);
+            dfxc_buf_printf(b, ", \"offset\": %llu, \"bytes\": %llu}",
+                            (unsigned long long)d->msg.buffers[i].off,
+                            (unsigned long long)d->msg.buffers[i].bytes);
+        }
+        dfxc_buf_puts(b, "], \"transport\": \"direct\", \"why\": ");
+        dfxc_buf_json_str(b, d->msg.n > 1 ? "peer_map=1: every member maps its peers' windows"
+                                          : "one rank: no peer to reach");
+        dfxc_buf_printf(b, ", \"state\": \"%s\"}", d->state == COMM_LIVE ? "live"
+                        : d->state == COMM_RELEASED ? "released" : "freed");
+        first = 0;
+    }
+    dfxc_buf_puts(b, first ? "]" : "\n ]");
+}
+
 static const hier_hooks comm_hooks = {.init = comm_init, .run_end = comm_run_end,
-                                      .destroy = comm_destroy};
+                                      .dfx_json = comm_dfx_json, .destroy = comm_destroy};
 
 px_status comm_attach(px_worker *w)
 {

@@ -50,6 +50,8 @@ typedef enum px_dfx_kind {
     PX_DFXK_HOST,       /* a span | duration ticks << 8, b detail; ts = start */
     PX_DFXK_PMU,        /* a task id, b set | n << 8 | core << 16; 4 counter deltas follow */
     PX_DFXK_ARGDATA,    /* a task id | arg << 56, b offset | len << 32 | flags << 48; bytes */
+    PX_DFXK_COMM,       /* a op | algo << 8 | transport << 16 | peer << 20 | duration << 28,
+                         * b bytes | domain << 48; ts = start (px_dfx_comm) */
     PX_DFXK_COUNT
 } px_dfx_kind;
 
@@ -87,6 +89,7 @@ typedef enum px_dfx_host_span {
 #define PX_DFX_FOR_HOST (PX_DFX_HOSTTRACE)
 #define PX_DFX_FOR_PMU (PX_DFX_PMU)
 #define PX_DFX_FOR_ARGDATA (PX_DFX_ARGSDUMP)
+#define PX_DFX_FOR_COMM (PX_DFX_SWIMLANE)
 
 typedef struct px_dfx_rec {
     uint64_t ts;       /* px_dfx_now() when written (a span's start for PHASE and HOST) */
@@ -189,7 +192,8 @@ static inline void px_dfx_emit(px_dfx_producer *p, px_dfx_kind kind, uint64_t a,
 /* ---- hooks the runtime calls (implemented in src/dfx) ---- */
 
 /* What a core's task boundaries write for (the core hook sites test this mask). */
-#define PX_DFX_FOR_CORE (PX_DFX_FOR_TASK | PX_DFX_FOR_PHASE | PX_DFX_FOR_PMU | PX_DFX_FOR_ARGDATA)
+#define PX_DFX_FOR_CORE (PX_DFX_FOR_TASK | PX_DFX_FOR_PHASE | PX_DFX_FOR_PMU | PX_DFX_FOR_ARGDATA | \
+                         PX_DFX_FOR_COMM)
 
 /*
  * Records a submitted task at the end of its px_submit as one SUBMIT entry: stamped t0 (the
@@ -263,6 +267,25 @@ static inline void px_dfx_phase(px_dfx_producer *p, px_dfx_phase_id ph, uint64_t
     if (r) {
         r->a = (uint64_t)ph | ((t1 - t0) << 8);
         r->b = task;
+    }
+}
+
+/*
+ * A communication span [t0, t1) of a kernel on a chip (src/comm): op, algorithm and transport
+ * are the indices of px_dfx_comm_op_name() and friends, peer the rank or 0xff for none,
+ * domain the domain's id. Durations past 2^36 ticks (tens of seconds) are clamped.
+ */
+static inline void px_dfx_comm(px_dfx_producer *p, int op, int algo, int transport, int peer,
+                               uint64_t t0, uint64_t t1, uint64_t bytes, uint32_t domain)
+{
+    px_dfx_rec *r = px_dfx_reserve_at(p, PX_DFXK_COMM, 1, t0);
+    uint64_t dur = t1 > t0 ? t1 - t0 : 0;
+
+    if (r) {
+        dur = dur < (1ull << 36) ? dur : (1ull << 36) - 1;
+        r->a = (uint64_t)(op & 0xff) | (uint64_t)(algo & 0xff) << 8 |
+               (uint64_t)(transport & 0xf) << 16 | (uint64_t)(peer & 0xff) << 20 | dur << 28;
+        r->b = (bytes & ((1ull << 48) - 1)) | (uint64_t)(domain & 0xffff) << 48;
     }
 }
 

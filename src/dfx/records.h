@@ -44,7 +44,7 @@ static inline uint32_t px_dfx_nrec_for_words(uint32_t words)
 static inline const char *px_dfx_kind_name(int kind)
 {
     static const char *const names[PX_DFXK_COUNT] = {
-        "none", "task", "phase", "submit", "edge", "scope", "host", "pmu", "argdata"};
+        "none", "task", "phase", "submit", "edge", "scope", "host", "pmu", "argdata", "comm"};
 
     return kind >= 0 && kind < PX_DFXK_COUNT ? names[kind] : "?";
 }
@@ -73,9 +73,58 @@ static inline uint32_t px_dfx_kind_for(int kind)
 {
     static const uint32_t fors[PX_DFXK_COUNT] = {
         0, PX_DFX_FOR_TASK, PX_DFX_FOR_PHASE, PX_DFX_FOR_SUBMIT, PX_DFX_FOR_EDGE,
-        PX_DFX_FOR_SCOPE, PX_DFX_FOR_HOST, PX_DFX_FOR_PMU, PX_DFX_FOR_ARGDATA};
+        PX_DFX_FOR_SCOPE, PX_DFX_FOR_HOST, PX_DFX_FOR_PMU, PX_DFX_FOR_ARGDATA, PX_DFX_FOR_COMM};
 
     return kind >= 0 && kind < PX_DFXK_COUNT ? fors[kind] : 0;
+}
+
+/* ---- COMM: one per communication call of a kernel (src/comm) ---- */
+
+enum {
+    PX_DFX_COMM_PUT = 1, PX_DFX_COMM_GET, PX_DFX_COMM_SIGNAL, PX_DFX_COMM_PUT_SIGNAL,
+    PX_DFX_COMM_WAIT, PX_DFX_COMM_BARRIER, PX_DFX_COMM_ALLREDUCE, PX_DFX_COMM_ALLGATHER,
+    PX_DFX_COMM_REDUCE_SCATTER, PX_DFX_COMM_BROADCAST, PX_DFX_COMM_ALLTOALL,
+    PX_DFX_COMM_ALLTOALLV, PX_DFX_COMM_OP_COUNT
+};
+
+/* Name of a comm op ("allreduce"), "?" if invalid. */
+static inline const char *px_dfx_comm_op_name(int op)
+{
+    static const char *const names[PX_DFX_COMM_OP_COUNT] = {
+        "?", "put", "get", "signal", "put_signal", "wait", "barrier", "allreduce", "allgather",
+        "reduce_scatter", "broadcast", "alltoall", "alltoallv"};
+
+    return op > 0 && op < PX_DFX_COMM_OP_COUNT ? names[op] : "?";
+}
+
+/* The algorithms a collective may record (index 0: none, for one-sided calls). */
+#define PX_DFX_COMM_ALGOS {"", "local", "oneshot", "oneshot_large", "rs_ag", "pull"}
+#define PX_DFX_COMM_NALGOS 6
+/* The transports (index 0: none). */
+#define PX_DFX_COMM_TRANSPORTS {"", "direct", "staged", "mpi"}
+#define PX_DFX_COMM_NTRANSPORTS 4
+
+typedef struct px_dfx_comm_rec {
+    int op, algo, transport, peer; /* peer -1: none */
+    uint64_t t0, t1, bytes;
+    uint32_t domain;
+} px_dfx_comm_rec;
+
+static inline int px_dfx_comm_decode(const px_dfx_rec *r, px_dfx_comm_rec *out)
+{
+    if (r->kind != PX_DFXK_COMM || r->nrec != 1)
+        return -1;
+    out->op = (int)(r->a & 0xff);
+    out->algo = (int)(r->a >> 8 & 0xff);
+    out->transport = (int)(r->a >> 16 & 0xf);
+    out->peer = (int)(r->a >> 20 & 0xff);
+    if (out->peer == 0xff)
+        out->peer = -1;
+    out->t0 = r->ts;
+    out->t1 = r->ts + (r->a >> 28);
+    out->bytes = r->b & ((1ull << 48) - 1);
+    out->domain = (uint32_t)(r->b >> 48);
+    return 0;
 }
 
 /* ---- TASK: one per execution, 4 words follow ---- */

@@ -89,6 +89,7 @@ typedef struct mrg_src {
 
 typedef struct mrg {
     const char *dir;
+    const px_hier *h;     /* its hooks add members to dfx.json; NULL: none */
     int nsrc;             /* 1 + chips */
     mrg_src *src;
     uint64_t clamped;
@@ -756,7 +757,11 @@ static px_status mrg_dfx(const mrg *m)
         dfxc_buf_puts(&b, k > 1 ? ",\n  " : "\n  ");
         mrg_chip_entry(&m->src[k], &b, &ok);
     }
-    dfxc_buf_printf(&b, "],\n \"reconciled\": %s}\n", ok ? "true" : "false");
+    dfxc_buf_puts(&b, "]");
+    for (int i = 0; m->h != NULL && i < m->h->nhooks; i++)
+        if (m->h->hooks[i].hooks->dfx_json != NULL)
+            m->h->hooks[i].hooks->dfx_json(m->h->hooks[i].arg, &b);
+    dfxc_buf_printf(&b, ",\n \"reconciled\": %s}\n", ok ? "true" : "false");
     st = dfxc_buf_write_file(&b, m->dir, "dfx.json", "level-3 merge");
     dfxc_buf_free(&b);
     return st;
@@ -783,9 +788,10 @@ static void mrg_fail(px_status st, const char *dir)
     px_set_error(st, "dfx: merging the level-3 outputs in %s failed: %s", dir, msg);
 }
 
-px_status px_hier_dfx_merge_files(const char *dir, int nchips, const px_hier_dfx_chip *chips)
+px_status px_hier_dfx_merge_files(const char *dir, int nchips, const px_hier_dfx_chip *chips,
+                                  const px_hier *h)
 {
-    mrg m = {.dir = dir, .nsrc = nchips + 1};
+    mrg m = {.dir = dir, .h = h, .nsrc = nchips + 1};
     px_status st;
 
     m.src = calloc((size_t)m.nsrc, sizeof(*m.src));

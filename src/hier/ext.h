@@ -128,12 +128,18 @@ px_worker *hier_chip_engine(hier_chip *chip);
  * and before the chips are forked (register the layer's own chip kernels and callables there:
  * px_kernel_lookup does not see them; an error fails px_worker_init); run_end(arg, st) when
  * a px_run of the worker is about to return st (its graph has drained, or it never started);
- * destroy(arg) when the worker is destroyed, after its chips have gone. Any may be NULL.
+ * destroy(arg) when the worker is destroyed, after its chips have gone; dfx_json as below.
+ * Any may be NULL.
  * Registered before px_worker_init; returns PX_OK, or PX_ENOMEM / PX_ESTATE (message set).
  */
+struct dfxc_buf;
+
 typedef struct hier_hooks {
     px_status (*init)(void *arg);
     void (*run_end)(void *arg, px_status st);
+    /* Appends members (",\n \"name\": value" each) to the merged dfx.json of a level-3
+     * run with DFX on (dfx_merge.c), before it is written. */
+    void (*dfx_json)(void *arg, struct dfxc_buf *b);
     void (*destroy)(void *arg);
 } hier_hooks;
 

@@ -315,8 +315,10 @@ typedef struct px_hier_dfx_chip {
 } px_hier_dfx_chip;
 
 /* dfx_merge.c: merges the host's trace.json and dfx.json in dir with every chip's (from
- * chips/chip<i>/) into dir/trace.json and dir/dfx.json. Returns PX_OK, PX_EINVAL when a file
+ * chips/chip<i>/) into dir/trace.json and dir/dfx.json, with the members h's layers above add
+ * (hier_hooks.dfx_json; h may be NULL). Returns PX_OK, PX_EINVAL when a file
  * does not parse or lacks a member, PX_ENOENT / PX_EIO / PX_ENOMEM (message set). */
-px_status px_hier_dfx_merge_files(const char *dir, int nchips, const px_hier_dfx_chip *chips);
+px_status px_hier_dfx_merge_files(const char *dir, int nchips, const px_hier_dfx_chip *chips,
+                                  const px_hier *h);
 
 #endif

@@ -87,6 +87,8 @@ static px_task *px_task_release(px_worker *w, px_task *t, int failed)
     return keep;
 }
 
+_Thread_local px_dfx_producer *px_rt_dfx_here __attribute__((tls_model("initial-exec")));
+
 /* Runs t (unless poisoned), releases it; returns the task to run next or NULL. */
 static px_task *px_task_execute(px_core_ctx *ctx, px_task *t)
 {
@@ -102,10 +104,16 @@ static px_task *px_task_execute(px_core_ctx *ctx, px_task *t)
     if (!failed) {
         const px_kernel *k = &w->kernels[t->kernel];
 
+        int comm = PX_DFX_ON(dp, PX_DFX_FOR_COMM);
+
         ctx->task = t->id;
         atomic_store_explicit(&ctx->in_kernel, 1, memory_order_relaxed);
+        if (comm)
+            px_rt_dfx_here = dp;
         px_clear_error();
         st = k->fn(ctx, &t->args);
+        if (comm)
+            px_rt_dfx_here = NULL;
         atomic_store_explicit(&ctx->in_kernel, 0, memory_order_relaxed);
         if (st == PX_TASK_ASYNC) {
             /* The task may be complete, and its run's DFX state freed, already: an async

@@ -341,6 +341,10 @@ void px_rt_dfx_scope(struct px_orch *o, int depth, int begin);
 #define PX_RT_DFX_PRODUCER(ctx) ((px_dfx_producer *)NULL)
 #endif
 
+/* core.c: the DFX producer of the kernel running on this thread while a collector that
+ * records communication is on, else NULL (src/comm writes its spans there). */
+extern _Thread_local px_dfx_producer *px_rt_dfx_here __attribute__((tls_model("initial-exec")));
+
 /* worker.c: records the first failure of a run (thread-safe). */
 void px_worker_fail(struct px_worker *w, px_status st, px_task_id id, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

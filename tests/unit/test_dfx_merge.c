@@ -101,7 +101,7 @@ static void test_merge(void **state)
     long n;
 
     make_sources(dir, sizeof(dir), trace_text);
-    PX_ASSERT_OK(px_hier_dfx_merge_files(dir, 1, chips));
+    PX_ASSERT_OK(px_hier_dfx_merge_files(dir, 1, chips, NULL));
     t = load(dir, "trace.json");
     ev = dfxc_json_get(t, "traceEvents");
     for (size_t i = 0; i < ev->n; i++) {
@@ -168,7 +168,7 @@ static void test_merge_bad_line(void **state)
     char dir[256];
 
     make_sources(dir, sizeof(dir), bad);
-    assert_int_equal(px_hier_dfx_merge_files(dir, 1, chips), PX_EINVAL);
+    assert_int_equal(px_hier_dfx_merge_files(dir, 1, chips, NULL), PX_EINVAL);
     assert_non_null(strstr(px_last_error(), "not an event line"));
     px_test_rmtree(dir);
 }

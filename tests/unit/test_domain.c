@@ -10,7 +10,8 @@
  * kernels pass a token round the ring with put_signal / wait_until; every bad spec refused
  * before anything is allocated, naming the field; release and later use; a member killed
  * inside a collective (the survivors fail with PX_EPEERDEAD within the deadline, the worker
- * destroys cleanly); nothing left in /dev/shm and no descriptor leaked.
+ * destroys cleanly); nothing left in /dev/shm and no descriptor leaked; with DFX on, the
+ * allreduce as a "comm" span in trace.json and the domain in dfx.json.
  * Multi-process: ctest runs it under RESOURCE_LOCK "chips" (tests/system/l3.cmake).
  */
 #include "testutil.h"
@@ -519,6 +520,67 @@ static void test_member_dies_in_collective(void **state)
     assert_int_equal(td_count_dir("/dev/shm"), shm0);
 }
 
+/* ---- DFX ---- */
+
+/* Reads dir/name into a NUL-terminated malloc'd string (asserts). */
+static char *td_slurp(const char *dir, const char *name)
+{
+    char path[512];
+    FILE *f;
+    long n;
+    char *p;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    p = malloc((size_t)n + 1);
+    assert_non_null(p);
+    assert_int_equal(fread(p, 1, (size_t)n, f), (size_t)n);
+    p[n] = '\0';
+    fclose(f);
+    return p;
+}
+
+/* With the swimlane on, a run's allreduce appears on the chips' tracks of trace.json as a
+ * "comm" span with op, bytes, algorithm and transport, and dfx.json lists the domain with its
+ * members (in rank order), window and transport. */
+static void test_dfx_comm_spans_and_domains(void **state)
+{
+    char dir[256];
+    px_config c;
+    px_worker *w = NULL;
+    td_ar two = {.n = 2, .chips = {1, 0}, .name = "traced", .count = 262147};
+    char *trace, *dfx;
+
+    px_test_mkdtemp(dir, sizeof(dir), "pxcommdfx");
+    px_test_config(&c, 1);
+    c.level = 3;
+    c.chips = 2;
+    c.device_mem = 64ull << 20;
+    c.heap_ring = 16ull << 20;
+    c.dfx = PX_DFX_SWIMLANE;
+    snprintf(c.out_dir, sizeof(c.out_dir), "%s", dir);
+    PX_ASSERT_OK(px_worker_create(&c, &w));
+    PX_ASSERT_OK(px_worker_init(w));
+    td_allreduce_on(w, &two);
+    PX_ASSERT_OK(px_worker_destroy(w));
+    trace = td_slurp(dir, "trace.json");
+    dfx = td_slurp(dir, "dfx.json");
+    assert_non_null(strstr(trace, "\"name\":\"comm.allreduce\",\"cat\":\"comm\",\"args\":{"
+                                  "\"op\":\"allreduce\",\"bytes\":1048588,\"peer\":-1,"
+                                  "\"algorithm\":\"rs_ag\",\"transport\":\"direct\""));
+    assert_non_null(strstr(dfx, "\"domains\": ["));
+    assert_non_null(strstr(dfx, "\"name\": \"traced\", \"members\": [1, 0], "
+                                "\"window_bytes\": 1048588"));
+    assert_non_null(strstr(dfx, "\"transport\": \"direct\""));
+    free(trace);
+    free(dfx);
+    px_test_rmtree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -527,6 +589,7 @@ int main(void)
         cmocka_unit_test(test_collective_matrix_processes),
         cmocka_unit_test(test_bad_specs),
         cmocka_unit_test(test_member_dies_in_collective),
+        cmocka_unit_test(test_dfx_comm_spans_and_domains),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dfx/records.h"
 #include "util/util.h"
 
 #define COLL_BLOCK_BYTES (32u << 10) /* reductions walk the buffer in blocks of this size */
@@ -148,11 +149,11 @@ static px_status coll_allreduce_oneshot(px_comm *c, char *buf, size_t off, size_
     c->last_algo = "oneshot_large";
     if (res == NULL)
         return PX_ENOMEM;
-    if ((st = px_comm_barrier(c)) != PX_OK)
+    if ((st = comm_barrier(c)) != PX_OK)
         return st;
     st = coll_reduce_range(c, off, 0, count, es, dt, op, res, tmp);
     if (st == PX_OK)
-        st = px_comm_barrier(c);
+        st = comm_barrier(c);
     if (st == PX_OK)
         memcpy(buf, res, count * es);
     return st;
@@ -170,7 +171,7 @@ static px_status coll_allreduce_slots(px_comm *c, char *buf, size_t count, size_
     if (coll_scratch(c, 0, &tmp) == NULL)
         return PX_ENOMEM;
     memcpy(c->data[c->rank] + slot, buf, count * es);
-    if ((st = px_comm_barrier(c)) != PX_OK)
+    if ((st = comm_barrier(c)) != PX_OK)
         return st;
     /* Peers read only the slots, so the result goes straight into buf. */
     return coll_reduce_range(c, slot, 0, count, es, dt, op, buf, tmp);
@@ -194,11 +195,11 @@ static px_status coll_allreduce_rs_ag(px_comm *c, char *buf, size_t off, size_t 
     coll_chunk(count, c->n, c->rank, &lo, &hi);
     if ((res = coll_scratch(c, (hi - lo) * es, &tmp)) == NULL)
         return PX_ENOMEM;
-    if ((st = px_comm_barrier(c)) != PX_OK)
+    if ((st = comm_barrier(c)) != PX_OK)
         return st;
     st = coll_reduce_range(c, off, lo, hi, es, dt, op, res, tmp);
     if (st == PX_OK)
-        st = px_comm_barrier(c); /* nobody reads inputs any more */
+        st = comm_barrier(c); /* nobody reads inputs any more */
     for (int i = 0; st == PX_OK && i < c->n; i++) {
         int q = (c->rank + i) % c->n;
 
@@ -208,11 +209,11 @@ static px_status coll_allreduce_rs_ag(px_comm *c, char *buf, size_t off, size_t 
             st = c->tl[q]->put(c, q, off + lo * es, res, (hi - lo) * es);
     }
     if (st == PX_OK)
-        st = px_comm_barrier(c); /* every chunk has arrived everywhere */
+        st = comm_barrier(c); /* every chunk has arrived everywhere */
     return st;
 }
 
-px_status px_allreduce(px_comm *c, void *buf, size_t count, px_dtype dt, px_redop op)
+static px_status allreduce_impl(px_comm *c, void *buf, size_t count, px_dtype dt, px_redop op)
 {
     size_t es = coll_esize(c, dt, 1, "px_allreduce"), bytes, off;
     px_status st;
@@ -235,7 +236,7 @@ px_status px_allreduce(px_comm *c, void *buf, size_t count, px_dtype dt, px_redo
 
 /* ---- reduce_scatter, allgather, broadcast ---- */
 
-px_status px_reduce_scatter(px_comm *c, void *buf, size_t count, px_dtype dt, px_redop op)
+static px_status reduce_scatter_impl(px_comm *c, void *buf, size_t count, px_dtype dt, px_redop op)
 {
     size_t es = coll_esize(c, dt, 1, "px_reduce_scatter"), bytes, off, blk;
     char *tmp, *res;
@@ -253,17 +254,17 @@ px_status px_reduce_scatter(px_comm *c, void *buf, size_t count, px_dtype dt, px
     blk = (size_t)c->rank * count;
     if ((res = coll_scratch(c, count * es, &tmp)) == NULL)
         return PX_ENOMEM;
-    if ((st = px_comm_barrier(c)) != PX_OK)
+    if ((st = comm_barrier(c)) != PX_OK)
         return st;
     st = coll_reduce_range(c, off, blk, blk + count, es, dt, op, res, tmp);
     if (st == PX_OK)
-        st = px_comm_barrier(c);
+        st = comm_barrier(c);
     if (st == PX_OK)
         memcpy((char *)buf + blk * es, res, count * es);
     return st;
 }
 
-px_status px_allgather(px_comm *c, void *buf, size_t count, px_dtype dt)
+static px_status allgather_impl(px_comm *c, void *buf, size_t count, px_dtype dt)
 {
     size_t es = coll_esize(c, dt, 0, "px_allgather"), bytes, off;
     px_status st;
@@ -276,7 +277,7 @@ px_status px_allgather(px_comm *c, void *buf, size_t count, px_dtype dt)
     c->last_algo = "pull";
     if (c->n == 1 || count == 0)
         return PX_OK;
-    if ((st = px_comm_barrier(c)) != PX_OK)
+    if ((st = comm_barrier(c)) != PX_OK)
         return st;
     for (int i = 1; st == PX_OK && i < c->n; i++) {
         int q = (c->rank + i) % c->n;
@@ -285,11 +286,11 @@ px_status px_allgather(px_comm *c, void *buf, size_t count, px_dtype dt)
         st = coll_pull(c, q, off + b, (char *)buf + b, count * es);
     }
     if (st == PX_OK)
-        st = px_comm_barrier(c);
+        st = comm_barrier(c);
     return st;
 }
 
-px_status px_broadcast(px_comm *c, void *buf, size_t count, px_dtype dt, int root)
+static px_status broadcast_impl(px_comm *c, void *buf, size_t count, px_dtype dt, int root)
 {
     size_t es = coll_esize(c, dt, 0, "px_broadcast"), bytes, off;
     px_status st;
@@ -304,18 +305,18 @@ px_status px_broadcast(px_comm *c, void *buf, size_t count, px_dtype dt, int roo
     c->last_algo = "pull";
     if (c->n == 1 || count == 0)
         return PX_OK;
-    if ((st = px_comm_barrier(c)) != PX_OK)
+    if ((st = comm_barrier(c)) != PX_OK)
         return st;
     if (c->rank != root)
         st = coll_pull(c, root, off, buf, bytes);
     if (st == PX_OK)
-        st = px_comm_barrier(c);
+        st = comm_barrier(c);
     return st;
 }
 
 /* ---- alltoall ---- */
 
-px_status px_alltoall(px_comm *c, void *buf, size_t count, px_dtype dt)
+static px_status alltoall_impl(px_comm *c, void *buf, size_t count, px_dtype dt)
 {
     size_t es = coll_esize(c, dt, 0, "px_alltoall"), bytes, off, blk;
     char *tmp, *res;
@@ -331,12 +332,12 @@ px_status px_alltoall(px_comm *c, void *buf, size_t count, px_dtype dt)
     blk = count * es;
     if ((res = coll_scratch(c, bytes, &tmp)) == NULL)
         return PX_ENOMEM;
-    if ((st = px_comm_barrier(c)) != PX_OK)
+    if ((st = comm_barrier(c)) != PX_OK)
         return st;
     for (int q = 0; st == PX_OK && q < c->n; q++) /* q's block for me is its block `rank` */
         st = coll_pull(c, q, off + (size_t)c->rank * blk, res + (size_t)q * blk, blk);
     if (st == PX_OK)
-        st = px_comm_barrier(c);
+        st = comm_barrier(c);
     if (st == PX_OK)
         memcpy(buf, res, bytes);
     return st;
@@ -355,9 +356,9 @@ static px_status coll_v_range(px_comm *c, const void *base, size_t eoff, size_t 
     return px_comm_offset(c, (const char *)base + b, n, off);
 }
 
-px_status px_alltoallv(px_comm *c, const void *send, const size_t *send_counts,
-                       const size_t *send_offs, void *recv, const size_t *recv_counts,
-                       const size_t *recv_offs, px_dtype dt)
+static px_status alltoallv_impl(px_comm *c, const void *send, const size_t *send_counts,
+                                const size_t *send_offs, void *recv, const size_t *recv_counts,
+                                const size_t *recv_offs, px_dtype dt)
 {
     size_t es = coll_esize(c, dt, 0, "px_alltoallv"), off;
     px_comm_area *me;
@@ -381,7 +382,7 @@ px_status px_alltoallv(px_comm *c, const void *send, const size_t *send_counts,
         atomic_store_explicit(&me->a2av[j].count, send_counts[j], memory_order_relaxed);
     }
     c->last_algo = "pull";
-    if ((st = px_comm_barrier(c)) != PX_OK) /* the barrier's release publishes the table */
+    if ((st = comm_barrier(c)) != PX_OK) /* the barrier's release publishes the table */
         return st;
     for (int i = 0; i < c->n; i++) {
         int q = (c->rank + i) % c->n;
@@ -412,9 +413,77 @@ px_status px_alltoallv(px_comm *c, const void *send, const size_t *send_counts,
             break;
     }
     if (st == PX_OK)
-        st = px_comm_barrier(c);
+        st = comm_barrier(c);
     if (st == PX_OK && bad != PX_OK)
         st = px_set_error(bad, "px_alltoallv: domain \"%s\": %s; every rank's recv_counts[j] "
                           "must equal rank j's send_counts for it", c->name, msg);
+    return st;
+}
+
+/* ---- the public calls: the work above, plus a DFX span when recorded ---- */
+
+px_status px_allreduce(px_comm *c, void *buf, size_t count, px_dtype dt, px_redop op)
+{
+    uint64_t t0 = comm_dfx_t0();
+    px_status st = allreduce_impl(c, buf, count, dt, op);
+
+    if (t0 != 0 && st == PX_OK)
+        comm_dfx_span(c, PX_DFX_COMM_ALLREDUCE, -1, count * px_dtype_size(dt), t0);
+    return st;
+}
+
+px_status px_reduce_scatter(px_comm *c, void *buf, size_t count, px_dtype dt, px_redop op)
+{
+    uint64_t t0 = comm_dfx_t0();
+    px_status st = reduce_scatter_impl(c, buf, count, dt, op);
+
+    if (t0 != 0 && st == PX_OK)
+        comm_dfx_span(c, PX_DFX_COMM_REDUCE_SCATTER, -1, count * px_dtype_size(dt), t0);
+    return st;
+}
+
+px_status px_allgather(px_comm *c, void *buf, size_t count, px_dtype dt)
+{
+    uint64_t t0 = comm_dfx_t0();
+    px_status st = allgather_impl(c, buf, count, dt);
+
+    if (t0 != 0 && st == PX_OK)
+        comm_dfx_span(c, PX_DFX_COMM_ALLGATHER, -1, count * px_dtype_size(dt), t0);
+    return st;
+}
+
+px_status px_broadcast(px_comm *c, void *buf, size_t count, px_dtype dt, int root)
+{
+    uint64_t t0 = comm_dfx_t0();
+    px_status st = broadcast_impl(c, buf, count, dt, root);
+
+    if (t0 != 0 && st == PX_OK)
+        comm_dfx_span(c, PX_DFX_COMM_BROADCAST, -1, count * px_dtype_size(dt), t0);
+    return st;
+}
+
+px_status px_alltoall(px_comm *c, void *buf, size_t count, px_dtype dt)
+{
+    uint64_t t0 = comm_dfx_t0();
+    px_status st = alltoall_impl(c, buf, count, dt);
+
+    if (t0 != 0 && st == PX_OK)
+        comm_dfx_span(c, PX_DFX_COMM_ALLTOALL, -1, count * px_dtype_size(dt), t0);
+    return st;
+}
+
+px_status px_alltoallv(px_comm *c, const void *send, const size_t *send_counts,
+                       const size_t *send_offs, void *recv, const size_t *recv_counts,
+                       const size_t *recv_offs, px_dtype dt)
+{
+    uint64_t t0 = comm_dfx_t0();
+    px_status st = alltoallv_impl(c, send, send_counts, send_offs, recv, recv_counts, recv_offs,
+                                  dt);
+    size_t n = 0;
+
+    for (int j = 0; t0 != 0 && st == PX_OK && j < c->n; j++)
+        n += send_counts[j] * px_dtype_size(dt);
+    if (t0 != 0 && st == PX_OK)
+        comm_dfx_span(c, PX_DFX_COMM_ALLTOALLV, -1, n, t0);
     return st;
 }

@@ -14,6 +14,7 @@
  */
 #include "dfx/collectors/collectors.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,8 +44,15 @@ typedef struct swl_phase {
     uint8_t phase;
 } swl_phase;
 
+typedef struct swl_comm {
+    px_dfx_comm_rec c;
+    uint16_t producer;
+} swl_comm;
+
 typedef struct swl_state {
     dfxc_raw raw; /* the entries as received */
+    swl_comm *comms; /* communication spans of kernels (src/comm) */
+    size_t ncomms, cap_comms;
     swl_task *tasks;
     size_t ntasks, cap_tasks;
     dfxc_idmap ids;
@@ -164,12 +172,30 @@ static void swl_on_submit(swl_state *s, const px_dfx_rec *r)
     swl_edges(s, d.edges, (uint32_t)d.nedges, d.task);
 }
 
+/* Keeps a COMM span. */
+static void swl_on_comm(swl_state *s, const px_dfx_rec *r)
+{
+    swl_comm *c;
+    px_dfx_comm_rec d;
+
+    if (px_dfx_comm_decode(r, &d) != 0)
+        return;
+    if ((c = dfxc_push((void **)&s->comms, &s->ncomms, &s->cap_comms, sizeof(*c))) == NULL) {
+        s->oom = 1;
+        return;
+    }
+    c->c = d;
+    c->producer = r->producer;
+}
+
 /* Decodes one kept entry. */
 static void swl_decode(swl_state *s, const px_dfx_rec *r)
 {
     px_dfx_edge_rec e;
 
-    if (r->kind == PX_DFXK_TASK)
+    if (r->kind == PX_DFXK_COMM)
+        swl_on_comm(s, r);
+    else if (r->kind == PX_DFXK_TASK)
         swl_on_task(s, r);
     else if (r->kind == PX_DFXK_PHASE)
         swl_on_phase(s, r);
@@ -273,6 +299,45 @@ static void swl_phases(swl_state *s, const px_dfx_run_info *info)
     dfxc_buf_free(&m);
 }
 
+/* Adds one X slice per communication span: "comm.<op>" with op, bytes, peer, algorithm,
+ * transport and the domain's id in its args. */
+static void swl_comms(swl_state *s, const px_dfx_run_info *info)
+{
+    static const char *const algos[PX_DFX_COMM_NALGOS] = PX_DFX_COMM_ALGOS;
+    static const char *const tls[PX_DFX_COMM_NTRANSPORTS] = PX_DFX_COMM_TRANSPORTS;
+    char name[48];
+    dfxc_buf m;
+
+    dfxc_buf_init(&m);
+    for (size_t i = 0; i < s->ncomms; i++) {
+        const px_dfx_comm_rec *c = &s->comms[i].c;
+
+        m.len = 0;
+        snprintf(name, sizeof(name), "comm.%s", px_dfx_comm_op_name(c->op));
+        dfxc_buf_puts(&m, "\"name\":");
+        dfxc_buf_json_str(&m, name);
+        dfxc_buf_puts(&m, ",\"cat\":\"comm\",\"args\":{\"op\":");
+        dfxc_buf_json_str(&m, px_dfx_comm_op_name(c->op));
+        dfxc_buf_puts(&m, ",\"bytes\":");
+        dfxc_buf_u64(&m, c->bytes);
+        dfxc_buf_puts(&m, ",\"peer\":");
+        dfxc_buf_i64(&m, c->peer);
+        dfxc_buf_puts(&m, ",\"algorithm\":");
+        dfxc_buf_json_str(&m, c->algo >= 0 && c->algo < PX_DFX_COMM_NALGOS ? algos[c->algo] : "?");
+        dfxc_buf_puts(&m, ",\"transport\":");
+        dfxc_buf_json_str(&m, c->transport >= 0 && c->transport < PX_DFX_COMM_NTRANSPORTS
+                                  ? tls[c->transport] : "?");
+        dfxc_buf_puts(&m, ",\"domain\":");
+        dfxc_buf_u64(&m, c->domain);
+        dfxc_buf_puts(&m, "}");
+        dfxc_trace_add(s->trace, 'X', info->chip, s->comms[i].producer, dfxc_ns(info, c->t0),
+                       dfxc_dur_ns(info, c->t0, c->t1 - c->t0), m.p ? m.p : "");
+    }
+    if (m.oom)
+        s->oom = 1;
+    dfxc_buf_free(&m);
+}
+
 /*
  * Adds the flow pair of every edge whose two tasks have slices: "s" 1 ns before the
  * producer's end (inside its slice), "f" at the consumer's start. Ids are the edge's index in
@@ -330,6 +395,7 @@ static px_status swl_finish(void *state, const px_dfx_run_info *info)
     dfxc_trace_names(s->trace, info);
     swl_tasks(s, info, &incomplete);
     swl_phases(s, info);
+    swl_comms(s, info);
     missing = swl_flows(s, info);
     if (incomplete > 0 || missing > 0)
         PX_LOG_INFO("dfx[swimlane]: %llu tasks without both begin and end, %llu edges "
@@ -361,6 +427,7 @@ static void swl_close(void *state)
     dfxc_edges_free(&s->edges);
     free(s->tasks);
     free(s->phases);
+    free(s->comms);
     free(s);
 }
 
@@ -368,7 +435,7 @@ const px_dfx_collector_ops px_dfx_swimlane_ops = {
     .name = "swimlane",
     .bit = PX_DFX_SWIMLANE,
     .kinds = 1u << PX_DFXK_TASK | 1u << PX_DFXK_PHASE | 1u << PX_DFXK_SUBMIT |
-             1u << PX_DFXK_EDGE,
+             1u << PX_DFXK_EDGE | 1u << PX_DFXK_COMM,
     .shares_raw = 1,
     .open = swl_open,
     .on_record = swl_on_record,
