@@ -3,6 +3,8 @@
  */
 #include "testutil.h"
 
+#include <dirent.h>
+
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,4 +81,31 @@ void px_test_rmtree(const char *dir)
     assert_true(strlen(dir) > 4 && strchr(dir, '\'') == NULL);
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     assert_int_equal(system(cmd), 0);
+}
+
+/* Entries of path whose name starts with prefix, . and .. left out; -1 when it cannot open. */
+static int px_test_entries(const char *path, const char *prefix)
+{
+    DIR *d = opendir(path);
+    struct dirent *e;
+    int n = 0;
+
+    if (d == NULL)
+        return -1;
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.' && strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    closedir(d);
+    return n;
+}
+
+int px_test_open_fds(void)
+{
+    return px_test_entries("/proc/self/fd", "") - 1;
+}
+
+int px_test_shm_plexus_entries(void)
+{
+    int n = px_test_entries("/dev/shm", "plexus");
+
+    return n < 0 ? 0 : n;
 }

@@ -33,6 +33,17 @@ void px_test_mkdtemp(char *buf, size_t n, const char *tag);
 /* Removes dir and everything in it; asserts. */
 void px_test_rmtree(const char *dir);
 
+/* This process's open descriptors (the count's own directory descriptor left out). */
+int px_test_open_fds(void);
+
+/*
+ * Entries of /dev/shm whose name starts with "plexus" (0 when /dev/shm does not exist): what
+ * plexus would leave there if it ever named a memory object. Other programs of the machine (a
+ * benchmark's StarPU or MPI run beside the tests) may make files there meanwhile, so the
+ * count is of plexus's names only.
+ */
+int px_test_shm_plexus_entries(void);
+
 /* Prints "skipped: <reason>" and exits 77. */
 void px_test_skip(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 

@@ -78,32 +78,34 @@ static comm_worker *comm_worker_of(px_worker *w)
 
 /* ---- the built-in tasks' chip side ---- */
 
-/* comm.write_k: IN device tensor, domain, buffer index, byte offset. */
-static px_status comm_write_kernel(px_core_ctx *ctx, const px_task_args *a)
+/* Copies between device tensor 0 and the window: to_window 1 (comm.write_k, IN tensor) or 0
+ * (comm.read_k, OUT tensor); args: tensor, domain, buffer index, byte offset. */
+static px_status comm_copy_kernel(const px_task_args *a, int to_window)
 {
     px_comm *c = px_arg_comm(a, 1);
     const px_tensor *t = px_arg_tensor(a, 0);
     uint64_t b = px_arg_u64(a, 2), off = px_arg_u64(a, 3);
     size_t n = (size_t)px_arg_numel(a, 0) * px_dtype_size(t->dtype);
+    char *win;
 
     if (c == NULL)
         return PX_EINVAL;
-    memcpy(c->data[c->rank] + c->buffers[b].off + off, px_arg_data(a, 0), n);
+    win = c->data[c->rank] + c->buffers[b].off + off;
+    if (to_window)
+        memcpy(win, px_arg_data(a, 0), n);
+    else
+        memcpy(px_arg_data(a, 0), win, n);
     return PX_OK;
 }
 
-/* comm.read_k: OUT device tensor, domain, buffer index, byte offset. */
+static px_status comm_write_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    return comm_copy_kernel(a, 1);
+}
+
 static px_status comm_read_kernel(px_core_ctx *ctx, const px_task_args *a)
 {
-    px_comm *c = px_arg_comm(a, 1);
-    const px_tensor *t = px_arg_tensor(a, 0);
-    uint64_t b = px_arg_u64(a, 2), off = px_arg_u64(a, 3);
-    size_t n = (size_t)px_arg_numel(a, 0) * px_dtype_size(t->dtype);
-
-    if (c == NULL)
-        return PX_EINVAL;
-    memcpy(px_arg_data(a, 0), c->data[c->rank] + c->buffers[b].off + off, n);
-    return PX_OK;
+    return comm_copy_kernel(a, 0);
 }
 
 /* comm.coll_k: domain, op, buffer index, count, dtype, redop or root. */

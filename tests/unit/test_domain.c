@@ -16,7 +16,6 @@
  */
 #include "testutil.h"
 
-#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,24 +32,6 @@ static px_status matrix_callable(px_orch *o, const px_task_args *args, void *use
 
 /* ---- helpers ---- */
 
-/* Entries of path whose name starts with prefix ("" for all but . and ..). /dev/shm is
- * counted for "plexus" only: other programs of the machine (StarPU in a benchmark's smoke run)
- * may make files there meanwhile. */
-static int td_count_prefix(const char *path, const char *prefix)
-{
-    DIR *d = opendir(path);
-    struct dirent *e;
-    int n = 0;
-
-    if (d == NULL)
-        return -1;
-    while ((e = readdir(d)) != NULL)
-        n += e->d_name[0] != '.' && strncmp(e->d_name, prefix, strlen(prefix)) == 0;
-    closedir(d);
-    return n;
-}
-
-#define td_count_dir(p) td_count_prefix((p), strcmp((p), "/dev/shm") == 0 ? "plexus" : "")
 
 /* A ring step on every rank: rank 0 starts; each rank waits for the token, adds its rank,
  * puts the value into the next rank's buffer and signals it. Kernel args: domain (last). */
@@ -223,7 +204,7 @@ static void td_allreduce_on(px_worker *w, const td_ar *t)
  * reduce-scatter + allgather), in two runs of one worker; nothing in /dev/shm afterwards and no descriptor left open. */
 static void test_allreduce_end_to_end(void **state)
 {
-    int shm0 = td_count_dir("/dev/shm"), fd0 = td_count_dir("/proc/self/fd");
+    int shm0 = px_test_shm_plexus_entries(), fd0 = px_test_open_fds();
     px_worker *w = td_worker(4);
     td_ar all = {.n = 4, .chips = {0, 1, 2, 3}, .name = "all", .count = TD_N};
     td_ar two = {.n = 2, .chips = {2, 0}, .name = "two", .count = 262147}; /* rs_ag */
@@ -231,8 +212,8 @@ static void test_allreduce_end_to_end(void **state)
     td_allreduce_on(w, &all);
     td_allreduce_on(w, &two);
     PX_ASSERT_OK(px_worker_destroy(w));
-    assert_int_equal(td_count_dir("/dev/shm"), shm0);
-    assert_int_equal(td_count_dir("/proc/self/fd"), fd0);
+    assert_int_equal(px_test_shm_plexus_entries(), shm0);
+    assert_int_equal(px_test_open_fds(), fd0);
 }
 
 /* ---- overlapping domains and the user's ring ---- */
@@ -470,7 +451,7 @@ static void test_bad_specs(void **state)
         "nbuffers 0", "a live domain is called \"d\"", "has no buffer \"nosuch\"",
         "do not fit buffer \"x\"",
     };
-    int shm0 = td_count_dir("/dev/shm");
+    int shm0 = px_test_shm_plexus_entries();
     px_worker *w = td_worker(2);
     td_bad b = {0};
 
@@ -484,7 +465,7 @@ static void test_bad_specs(void **state)
         assert_non_null(strstr(b.msg[i], want[i]));
     }
     PX_ASSERT_OK(px_worker_destroy(w));
-    assert_int_equal(td_count_dir("/dev/shm"), shm0);
+    assert_int_equal(px_test_shm_plexus_entries(), shm0);
 }
 
 /* ---- a member dies inside a collective ---- */
@@ -507,7 +488,7 @@ static px_status td_die_orch(px_orch *o, const px_task_args *args, void *user)
  * the 60 s deadline), the run reports the dead chip, and the worker destroys cleanly. */
 static void test_member_dies_in_collective(void **state)
 {
-    int shm0 = td_count_dir("/dev/shm");
+    int shm0 = px_test_shm_plexus_entries();
     px_worker *w = td_worker(3);
     uint64_t t0 = px_test_now_ns();
     px_status st = px_run(w, td_die_orch, NULL, NULL);
@@ -517,7 +498,7 @@ static void test_member_dies_in_collective(void **state)
     assert_non_null(strstr(px_last_error(), "chip 1"));
     assert_true(took < 10.0 * px_test_slack());
     PX_ASSERT_OK(px_worker_destroy(w));
-    assert_int_equal(td_count_dir("/dev/shm"), shm0);
+    assert_int_equal(px_test_shm_plexus_entries(), shm0);
 }
 
 /* ---- DFX ---- */

@@ -80,20 +80,6 @@ static int l3_children(void)
     return n;
 }
 
-/* Counts entries in /dev/shm (0 when it does not exist). */
-static int l3_shm_entries(void)
-{
-    DIR *d = opendir("/dev/shm");
-    struct dirent *e;
-    int n = 0;
-
-    if (d == NULL)
-        return 0;
-    while ((e = readdir(d)) != NULL)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
 
 static px_tensor l3_tensor(void *p, px_dtype dt, int64_t n)
 {
@@ -677,7 +663,7 @@ static void test_kill_chip(void **state)
     uint32_t flags[16] = {0};
     int64_t y[3] = {0, 0, 0};
     px_tensor tf = l3_tensor(flags, PX_U8, sizeof(flags)), ty = l3_tensor(y, PX_I64, 3);
-    int shm_before = l3_shm_entries(), chip;
+    int shm_before = px_test_shm_plexus_entries(), chip;
     kill_ctx k = {0};
     char pid_text[32], msg[2048];
     px_task_args args;
@@ -712,7 +698,7 @@ static void test_kill_chip(void **state)
     assert_non_null(strstr(px_last_error(), "chip 1"));
     PX_ASSERT_OK(px_worker_destroy(k.w));
     assert_int_equal(l3_children(), 0);
-    assert_int_equal(l3_shm_entries(), shm_before);
+    assert_int_equal(px_test_shm_plexus_entries(), shm_before);
 }
 
 /* ---- a group member dies while another still runs its part ---- */

@@ -12,7 +12,6 @@
  */
 #include "testutil.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -49,34 +48,7 @@ static uint64_t ext_ns(void)
     return px_test_now_ns();
 }
 
-/* Counts this process's open descriptors. */
-static int ext_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    struct dirent *e;
-    int n = 0;
 
-    assert_non_null(d);
-    while ((e = readdir(d)) != NULL)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n - 1; /* the directory's own descriptor */
-}
-
-/* Counts entries in /dev/shm (0 when it does not exist). */
-static int ext_shm_entries(void)
-{
-    DIR *d = opendir("/dev/shm");
-    struct dirent *e;
-    int n = 0;
-
-    if (d == NULL)
-        return 0;
-    while ((e = readdir(d)) != NULL)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
 
 static int ext_wait_word(_Atomic uint32_t *w, uint32_t want, double seconds)
 {
@@ -184,7 +156,7 @@ static px_status fdmake_cb(hier_chip *chip, void *arg, const void *payload, size
 static px_status fdcount_cb(hier_chip *chip, void *arg, const void *payload, size_t n,
                             void *reply, size_t *reply_n)
 {
-    int c = ext_fds();
+    int c = px_test_open_fds();
 
     memcpy(reply, &c, sizeof(c));
     *reply_n = sizeof(c);
@@ -565,7 +537,7 @@ static void ext_chip_check(px_worker *w, int chip, uint64_t tag, int seed)
 static void test_fd_passing(void **state)
 {
     px_worker *w = ext_worker(2);
-    int shm0 = ext_shm_entries(), fds0 = ext_fds();
+    int shm0 = px_test_shm_plexus_entries(), fds0 = px_test_open_fds();
     int c0 = ext_chip_fds(w, 0), c1 = ext_chip_fds(w, 1);
     char buf[64], want[64];
     struct stat sb;
@@ -595,10 +567,10 @@ static void test_fd_passing(void **state)
     assert_int_equal(hier_fd_fetch(w, 0, 99, &fd, 10), PX_ENOENT);
     assert_non_null(strstr(px_last_error(), "offers no descriptor under tag 99"));
 
-    assert_int_equal(ext_fds(), fds0);
+    assert_int_equal(px_test_open_fds(), fds0);
     assert_int_equal(ext_chip_fds(w, 0), c0);
     assert_int_equal(ext_chip_fds(w, 1), c1);
-    assert_int_equal(ext_shm_entries(), shm0);
+    assert_int_equal(px_test_shm_plexus_entries(), shm0);
     PX_ASSERT_OK(px_worker_destroy(w));
 }
 
@@ -612,7 +584,7 @@ static void test_fd_to_dead_chip(void **state)
     char want[64];
 
     PX_ASSERT_OK(hier_memfd_create("ext-dead", 4096, &fd));
-    fds0 = ext_fds();
+    fds0 = px_test_open_fds();
     ext_kill(w, 1);
     assert_int_equal(hier_fd_send(w, 1, 5, fd, 10), PX_EPEERDEAD);
     snprintf(want, sizeof(want), "chip 1 (pid %d) died", (int)pid);
@@ -620,13 +592,13 @@ static void test_fd_to_dead_chip(void **state)
     assert_non_null(strstr(px_last_error(), "SIGKILL"));
     assert_int_equal(hier_fd_fetch(w, 1, 5, &out, 10), PX_EPEERDEAD);
     assert_int_equal(out, -1);
-    assert_int_equal(ext_fds(), fds0);
+    assert_int_equal(px_test_open_fds(), fds0);
     close(fd);
     /* the other chip still works */
     ext_chip_make(w, 0, 6, 4);
     PX_ASSERT_OK(hier_fd_fetch(w, 0, 6, &out, 10));
     close(out);
-    assert_int_equal(ext_fds(), fds0 - 1);
+    assert_int_equal(px_test_open_fds(), fds0 - 1);
     PX_ASSERT_OK(px_worker_destroy(w));
 }
 
