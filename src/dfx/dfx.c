@@ -89,11 +89,27 @@ px_status px_dfx_check(const px_caps *caps, const px_config *cfg, int ncores)
     return px_dfx_plan(caps, cfg, cfg->dfx, ncores + 1, choice);
 }
 
-/* Creates dir and its parents. Returns PX_OK or PX_EIO with the reason. */
-static px_status dfx_mkdirs(const char *dir)
+/* Refuses path (a component plexus made below the user's directory) unless it is a real
+ * directory. Returns PX_OK or PX_EIO naming it. */
+static px_status dfx_own_dir(const char *path)
+{
+    struct stat sb;
+
+    if (lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return PX_OK;
+    return px_set_error(PX_EIO, "dfx: \"%s\" is %s, not the directory plexus makes there; "
+                        "plexus never writes through a link it did not make: remove it",
+                        path, lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode)
+                                  ? "a symbolic link" : "not a directory");
+}
+
+/* Creates dir and its parents; the components after its first own_from bytes must be real
+ * directories (dfx.h). Returns PX_OK or PX_EIO with the reason. */
+static px_status dfx_mkdirs(const char *dir, size_t own_from)
 {
     char path[PX_DFX_OUT_MAX];
     struct stat sb;
+    px_status st;
 
     snprintf(path, sizeof(path), "%s", dir);
     for (char *p = path + 1; *p != '\0'; p++) {
@@ -102,7 +118,15 @@ static px_status dfx_mkdirs(const char *dir)
         *p = '\0';
         if (mkdir(path, 0777) != 0 && errno != EEXIST)
             break;
+        if (own_from > 0 && (size_t)(p - path) > own_from && (st = dfx_own_dir(path)) != PX_OK)
+            return st;
         *p = '/';
+    }
+    if (own_from > 0 && strlen(path) > own_from) {
+        if (mkdir(path, 0777) != 0 && errno != EEXIST)
+            return px_set_error(PX_EIO, "dfx: cannot create \"%s\": %s", dir, strerror(errno));
+        if ((st = dfx_own_dir(path)) != PX_OK)
+            return st;
     }
     if (mkdir(path, 0777) != 0 && errno != EEXIST)
         return px_set_error(PX_EIO, "dfx: cannot create the output directory \"%s\": %s; "
@@ -309,7 +333,7 @@ px_status px_dfx_create(const px_dfx_params *prm, px_dfx **out)
     memset(d, 0, sizeof(*d));
     d->out_lock = -1;
     dfx_settings(d, prm);
-    if ((st = dfx_mkdirs(d->out_dir)) != PX_OK ||
+    if ((st = dfx_mkdirs(d->out_dir, prm->own_from)) != PX_OK ||
         (st = util_dir_lock(d->out_dir, prm->cfg->timeout_s, "dfx", &d->out_lock)) != PX_OK ||
         (st = dfx_buffers_init(d, prm)) != PX_OK ||
         (st = dfx_producers_init(d, prm->core_name)) != PX_OK)

@@ -32,6 +32,10 @@ typedef struct px_dfx_params {
     int nkernels;
     const char *const *kernel_names; /* by kernel id; copied */
     const char *core_name;           /* cores are "<core_name> <i>"; NULL: "core" */
+    size_t own_from;                 /* the output path's first own_from bytes are the user's
+                                      * directory; the components after it are plexus's own
+                                      * (a level-3 chip's chips/chip<i>): each must be a real
+                                      * directory, a symbolic link planted there is refused */
 } px_dfx_params;
 
 /* The output directory of cfg: cfg->out_dir, or "plexus-dfx" when it is empty. */

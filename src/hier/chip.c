@@ -29,6 +29,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "dfx/dfx.h"
 #include "util/log.h"
 #include "util/tsan.h"
 #include "util/wait.h"
@@ -104,6 +105,7 @@ static px_status px_chip_engine(px_hier *h, px_hier_proc *p, px_worker **out)
         return st;
     }
     l2->ext.dfx_chip = p->index;
+    l2->ext.dfx_own_from = strlen(px_dfx_out_dir(&h->cfg)); /* chips/chip<i> are ours */
     l2->ext.dfx_session = 1; /* one DFX session per run of the parent, ended by its flush */
     for (int k = 0; k < h->nkernels; k++) {
         const px_kernel *kn = &w->kernels[k];

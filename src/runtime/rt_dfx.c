@@ -65,6 +65,7 @@ px_status px_rt_dfx_begin(px_worker *w)
     prm.chip = w->chip;
     prm.chip_index = w->ext.dfx_chip;
     prm.core_name = w->ext.dfx_core_name;
+    prm.own_from = w->ext.dfx_own_from;
     prm.dev_region = w->dfx_region;
     prm.dev_region_bytes = w->dfx_region_bytes;
     prm.ncores = w->ncores;

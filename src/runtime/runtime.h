@@ -158,6 +158,8 @@ typedef struct px_rt_ext {
     int dfx_session;                /* a chip engine: one DFX state spans its runs until
                                      * px_rt_dfx_session_end (the parent's flush call) */
     const char *dfx_core_name;      /* producer name of the cores; NULL: "core" */
+    size_t dfx_own_from;            /* a chip engine: its DFX path's length that is the user's
+                                     * output directory (px_dfx_params.own_from) */
 } px_rt_ext;
 
 struct px_worker {

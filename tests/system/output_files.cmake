@@ -21,4 +21,4 @@ add_test(NAME out.enospc
                  ${PX_OUT_DIR}/enospc)
 set_tests_properties(out.concurrent_l2 out.concurrent_l3 out.links out.enospc
                      PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 ENVIRONMENT "PLEXUS_LOG=warn")
-set_tests_properties(out.concurrent_l3 PROPERTIES RESOURCE_LOCK chips)
+set_tests_properties(out.concurrent_l3 out.links PROPERTIES RESOURCE_LOCK chips)

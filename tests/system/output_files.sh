@@ -7,8 +7,9 @@
 # and every JSON file left must parse whole (last rename wins). With the old fixed temporary
 # name NAME.tmp about half the rounds failed. links: symbolic links planted at the old
 # temporary names (NAME.tmp), at temporary-like names and at a final name: the run passes, no
-# link target changes, and the final name holds a regular file; a link planted at args/ makes
-# the run fail saying so, with nothing written into the link's target. enospc: the PX_TEST_ENOSPC
+# link target changes, and the final name holds a regular file; a link planted at args/, or
+# at chips/ of a level-3 run, makes the run fail saying so, with nothing written into the
+# link's target. enospc: the PX_TEST_ENOSPC
 # hook makes one file's write fail half-way as a full disk would: the run fails naming the
 # file, and neither a file under that final name nor a temporary remains. A plexus built with
 # DFX compiled out (PX_DFX=OFF) and a missing python3 exit 77 (skipped).
@@ -101,6 +102,13 @@ links)
     "$plexus" run vector --dfx all --out "$out" > "$out.log" 2>&1 && { cat "$out.log"; fail "a link at args/ was accepted"; }
     grep -q "FAIL: .*args exists and is not a directory" "$out.log" || { cat "$out.log"; fail "the refusal of args/ does not say why"; }
     [ -z "$(ls -A "$out.targets/dir")" ] || fail "files were written through the link at args/"
+    # level 3: a link planted at chips/ (where the chips write chips/chip<i>/) is refused too
+    rm -rf "$out/args" "$out/chips" "$out.targets/chips"
+    mkdir "$out.targets/chips" && ln -s "$out.targets/chips" "$out/chips"
+    "$plexus" run multi_chip --chips 2 --cores 1 --dfx all --out "$out" > "$out.log" 2>&1 &&
+        { cat "$out.log"; fail "a link at chips/ was accepted"; }
+    grep -q "chips\" is a symbolic link" "$out.log" || { cat "$out.log"; fail "the refusal of chips/ does not say why"; }
+    [ -z "$(ls -A "$out.targets/chips")" ] || fail "files were written through the link at chips/"
     echo "PASS: no planted link was followed"
     ;;
 enospc)
