@@ -70,6 +70,16 @@ PX_API const char *px_comm_transport(const px_comm *c, int peer);
 PX_API void *px_comm_buffer(px_comm *c, const char *name, size_t *bytes);
 
 /*
+ * Makes *t a contiguous tensor of dtype dt and the given shape at the start of this rank's
+ * buffer called name, for tasks on this chip (a callable's orchestration may submit kernels
+ * with it: the window's data is device memory of the chip, and dependencies between those
+ * tasks are inferred as for any tensor). Returns PX_OK, or PX_EINVAL when there is no such
+ * buffer or the tensor does not fit it.
+ */
+PX_API px_status px_comm_buffer_tensor(px_comm *c, const char *name, px_dtype dt, int ndim,
+                                       const int64_t *shape, px_tensor *t);
+
+/*
  * The offset of ptr inside this rank's window data, which is also the offset of the same
  * bytes on every peer. Returns PX_OK, or PX_EINVAL when ptr .. ptr + n is not inside it.
  */

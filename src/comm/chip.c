@@ -28,6 +28,7 @@ typedef struct comm_chip_dom {
     _Atomic uint32_t id;         /* 0: free */
     int rank, n;
     size_t win_len;              /* head + data of every window */
+    px_worker *engine;           /* the chip engine its window's data is device memory of */
     void *win[PX_COMM_MAX_RANKS]; /* mapped windows (own and peers'), NULL where none */
     px_comm comm;
 } comm_chip_dom;
@@ -53,6 +54,9 @@ px_comm *comm_chip_lookup(uint32_t id)
 /* Unmaps every window of d and frees its entry (g_lock held). */
 static void comm_chip_drop(comm_chip_dom *d)
 {
+    if (d->engine != NULL && d->win[d->rank] != NULL)
+        px_rt_device_range_remove(d->engine, d->comm.data[d->rank]);
+    d->engine = NULL;
     for (int q = 0; q < d->n; q++) {
         if (d->win[q] != NULL)
             munmap(d->win[q], d->win_len);
@@ -180,6 +184,10 @@ static px_status comm_chip_map_all(hier_chip *chip, void *arg, const void *paylo
 
         st = comm_build(&d->comm, &s);
     }
+    /* Its own window's data is device memory of this chip: tasks may take tensors there. */
+    if (st == PX_OK &&
+        (st = px_rt_device_range_add(eng, d->comm.data[d->rank], m->data_bytes)) == PX_OK)
+        d->engine = eng;
     if (st != PX_OK)
         comm_chip_drop(d);
     pthread_mutex_unlock(&g_lock);

@@ -139,6 +139,27 @@ void *px_comm_buffer(px_comm *c, const char *name, size_t *bytes)
     return NULL;
 }
 
+px_status px_comm_buffer_tensor(px_comm *c, const char *name, px_dtype dt, int ndim,
+                                const int64_t *shape, px_tensor *t)
+{
+    size_t bytes;
+    int64_t lo, hi;
+    void *p = px_comm_buffer(c, name, &bytes);
+    px_status st;
+
+    if (p == NULL)
+        return px_set_error(PX_EINVAL, "px_comm_buffer_tensor: domain \"%s\" has no buffer "
+                            "\"%s\"", px_comm_name(c), name ? name : "(null)");
+    if ((st = px_tensor_make(t, p, dt, ndim, shape)) != PX_OK ||
+        (st = px_tensor_span(t, &lo, &hi)) != PX_OK)
+        return st;
+    if ((uint64_t)hi > bytes)
+        return px_set_error(PX_EINVAL, "px_comm_buffer_tensor: a %lld-byte tensor does not fit "
+                            "buffer \"%s\" of domain \"%s\" (%zu bytes)", (long long)hi, name,
+                            c->name, bytes);
+    return PX_OK;
+}
+
 px_status px_comm_offset(const px_comm *c, const void *ptr, size_t n, size_t *off)
 {
     uintptr_t p = (uintptr_t)ptr, base, end;

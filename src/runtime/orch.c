@@ -274,6 +274,8 @@ static px_status px_orch_check(px_orch *o, px_kernel_id kid, const px_task_args 
     rules.name = k->name;
     rules.base = (uintptr_t)w->dev_base;
     rules.size = w->cfg.device_mem;
+    rules.also = px_rt_device_range_has;
+    rules.also_arg = w;
     if ((st = args_check_count(a, &rules)) != PX_OK)
         return st;
     if (k->has_sig && (st = px_check_sig(k, a)) != PX_OK)

@@ -162,6 +162,8 @@ typedef struct px_rt_ext {
                                      * output directory (px_dfx_params.own_from) */
 } px_rt_ext;
 
+#define PX_RT_DEV_EXTRA 32 /* extra device ranges of an engine (px_rt_device_range_add) */
+
 struct px_worker {
     px_config cfg;
     int level;                      /* 2, or 3 for the host side of a level-3 worker */
@@ -208,6 +210,11 @@ struct px_worker {
     char fail_msg[PX_ERRMSG_MAX];
 
     px_run_stats last;
+
+    /* extra device memory (px_rt_device_range_add): lo 0 marks a free entry */
+    struct {
+        _Atomic uintptr_t lo, hi;
+    } dev_extra[PX_RT_DEV_EXTRA];
 
     /* DFX (rt_dfx.c): the arena region of its buffers and the current run's state */
     char *dfx_region;
@@ -346,6 +353,18 @@ void px_rt_dfx_scope(struct px_orch *o, int depth, int begin);
 /* core.c: the DFX producer of the kernel running on this thread while a collector that
  * records communication is on, else NULL (src/comm writes its spans there). */
 extern _Thread_local px_dfx_producer *px_rt_dfx_here __attribute__((tls_model("initial-exec")));
+
+/*
+ * worker.c: more device memory than the arena: [lo, hi) (a communication window mapped into
+ * this chip) may hold tensors of this engine's tasks from now on, until removed. Returns
+ * PX_OK, or PX_ENOMEM when PX_RT_DEV_EXTRA ranges are in use. Any thread; a range is visible
+ * to a submit that happens after the add.
+ */
+px_status px_rt_device_range_add(struct px_worker *w, const void *lo, size_t n);
+void px_rt_device_range_remove(struct px_worker *w, const void *lo);
+
+/* worker.c: 1 when [lo, hi) lies inside one of w's extra device ranges (args_rules.also). */
+int px_rt_device_range_has(const void *w, uintptr_t lo, uintptr_t hi);
 
 /* worker.c: records the first failure of a run (thread-safe). */
 void px_worker_fail(struct px_worker *w, px_status st, px_task_id id, const char *fmt, ...)

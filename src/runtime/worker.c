@@ -506,3 +506,42 @@ px_status px_run(px_worker *w, px_orch_fn fn, const px_task_args *args, void *us
         return px_run_ended(w, px_set_error(st, "%s", msg));
     return px_run_ended(w, dst);
 }
+
+px_status px_rt_device_range_add(px_worker *w, const void *lo, size_t n)
+{
+    for (int i = 0; i < PX_RT_DEV_EXTRA; i++) {
+        uintptr_t none = 0;
+
+        /* hi first, then lo with release: a reader that sees lo sees hi */
+        if (atomic_load_explicit(&w->dev_extra[i].lo, memory_order_relaxed) != 0)
+            continue;
+        atomic_store_explicit(&w->dev_extra[i].hi, (uintptr_t)lo + n, memory_order_relaxed);
+        if (atomic_compare_exchange_strong_explicit(&w->dev_extra[i].lo, &none, (uintptr_t)lo,
+                                                    memory_order_release,
+                                                    memory_order_relaxed))
+            return PX_OK;
+    }
+    return px_set_error(PX_ENOMEM, "chip engine: %d extra device ranges (communication "
+                        "windows) are in use already", PX_RT_DEV_EXTRA);
+}
+
+void px_rt_device_range_remove(px_worker *w, const void *lo)
+{
+    for (int i = 0; i < PX_RT_DEV_EXTRA; i++)
+        if (atomic_load_explicit(&w->dev_extra[i].lo, memory_order_relaxed) == (uintptr_t)lo)
+            atomic_store_explicit(&w->dev_extra[i].lo, 0, memory_order_release);
+}
+
+int px_rt_device_range_has(const void *arg, uintptr_t lo, uintptr_t hi)
+{
+    px_worker *w = (px_worker *)arg;
+
+    for (int i = 0; i < PX_RT_DEV_EXTRA; i++) {
+        uintptr_t b = atomic_load_explicit(&w->dev_extra[i].lo, memory_order_acquire);
+
+        if (b != 0 && lo >= b && hi <= atomic_load_explicit(&w->dev_extra[i].hi,
+                                                            memory_order_relaxed))
+            return 1;
+    }
+    return 0;
+}

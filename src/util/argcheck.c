@@ -62,7 +62,8 @@ static px_status args_check_tensor(const px_arg *arg, int i, const args_rules *r
                             "the offset", args_prefix(r, p, sizeof(p)), i,
                             px_tag_name(arg->tag), t->addr, (long long)rlo, (long long)rhi);
     /* A dependency-only access (hier_submit_group_deps) is never touched: any place will do. */
-    if (r->size > 0 && !arg->dep_only && (lo < r->base || hi - r->base > r->size))
+    if (r->size > 0 && !arg->dep_only && (lo < r->base || hi - r->base > r->size) &&
+        (r->also == NULL || !r->also(r->also_arg, lo, hi)))
         return px_set_error(PX_EINVAL, "%s argument %d (%s): bytes [%p, %p) are not %s; %s",
                             args_prefix(r, p, sizeof(p)), i, px_tag_name(arg->tag),
                             (void *)lo, (void *)hi, r->region, r->hint);

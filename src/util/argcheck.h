@@ -35,6 +35,10 @@ typedef struct args_rules {
     uint64_t size;      /* ... unless size is 0 */
     const char *region; /* that memory in words ("device memory") */
     const char *hint;   /* what to do when a tensor lies outside it, or lacks an address */
+    /* or NULL: returns 1 when [lo, hi) outside [base, base + size) is accepted all the same
+     * (a communication window mapped into a chip is device memory too) */
+    int (*also)(const void *arg, uintptr_t lo, uintptr_t hi);
+    const void *also_arg;
 } args_rules;
 
 /* The absolute bytes [lo, hi) of one tensor argument (0, 0 for an unplaced OUT). */

@@ -11,7 +11,8 @@
  * before anything is allocated, naming the field; release and later use; a member killed
  * inside a collective (the survivors fail with PX_EPEERDEAD within the deadline, the worker
  * destroys cleanly); nothing left in /dev/shm and no descriptor leaked; with DFX on, the
- * allreduce as a "comm" span in trace.json and the domain in dfx.json.
+ * allreduce as a "comm" span in trace.json and the domain in dfx.json; a window buffer used
+ * as a device tensor by the tasks a callable submits on each chip.
  * Multi-process: ctest runs it under RESOURCE_LOCK "chips" (tests/system/l3.cmake).
  */
 #include "testutil.h"
@@ -501,6 +502,131 @@ static void test_member_dies_in_collective(void **state)
     assert_int_equal(px_test_shm_plexus_entries(), shm0);
 }
 
+/* ---- window buffers as device tensors of chip tasks ---- */
+
+static px_kernel_id k_fill, k_sum, k_check;
+static px_callable_id c_chain;
+
+#define TD_CHAIN_N 1000
+
+/* OUT x: x[i] = 1000 rank + i. Args: x, rank. */
+static px_status fill_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    float *x = px_arg_data(a, 0);
+
+    for (int i = 0; i < TD_CHAIN_N; i++)
+        x[i] = (float)(1000 * (int)px_arg_u64(a, 1) + i);
+    return PX_OK;
+}
+
+/* INOUT x: allreduce (sum) over the domain. Args: x, domain. */
+static px_status sum_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    px_comm *c = px_arg_comm(a, 1);
+
+    return c != NULL ? px_allreduce(c, px_arg_data(a, 0), TD_CHAIN_N, PX_F32, PX_OP_SUM)
+                     : PX_EINVAL;
+}
+
+/* IN x: x[i] == 1000 n (n - 1) / 2 + n i. Args: x, n. */
+static px_status check_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    const float *x = px_arg_data(a, 0);
+    int n = (int)px_arg_u64(a, 1);
+
+    for (int i = 0; i < TD_CHAIN_N; i++)
+        if (x[i] != (float)(1000 * n * (n - 1) / 2 + n * i))
+            return px_set_error(PX_EKERNEL, "chain: x[%d] = %g, expected %d", i, x[i],
+                                1000 * n * (n - 1) / 2 + n * i);
+    return PX_OK;
+}
+
+/* On each member chip: x as a device tensor of the window, fill -> sum -> check, the order
+ * inferred by the chip's tensor map (two cores, so a missing edge would show). */
+static px_status chain_callable(px_orch *o, const px_task_args *args, void *user)
+{
+    px_comm *c = px_arg_comm(args, px_arg_count(args) - 1);
+    const int64_t shape[1] = {TD_CHAIN_N}, too_big[1] = {TD_CHAIN_N + 1};
+    px_task_args a;
+    px_tensor x;
+    px_status st;
+
+    if (c == NULL)
+        return PX_EINVAL;
+    if (px_comm_buffer_tensor(c, "x", PX_F32, 1, too_big, &x) != PX_EINVAL ||
+        strstr(px_last_error(), "does not fit buffer \"x\"") == NULL)
+        return px_set_error(PX_EKERNEL, "a tensor larger than the buffer was not refused");
+    if ((st = px_comm_buffer_tensor(c, "x", PX_F32, 1, shape, &x)) != PX_OK)
+        return st;
+    px_args_init(&a);
+    px_args_out(&a, &x);
+    px_args_scalar_u64(&a, (uint64_t)px_comm_rank(c));
+    if ((st = px_submit(o, k_fill, &a, NULL)) != PX_OK)
+        return st;
+    px_args_init(&a);
+    px_args_inout(&a, &x);
+    a.a[a.n++] = args->a[px_arg_count(args) - 1]; /* the domain scalar, passed on */
+    if ((st = px_submit(o, k_sum, &a, NULL)) != PX_OK)
+        return st;
+    px_args_init(&a);
+    px_args_in(&a, &x);
+    px_args_scalar_u64(&a, (uint64_t)px_comm_size(c));
+    return px_submit(o, k_check, &a, NULL);
+}
+
+static px_status td_chain_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    static const int chips[3] = {2, 0, 1};
+    px_domain_buffer b = {"x", TD_CHAIN_N * sizeof(float)};
+    px_domain_spec s = {.name = "chain", .chips = chips, .nchips = 3,
+                        .window_bytes = TD_CHAIN_N * sizeof(float), .buffers = &b,
+                        .nbuffers = 1};
+    px_tensor out = *px_arg_tensor(args, 0);
+    px_domain *d;
+    px_status st = px_domain_alloc(o, &s, &d);
+
+    if (st == PX_OK)
+        st = px_submit_domain_task(o, d, c_chain, NULL, NULL);
+    if (st == PX_OK)
+        st = px_submit_domain_read(o, d, 1, "x", 0, &out, NULL);
+    if (st == PX_OK)
+        st = px_domain_release(d);
+    return st;
+}
+
+/* A callable on each member submits kernels on its window buffer as a device tensor (fill,
+ * allreduce, check) with the chip's own dependencies; the parent reads the result back. A
+ * tensor larger than the buffer is refused. */
+static void test_window_buffer_as_device_tensor(void **state)
+{
+    px_config c;
+    px_worker *w = NULL;
+    float out[TD_CHAIN_N];
+    const int64_t shape[1] = {TD_CHAIN_N};
+    px_tensor t;
+    px_task_args args;
+
+    px_test_config(&c, 2);
+    c.level = 3;
+    c.chips = 3;
+    c.device_mem = 64ull << 20;
+    c.heap_ring = 16ull << 20;
+    PX_ASSERT_OK(px_worker_create(&c, &w));
+    PX_ASSERT_OK(px_kernel_register(w, "td.fill", fill_kernel, NULL, &k_fill));
+    PX_ASSERT_OK(px_kernel_register(w, "td.sum", sum_kernel, NULL, &k_sum));
+    PX_ASSERT_OK(px_kernel_register(w, "td.check", check_kernel, NULL, &k_check));
+    PX_ASSERT_OK(px_callable_register(w, "td.chain", chain_callable, &c_chain));
+    PX_ASSERT_OK(px_worker_init(w));
+    memset(out, 0, sizeof(out));
+    PX_ASSERT_OK(px_tensor_make(&t, out, PX_F32, 1, shape));
+    px_args_init(&args);
+    px_args_out(&args, &t);
+    PX_ASSERT_OK(px_run(w, td_chain_orch, &args, NULL));
+    for (int i = 0; i < TD_CHAIN_N; i++)
+        assert_true(out[i] == (float)(3000 + 3 * i)); /* 1000 (0 + 1 + 2) + 3 i */
+    PX_ASSERT_OK(px_worker_destroy(w));
+}
+
 /* ---- DFX ---- */
 
 /* Reads dir/name into a NUL-terminated malloc'd string (asserts). */
@@ -571,6 +697,7 @@ int main(void)
         cmocka_unit_test(test_bad_specs),
         cmocka_unit_test(test_member_dies_in_collective),
         cmocka_unit_test(test_dfx_comm_spans_and_domains),
+        cmocka_unit_test(test_window_buffer_as_device_tensor),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
