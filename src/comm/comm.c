@@ -258,6 +258,14 @@ static int comm_dfx_index(const char *const *list, int n, const char *name)
     return 0;
 }
 
+px_status comm_dfx_end(const px_comm *c, int op, int peer, size_t bytes, uint64_t t0,
+                       px_status st)
+{
+    if (t0 != 0 && st == PX_OK)
+        comm_dfx_span(c, op, peer, bytes, t0);
+    return st;
+}
+
 void comm_dfx_span(const px_comm *c, int op, int peer, size_t bytes, uint64_t t0)
 {
     static const char *const algos[PX_DFX_COMM_NALGOS] = PX_DFX_COMM_ALGOS;
@@ -417,8 +425,8 @@ static px_status comm_get_impl(px_comm *c, int peer, size_t src_off, void *dst, 
     return c->tl[peer]->get(c, peer, src_off, dst, n);
 }
 
-static px_status comm_put_signal_impl(px_comm *c, int peer, size_t dst_off, const void *src, size_t n,
-                             int sig, px_sig_op op, uint64_t v)
+static px_status comm_put_signal_impl(px_comm *c, int peer, size_t dst_off, const void *src,
+                                      size_t n, int sig, px_sig_op op, uint64_t v)
 {
     px_status st = comm_check_peer(c, peer, "px_comm_put_signal");
 
@@ -465,60 +473,44 @@ px_status comm_barrier(px_comm *c)
 px_status px_comm_signal(px_comm *c, int peer, int sig, px_sig_op op, uint64_t v)
 {
     uint64_t t0 = comm_dfx_t0();
-    px_status st = comm_signal_impl(c, peer, sig, op, v);
 
-    if (t0 != 0 && st == PX_OK)
-        comm_dfx_span(c, PX_DFX_COMM_SIGNAL, peer, 8, t0);
-    return st;
+    return comm_dfx_end(c, PX_DFX_COMM_SIGNAL, peer, 8, t0, comm_signal_impl(c, peer, sig, op, v));
 }
 
 px_status px_comm_wait_until(px_comm *c, int sig, px_cmp cmp, uint64_t v, double timeout_s)
 {
     uint64_t t0 = comm_dfx_t0();
-    px_status st = comm_wait_until_impl(c, sig, cmp, v, timeout_s);
 
-    if (t0 != 0 && st == PX_OK)
-        comm_dfx_span(c, PX_DFX_COMM_WAIT, -1, 0, t0);
-    return st;
+    return comm_dfx_end(c, PX_DFX_COMM_WAIT, -1, 0, t0,
+                        comm_wait_until_impl(c, sig, cmp, v, timeout_s));
 }
 
 px_status px_comm_put(px_comm *c, int peer, size_t dst_off, const void *src, size_t n)
 {
     uint64_t t0 = comm_dfx_t0();
-    px_status st = comm_put_impl(c, peer, dst_off, src, n);
 
-    if (t0 != 0 && st == PX_OK)
-        comm_dfx_span(c, PX_DFX_COMM_PUT, peer, n, t0);
-    return st;
+    return comm_dfx_end(c, PX_DFX_COMM_PUT, peer, n, t0, comm_put_impl(c, peer, dst_off, src, n));
 }
 
 px_status px_comm_get(px_comm *c, int peer, size_t src_off, void *dst, size_t n)
 {
     uint64_t t0 = comm_dfx_t0();
-    px_status st = comm_get_impl(c, peer, src_off, dst, n);
 
-    if (t0 != 0 && st == PX_OK)
-        comm_dfx_span(c, PX_DFX_COMM_GET, peer, n, t0);
-    return st;
+    return comm_dfx_end(c, PX_DFX_COMM_GET, peer, n, t0, comm_get_impl(c, peer, src_off, dst, n));
 }
 
 px_status px_comm_put_signal(px_comm *c, int peer, size_t dst_off, const void *src, size_t n,
                              int sig, px_sig_op op, uint64_t v)
 {
     uint64_t t0 = comm_dfx_t0();
-    px_status st = comm_put_signal_impl(c, peer, dst_off, src, n, sig, op, v);
 
-    if (t0 != 0 && st == PX_OK)
-        comm_dfx_span(c, PX_DFX_COMM_PUT_SIGNAL, peer, n, t0);
-    return st;
+    return comm_dfx_end(c, PX_DFX_COMM_PUT_SIGNAL, peer, n, t0,
+                        comm_put_signal_impl(c, peer, dst_off, src, n, sig, op, v));
 }
 
 px_status px_comm_barrier(px_comm *c)
 {
     uint64_t t0 = comm_dfx_t0();
-    px_status st = comm_barrier(c);
 
-    if (t0 != 0 && st == PX_OK)
-        comm_dfx_span(c, PX_DFX_COMM_BARRIER, -1, 0, t0);
-    return st;
+    return comm_dfx_end(c, PX_DFX_COMM_BARRIER, -1, 0, t0, comm_barrier(c));
 }

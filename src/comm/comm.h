@@ -172,6 +172,10 @@ px_status comm_barrier(px_comm *c);
 uint64_t comm_dfx_t0(void);
 void comm_dfx_span(const px_comm *c, int op, int peer, size_t bytes, uint64_t t0);
 
+/* The end of a traced public call: writes its span when t0 != 0 and st is PX_OK; returns st. */
+px_status comm_dfx_end(const px_comm *c, int op, int peer, size_t bytes, uint64_t t0,
+                       px_status st);
+
 /* Collectives' internals: the algorithm name is kept for px_comm_last_algorithm. */
 size_t comm_dtype_ok(px_comm *c, px_dtype dt, const char *what);
 px_status comm_check_buf(const px_comm *c, const void *buf, size_t bytes, const char *what,

@@ -192,8 +192,8 @@ static inline void px_dfx_emit(px_dfx_producer *p, px_dfx_kind kind, uint64_t a,
 /* ---- hooks the runtime calls (implemented in src/dfx) ---- */
 
 /* What a core's task boundaries write for (the core hook sites test this mask). */
-#define PX_DFX_FOR_CORE (PX_DFX_FOR_TASK | PX_DFX_FOR_PHASE | PX_DFX_FOR_PMU | PX_DFX_FOR_ARGDATA | \
-                         PX_DFX_FOR_COMM)
+#define PX_DFX_FOR_CORE                                                                    \
+    (PX_DFX_FOR_TASK | PX_DFX_FOR_PHASE | PX_DFX_FOR_PMU | PX_DFX_FOR_ARGDATA | PX_DFX_FOR_COMM)
 
 /*
  * Records a submitted task at the end of its px_submit as one SUBMIT entry: stamped t0 (the

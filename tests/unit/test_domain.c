@@ -1,19 +1,18 @@
 /*
- * test_domain.c - communication domains on a level-3 worker: chips as processes, windows
- * passed as memfds and mapped (direct transport), tasks on a domain's buffers.
- *
- * Expected values are worked out here: rank r's input element i is i + 100 r, so an allreduce
- * (sum) over n ranks gives n i + 100 n (n - 1) / 2 on every rank, exactly in f32 for these
- * sizes. Checks: the allreduce and the other collectives end to end through copy tasks whose
- * dependencies are inferred; every allreduce count (1, 7, 4096, 262147), dtype and op checked
- * inside the chips at 1, 2, 3, 4 and 8 ranks; two overlapping domains in one run; a user's group task whose
+ * test_domain.c - communication domains on a level-3 worker: chips as processes, windows passed
+ * as memfds and mapped (direct transport), tasks on a domain's buffers. Expected values are
+ * worked out here: rank r's input element i is i + 100 r, so an allreduce (sum) over n ranks
+ * gives n i + 100 n (n - 1) / 2 on every rank, exactly in f32 for these sizes. Checks: the
+ * allreduce and the other collectives end to end through copy tasks whose dependencies are
+ * inferred; every allreduce count (1, 7, 4096, 262147), dtype and op checked inside the chips
+ * at 1, 2, 3, 4 and 8 ranks; two overlapping domains in one run; a user's group task whose
  * kernels pass a token round the ring with put_signal / wait_until; every bad spec refused
- * before anything is allocated, naming the field; release and later use; a member killed
- * inside a collective (the survivors fail with PX_EPEERDEAD within the deadline, the worker
- * destroys cleanly); nothing left in /dev/shm and no descriptor leaked; with DFX on, the
- * allreduce as a "comm" span in trace.json and the domain in dfx.json; a window buffer used
- * as a device tensor by the tasks a callable submits on each chip.
- * Multi-process: ctest runs it under RESOURCE_LOCK "chips" (tests/system/l3.cmake).
+ * before anything is allocated, naming the field; release and later use; a member killed inside
+ * a collective (the survivors fail with PX_EPEERDEAD within the deadline, the worker destroys
+ * cleanly); nothing left in /dev/shm and no descriptor leaked; with DFX on, the allreduce as a
+ * "comm" span in trace.json and the domain in dfx.json; a window buffer used as a device tensor
+ * by the tasks a callable submits on each chip. Multi-process: ctest runs it under
+ * RESOURCE_LOCK "chips" (tests/system/l3.cmake).
  */
 #include "testutil.h"
 
@@ -202,7 +201,8 @@ static void td_allreduce_on(px_worker *w, const td_ar *t)
 }
 
 /* An allreduce over 4 chips (one-shot) and one of 1 MiB over chips 2, 0 (ranks in that order;
- * reduce-scatter + allgather), in two runs of one worker; nothing in /dev/shm afterwards and no descriptor left open. */
+ * reduce-scatter + allgather), in two runs of one worker; nothing in /dev/shm afterwards and
+ * no descriptor left open. */
 static void test_allreduce_end_to_end(void **state)
 {
     int shm0 = px_test_shm_plexus_entries(), fd0 = px_test_open_fds();

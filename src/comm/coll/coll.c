@@ -425,51 +425,41 @@ static px_status alltoallv_impl(px_comm *c, const void *send, const size_t *send
 px_status px_allreduce(px_comm *c, void *buf, size_t count, px_dtype dt, px_redop op)
 {
     uint64_t t0 = comm_dfx_t0();
-    px_status st = allreduce_impl(c, buf, count, dt, op);
 
-    if (t0 != 0 && st == PX_OK)
-        comm_dfx_span(c, PX_DFX_COMM_ALLREDUCE, -1, count * px_dtype_size(dt), t0);
-    return st;
+    return comm_dfx_end(c, PX_DFX_COMM_ALLREDUCE, -1, count * px_dtype_size(dt), t0,
+                        allreduce_impl(c, buf, count, dt, op));
 }
 
 px_status px_reduce_scatter(px_comm *c, void *buf, size_t count, px_dtype dt, px_redop op)
 {
     uint64_t t0 = comm_dfx_t0();
-    px_status st = reduce_scatter_impl(c, buf, count, dt, op);
 
-    if (t0 != 0 && st == PX_OK)
-        comm_dfx_span(c, PX_DFX_COMM_REDUCE_SCATTER, -1, count * px_dtype_size(dt), t0);
-    return st;
+    return comm_dfx_end(c, PX_DFX_COMM_REDUCE_SCATTER, -1, count * px_dtype_size(dt), t0,
+                        reduce_scatter_impl(c, buf, count, dt, op));
 }
 
 px_status px_allgather(px_comm *c, void *buf, size_t count, px_dtype dt)
 {
     uint64_t t0 = comm_dfx_t0();
-    px_status st = allgather_impl(c, buf, count, dt);
 
-    if (t0 != 0 && st == PX_OK)
-        comm_dfx_span(c, PX_DFX_COMM_ALLGATHER, -1, count * px_dtype_size(dt), t0);
-    return st;
+    return comm_dfx_end(c, PX_DFX_COMM_ALLGATHER, -1, count * px_dtype_size(dt), t0,
+                        allgather_impl(c, buf, count, dt));
 }
 
 px_status px_broadcast(px_comm *c, void *buf, size_t count, px_dtype dt, int root)
 {
     uint64_t t0 = comm_dfx_t0();
-    px_status st = broadcast_impl(c, buf, count, dt, root);
 
-    if (t0 != 0 && st == PX_OK)
-        comm_dfx_span(c, PX_DFX_COMM_BROADCAST, -1, count * px_dtype_size(dt), t0);
-    return st;
+    return comm_dfx_end(c, PX_DFX_COMM_BROADCAST, -1, count * px_dtype_size(dt), t0,
+                        broadcast_impl(c, buf, count, dt, root));
 }
 
 px_status px_alltoall(px_comm *c, void *buf, size_t count, px_dtype dt)
 {
     uint64_t t0 = comm_dfx_t0();
-    px_status st = alltoall_impl(c, buf, count, dt);
 
-    if (t0 != 0 && st == PX_OK)
-        comm_dfx_span(c, PX_DFX_COMM_ALLTOALL, -1, count * px_dtype_size(dt), t0);
-    return st;
+    return comm_dfx_end(c, PX_DFX_COMM_ALLTOALL, -1, count * px_dtype_size(dt), t0,
+                        alltoall_impl(c, buf, count, dt));
 }
 
 px_status px_alltoallv(px_comm *c, const void *send, const size_t *send_counts,
