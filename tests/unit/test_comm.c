@@ -3,7 +3,7 @@
  * process sharing their windows (what mapped windows give chip processes).
  *
  * Checks every collective at 1, 2, 3, 4 and 8 ranks with counts 1, 7, 4096 and 262147, every
- * reduction dtype and op, against values worked out here in rank order; that every rank ends
+ * reduction dtype and op (and an allreduce at 64 ranks, the most a domain has), against values worked out here in rank order; that every rank ends
  * bit-identical to rank 0; which algorithm a size picks; put/get and put-then-signal ordering;
  * a wait that times out (naming the signal, the value waited for and the value seen); a death
  * announced while a rank waits (PX_EPEERDEAD within a second, naming the rank); bad input.
@@ -18,6 +18,7 @@
 #include "comm/comm.h"
 
 #define TC_MAX_RANKS 8
+#define TC_GROUP_MAX PX_COMM_MAX_RANKS /* the largest group (the 64-rank case) */
 #define TC_NSIG 16
 #define TC_BIG 262147
 
@@ -25,8 +26,8 @@
 typedef struct tc_group {
     int n;
     size_t data_bytes;
-    void *win[TC_MAX_RANKS];
-    px_comm comm[TC_MAX_RANKS];
+    void *win[TC_GROUP_MAX];
+    px_comm comm[TC_GROUP_MAX];
     hier_deaths deaths;
     double timeout_s;
 } tc_group;
@@ -93,7 +94,7 @@ static void *tc_main(void *arg)
 /* Runs body on every rank at once; returns the failures of all ranks. */
 static int tc_run(tc_group *g, int (*body)(px_comm *, void *), void *arg)
 {
-    tc_thread t[TC_MAX_RANKS];
+    tc_thread t[TC_GROUP_MAX];
     int failures = 0;
 
     for (int r = 0; r < g->n; r++) {
@@ -230,6 +231,42 @@ static void test_allreduce_matrix(void **state)
 
     for (size_t i = 0; i < sizeof(ranks) / sizeof(ranks[0]); i++)
         tc_allreduce_at(ranks[i]);
+}
+
+/* 64 ranks, the most a domain has: allreduce (sum, f64 and i32) of 1 and 4099 elements, every
+ * rank's result checked against the fold worked out here, and the ranks bit-identical. */
+static int tc_body_64(px_comm *c, void *arg)
+{
+    tc_group *g = arg;
+    int r = px_comm_rank(c), n = px_comm_size(c), f = 0;
+    void *buf = px_comm_buffer(c, "buf", NULL);
+    static const size_t counts[2] = {1, 4099};
+    static const px_dtype dts[2] = {PX_F64, PX_I32};
+
+    for (int k = 0; k < 4 && !f; k++) {
+        size_t cnt = counts[k / 2];
+        px_dtype dt = dts[k % 2];
+
+        for (size_t i = 0; i < cnt; i++)
+            tc_store(buf, i, dt, tc_input(r, i, PX_OP_SUM));
+        if (px_allreduce(c, buf, cnt, dt, PX_OP_SUM) != PX_OK)
+            return print_error("rank %d: %s\n", r, px_last_error()), 1;
+        for (size_t i = 0; i < cnt && !f; i++)
+            f += tc_load(buf, i, dt) != tc_expected(n, i, PX_OP_SUM);
+        f += px_comm_barrier(c) != PX_OK;
+        f += r != 0 && memcmp(buf, g->comm[0].data[0], cnt * px_dtype_size(dt)) != 0;
+        f += px_comm_barrier(c) != PX_OK;
+    }
+    return f;
+}
+
+static void test_allreduce_64_ranks(void **state)
+{
+    tc_group g;
+
+    tc_group_init(&g, TC_GROUP_MAX, 4099 * 8, 60.0 * px_test_slack());
+    assert_int_equal(tc_run(&g, tc_body_64, &g), 0);
+    tc_group_fini(&g);
 }
 
 /* ---- the data-movement collectives ---- */
@@ -620,6 +657,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_allreduce_matrix),
+        cmocka_unit_test(test_allreduce_64_ranks),
         cmocka_unit_test(test_moves_matrix),
         cmocka_unit_test(test_alltoallv),
         cmocka_unit_test(test_algorithm_by_size),
