@@ -311,8 +311,8 @@ static void bc_print(int n, const bc_result *res, const bench_mpi_row *rows, int
             snprintf(ratio, sizeof(ratio), "plexus_over_openmpi=%.2f",
                      m->busbw_gbs > 0 ? pbw / m->busbw_gbs : 0);
         }
-        bench_line(BC_NAME, "op=allreduce ranks=%d bytes=%" PRIu64 " %s busbw_over_memcpy=%.2f",
-                   n, b, ratio, floor > 0 ? pbw / floor : 0);
+        bench_line(BC_NAME, "op=allreduce ranks=%d bytes=%" PRIu64 " %s busbw_over_memcpy=%.2f "
+                   "memcpy_gbs=%.3f", n, b, ratio, floor > 0 ? pbw / floor : 0, floor);
     }
     if (!ping)
         return;
