@@ -627,6 +627,52 @@ static void test_window_buffer_as_device_tensor(void **state)
     PX_ASSERT_OK(px_worker_destroy(w));
 }
 
+/* ---- a domain kept across runs ---- */
+
+static px_status td_keep_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    static const int chips[2] = {0, 1};
+    px_domain_buffer b = {"x", 4096};
+    px_domain_spec s = {.name = "kept", .chips = chips, .nchips = 2, .window_bytes = 4096,
+                        .buffers = &b, .nbuffers = 1};
+    px_domain **d = user;
+
+    if (*d == NULL)
+        return px_domain_alloc(o, &s, d); /* run 1: allocate, keep */
+    return px_submit_allreduce(o, *d, "x", 1024, PX_F32, PX_OP_SUM, NULL); /* run 2: use it */
+}
+
+/* Allocates "kept" and then fails the run. */
+static px_status td_fail_after_alloc_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    px_status st = td_keep_orch(o, args, user);
+
+    return st != PX_OK ? st : px_set_error(PX_EKERNEL, "the orchestration fails on purpose");
+}
+
+/* A domain allocated in one run and not released lives on into the next run, is released
+ * between runs (freed at once: no run is using it), and later use is refused; a run that
+ * fails frees the domains it allocated, and their handles are refused afterwards. */
+static void test_domain_across_runs(void **state)
+{
+    px_worker *w = td_worker(2);
+    px_domain *d = NULL;
+
+    PX_ASSERT_OK(px_run(w, td_keep_orch, NULL, &d));
+    assert_non_null(d);
+    PX_ASSERT_OK(px_run(w, td_keep_orch, NULL, &d));
+    PX_ASSERT_OK(px_domain_release(d));
+    assert_int_equal(px_run(w, td_keep_orch, NULL, &d), PX_ESTATE);
+    assert_non_null(strstr(px_last_error(), "domain \"kept\" was"));
+    /* a run that fails frees the domains it allocated: the handle is refused afterwards */
+    d = NULL;
+    assert_int_equal(px_run(w, td_fail_after_alloc_orch, NULL, &d), PX_EKERNEL);
+    assert_non_null(d);
+    assert_int_equal(px_run(w, td_keep_orch, NULL, &d), PX_ESTATE);
+    assert_non_null(strstr(px_last_error(), "its run failed"));
+    PX_ASSERT_OK(px_worker_destroy(w));
+}
+
 /* ---- DFX ---- */
 
 /* Reads dir/name into a NUL-terminated malloc'd string (asserts). */
@@ -698,6 +744,7 @@ int main(void)
         cmocka_unit_test(test_member_dies_in_collective),
         cmocka_unit_test(test_dfx_comm_spans_and_domains),
         cmocka_unit_test(test_window_buffer_as_device_tensor),
+        cmocka_unit_test(test_domain_across_runs),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
