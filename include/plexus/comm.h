@@ -14,7 +14,9 @@
  * member of the domain dies every wait returns PX_EPEERDEAD naming it, within a second.
  *
  * Collectives are called by every rank of the domain with the same arguments, in the same
- * order, and work in place on a buffer inside the window. Every rank ends with bit-identical
+ * order, and work in place on a buffer inside the window. A rank's collectives and barriers
+ * on one communicator come from one thread at a time (they count their steps); one-sided
+ * calls and waits may come from several. Every rank ends with bit-identical
  * results: reductions combine ranks in order 0, 1, ..., n-1 whatever the algorithm.
  */
 #ifndef PLEXUS_COMM_H
