@@ -42,6 +42,7 @@ extern "C" {
     X(PX_FACT_DEVICE_PROFILE, "device_profile", S)                                         \
     X(PX_FACT_DEVICE_PAGE_SIZE, "device_page_size", I)                                     \
     X(PX_FACT_PEER_MAP, "peer_map", B)                                                     \
+    X(PX_FACT_PEER_MAP_GROUP, "peer_map_group", I)                                         \
     X(PX_FACT_BAR_MEM, "bar_mem", B)                                                       \
     X(PX_FACT_BAR_HUGE_MEM, "bar_huge_mem", B)                                             \
     X(PX_FACT_PEER_MAP_EFFECTIVE, "peer_map_effective", B)                                 \

@@ -20,6 +20,7 @@ typedef struct caps_profile {
     const char *doc;
     int64_t device_page_size; /* 0: the host's page size */
     int peer_map;
+    int peer_map_group; /* peer mapping works only inside groups of this many chips (0: all) */
     int bar_mem;
     int bar_huge_mem;
 } caps_profile;
@@ -49,10 +50,17 @@ static const caps_profile caps_profiles[] = {
      .peer_map = 0,
      .bar_mem = 0,
      .bar_huge_mem = 0},
+    {.name = "pairs",
+     .doc = "chips linked two by two: peer mapping only inside pairs 0-1, 2-3, ...",
+     .device_page_size = 0,
+     .peer_map = 1,
+     .peer_map_group = 2,
+     .bar_mem = 1,
+     .bar_huge_mem = 1},
 };
 
 static const char *const caps_profile_names[] = {"default", "a2a3-pcie", "host64k", "minimal",
-                                                 NULL};
+                                                 "pairs", NULL};
 
 _Static_assert(PX_ARRAY_SIZE(caps_profile_names) == PX_ARRAY_SIZE(caps_profiles) + 1,
                "caps_profile_names must list every row of caps_profiles");
@@ -108,6 +116,13 @@ static void caps_set_raw(px_caps *c, const caps_profile *p)
                       "profile %s: the host page size", p->name);
     caps_fact_set(c, PX_FACT_PEER_MAP, p->peer_map, PX_SRC_PROFILE,
                   "another chip's memory can%s be mapped", p->peer_map ? "" : "not");
+    if (p->peer_map_group > 0)
+        caps_fact_set(c, PX_FACT_PEER_MAP_GROUP, p->peer_map_group, PX_SRC_PROFILE,
+                      "peer mapping only between chips i and j with i / %d == j / %d",
+                      p->peer_map_group, p->peer_map_group);
+    else
+        caps_fact_set(c, PX_FACT_PEER_MAP_GROUP, 0, PX_SRC_PROFILE,
+                      "no grouping: any chip may map any other's memory when peer_map=1");
     caps_fact_set(c, PX_FACT_BAR_MEM, p->bar_mem, PX_SRC_PROFILE,
                   "device memory can%s be mapped into the host with ordinary pages",
                   p->bar_mem ? "" : "not");

@@ -163,11 +163,18 @@ static px_status comm_chip_map_all(hier_chip *chip, void *arg, const void *paylo
         st = px_set_error(PX_ENOTSUP, "%s: this chip may not map peers' memory (peer_map=0 in "
                           "profile %s)", what, eng->cfg.device_profile);
     for (int q = 0; st == PX_OK && q < m->n; q++) {
+        int64_t group = px_caps_get(&eng->caps, PX_FACT_PEER_MAP_GROUP);
         int fd;
 
         tl[q] = &px_comm_tl_direct;
         if (q == d->rank)
             continue;
+        if (group > 0 && m->chips[q] / group != m->chips[d->rank] / group) {
+            st = px_set_error(PX_ENOTSUP, "%s: this chip may not map chip %d's memory "
+                              "(peer_map_group=%lld in profile %s)", what, m->chips[q],
+                              (long long)group, eng->cfg.device_profile);
+            break;
+        }
         if ((st = hier_chip_fd_take(chip, comm_fd_tag(m->id, q), &fd)) != PX_OK)
             break;
         if ((d->win[q] = comm_chip_map(fd, d->win_len, what, q)) == NULL)

@@ -406,15 +406,45 @@ static void comm_free_domain(comm_worker *cw, px_domain *d, int chips_alive)
     d->state = COMM_FREED;
 }
 
-/* The transport every pair would use, or PX_ENOTSUP naming why there is none. */
+/*
+ * 1 when the chips of ranks a and b can use the direct transport (each maps the other's
+ * window), else 0; why says so either way, in the words the logs and errors use.
+ */
+static int comm_pair_direct(px_worker *w, int ca, int cb, char *why, size_t n)
+{
+    const char *prof = w->cfg.device_profile;
+    int64_t group = px_caps_get(&w->caps, PX_FACT_PEER_MAP_GROUP);
+
+    if (px_caps_get(&w->caps, PX_FACT_PEER_MAP_EFFECTIVE) == 0) {
+        snprintf(why, n, "%s in profile %s",
+                 px_caps_get(&w->caps, PX_FACT_PEER_MAP) ? "peer_map=1 but memfd=0" : "peer_map=0",
+                 prof);
+        return 0;
+    }
+    if (group > 0 && ca / group != cb / group) {
+        snprintf(why, n, "peer_map_group=%lld in profile %s: chips %d and %d are not in one "
+                 "group", (long long)group, prof, ca, cb);
+        return 0;
+    }
+    snprintf(why, n, "peer_map=1 in profile %s", prof);
+    return 1;
+}
+
+/* Checks that every pair of ranks has a transport; PX_ENOTSUP naming the first that has
+ * none, with the reason. */
 static px_status comm_select(px_worker *w, const px_domain_spec *s)
 {
-    if (s->nchips == 1 || px_caps_get(&w->caps, PX_FACT_PEER_MAP_EFFECTIVE) != 0)
-        return PX_OK;
-    return px_set_error(PX_ENOTSUP, "domain \"%s\": no transport connects its chips: direct "
-                        "needs peer mapping (peer_map=0 in profile %s) and no other transport "
-                        "is built yet; use a profile with peer_map=1 (default)", s->name,
-                        w->cfg.device_profile);
+    char why[160];
+
+    for (int a = 0; a < s->nchips; a++)
+        for (int b = a + 1; b < s->nchips; b++)
+            if (!comm_pair_direct(w, s->chips[a], s->chips[b], why, sizeof(why)))
+                return px_set_error(PX_ENOTSUP, "domain \"%s\": rank %d (chip %d) -> rank %d "
+                                    "(chip %d): no transport: direct refused (%s), and the "
+                                    "staged transport is not built yet; choose member chips "
+                                    "that can map each other's memory", s->name, a,
+                                    s->chips[a], b, s->chips[b], why);
+    return PX_OK;
 }
 
 /* Fetches every rank's window descriptor and sends it to every other member. */
@@ -478,18 +508,23 @@ static void comm_fill(comm_worker *cw, px_domain *d, const px_domain_spec *s)
         d->msg.chips[r] = (int8_t)(d->chips[r] = s->chips[r]);
 }
 
-/* Logs the domain's choice once, in the shape every run-time choice has. */
+/* Logs the domain, then each pair's choice once, in the shape every run-time choice has. */
 static void comm_log_choice(const px_domain *d, px_worker *w)
 {
-    char chips[PX_COMM_MAX_RANKS * 4] = "";
+    char chips[PX_COMM_MAX_RANKS * 4] = "", why[160];
     size_t len = 0;
 
     for (int r = 0; r < d->msg.n && len < sizeof(chips); r++)
         len += (size_t)snprintf(chips + len, sizeof(chips) - len, "%s%d", r ? "," : "",
                                 d->chips[r]);
-    PX_LOG_INFO("comm[%s]: %d ranks (chips %s), window %llu bytes, %u signals, via direct "
-                "(peer_map=1 in profile %s)", d->msg.name, d->msg.n, chips,
-                (unsigned long long)d->msg.data_bytes, d->msg.nsig, w->cfg.device_profile);
+    PX_LOG_INFO("comm[%s]: %d ranks (chips %s), window %llu bytes, %u signals", d->msg.name,
+                d->msg.n, chips, (unsigned long long)d->msg.data_bytes, d->msg.nsig);
+    for (int a = 0; a < d->msg.n; a++) {
+        for (int b = a + 1; b < d->msg.n; b++) {
+            comm_pair_direct(w, d->chips[a], d->chips[b], why, sizeof(why));
+            PX_LOG_INFO("comm[%s]: rank %d -> rank %d via direct (%s)", d->msg.name, a, b, why);
+        }
+    }
 }
 
 px_status px_domain_alloc(px_orch *o, const px_domain_spec *spec, px_domain **out)

@@ -462,7 +462,7 @@ static const px_knob px_knobs[] = {
     {"PLEXUS_SUBS", PX_F(subs), "0", "0..64", px_knob_subs,
      "host sub-worker processes of a level-3 worker (0: host tasks run in the parent)"},
     {"PLEXUS_DEVICE_PROFILE", PX_F(device_profile), "default", "profile name", px_knob_profile,
-     "sim device profile: default, a2a3-pcie, host64k, minimal"},
+     "sim device profile: default, a2a3-pcie, host64k, minimal, pairs"},
     {"PLEXUS_DEVICE_MEM", PX_F(device_mem), "1G", "bytes", px_knob_bytes,
      "device arena per chip (reserved lazily)"},
     {"PLEXUS_HEAP_RING", PX_F(heap_ring), "256M", "bytes", px_knob_bytes,

@@ -85,7 +85,8 @@ static void test_names(void **state)
     assert_string_equal(p[1], "a2a3-pcie");
     assert_string_equal(p[2], "host64k");
     assert_string_equal(p[3], "minimal");
-    assert_null(p[4]);
+    assert_string_equal(p[4], "pairs");
+    assert_null(p[5]);
 }
 
 /* ---- host facts ---- */

@@ -673,6 +673,70 @@ static void test_domain_across_runs(void **state)
     PX_ASSERT_OK(px_worker_destroy(w));
 }
 
+/* ---- transports per pair ---- */
+
+typedef struct td_sel {
+    px_status st[3];
+    char msg[3][400];
+} td_sel;
+
+static px_status td_select_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    static const int same[2] = {2, 3}, across[2] = {0, 2}, four[4] = {0, 1, 2, 3};
+    static const int *const sets[3] = {same, across, four};
+    static const int ns[3] = {2, 2, 4};
+    td_sel *t = user;
+    px_domain_buffer b = {"x", 64};
+
+    for (int i = 0; i < 3; i++) {
+        px_domain_spec s = {.name = "sel", .chips = sets[i], .nchips = ns[i],
+                            .window_bytes = 64, .buffers = &b, .nbuffers = 1};
+        px_domain *d = NULL;
+
+        t->st[i] = px_domain_alloc(o, &s, &d);
+        snprintf(t->msg[i], sizeof(t->msg[i]), "%s", px_last_error());
+        if (t->st[i] == PX_OK && (t->st[i] = px_submit_allreduce(o, d, "x", 16, PX_F32,
+                                                                 PX_OP_SUM, NULL)) == PX_OK)
+            t->st[i] = px_domain_release(d);
+    }
+    return PX_OK;
+}
+
+/* Profile "pairs" (peer mapping only inside chips 0-1, 2-3): a domain of chips 2, 3 works; one
+ * of chips 0, 2 and one of all four are refused with PX_ENOTSUP naming the first pair that
+ * cannot map each other and why; profile a2a3-pcie refuses any two chips (peer_map=0). */
+static void test_transport_per_pair(void **state)
+{
+    px_config c;
+    px_worker *w = NULL;
+    td_sel t;
+
+    px_test_config(&c, 1);
+    c.level = 3;
+    c.chips = 4;
+    c.device_mem = 64ull << 20;
+    c.heap_ring = 16ull << 20;
+    snprintf(c.device_profile, sizeof(c.device_profile), "pairs");
+    PX_ASSERT_OK(px_worker_create(&c, &w));
+    PX_ASSERT_OK(px_worker_init(w));
+    PX_ASSERT_OK(px_run(w, td_select_orch, NULL, &t));
+    PX_ASSERT_OK(px_worker_destroy(w));
+    assert_int_equal(t.st[0], PX_OK);
+    assert_int_equal(t.st[1], PX_ENOTSUP);
+    assert_non_null(strstr(t.msg[1], "rank 0 (chip 0) -> rank 1 (chip 2): no transport: direct "
+                                     "refused (peer_map_group=2 in profile pairs"));
+    assert_int_equal(t.st[2], PX_ENOTSUP);
+    assert_non_null(strstr(t.msg[2], "rank 0 (chip 0) -> rank 2 (chip 2)"));
+
+    snprintf(c.device_profile, sizeof(c.device_profile), "a2a3-pcie");
+    PX_ASSERT_OK(px_worker_create(&c, &w));
+    PX_ASSERT_OK(px_worker_init(w));
+    PX_ASSERT_OK(px_run(w, td_select_orch, NULL, &t));
+    PX_ASSERT_OK(px_worker_destroy(w));
+    assert_int_equal(t.st[0], PX_ENOTSUP);
+    assert_non_null(strstr(t.msg[0], "(peer_map=0 in profile a2a3-pcie)"));
+}
+
 /* ---- DFX ---- */
 
 /* Reads dir/name into a NUL-terminated malloc'd string (asserts). */
@@ -745,6 +809,7 @@ int main(void)
         cmocka_unit_test(test_dfx_comm_spans_and_domains),
         cmocka_unit_test(test_window_buffer_as_device_tensor),
         cmocka_unit_test(test_domain_across_runs),
+        cmocka_unit_test(test_transport_per_pair),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
