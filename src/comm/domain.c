@@ -800,6 +800,14 @@ static px_status comm_coll(px_orch *o, px_domain *d, const char *what, uint64_t 
         return PX_EINVAL;
     if (es == 0)
         return px_set_error(PX_EINVAL, "%s: dtype %d is not valid", what, (int)dt);
+    if ((op == COMM_OP_ALLREDUCE || op == COMM_OP_REDUCE_SCATTER) &&
+        ((dt != PX_F32 && dt != PX_F64 && dt != PX_I32 && dt != PX_I64) || x > PX_OP_MAX))
+        return px_set_error(PX_EINVAL, "%s: reduction %llu on %s: reductions take sum, prod, "
+                            "min or max on f32, f64, i32 or i64", what, (unsigned long long)x,
+                            px_dtype_name(dt));
+    if (op == COMM_OP_BROADCAST && x >= (uint64_t)d->msg.n)
+        return px_set_error(PX_EINVAL, "%s: root %lld is not a rank of domain \"%s\" (0..%d)",
+                            what, (long long)(int64_t)x, d->msg.name, d->msg.n - 1);
     if (__builtin_mul_overflow(count, blocks, &bytes) ||
         __builtin_mul_overflow(bytes, es, &bytes) || bytes > d->msg.buffers[b].bytes)
         return px_set_error(PX_EINVAL, "%s: %zu x %zu elements of %s do not fit buffer \"%s\" "

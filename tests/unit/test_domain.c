@@ -438,27 +438,32 @@ static px_status td_bad_orch(px_orch *o, const px_task_args *args, void *user)
     snprintf(b->msg[12], sizeof(b->msg[12]), "%s", px_last_error());
     b->st[13] = px_submit_allreduce(o, live, "x", 17, PX_F32, PX_OP_SUM, NULL);
     snprintf(b->msg[13], sizeof(b->msg[13]), "%s", px_last_error());
-    b->cases = 14;
+    b->st[14] = px_submit_allreduce(o, live, "x", 4, PX_U8, PX_OP_SUM, NULL);
+    snprintf(b->msg[14], sizeof(b->msg[14]), "%s", px_last_error());
+    b->st[15] = px_submit_broadcast(o, live, "x", 4, PX_F32, 2, NULL);
+    snprintf(b->msg[15], sizeof(b->msg[15]), "%s", px_last_error());
+    b->cases = 16;
     return px_domain_release(live);
 }
 
 /* Every bad spec is refused with PX_EINVAL naming the field, before anything is allocated. */
 static void test_bad_specs(void **state)
 {
-    static const char *const want[14] = {
+    static const char *const want[16] = {
         "does not fit in the window", "has 0 bytes", "is used twice", "appears twice",
         "is not a chip of this worker", "a domain has 1..64 member chips", "window_bytes is 0",
         "name \"\" must have 1..31 characters", "buffers[0].name", "nsignals -1",
         "nbuffers 0", "a live domain is called \"d\"", "has no buffer \"nosuch\"",
-        "do not fit buffer \"x\"",
+        "do not fit buffer \"x\"", "reductions take sum, prod, min or max",
+        "root 2 is not a rank",
     };
     int shm0 = px_test_shm_plexus_entries();
     px_worker *w = td_worker(2);
     td_bad b = {0};
 
     PX_ASSERT_OK(px_run(w, td_bad_orch, NULL, &b));
-    assert_int_equal(b.cases, 14);
-    for (int i = 0; i < 14; i++) {
+    assert_int_equal(b.cases, 16);
+    for (int i = 0; i < 16; i++) {
         if (b.st[i] != PX_EINVAL || strstr(b.msg[i], want[i]) == NULL)
             print_error("case %d: %s: \"%s\" lacks \"%s\"\n", i, px_status_name(b.st[i]),
                         b.msg[i], want[i]);
