@@ -194,6 +194,10 @@ PX_API int px_domain_size(const px_domain *d);
 PX_API const char *px_domain_name(const px_domain *d);
 PX_API const char *px_domain_transport(const px_domain *d, int a, int b);
 
+/* Why ranks a and b of d use px_domain_transport(d, a, b), in the words of the log line
+ * ("peer_map=0 in profile a2a3-pcie"); NULL for a bad d, a or b. */
+PX_API const char *px_domain_transport_reason(const px_domain *d, int a, int b);
+
 /* Adds a scalar naming d to a task's args; a kernel on a member chip turns it into its
  * rank's communicator with px_arg_comm. Returns PX_EINVAL / PX_ESTATE for a bad d. */
 PX_API px_status px_args_domain(px_task_args *a, const px_domain *d);

@@ -46,6 +46,8 @@ typedef struct px_config {
     /* communication domains (plexus/comm.h) */
     double comm_timeout_s;                     /* default deadline of a comm wait */
     uint64_t comm_oneshot_max;                 /* allreduce: one-shot up to this many bytes */
+    int comm_transport;                        /* PLEXUS_COMM_TRANSPORT: 0 auto, 1 direct,
+                                                * 2 staged (PX_COMM_TL_*) */
 } px_config;
 
 /*

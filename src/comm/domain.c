@@ -23,6 +23,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "comm/select.h"
 #include "dfx/collectors/out.h"
 #include "runtime/runtime.h"
 #include "util/log.h"
@@ -46,6 +47,8 @@ struct px_domain {
     comm_create_msg msg;             /* name, ranks, sizes, buffers: what every chip got */
     int chips[PX_COMM_MAX_RANKS];
     int need_peer_ptr;
+    uint8_t tl[PX_COMM_MAX_RANKS][PX_COMM_MAX_RANKS]; /* transport of each pair (symmetric) */
+    char (*why)[COMM_WHY_MAX];       /* n * n: why pair (a, b) uses tl[a][b] */
     char *vbase;                     /* reserved addresses standing for the windows' data */
     size_t vbytes;
     px_domain *next;                 /* the worker's handles */
@@ -215,6 +218,7 @@ static void comm_destroy(void *arg)
         if (d->state != COMM_FREED)
             comm_free_domain(cw, d, 0); /* the chips are gone, and their windows with them */
         d->magic = 0;
+        free(d->why);
         free(d);
     }
     free(cw);
@@ -393,6 +397,23 @@ static px_status comm_layout(const px_domain_spec *s, comm_create_msg *m)
 
 /* ---- allocation ---- */
 
+/* Sets the transport of ranks a and b (both directions) and why. */
+static void comm_pair_set(px_domain *d, int a, int b, int tl, const char *why)
+{
+    int n = d->msg.n;
+
+    d->tl[a][b] = d->tl[b][a] = (uint8_t)tl;
+    snprintf(d->why[a * n + b], COMM_WHY_MAX, "%s", why);
+    snprintf(d->why[b * n + a], COMM_WHY_MAX, "%s", why);
+    if (tl == PX_COMM_TL_STAGED) {
+        d->msg.staged[a] |= 1ull << b;
+        d->msg.staged[b] |= 1ull << a;
+    } else {
+        d->msg.staged[a] &= ~(1ull << b);
+        d->msg.staged[b] &= ~(1ull << a);
+    }
+}
+
 /* Asks every member to forget d; with chips_alive 0 (destroy) only the parent's part. */
 static void comm_free_domain(comm_worker *cw, px_domain *d, int chips_alive)
 {
@@ -407,43 +428,33 @@ static void comm_free_domain(comm_worker *cw, px_domain *d, int chips_alive)
 }
 
 /*
- * 1 when the chips of ranks a and b can use the direct transport (each maps the other's
- * window), else 0; why says so either way, in the words the logs and errors use.
+ * Applies the rule (select.c) to every pair of d's ranks: fills d->tl, d->why and the rows of
+ * the staged pairs in d->msg. PX_ENOTSUP naming the first pair that has no transport, with
+ * the reasons and the alternatives.
  */
-static int comm_pair_direct(px_worker *w, int ca, int cb, char *why, size_t n)
+static px_status comm_select(px_worker *w, px_domain *d)
 {
-    const char *prof = w->cfg.device_profile;
-    int64_t group = px_caps_get(&w->caps, PX_FACT_PEER_MAP_GROUP);
+    int n = d->msg.n, forced = w->cfg.comm_transport;
+    char err[640];
+    comm_choice ch;
 
-    if (px_caps_get(&w->caps, PX_FACT_PEER_MAP_EFFECTIVE) == 0) {
-        snprintf(why, n, "%s in profile %s",
-                 px_caps_get(&w->caps, PX_FACT_PEER_MAP) ? "peer_map=1 but memfd=0" : "peer_map=0",
-                 prof);
-        return 0;
-    }
-    if (group > 0 && ca / group != cb / group) {
-        snprintf(why, n, "peer_map_group=%lld in profile %s: chips %d and %d are not in one "
-                 "group", (long long)group, prof, ca, cb);
-        return 0;
-    }
-    snprintf(why, n, "peer_map=1 in profile %s", prof);
-    return 1;
-}
-
-/* Checks that every pair of ranks has a transport; PX_ENOTSUP naming the first that has
- * none, with the reason. */
-static px_status comm_select(px_worker *w, const px_domain_spec *s)
-{
-    char why[160];
-
-    for (int a = 0; a < s->nchips; a++)
-        for (int b = a + 1; b < s->nchips; b++)
-            if (!comm_pair_direct(w, s->chips[a], s->chips[b], why, sizeof(why)))
+    if ((d->why = calloc((size_t)n * (size_t)n, sizeof(*d->why))) == NULL)
+        return px_set_error(PX_ENOMEM, "px_domain_alloc: out of host memory");
+    for (int a = 0; a < n; a++) {
+        d->tl[a][a] = PX_COMM_TL_DIRECT; /* a rank reaches its own window by load and store */
+        snprintf(d->why[a * n + a], COMM_WHY_MAX, "own window");
+        for (int b = a + 1; b < n; b++) {
+            comm_choose(&w->caps, w->cfg.device_profile, forced, d->need_peer_ptr,
+                        d->chips[a], d->chips[b], &ch);
+            if (ch.tl == PX_COMM_TL_NONE)
                 return px_set_error(PX_ENOTSUP, "domain \"%s\": rank %d (chip %d) -> rank %d "
-                                    "(chip %d): no transport: direct refused (%s), and the "
-                                    "staged transport is not built yet; choose member chips "
-                                    "that can map each other's memory", s->name, a,
-                                    s->chips[a], b, s->chips[b], why);
+                                    "(chip %d): no transport: %s", d->msg.name, a, d->chips[a],
+                                    b, d->chips[b],
+                                    comm_choice_error(&ch, forced, d->need_peer_ptr, err,
+                                                      sizeof(err)));
+            comm_pair_set(d, a, b, ch.tl, comm_choice_reason(&ch));
+        }
+    }
     return PX_OK;
 }
 
@@ -509,9 +520,9 @@ static void comm_fill(comm_worker *cw, px_domain *d, const px_domain_spec *s)
 }
 
 /* Logs the domain, then each pair's choice once, in the shape every run-time choice has. */
-static void comm_log_choice(const px_domain *d, px_worker *w)
+static void comm_log_choice(const px_domain *d)
 {
-    char chips[PX_COMM_MAX_RANKS * 4] = "", why[160];
+    char chips[PX_COMM_MAX_RANKS * 4] = "";
     size_t len = 0;
 
     for (int r = 0; r < d->msg.n && len < sizeof(chips); r++)
@@ -519,12 +530,10 @@ static void comm_log_choice(const px_domain *d, px_worker *w)
                                 d->chips[r]);
     PX_LOG_INFO("comm[%s]: %d ranks (chips %s), window %llu bytes, %u signals", d->msg.name,
                 d->msg.n, chips, (unsigned long long)d->msg.data_bytes, d->msg.nsig);
-    for (int a = 0; a < d->msg.n; a++) {
-        for (int b = a + 1; b < d->msg.n; b++) {
-            comm_pair_direct(w, d->chips[a], d->chips[b], why, sizeof(why));
-            PX_LOG_INFO("comm[%s]: rank %d -> rank %d via direct (%s)", d->msg.name, a, b, why);
-        }
-    }
+    for (int a = 0; a < d->msg.n; a++)
+        for (int b = a + 1; b < d->msg.n; b++)
+            PX_LOG_INFO("comm[%s]: rank %d -> rank %d via %s (%s)", d->msg.name, a, b,
+                        comm_tl_name(d->tl[a][b]), d->why[a * d->msg.n + b]);
 }
 
 px_status px_domain_alloc(px_orch *o, const px_domain_spec *spec, px_domain **out)
@@ -551,7 +560,10 @@ px_status px_domain_alloc(px_orch *o, const px_domain_spec *spec, px_domain **ou
                                 "already; release it or choose another name", spec->name);
     if ((d = calloc(1, sizeof(*d))) == NULL)
         return px_set_error(PX_ENOMEM, "px_domain_alloc: out of host memory");
-    if ((st = comm_layout(spec, &d->msg)) != PX_OK || (st = comm_select(w, spec)) != PX_OK)
+    if ((st = comm_layout(spec, &d->msg)) != PX_OK)
+        goto out_free;
+    comm_fill(cw, d, spec);
+    if ((st = comm_select(w, d)) != PX_OK)
         goto out_free;
     if (__builtin_mul_overflow(spec->window_bytes, (size_t)spec->nchips, &vbytes)) {
         st = px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": %d windows of %zu bytes "
@@ -567,19 +579,19 @@ px_status px_domain_alloc(px_orch *o, const px_domain_spec *spec, px_domain **ou
         goto out_free;
     }
     d->vbytes = vbytes;
-    comm_fill(cw, d, spec);
     if ((st = comm_make(cw, d)) != PX_OK)
         goto out_free;
     d->state = COMM_LIVE;
     d->next = cw->doms;
     cw->doms = d;
-    comm_log_choice(d, w);
+    comm_log_choice(d);
     *out = d;
     return PX_OK;
 
 out_free:
     if (d->vbase != NULL)
         munmap(d->vbase, d->vbytes);
+    free(d->why);
     free(d);
     return st;
 }
@@ -626,7 +638,15 @@ const char *px_domain_transport(const px_domain *d, int a, int b)
     if (d == NULL || d->magic != COMM_DOMAIN_MAGIC || a < 0 || b < 0 || a >= d->msg.n ||
         b >= d->msg.n)
         return NULL;
-    return "direct";
+    return comm_tl_name(d->tl[a][b]);
+}
+
+const char *px_domain_transport_reason(const px_domain *d, int a, int b)
+{
+    if (d == NULL || d->magic != COMM_DOMAIN_MAGIC || a < 0 || b < 0 || a >= d->msg.n ||
+        b >= d->msg.n || d->why == NULL)
+        return NULL;
+    return d->why[a * d->msg.n + b];
 }
 
 px_status px_args_domain(px_task_args *a, const px_domain *d)

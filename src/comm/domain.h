@@ -34,6 +34,8 @@ typedef struct comm_create_msg {
     uint64_t spin_ns, yield_ns;
     uint64_t oneshot_max;
     int8_t chips[PX_COMM_MAX_RANKS];      /* rank -> chip */
+    uint64_t staged[PX_COMM_MAX_RANKS];   /* rank r's peers reached through staged (bit q);
+                                           * the others through direct */
     char name[PX_COMM_NAME_MAX];
     px_comm_buffer_desc buffers[PX_COMM_MAX_BUFFERS];
 } comm_create_msg;

@@ -112,6 +112,7 @@ static const px_range px_ranges[] = {
     {"PLEXUS_DFX_BUFFERS", PX_RF(dfx_buffers), PX_R_U32, 0, 65536, 0},
     {"PLEXUS_COMM_TIMEOUT_S", PX_RF(comm_timeout_s), PX_R_DBL, 0, 10000000, 0},
     {"PLEXUS_COMM_ONESHOT_MAX", PX_RF(comm_oneshot_max), PX_R_U64, 1, 1 << 30, 0},
+    {"PLEXUS_COMM_TRANSPORT", PX_RF(comm_transport), PX_R_INT, 0, 2, 0},
     {"PLEXUS_TEST_SLACK", "", (size_t)-1, PX_R_DBL, 0, 10000000, 0}, /* no field: PX_NOFIELD */
 };
 
@@ -227,6 +228,20 @@ static px_status px_knob_profile(void *field, const char *name, const char *text
         return px_bad_value(name, text, "a device profile name (see `plexus doctor --help`)");
     strcpy((char *)field, text);
     return PX_OK;
+}
+
+/* PLEXUS_COMM_TRANSPORT: auto, direct or staged (the PX_COMM_TL_* order). */
+static px_status px_knob_comm_tl(void *field, const char *name, const char *text)
+{
+    static const char *const names[] = {"auto", "direct", "staged"};
+
+    for (int i = 0; i < 3; i++) {
+        if (strcmp(text, names[i]) == 0) {
+            *(int *)field = i;
+            return PX_OK;
+        }
+    }
+    return px_bad_value(name, text, "auto, direct or staged");
 }
 
 static px_status px_knob_int(void *field, const char *name, const char *text, const char *form)
@@ -501,6 +516,8 @@ static const px_knob px_knobs[] = {
      "default deadline of a communication wait (signals, barriers, collectives)"},
     {"PLEXUS_COMM_ONESHOT_MAX", PX_F(comm_oneshot_max), "64K", "bytes", px_knob_bytes,
      "allreduce: one-shot up to this size, reduce-scatter + allgather above"},
+    {"PLEXUS_COMM_TRANSPORT", PX_F(comm_transport), "auto", "auto, direct or staged",
+     px_knob_comm_tl, "comm transport of every rank pair: auto (direct, else staged) or forced"},
     {"PLEXUS_TEST_SLACK", PX_NOFIELD, "1", "seconds factor", px_knob_seconds,
      "tests: multiplies every deadline (raised under sanitizers)"},
 };
@@ -663,6 +680,10 @@ static void px_knob_format(const px_config *c, const px_knob *k, char *buf, size
         snprintf(buf, n, "%s", f);
     } else if (k->parse == px_knob_transports) {
         snprintf(buf, n, "%s", f[0] ? f : "auto");
+    } else if (k->parse == px_knob_comm_tl) {
+        int v = *(const int *)f;
+
+        snprintf(buf, n, "%s", v == 1 ? "direct" : v == 2 ? "staged" : "auto");
     } else if (k->parse == px_knob_dfx) {
         px_dfx_format_bits(*(const uint32_t *)f, buf, n);
     } else if (k->parse == px_knob_bytes) {

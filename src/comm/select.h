@@ -1,0 +1,51 @@
+/*
+ * select.h - the one rule that picks the transport of a pair of ranks (DESIGN 3.2, 3.5).
+ *
+ * Transports are tried in the order of px_comm_tl_id (direct, then staged); the first that
+ * accepts wins unless PLEXUS_COMM_TRANSPORT forces one. Every transport's verdict keeps its
+ * reason, so the logs, errors, `plexus doctor --comm` and dfx.json all say the same words.
+ * The parent applies the rule once per pair to the facts of the host (every chip of a
+ * level-3 worker runs on it with the same profile) and sends the table to the members, so no
+ * two ranks can disagree; a direct mapping that then fails on a chip is the fallback's
+ * business (domain.c), not this rule's.
+ */
+#ifndef PX_COMM_SELECT_H
+#define PX_COMM_SELECT_H
+
+#include <plexus/caps.h>
+
+enum { PX_COMM_TL_NONE = 0, PX_COMM_TL_DIRECT = 1, PX_COMM_TL_STAGED = 2, PX_COMM_TL_COUNT };
+
+#define PX_COMM_TL_AUTO 0 /* a forced value of 0: no transport forced */
+#define COMM_WHY_MAX 192
+
+/* "direct", "staged" ("none" for PX_COMM_TL_NONE, "auto" is not a transport). */
+const char *comm_tl_name(int tl);
+
+typedef struct comm_choice {
+    int tl;                                /* the chosen transport, or PX_COMM_TL_NONE */
+    int accepts[PX_COMM_TL_COUNT];         /* 1 where transport t would accept the pair */
+    char why[PX_COMM_TL_COUNT][COMM_WHY_MAX]; /* per transport: why it accepts or refuses */
+} comm_choice;
+
+/*
+ * Applies the rule to chips ca and cb under the facts caps (profile: its name, for the words)
+ * with forced (PX_COMM_TL_AUTO or a transport) and need_peer_ptr (the domain's kernels
+ * dereference peers' windows: only direct will do). Fills *out; out->tl is PX_COMM_TL_NONE
+ * when nothing may be used, and comm_choice_error then says why.
+ */
+void comm_choose(const px_caps *caps, const char *profile, int forced, int need_peer_ptr,
+                 int ca, int cb, comm_choice *out);
+
+/* Writes the reason of the choice (the chosen transport's why) into buf. */
+const char *comm_choice_reason(const comm_choice *ch);
+
+/*
+ * When out->tl is PX_COMM_TL_NONE: writes what failed and the alternatives into buf
+ * ("forced direct refused (peer_map=0 in profile a2a3-pcie); staged would work: set
+ * PLEXUS_COMM_TRANSPORT=auto or staged"), and returns buf.
+ */
+const char *comm_choice_error(const comm_choice *ch, int forced, int need_peer_ptr, char *buf,
+                              size_t n);
+
+#endif
