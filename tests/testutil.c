@@ -105,7 +105,13 @@ int px_test_open_fds(void)
 
 int px_test_shm_plexus_entries(void)
 {
-    int n = px_test_entries("/dev/shm", "plexus");
+    /* the library names nothing there; the Open MPI anchor's scratch of a benchmark that
+     * ctest (or another checkout) runs at the same time is not the library's */
+    int n = px_test_entries("/dev/shm", "plexus"), anchor = px_test_entries("/dev/shm",
+                                                                             "plexus-mpi-anchor");
+
+    if (n >= 0 && anchor > 0)
+        n -= anchor;
 
     return n < 0 ? 0 : n;
 }

@@ -14,6 +14,7 @@
 #include "comm/domain.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 
 #include "runtime/runtime.h"
 #include "util/log.h"
+#include "util/util.h"
 
 /* One domain as this chip holds it. */
 typedef struct comm_chip_dom {
@@ -29,12 +31,16 @@ typedef struct comm_chip_dom {
     int rank, n;
     size_t win_len;              /* head + data of every window */
     px_worker *engine;           /* the chip engine its window's data is device memory of */
-    void *win[PX_COMM_MAX_RANKS]; /* mapped windows (own and peers'), NULL where none */
+    void *win[PX_COMM_MAX_RANKS]; /* mapped windows (own and direct peers'), NULL where none */
+    void *stage[PX_COMM_MAX_RANKS]; /* staging memory shared with each staged peer */
+    int built;                   /* comm is built (and on the progress thread if staged) */
     px_comm comm;
 } comm_chip_dom;
 
 static comm_chip_dom g_doms[COMM_MAX_DOMAINS];
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* handlers against each other */
+static comm_stg_bell **g_bells;  /* the worker's doorbell board (one bell per chip) */
+static comm_progress *g_prog;    /* started with the first staged domain (g_lock) */
 
 static comm_chip_dom *comm_chip_find(uint32_t id)
 {
@@ -54,13 +60,21 @@ px_comm *comm_chip_lookup(uint32_t id)
 /* Unmaps every window of d and frees its entry (g_lock held). */
 static void comm_chip_drop(comm_chip_dom *d)
 {
+    size_t stage_len = comm_stg_pair_bytes(0);
+
+    if (d->built && d->comm.nstaged > 0 && g_prog != NULL)
+        comm_progress_remove(g_prog, &d->comm); /* after its sweep: nobody touches it now */
+    d->built = 0;
     if (d->engine != NULL && d->win[d->rank] != NULL)
         px_rt_device_range_remove(d->engine, d->comm.data[d->rank]);
     d->engine = NULL;
     for (int q = 0; q < d->n; q++) {
         if (d->win[q] != NULL)
             munmap(d->win[q], d->win_len);
+        if (d->stage[q] != NULL)
+            munmap(d->stage[q], stage_len);
         d->win[q] = NULL;
+        d->stage[q] = NULL;
     }
     comm_fini(&d->comm);
     atomic_store_explicit(&d->id, 0, memory_order_release);
@@ -112,6 +126,9 @@ static px_status comm_chip_create(hier_chip *chip, void *arg, const void *payloa
                             COMM_MAX_DOMAINS);
     }
     memset(d->win, 0, sizeof(d->win));
+    memset(d->stage, 0, sizeof(d->stage));
+    memset(&d->comm, 0, sizeof(d->comm));
+    d->built = 0;
     d->rank = rank;
     d->n = m->n;
     d->win_len = px_comm_window_bytes(m->nsig, m->data_bytes);
@@ -138,9 +155,115 @@ static px_status comm_chip_create(hier_chip *chip, void *arg, const void *payloa
     return st;
 }
 
-/* comm.map: map every peer's window (passed by the parent) and build the communicator. */
+/*
+ * The test hook PX_TEST_COMM_MAP_FAIL=<chip>:<peer chip>: chip <chip> fails to map the
+ * window of <peer chip> as a driver would that refused it, to prove the fallback.
+ */
+static int comm_chip_hook_fails(int me, int peer)
+{
+    const char *v = getenv("PX_TEST_COMM_MAP_FAIL");
+    int a, b;
+
+    return v != NULL && sscanf(v, "%d:%d", &a, &b) == 2 && a == me && b == peer;
+}
+
+/* Maps direct peer q's window into d; 0 with the reason in why when it cannot. */
+static int comm_chip_map_direct(hier_chip *chip, comm_chip_dom *d, const comm_create_msg *m,
+                                int q, char *why, size_t n, px_status *fatal)
+{
+    px_worker *eng = hier_chip_engine(chip);
+    int64_t group = px_caps_get(&eng->caps, PX_FACT_PEER_MAP_GROUP);
+    int me = hier_chip_index(chip), fd;
+
+    if ((*fatal = hier_chip_fd_take(chip, comm_fd_tag(m->id, q), &fd)) != PX_OK)
+        return 0;
+    if (px_caps_get(&eng->caps, PX_FACT_PEER_MAP_EFFECTIVE) == 0)
+        snprintf(why, n, "chip %d may not map peers' memory (peer_map=0 in profile %s)", me,
+                 eng->cfg.device_profile);
+    else if (group > 0 && m->chips[q] / group != me / group)
+        snprintf(why, n, "chip %d may not map chip %d's memory (peer_map_group=%lld in profile "
+                 "%s)", me, m->chips[q], (long long)group, eng->cfg.device_profile);
+    else if (comm_chip_hook_fails(me, m->chips[q]))
+        snprintf(why, n, "chip %d could not map chip %d's window: refused by the test hook "
+                 "PX_TEST_COMM_MAP_FAIL", me, m->chips[q]);
+    else if ((d->win[q] = mmap(NULL, d->win_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) ==
+             MAP_FAILED) {
+        d->win[q] = NULL;
+        snprintf(why, n, "chip %d could not map chip %d's window (%zu bytes): %s", me,
+                 m->chips[q], d->win_len, strerror(errno));
+    }
+    close(fd);
+    return d->win[q] != NULL;
+}
+
+/* comm.map: map what every pair needs (direct: the peer's window; staged: the pair's staging
+ * memory); answer which direct mappings failed. Idempotent: the parent sends it again after
+ * moving failed pairs to staged. */
 static px_status comm_chip_map_all(hier_chip *chip, void *arg, const void *payload, size_t n,
                                    void *reply, size_t *reply_n)
+{
+    const comm_create_msg *m = payload;
+    comm_map_reply *out = reply;
+    comm_chip_dom *d;
+    char what[64];
+    px_status st = PX_OK;
+
+    *reply_n = 0;
+    if (n != sizeof(*m))
+        return px_set_error(PX_EINVAL, "comm.map: payload of %zu bytes, expected %zu", n,
+                            sizeof(*m));
+    snprintf(what, sizeof(what), "domain \"%.31s\" on chip %d", m->name, hier_chip_index(chip));
+    memset(out, 0, sizeof(*out));
+    pthread_mutex_lock(&g_lock);
+    if ((d = comm_chip_find(m->id)) == NULL) {
+        pthread_mutex_unlock(&g_lock);
+        return px_set_error(PX_ESTATE, "%s: comm.map before comm.create", what);
+    }
+    for (int q = 0; st == PX_OK && q < m->n; q++) {
+        char why[256];
+
+        if (q == d->rank)
+            continue;
+        if (m->staged[d->rank] >> q & 1) {
+            int fd;
+            void *p;
+
+            if (d->win[q] != NULL) { /* the pair fell back: the peer could not map ours */
+                munmap(d->win[q], d->win_len);
+                d->win[q] = NULL;
+            }
+            if (d->stage[q] != NULL)
+                continue;
+            if ((st = hier_chip_fd_take(chip, comm_stage_tag(m->id, PX_MIN(q, d->rank),
+                                                             PX_MAX(q, d->rank)), &fd)) != PX_OK)
+                break;
+            p = mmap(NULL, comm_stg_pair_bytes(0), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            close(fd);
+            if (p == MAP_FAILED) {
+                st = px_set_error(PX_ENOMEM, "%s: cannot map the staging memory of rank %d "
+                                  "(%zu bytes): %s", what, q, comm_stg_pair_bytes(0),
+                                  strerror(errno));
+            } else {
+                d->stage[q] = p;
+                if (d->rank < q) /* the lower rank formats it; comm.ready comes after */
+                    comm_stg_pair_init(p, 0);
+            }
+        } else if (d->win[q] == NULL &&
+                   !comm_chip_map_direct(chip, d, m, q, why, sizeof(why), &st) && st == PX_OK) {
+            if (out->failed == 0)
+                snprintf(out->why, sizeof(out->why), "%s", why);
+            out->failed |= 1ull << q;
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
+    if (st == PX_OK)
+        *reply_n = sizeof(*out);
+    return st;
+}
+
+/* comm.ready: build the communicator over the pairs as they are mapped now. */
+static px_status comm_chip_ready(hier_chip *chip, void *arg, const void *payload, size_t n,
+                                 void *reply, size_t *reply_n)
 {
     const comm_create_msg *m = payload;
     px_worker *eng = hier_chip_engine(chip);
@@ -151,35 +274,22 @@ static px_status comm_chip_map_all(hier_chip *chip, void *arg, const void *paylo
 
     *reply_n = 0;
     if (n != sizeof(*m))
-        return px_set_error(PX_EINVAL, "comm.map: payload of %zu bytes, expected %zu", n,
+        return px_set_error(PX_EINVAL, "comm.ready: payload of %zu bytes, expected %zu", n,
                             sizeof(*m));
     snprintf(what, sizeof(what), "domain \"%.31s\" on chip %d", m->name, hier_chip_index(chip));
     pthread_mutex_lock(&g_lock);
-    if ((d = comm_chip_find(m->id)) == NULL) {
+    if ((d = comm_chip_find(m->id)) == NULL || d->built) {
         pthread_mutex_unlock(&g_lock);
-        return px_set_error(PX_ESTATE, "%s: comm.map before comm.create", what);
+        return px_set_error(PX_ESTATE, "%s: comm.ready %s", what,
+                            d == NULL ? "before comm.create" : "twice");
     }
-    if (m->n > 1 && px_caps_get(&eng->caps, PX_FACT_PEER_MAP_EFFECTIVE) == 0)
-        st = px_set_error(PX_ENOTSUP, "%s: this chip may not map peers' memory (peer_map=0 in "
-                          "profile %s)", what, eng->cfg.device_profile);
-    for (int q = 0; st == PX_OK && q < m->n; q++) {
-        int64_t group = px_caps_get(&eng->caps, PX_FACT_PEER_MAP_GROUP);
-        int fd;
+    for (int q = 0; q < m->n; q++) {
+        int staged = q != d->rank && (m->staged[d->rank] >> q & 1);
 
         tl[q] = &px_comm_tl_direct;
-        if (q == d->rank)
-            continue;
-        if (group > 0 && m->chips[q] / group != m->chips[d->rank] / group) {
-            st = px_set_error(PX_ENOTSUP, "%s: this chip may not map chip %d's memory "
-                              "(peer_map_group=%lld in profile %s)", what, m->chips[q],
-                              (long long)group, eng->cfg.device_profile);
-            break;
-        }
-        if ((st = hier_chip_fd_take(chip, comm_fd_tag(m->id, q), &fd)) != PX_OK)
-            break;
-        if ((d->win[q] = comm_chip_map(fd, d->win_len, what, q)) == NULL)
-            st = PX_ENOMEM;
-        close(fd);
+        if (q != d->rank && (staged ? d->stage[q] == NULL : d->win[q] == NULL))
+            st = px_set_error(PX_ESTATE, "%s: comm.ready: rank %d is not mapped (%s)", what, q,
+                              staged ? "staged" : "direct");
     }
     if (st == PX_OK) {
         px_comm_spec s = {.name = m->name, .id = m->id, .rank = d->rank, .n = m->n,
@@ -191,11 +301,24 @@ static px_status comm_chip_map_all(hier_chip *chip, void *arg, const void *paylo
 
         st = comm_build(&d->comm, &s);
     }
+    for (int q = 0; st == PX_OK && q < m->n; q++)
+        if (q != d->rank && (m->staged[d->rank] >> q & 1))
+            st = comm_stg_connect(&d->comm, q, d->stage[q], &(*g_bells)[m->chips[q]]);
     /* Its own window's data is device memory of this chip: tasks may take tensors there. */
     if (st == PX_OK &&
         (st = px_rt_device_range_add(eng, d->comm.data[d->rank], m->data_bytes)) == PX_OK)
         d->engine = eng;
-    if (st != PX_OK)
+    if (st == PX_OK && d->comm.nstaged > 0 && g_prog == NULL) {
+        char name[16];
+
+        snprintf(name, sizeof(name), "px-comm%d", hier_chip_index(chip));
+        st = comm_progress_start(&(*g_bells)[hier_chip_index(chip)], name, &g_prog);
+    }
+    if (st == PX_OK && d->comm.nstaged > 0)
+        st = comm_progress_add(g_prog, &d->comm);
+    if (st == PX_OK)
+        d->built = 1;
+    else
         comm_chip_drop(d);
     pthread_mutex_unlock(&g_lock);
     return st;
@@ -226,21 +349,36 @@ static void comm_chip_stop(hier_chip *chip, void *arg)
     for (int i = 0; i < COMM_MAX_DOMAINS; i++)
         if (atomic_load_explicit(&g_doms[i].id, memory_order_relaxed) != 0)
             comm_chip_drop(&g_doms[i]);
+    comm_progress_stop(g_prog);
+    g_prog = NULL;
     pthread_mutex_unlock(&g_lock);
 }
 
-px_status comm_chip_register(px_worker *w, int kinds[3])
+/* The service's start(): remember the doorbell board this chip was forked with. */
+static px_status comm_chip_start(hier_chip *chip, void *arg)
+{
+    g_bells = arg;
+    if (*g_bells == NULL)
+        return px_set_error(PX_ESTATE, "comm: chip %d has no doorbell board",
+                            hier_chip_index(chip));
+    return PX_OK;
+}
+
+px_status comm_chip_register(px_worker *w, int kinds[COMM_NKINDS], comm_stg_bell **bells)
 {
     px_status st = hier_ctl_register(w, "comm.create", HIER_CTL_SERVICE, comm_chip_create,
-                                     NULL, &kinds[0]);
+                                     NULL, &kinds[COMM_KIND_CREATE]);
 
     if (st == PX_OK)
         st = hier_ctl_register(w, "comm.map", HIER_CTL_SERVICE, comm_chip_map_all, NULL,
-                               &kinds[1]);
+                               &kinds[COMM_KIND_MAP]);
+    if (st == PX_OK)
+        st = hier_ctl_register(w, "comm.ready", HIER_CTL_SERVICE, comm_chip_ready, NULL,
+                               &kinds[COMM_KIND_READY]);
     if (st == PX_OK)
         st = hier_ctl_register(w, "comm.free", HIER_CTL_ORDERED, comm_chip_free, NULL,
-                               &kinds[2]);
+                               &kinds[COMM_KIND_FREE]);
     if (st == PX_OK)
-        st = hier_service_register(w, "comm", NULL, comm_chip_stop, NULL);
+        st = hier_service_register(w, "comm", comm_chip_start, comm_chip_stop, bells);
     return st;
 }

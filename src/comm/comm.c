@@ -76,6 +76,7 @@ void comm_fini(px_comm *c)
 {
     if (c == NULL)
         return;
+    comm_stg_release(c);
     free(c->scratch);
     c->scratch = NULL;
     c->scratch_bytes = 0;
@@ -311,46 +312,80 @@ static int comm_holds(uint64_t x, px_cmp cmp, uint64_t v)
     return 0;
 }
 
-/* Waits until slot of this rank's area compares to v; `what` names it in messages. */
-static px_status comm_wait_slot(px_comm *c, uint32_t slot, px_cmp cmp, uint64_t v,
-                                double timeout_s, const char *what)
+px_status comm_wait(px_comm *c, int (*ready)(void *arg), void *arg, _Atomic uint32_t *word,
+                    _Atomic uint32_t *sleepers, double timeout_s)
 {
-    px_comm_area *a = c->area[c->rank];
-    _Atomic uint64_t *s = comm_slot(a, slot);
-    uint64_t t0 = px_now_ns(), deadline, now, x;
+    uint64_t t0 = px_now_ns(), deadline, now, spin_from = t0;
     px_status st;
 
-    if (comm_holds(atomic_load_explicit(s, memory_order_acquire), cmp, v))
+    if (ready(arg))
         return PX_OK;
     if (timeout_s <= 0)
         timeout_s = c->timeout_s;
     deadline = t0 + (uint64_t)(timeout_s * 1e9);
-    for (now = t0; now - t0 < c->spin_ns + c->yield_ns; now = px_now_ns()) {
-        if (comm_holds(atomic_load_explicit(s, memory_order_acquire), cmp, v))
+    if (c->nstaged > 0)
+        comm_stg_enter(c);
+    for (now = t0; now - spin_from < c->spin_ns + c->yield_ns; now = px_now_ns()) {
+        if (c->nstaged > 0 && comm_stg_poll(c) > 0)
+            spin_from = now; /* it carried requests out: keep polling */
+        if (ready(arg)) {
+            if (c->nstaged > 0)
+                comm_stg_leave(c);
             return PX_OK;
-        if (now - t0 < c->spin_ns)
+        }
+        if (now - spin_from < c->spin_ns)
             px_cpu_relax();
         else
             sched_yield();
+        if (now >= deadline)
+            break;
     }
+    if (c->nstaged > 0)
+        comm_stg_leave(c); /* asleep, the progress thread carries the requests out */
     for (;;) {
         uint32_t w;
 
+        if (ready(arg))
+            return PX_OK;
         if ((st = comm_check_dead(c)) != PX_OK)
             return st;
         now = px_now_ns();
         if (now >= deadline)
             break;
-        atomic_fetch_add_explicit(&a->sleepers, 1, memory_order_seq_cst);
-        w = atomic_load_explicit(&a->wake, memory_order_seq_cst);
-        x = atomic_load_explicit(s, memory_order_acquire);
-        if (!comm_holds(x, cmp, v))
-            px_futex_wait(&a->wake, w, (int64_t)PX_MIN(deadline - now, PX_COMM_SLICE_NS), 1);
-        atomic_fetch_sub_explicit(&a->sleepers, 1, memory_order_relaxed);
-        if (comm_holds(atomic_load_explicit(s, memory_order_acquire), cmp, v))
-            return PX_OK;
+        atomic_fetch_add_explicit(sleepers, 1, memory_order_seq_cst);
+        w = atomic_load_explicit(word, memory_order_seq_cst);
+        if (!ready(arg))
+            px_futex_wait(word, w, (int64_t)PX_MIN(deadline - now, PX_COMM_SLICE_NS), 1);
+        atomic_fetch_sub_explicit(sleepers, 1, memory_order_relaxed);
     }
-    x = atomic_load_explicit(s, memory_order_acquire);
+    return ready(arg) ? PX_OK : PX_ETIMEDOUT;
+}
+
+typedef struct comm_slot_wait {
+    _Atomic uint64_t *s;
+    px_cmp cmp;
+    uint64_t v;
+} comm_slot_wait;
+
+static int comm_slot_ready(void *arg)
+{
+    comm_slot_wait *w = arg;
+
+    return comm_holds(atomic_load_explicit(w->s, memory_order_acquire), w->cmp, w->v);
+}
+
+/* Waits until slot of this rank's area compares to v; `what` names it in messages. */
+static px_status comm_wait_slot(px_comm *c, uint32_t slot, px_cmp cmp, uint64_t v,
+                                double timeout_s, const char *what)
+{
+    px_comm_area *a = c->area[c->rank];
+    comm_slot_wait sw = {comm_slot(a, slot), cmp, v};
+    uint64_t t0 = px_now_ns(), x;
+    px_status st = comm_wait(c, comm_slot_ready, &sw, &a->wake, &a->sleepers, timeout_s);
+
+    if (st != PX_ETIMEDOUT)
+        return st;
+    x = atomic_load_explicit(sw.s, memory_order_acquire);
     return px_set_error(PX_ETIMEDOUT, "domain \"%s\" rank %d: waited %.3g s for %s to be %s "
                         "%llu; it is %llu. The peer that should change it has not (a missing "
                         "signal, or a peer still busy): raise the deadline "
@@ -447,6 +482,9 @@ px_status comm_barrier(px_comm *c)
     px_status st = comm_check_peer(c, c ? c->rank : 0, "px_comm_barrier");
 
     if (st != PX_OK)
+        return st;
+    /* staged: every put posted before the barrier is in its target's window after it */
+    if (c->nstaged > 0 && (st = comm_stg_flush(c)) != PX_OK)
         return st;
     e = ++c->epoch;
     for (int i = 1; i < c->n; i++) {

@@ -94,6 +94,8 @@ struct px_comm {
     px_comm_buffer_desc buffers[PX_COMM_MAX_BUFFERS];
     int nbuffers;
     size_t oneshot_max;                       /* allreduce: one-shot up to this many bytes */
+    int nstaged;                              /* peers reached through staged */
+    int8_t staged[PX_COMM_MAX_RANKS];         /* ... and which (nstaged of them) */
     void *scratch;                            /* private, grown by collectives */
     size_t scratch_bytes;
     const char *last_algo;
@@ -110,6 +112,8 @@ typedef struct px_comm_tl {
     const char *name;
     px_status (*put)(px_comm *c, int peer, size_t off, const void *src, size_t n);
     px_status (*get)(px_comm *c, int peer, size_t off, void *dst, size_t n);
+    /* n bytes of peer's head (px_comm_area) at off, e.g. its alltoallv table */
+    px_status (*get_head)(px_comm *c, int peer, size_t off, void *dst, size_t n);
     px_status (*signal)(px_comm *c, int peer, uint32_t slot, px_sig_op op, uint64_t v);
     void *(*peer_ptr)(px_comm *c, int peer, size_t off);
 } px_comm_tl;
@@ -124,6 +128,69 @@ static inline _Atomic uint64_t *comm_slot(px_comm_area *a, uint32_t slot)
 
 /* transport/direct.c: peers' windows are mapped here; bytes move by load and store. */
 extern const px_comm_tl px_comm_tl_direct;
+
+/*
+ * transport/staged.c: no peer window is mapped; each pair of ranks shares staging memory
+ * (two request rings with their data chunks, one per direction) and the target rank copies
+ * between a ring and its own window: a kernel of the target that waits in this domain does it
+ * (it polls its incoming rings while it spins), or else the target's progress thread, which
+ * the requester rings through the target's doorbell. Requests of one direction are carried
+ * out in order, so a signal is seen after the puts before it; a barrier first waits until
+ * every request this rank posted has been carried out.
+ */
+extern const px_comm_tl px_comm_tl_staged;
+
+#define COMM_STG_SLOTS 16              /* requests in flight per direction */
+#define COMM_STG_CHUNK (128u << 10)    /* data bytes of one request, at most */
+
+/* A rank's doorbell: its progress thread sleeps on bell when `sleeping` says so. */
+typedef struct comm_stg_bell {
+    _Atomic uint32_t bell;
+    _Atomic uint32_t sleeping;
+    uint32_t pad_[14];
+} comm_stg_bell;
+
+/* Bytes of one pair's staging memory with chunks of `chunk` bytes (0: COMM_STG_CHUNK). */
+size_t comm_stg_pair_bytes(size_t chunk);
+
+/* Formats zeroed staging memory of comm_stg_pair_bytes(chunk) bytes (once, by its maker). */
+void comm_stg_pair_init(void *mem, size_t chunk);
+
+/* Connects c's rank to peer through staging memory `pair` (shared with the peer, which
+ * connects to the same memory), ringing bell_peer when the peer's progress thread sleeps.
+ * c->tl[peer] becomes staged. PX_OK, PX_ENOMEM or PX_EINVAL (a malformed pair). */
+px_status comm_stg_connect(px_comm *c, int peer, void *pair, comm_stg_bell *bell_peer);
+
+/* Frees c's staged state (comm_fini calls it). */
+void comm_stg_release(px_comm *c);
+
+/* Carries out the requests that reached this rank over staged (nonzero: some were). */
+int comm_stg_poll(px_comm *c);
+
+/* A thread of this rank starts / stops polling (so requesters need not ring the bell). */
+void comm_stg_enter(px_comm *c);
+void comm_stg_leave(px_comm *c);
+
+/* Waits until every request this rank posted over staged has been carried out. */
+px_status comm_stg_flush(px_comm *c);
+
+/* A progress thread: carries out the staged requests of the communicators added to it,
+ * sleeping on bell when there are none. */
+typedef struct comm_progress comm_progress;
+
+px_status comm_progress_start(comm_stg_bell *bell, const char *name, comm_progress **out);
+px_status comm_progress_add(comm_progress *p, px_comm *c);
+void comm_progress_remove(comm_progress *p, px_comm *c);
+void comm_progress_stop(comm_progress *p);
+
+/*
+ * The wait every comm wait is: until ready(arg), spinning then yielding while it carries out
+ * this rank's incoming staged requests, then sleeping on word (announced in *sleepers) in
+ * slices, checking the deaths. PX_OK, PX_EPEERDEAD (message set) or PX_ETIMEDOUT (no message:
+ * the caller says what it waited for). timeout_s <= 0: the communicator's deadline.
+ */
+px_status comm_wait(px_comm *c, int (*ready)(void *arg), void *arg, _Atomic uint32_t *word,
+                    _Atomic uint32_t *sleepers, double timeout_s);
 
 /* What px_comm_build needs for one rank. */
 typedef struct px_comm_spec {

@@ -47,6 +47,7 @@ struct px_domain {
     comm_create_msg msg;             /* name, ranks, sizes, buffers: what every chip got */
     int chips[PX_COMM_MAX_RANKS];
     int need_peer_ptr;
+    int failed;                      /* its allocation failed (kept only to be freed) */
     uint8_t tl[PX_COMM_MAX_RANKS][PX_COMM_MAX_RANKS]; /* transport of each pair (symmetric) */
     char (*why)[COMM_WHY_MAX];       /* n * n: why pair (a, b) uses tl[a][b] */
     char *vbase;                     /* reserved addresses standing for the windows' data */
@@ -56,7 +57,8 @@ struct px_domain {
 
 struct comm_worker {
     px_worker *w;
-    int kinds[3];                    /* comm.create, comm.map, comm.free */
+    int kinds[COMM_NKINDS];          /* comm.create, .map, .ready, .free */
+    comm_stg_bell *bells;            /* the doorbell board (shared with the chips) */
     px_kernel_id k_write, k_read, k_coll;
     px_callable_id c_write, c_read, c_coll;
     uint32_t next_id;
@@ -221,6 +223,8 @@ static void comm_destroy(void *arg)
         free(d->why);
         free(d);
     }
+    if (cw->bells != NULL)
+        munmap(cw->bells, HIER_DEATHS_MAX * sizeof(comm_stg_bell));
     free(cw);
 }
 
@@ -231,6 +235,16 @@ static px_status comm_init(void *arg)
     px_worker *w = cw->w;
     px_status st;
 
+    /* the chips' doorbells, before the chips are forked (they inherit the mapping) */
+    if (cw->bells == NULL) {
+        void *b = mmap(NULL, HIER_DEATHS_MAX * sizeof(comm_stg_bell), PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+        if (b == MAP_FAILED)
+            return px_set_error(PX_ENOMEM, "comm: cannot map the chips' doorbell board: %s",
+                                strerror(errno));
+        cw->bells = b;
+    }
     st = px_kernel_register(w, "comm.write_k", comm_write_kernel, NULL, &cw->k_write);
     if (st == PX_OK)
         st = px_kernel_register(w, "comm.read_k", comm_read_kernel, NULL, &cw->k_read);
@@ -253,6 +267,8 @@ static void comm_dfx_json(void *arg, struct dfxc_buf *b)
 
     dfxc_buf_puts(b, ",\n \"domains\": [");
     for (const px_domain *d = cw->doms; d != NULL; d = d->next) {
+        if (d->failed)
+            continue; /* never given out */
         dfxc_buf_printf(b, "%s\n  {\"id\": %u, \"name\": ", first ? "" : ",", d->id);
         dfxc_buf_json_str(b, d->msg.name);
         dfxc_buf_puts(b, ", \"members\": [");
@@ -290,7 +306,7 @@ px_status comm_attach(px_worker *w)
         return px_set_error(PX_ENOMEM, "comm: out of memory for a worker's state");
     cw->w = w;
     cw->next_id = 1;
-    st = comm_chip_register(w, cw->kinds);
+    st = comm_chip_register(w, cw->kinds, &cw->bells);
     if (st == PX_OK) {
         pthread_mutex_lock(&g_workers_lock);
         for (int i = 0; i < COMM_MAX_WORKERS && slot < 0; i++)
@@ -420,7 +436,7 @@ static void comm_free_domain(comm_worker *cw, px_domain *d, int chips_alive)
     comm_id_msg m = {.id = d->id};
 
     if (chips_alive)
-        (void)hier_call_run(cw->w, cw->kinds[2], &m, sizeof(m), d->chips, d->msg.n, 0, NULL);
+        (void)hier_call_run(cw->w, cw->kinds[COMM_KIND_FREE], &m, sizeof(m), d->chips, d->msg.n, 0, NULL);
     if (d->vbase != NULL)
         munmap(d->vbase, d->vbytes);
     d->vbase = NULL;
@@ -458,7 +474,23 @@ static px_status comm_select(px_worker *w, px_domain *d)
     return PX_OK;
 }
 
-/* Fetches every rank's window descriptor and sends it to every other member. */
+/* Makes the staging memory of ranks a < b and sends it to both. */
+static px_status comm_send_stage(comm_worker *cw, px_domain *d, int a, int b)
+{
+    int fd = -1;
+    px_status st = hier_memfd_create("plexus-staging", comm_stg_pair_bytes(0), &fd);
+
+    if (st == PX_OK)
+        st = hier_fd_send(cw->w, d->chips[a], comm_stage_tag(d->id, a, b), fd, 0);
+    if (st == PX_OK)
+        st = hier_fd_send(cw->w, d->chips[b], comm_stage_tag(d->id, a, b), fd, 0);
+    if (fd >= 0)
+        close(fd);
+    return st;
+}
+
+/* Fetches every rank's window descriptor and sends it to the members that reach it through
+ * direct; makes the staging memory of every staged pair. */
 static px_status comm_exchange(comm_worker *cw, px_domain *d)
 {
     double t = 0; /* PLEXUS_TIMEOUT_S */
@@ -469,30 +501,94 @@ static px_status comm_exchange(comm_worker *cw, px_domain *d)
 
         st = hier_fd_fetch(cw->w, d->chips[q], comm_fd_tag(d->id, q), &fd, t);
         for (int r = 0; st == PX_OK && r < d->msg.n; r++)
-            if (r != q)
+            if (r != q && d->tl[r][q] == PX_COMM_TL_DIRECT)
                 st = hier_fd_send(cw->w, d->chips[r], comm_fd_tag(d->id, q), fd, t);
         if (fd >= 0)
             close(fd);
     }
+    for (int a = 0; st == PX_OK && a < d->msg.n; a++)
+        for (int b = a + 1; st == PX_OK && b < d->msg.n; b++)
+            if (d->tl[a][b] == PX_COMM_TL_STAGED)
+                st = comm_send_stage(cw, d, a, b);
     return st;
 }
 
-/* Makes d on its chips: create, exchange, map. On failure every member forgets it. */
+/*
+ * Confirm by doing: the pairs whose direct mapping failed on a member (res: every member's
+ * answer to comm.map) move to staged, both members hear it through a second comm.map, and the
+ * log says why. *again is 1 when there were some. A forced direct, or a domain that needs
+ * peer pointers, cannot fall back: PX_ENOTSUP with the member's reason.
+ */
+static px_status comm_fallback(comm_worker *cw, px_domain *d, const hier_call_result *res,
+                               int *again)
+{
+    int n = d->msg.n;
+    px_status st = PX_OK;
+    char why[COMM_WHY_MAX + 64];
+
+    *again = 0;
+    for (int a = 0; a < n && st == PX_OK; a++) {
+        const comm_map_reply *rep = (const comm_map_reply *)res[a].reply;
+
+        if (res[a].reply_n != sizeof(*rep) || rep->failed == 0)
+            continue;
+        for (int b = 0; b < n && st == PX_OK; b++) {
+            if (!(rep->failed >> b & 1) || d->tl[a][b] != PX_COMM_TL_DIRECT)
+                continue;
+            if (d->msg.forced_direct || d->need_peer_ptr)
+                return px_set_error(PX_ENOTSUP, "rank %d (chip %d) -> rank %d (chip %d): the "
+                                    "facts allow direct but the mapping failed: %s; %s",
+                                    a, d->chips[a], b, d->chips[b], rep->why,
+                                    d->need_peer_ptr ? "the domain needs peer pointers "
+                                    "(need_peer_ptr), which only direct gives" :
+                                    "direct is forced (PLEXUS_COMM_TRANSPORT=direct); "
+                                    "auto would fall back to staged");
+            snprintf(why, sizeof(why), "direct mapping failed: %.200s", rep->why);
+            PX_LOG_WARN("comm[%s]: rank %d -> rank %d: %s; falling back to staged",
+                        d->msg.name, a, b, why);
+            comm_pair_set(d, a, b, PX_COMM_TL_STAGED, why);
+            st = comm_send_stage(cw, d, PX_MIN(a, b), PX_MAX(a, b));
+            *again = 1;
+        }
+    }
+    return st;
+}
+
+/* Makes d on its chips: create, exchange, map (and again after a fallback), ready. On
+ * failure every member forgets it. */
 static px_status comm_make(comm_worker *cw, px_domain *d)
 {
     char msg[PX_ERRMSG_MAX];
-    px_status st;
+    hier_call_result *res = calloc((size_t)d->msg.n, sizeof(*res));
+    px_status st = res != NULL ? PX_OK : px_set_error(PX_ENOMEM, "out of host memory");
+    int again = 0;
 
-    st = hier_call_run(cw->w, cw->kinds[0], &d->msg, sizeof(d->msg), d->chips, d->msg.n, 0,
-                       NULL);
+    if (st == PX_OK)
+        st = hier_call_run(cw->w, cw->kinds[COMM_KIND_CREATE], &d->msg, sizeof(d->msg),
+                           d->chips, d->msg.n, 0, NULL);
     if (st == PX_OK)
         st = comm_exchange(cw, d);
     if (st == PX_OK)
-        st = hier_call_run(cw->w, cw->kinds[1], &d->msg, sizeof(d->msg), d->chips, d->msg.n,
-                           0, NULL);
+        st = hier_call_run(cw->w, cw->kinds[COMM_KIND_MAP], &d->msg, sizeof(d->msg), d->chips,
+                           d->msg.n, 0, res);
+    if (st == PX_OK)
+        st = comm_fallback(cw, d, res, &again);
+    if (st == PX_OK && again) {
+        st = hier_call_run(cw->w, cw->kinds[COMM_KIND_MAP], &d->msg, sizeof(d->msg), d->chips,
+                           d->msg.n, 0, res);
+        for (int r = 0; st == PX_OK && r < d->msg.n; r++) /* nothing direct left to fail */
+            if (res[r].reply_n == sizeof(comm_map_reply) &&
+                ((const comm_map_reply *)res[r].reply)->failed != 0)
+                st = px_set_error(PX_EIO, "chip %d: a direct mapping failed after the "
+                                  "fallback: %s", d->chips[r],
+                                  ((const comm_map_reply *)res[r].reply)->why);
+    }
+    if (st == PX_OK)
+        st = hier_call_run(cw->w, cw->kinds[COMM_KIND_READY], &d->msg, sizeof(d->msg),
+                           d->chips, d->msg.n, 0, NULL);
+    free(res);
     if (st != PX_OK) {
         snprintf(msg, sizeof(msg), "%s", px_last_error());
-        comm_free_domain(cw, d, 1);
         px_set_error(st, "px_domain_alloc: domain \"%s\": %s", d->msg.name, msg);
     }
     return st;
@@ -513,6 +609,7 @@ static void comm_fill(comm_worker *cw, px_domain *d, const px_domain_spec *s)
     d->msg.timeout_s = w->cfg.comm_timeout_s;
     d->msg.oneshot_max = w->cfg.comm_oneshot_max;
     d->msg.spin_ns = w->cfg.spin_ns;
+    d->msg.forced_direct = w->cfg.comm_transport == PX_COMM_TL_DIRECT;
     d->msg.yield_ns = w->cfg.yield_ns;
     snprintf(d->msg.name, sizeof(d->msg.name), "%s", s->name);
     for (int r = 0; r < s->nchips; r++)
@@ -579,11 +676,17 @@ px_status px_domain_alloc(px_orch *o, const px_domain_spec *spec, px_domain **ou
         goto out_free;
     }
     d->vbytes = vbytes;
-    if ((st = comm_make(cw, d)) != PX_OK)
-        goto out_free;
-    d->state = COMM_LIVE;
     d->next = cw->doms;
     cw->doms = d;
+    if ((st = comm_make(cw, d)) != PX_OK) {
+        /* The members may hold parts of it: they forget it when the run ends, as after a
+         * release (a control call on the ordered route now would queue behind this run's
+         * tasks). The handle is not given out. */
+        d->state = COMM_RELEASED;
+        d->failed = 1;
+        return st;
+    }
+    d->state = COMM_LIVE;
     comm_log_choice(d);
     *out = d;
     return PX_OK;

@@ -6,9 +6,16 @@
  * so a chip answers while its cores run kernels):
  *   comm.create  every member makes its window (a memfd: head + data), maps it, and offers
  *                the descriptor under comm_fd_tag(id, rank); the parent fetches each and
- *                sends it to every other member (chip -> chip relayed by the parent);
- *   comm.map     every member takes its peers' descriptors, maps them (direct transport),
- *                closes them and builds its communicator;
+ *                sends it to the members that reach it through direct (chip -> chip relayed
+ *                by the parent), and makes one staging memfd per staged pair, sent to both
+ *                under comm_stage_tag(id, a, b);
+ *   comm.map     every member takes the descriptors of its pairs (a direct peer's window, a
+ *                staged pair's staging memory) and maps them. A direct mapping that fails is
+ *                not an error: the answer (comm_map_reply) says which peers failed and why,
+ *                and the parent moves those pairs to staged and sends comm.map again, so a
+ *                member unmaps the window of a peer that could not map its own;
+ *   comm.ready   every member builds its communicator over the pairs as they ended up (the
+ *                staged ones join the chip's progress thread);
  *   comm.free    every member unmaps the windows and forgets the domain (in order behind the
  *                chip's calls: no kernel of an earlier call can still use them).
  * Kernels find their rank's communicator through the domain's id (px_arg_comm).
@@ -36,6 +43,7 @@ typedef struct comm_create_msg {
     int8_t chips[PX_COMM_MAX_RANKS];      /* rank -> chip */
     uint64_t staged[PX_COMM_MAX_RANKS];   /* rank r's peers reached through staged (bit q);
                                            * the others through direct */
+    int8_t forced_direct;                 /* a failed direct mapping is fatal, not a fallback */
     char name[PX_COMM_NAME_MAX];
     px_comm_buffer_desc buffers[PX_COMM_MAX_BUFFERS];
 } comm_create_msg;
@@ -44,6 +52,20 @@ typedef struct comm_create_msg {
 typedef struct comm_id_msg {
     uint32_t id;
 } comm_id_msg;
+
+/* What a member answers to comm.map: the peers whose direct mapping failed, and why. */
+typedef struct comm_map_reply {
+    uint64_t failed;
+    char why[256];
+} comm_map_reply;
+
+enum { COMM_KIND_CREATE, COMM_KIND_MAP, COMM_KIND_READY, COMM_KIND_FREE, COMM_NKINDS };
+
+/* The tag under which the staging memory of ranks a < b of domain id travels. */
+static inline uint64_t comm_stage_tag(uint32_t id, int a, int b)
+{
+    return (0xC1ull << 56) | ((uint64_t)id << 16) | ((uint64_t)a << 8) | (uint64_t)b;
+}
 
 /* The tag under which rank `rank`'s window descriptor of domain id travels. */
 static inline uint64_t comm_fd_tag(uint32_t id, int rank)
@@ -62,8 +84,9 @@ static inline uint64_t comm_arg_encode(uint32_t id)
 px_status comm_attach(px_worker *w);
 
 /* chip.c: registers the chips' side (control kinds, service) on a level-3 worker before
- * px_worker_init; *kinds receives the create, map and free kinds. */
-px_status comm_chip_register(px_worker *w, int kinds[3]);
+ * px_worker_init; kinds receives the COMM_KIND_* kinds. *bells is the worker's doorbell board
+ * (one comm_stg_bell per chip, shared by every chip: made by the parent before the fork). */
+px_status comm_chip_register(px_worker *w, int kinds[COMM_NKINDS], comm_stg_bell **bells);
 
 /* chip.c: inside a chip, the communicator of domain id, or NULL. */
 px_comm *comm_chip_lookup(uint32_t id);

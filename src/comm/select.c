@@ -6,8 +6,6 @@
 
 #include <stdio.h>
 
-#define COMM_STAGED_BUILT 0 /* interim: the staged data path lands next */
-
 const char *comm_tl_name(int tl)
 {
     return tl == PX_COMM_TL_DIRECT ? "direct" : tl == PX_COMM_TL_STAGED ? "staged" : "none";
@@ -42,10 +40,7 @@ static int comm_accept_staged(const px_caps *caps, const char *prof, char *why, 
         return 0;
     }
     snprintf(why, n, "same host, host staging memory (memfd=1)");
-    if (COMM_STAGED_BUILT)
-        return 1;
-    snprintf(why, n, "the staged transport is not built yet");
-    return 0;
+    return 1;
 }
 
 void comm_choose(const px_caps *caps, const char *profile, int forced, int need_peer_ptr,
@@ -68,11 +63,29 @@ void comm_choose(const px_caps *caps, const char *profile, int forced, int need_
     for (int t = PX_COMM_TL_DIRECT; t < PX_COMM_TL_COUNT && out->tl == PX_COMM_TL_NONE; t++)
         if (out->accepts[t] && (forced == PX_COMM_TL_AUTO || forced == t))
             out->tl = t;
+    out->reason[0] = '\0';
+    if (out->tl == PX_COMM_TL_NONE)
+        return;
+    if (forced != PX_COMM_TL_AUTO) {
+        size_t len = (size_t)snprintf(out->reason, COMM_WHY_MAX, "forced by "
+                                      "PLEXUS_COMM_TRANSPORT=%s", comm_tl_name(forced));
+
+        for (int t = PX_COMM_TL_DIRECT; t < out->tl && len < COMM_WHY_MAX; t++)
+            len += (size_t)snprintf(out->reason + len, COMM_WHY_MAX - len, "; %s %s", comm_tl_name(t),
+                                    out->accepts[t] ? "would work too" : "refused");
+        return;
+    }
+    if (out->tl == PX_COMM_TL_DIRECT) {
+        snprintf(out->reason, COMM_WHY_MAX, "%s", out->why[PX_COMM_TL_DIRECT]);
+        return;
+    }
+    /* a later transport: the reason is why the earlier ones refused */
+    snprintf(out->reason, COMM_WHY_MAX, "%s", out->why[PX_COMM_TL_DIRECT]);
 }
 
 const char *comm_choice_reason(const comm_choice *ch)
 {
-    return ch->why[ch->tl];
+    return ch->reason;
 }
 
 const char *comm_choice_error(const comm_choice *ch, int forced, int need_peer_ptr, char *buf,

@@ -26,6 +26,9 @@ typedef struct comm_choice {
     int tl;                                /* the chosen transport, or PX_COMM_TL_NONE */
     int accepts[PX_COMM_TL_COUNT];         /* 1 where transport t would accept the pair */
     char why[PX_COMM_TL_COUNT][COMM_WHY_MAX]; /* per transport: why it accepts or refuses */
+    char reason[COMM_WHY_MAX];             /* why tl: its own acceptance when it is the first
+                                            * transport, else why the earlier ones refused,
+                                            * or that it was forced */
 } comm_choice;
 
 /*
@@ -37,7 +40,7 @@ typedef struct comm_choice {
 void comm_choose(const px_caps *caps, const char *profile, int forced, int need_peer_ptr,
                  int ca, int cb, comm_choice *out);
 
-/* Writes the reason of the choice (the chosen transport's why) into buf. */
+/* The reason of the choice (out->reason), the words of the log line. */
 const char *comm_choice_reason(const comm_choice *ch);
 
 /*

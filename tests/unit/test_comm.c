@@ -1,6 +1,9 @@
 /*
- * test_comm.c - the communicator on the direct transport, with ranks as threads of one
- * process sharing their windows (what mapped windows give chip processes).
+ * test_comm.c - the communicator with ranks as threads of one process, on the transport the
+ * first argument names: "direct" (default: the ranks share their windows, what mapped windows
+ * give chip processes), "staged" (no rank sees another's window: every pair shares staging
+ * memory with small 16 KiB chunks, so large transfers are cut up, and every rank has its
+ * progress thread) or "mixed" (direct inside ranks 0-1, 2-3, ..., staged across them).
  *
  * Checks every collective at 1, 2, 3, 4 and 8 ranks with counts 1, 7, 4096 and 262147, every
  * reduction dtype and op (and an allreduce at 64 ranks, the most a domain has), against values worked out here in rank order; that every rank ends
@@ -16,6 +19,7 @@
 #include <string.h>
 
 #include "comm/comm.h"
+#include "util/util.h"
 
 #define TC_MAX_RANKS 8
 #define TC_GROUP_MAX PX_COMM_MAX_RANKS /* the largest group (the 64-rank case) */
@@ -30,7 +34,21 @@ typedef struct tc_group {
     px_comm comm[TC_GROUP_MAX];
     hier_deaths deaths;
     double timeout_s;
+    void *pair[TC_GROUP_MAX][TC_GROUP_MAX];  /* staging memory of ranks a < b */
+    comm_stg_bell bell[TC_GROUP_MAX];
+    comm_progress *prog[TC_GROUP_MAX];
 } tc_group;
+
+enum { TC_DIRECT, TC_STAGED, TC_MIXED };
+static int tc_mode = TC_DIRECT;
+
+#define TC_STG_CHUNK (16u << 10)
+
+/* 1 when ranks a and b talk through staged in this run's mode. */
+static int tc_staged(int a, int b)
+{
+    return a != b && (tc_mode == TC_STAGED || (tc_mode == TC_MIXED && a / 2 != b / 2));
+}
 
 typedef struct tc_thread {
     tc_group *g;
@@ -59,14 +77,38 @@ static void tc_group_init_with(tc_group *g, int n, size_t data_bytes, double tim
         assert_int_equal(posix_memalign(&g->win[r], 4096, wb), 0);
         memset(g->win[r], 0, wb);
     }
+    for (int a = 0; a < n; a++) {
+        for (int b = a + 1; b < n; b++) {
+            if (!tc_staged(a, b))
+                continue;
+            g->pair[a][b] = calloc(1, comm_stg_pair_bytes(TC_STG_CHUNK));
+            assert_non_null(g->pair[a][b]);
+            comm_stg_pair_init(g->pair[a][b], TC_STG_CHUNK);
+        }
+    }
     for (int r = 0; r < n; r++) {
+        void *win[TC_GROUP_MAX];
         px_comm_spec s = {.name = "test", .rank = r, .n = n, .data_bytes = data_bytes,
-                          .nsig = TC_NSIG, .windows = g->win, .tl = tc_tl,
+                          .nsig = TC_NSIG, .windows = win, .tl = tc_tl,
                           .deaths = &g->deaths, .timeout_s = timeout_s, .spin_ns = 2000,
                           .yield_ns = 20000, .oneshot_max = oneshot_max, .buffers = &buf,
                           .nbuffers = 1};
+        int staged = 0;
 
+        for (int q = 0; q < n; q++) /* a staged peer's window is out of reach */
+            win[q] = tc_staged(r, q) ? NULL : g->win[q];
         PX_ASSERT_OK(comm_build(&g->comm[r], &s));
+        for (int q = 0; q < n; q++) {
+            if (tc_staged(r, q)) {
+                PX_ASSERT_OK(comm_stg_connect(&g->comm[r], q, g->pair[PX_MIN(r, q)][PX_MAX(r, q)],
+                                              &g->bell[q]));
+                staged++;
+            }
+        }
+        if (staged > 0) {
+            PX_ASSERT_OK(comm_progress_start(&g->bell[r], "tc-progress", &g->prog[r]));
+            PX_ASSERT_OK(comm_progress_add(g->prog[r], &g->comm[r]));
+        }
     }
 }
 
@@ -77,10 +119,15 @@ static void tc_group_init(tc_group *g, int n, size_t data_bytes, double timeout_
 
 static void tc_group_fini(tc_group *g)
 {
+    for (int r = 0; r < g->n; r++)
+        comm_progress_stop(g->prog[r]);
     for (int r = 0; r < g->n; r++) {
         comm_fini(&g->comm[r]);
         free(g->win[r]);
     }
+    for (int a = 0; a < g->n; a++)
+        for (int b = a + 1; b < g->n; b++)
+            free(g->pair[a][b]);
 }
 
 static void *tc_main(void *arg)
@@ -550,10 +597,81 @@ static void test_put_signal_ordering(void **state)
 
     tc_group_init(&g, 2, 4096, 30.0 * px_test_slack());
     assert_int_equal(tc_run(&g, tc_body_order, NULL), 0);
-    /* direct maps peers: rank 1 reaches rank 0's buffer through a peer pointer */
-    assert_ptr_equal(px_comm_peer_ptr(&g.comm[1], 0, g.comm[1].data[1] + 8),
-                     g.comm[0].data[0] + 8);
+    /* direct maps peers: rank 1 reaches rank 0's buffer through a peer pointer; staged
+     * maps nothing of the peer's */
+    if (tc_staged(0, 1))
+        assert_null(px_comm_peer_ptr(&g.comm[1], 0, g.comm[1].data[1] + 8));
+    else
+        assert_ptr_equal(px_comm_peer_ptr(&g.comm[1], 0, g.comm[1].data[1] + 8),
+                         g.comm[0].data[0] + 8);
+    assert_string_equal(px_comm_transport(&g.comm[1], 0), tc_staged(0, 1) ? "staged" : "direct");
     assert_null(px_comm_peer_ptr(&g.comm[1], 2, g.comm[1].data[1]));
+    tc_group_fini(&g);
+}
+
+/* One-sided progress: rank 2 computes for 1.5 s without calling into the domain; meanwhile
+ * rank 0 gets 1 MiB from it and puts 1 MiB + a signal to it. On staged the target's progress
+ * thread carries them out: the get returns in well under the busy time, and when rank 2 looks
+ * (without waiting) the bytes and the signal are already in its window. */
+#define TC_PROG_BYTES (1u << 20)
+
+typedef struct tc_prog {
+    double get_s;
+    _Atomic int started;
+} tc_prog;
+
+static int tc_body_progress(px_comm *c, void *arg)
+{
+    tc_prog *p = arg;
+    int r = px_comm_rank(c), f = 0;
+    uint8_t *buf = px_comm_buffer(c, "buf", NULL), *mine;
+    size_t half = TC_PROG_BYTES;
+    uint64_t t0;
+
+    if (r == 2)
+        for (size_t i = 0; i < half; i++)
+            buf[i] = (uint8_t)(i * 7 + 1);
+    f += px_comm_barrier(c) != PX_OK;
+    if (r == 2) {
+        atomic_store(&p->started, 1);
+        t0 = px_test_now_ns();
+        while (px_test_now_ns() - t0 < 1500000000ull)
+            ; /* a long kernel: no comm call */
+        if (px_comm_signal_read(c, 1) != 77) {
+            print_error("rank 2: the signal is %llu after the busy time, expected 77\n",
+                        (unsigned long long)px_comm_signal_read(c, 1));
+            f++;
+        }
+        for (size_t i = 0; i < half && !f; i++)
+            f += buf[half + i] != (uint8_t)(i * 3 + 5);
+    } else if (r == 0) {
+        if ((mine = malloc(half)) == NULL)
+            return 1;
+        while (!atomic_load(&p->started))
+            sched_yield();
+        t0 = px_test_now_ns();
+        f += px_comm_get(c, 2, 0, mine, half) != PX_OK;
+        p->get_s = (double)(px_test_now_ns() - t0) / 1e9;
+        for (size_t i = 0; i < half && !f; i++)
+            f += mine[i] != (uint8_t)(i * 7 + 1);
+        for (size_t i = 0; i < half; i++)
+            mine[i] = (uint8_t)(i * 3 + 5);
+        f += px_comm_put_signal(c, 2, half, mine, half, 1, PX_SIG_SET, 77) != PX_OK;
+        free(mine);
+    }
+    return f + (px_comm_barrier(c) != PX_OK);
+}
+
+static void test_one_sided_progress(void **state)
+{
+    tc_group g;
+    tc_prog p = {0};
+
+    tc_group_init(&g, 3, 2 * TC_PROG_BYTES, 30.0 * px_test_slack());
+    assert_int_equal(tc_run(&g, tc_body_progress, &p), 0);
+    print_message("get of 1 MiB from a busy rank over %s: %.3f s\n",
+                  px_comm_transport(&g.comm[0], 2), p.get_s);
+    assert_true(p.get_s < 1.0);
     tc_group_fini(&g);
 }
 
@@ -653,8 +771,16 @@ static void test_bad_input(void **state)
     tc_group_fini(&g);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    const char *mode = argc > 1 ? argv[1] : "direct";
+
+    if (strcmp(mode, "staged") == 0)
+        tc_mode = TC_STAGED;
+    else if (strcmp(mode, "mixed") == 0)
+        tc_mode = TC_MIXED;
+    else if (strcmp(mode, "direct") != 0)
+        return fprintf(stderr, "test_comm: transport %s: use direct, staged or mixed\n", mode), 2;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_allreduce_matrix),
         cmocka_unit_test(test_allreduce_64_ranks),
@@ -662,10 +788,11 @@ int main(void)
         cmocka_unit_test(test_alltoallv),
         cmocka_unit_test(test_algorithm_by_size),
         cmocka_unit_test(test_put_signal_ordering),
+        cmocka_unit_test(test_one_sided_progress),
         cmocka_unit_test(test_wait_times_out),
         cmocka_unit_test(test_death_ends_wait),
         cmocka_unit_test(test_bad_input),
     };
 
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return _cmocka_run_group_tests(mode, tests, sizeof(tests) / sizeof(tests[0]), NULL, NULL);
 }

@@ -24,6 +24,11 @@
 
 #define TD_N 4099 /* elements: odd, not a multiple of the rank count */
 #define TD_MAX_RANKS 4
+#define COMM_WHY 192
+
+/* The transport the ring domains must report: "direct" by default, "staged" when the run
+ * forces it or its profile has no peer mapping, NULL (not checked) for profile pairs. */
+static const char *td_expect_tl = "direct";
 
 static px_kernel_id k_ring, k_die, k_matrix;
 static px_callable_id c_ring, c_die, c_matrix;
@@ -234,7 +239,8 @@ static px_status td_overlap_orch(px_orch *o, const px_task_args *args, void *use
     if ((st = px_domain_alloc(o, &sa, &da)) != PX_OK ||
         (st = px_domain_alloc(o, &sb, &db)) != PX_OK)
         return st;
-    if (px_domain_size(da) != 3 || strcmp(px_domain_transport(da, 0, 2), "direct") != 0)
+    if (px_domain_size(da) != 3 ||
+        (td_expect_tl != NULL && strcmp(px_domain_transport(da, 0, 2), td_expect_tl) != 0))
         return px_set_error(PX_EKERNEL, "domain a: size %d transport %s", px_domain_size(da),
                             px_domain_transport(da, 0, 2));
     if ((st = px_submit_domain_task(o, da, c_ring, NULL, NULL)) != PX_OK ||
@@ -298,6 +304,113 @@ static int64_t td_get(const void *b, size_t i, px_dtype dt)
     }
 }
 
+/* Rank r's element i for the bit-identity checks: values whose sums round, so the result
+ * depends on the order of the additions. */
+static double td_noise(int r, size_t i)
+{
+    uint32_t h = (uint32_t)r * 2654435761u ^ (uint32_t)i * 40503u;
+
+    h ^= h >> 13;
+    h *= 0x5bd1e995u;
+    return (double)(h % 1000003u) / 7.77 - 64.3;
+}
+
+/*
+ * The results every transport must give bit for bit: f32 and f64 sums of rounding values
+ * (allreduce at 7, 4096 and 262147 elements: one-shot and reduce-scatter + allgather;
+ * reduce_scatter of 4099 per rank) compared with memcmp against the fold in rank order 0, 1,
+ * ..., n-1 worked out here, which does not depend on the transport; then allgather, broadcast
+ * from the last rank and alltoallv with uneven counts, exact.
+ */
+static px_status td_bits_and_moves(px_comm *c, void *buf)
+{
+    static const size_t counts[] = {7, 4096, TD_BIG};
+    int r = px_comm_rank(c), n = px_comm_size(c);
+    size_t blk = 4099;
+    px_status st;
+
+    for (int k = 0; k < 6; k++) {
+        size_t cnt = counts[k / 2];
+        int f64 = k % 2;
+
+        for (size_t i = 0; i < cnt; i++) {
+            if (f64)
+                ((double *)buf)[i] = td_noise(r, i);
+            else
+                ((float *)buf)[i] = (float)td_noise(r, i);
+        }
+        if ((st = px_allreduce(c, buf, cnt, f64 ? PX_F64 : PX_F32, PX_OP_SUM)) != PX_OK)
+            return st;
+        for (size_t i = 0; i < cnt; i++) {
+            double wd = td_noise(0, i);
+            float wf = (float)td_noise(0, i);
+
+            for (int q = 1; q < n; q++) {
+                wd = wd + td_noise(q, i);
+                wf = wf + (float)td_noise(q, i);
+            }
+            if (f64 ? memcmp(&((double *)buf)[i], &wd, 8) != 0
+                    : memcmp(&((float *)buf)[i], &wf, 4) != 0)
+                return px_set_error(PX_EKERNEL, "rank %d of %d: %s allreduce of %zu element "
+                                    "%zu is not bit-identical to the rank-order fold (%s)", r,
+                                    n, f64 ? "f64" : "f32", cnt, i, px_comm_last_algorithm(c));
+        }
+    }
+    for (size_t i = 0; i < blk * (size_t)n; i++)
+        ((double *)buf)[i] = td_noise(r, i);
+    if ((st = px_reduce_scatter(c, buf, blk, PX_F64, PX_OP_SUM)) != PX_OK)
+        return st;
+    for (size_t i = (size_t)r * blk; i < (size_t)(r + 1) * blk; i++) {
+        double w = td_noise(0, i);
+
+        for (int q = 1; q < n; q++)
+            w = w + td_noise(q, i);
+        if (memcmp(&((double *)buf)[i], &w, 8) != 0)
+            return px_set_error(PX_EKERNEL, "rank %d: reduce_scatter element %zu is not "
+                                "bit-identical", r, i);
+    }
+    for (size_t i = 0; i < blk; i++)
+        ((int64_t *)buf)[(size_t)r * blk + i] = r * 7919 + (int64_t)i;
+    if ((st = px_allgather(c, buf, blk, PX_I64)) != PX_OK)
+        return st;
+    for (int q = 0; q < n; q++)
+        for (size_t i = 0; i < blk; i++)
+            if (((int64_t *)buf)[(size_t)q * blk + i] != q * 7919 + (int64_t)i)
+                return px_set_error(PX_EKERNEL, "rank %d: allgather block %d element %zu", r,
+                                    q, i);
+    for (size_t i = 0; i < blk; i++)
+        ((int64_t *)buf)[i] = r == n - 1 ? 5 * (int64_t)i + 3 : -1;
+    if ((st = px_broadcast(c, buf, blk, PX_I64, n - 1)) != PX_OK)
+        return st;
+    for (size_t i = 0; i < blk; i++)
+        if (((int64_t *)buf)[i] != 5 * (int64_t)i + 3)
+            return px_set_error(PX_EKERNEL, "rank %d: broadcast element %zu", r, i);
+    {
+        /* alltoallv: rank r sends (r + 2 j) % 5 + 1 elements to rank j */
+        int64_t *send = buf, *recv = (int64_t *)buf + 4096;
+        size_t sc[8], so[8], rc[8], ro[8], o = 0, p = 0;
+
+        for (int j = 0; j < n; j++) {
+            sc[j] = (size_t)((r + 2 * j) % 5 + 1);
+            so[j] = o;
+            for (size_t i = 0; i < sc[j]; i++)
+                send[o + i] = r * 1000 + j * 10 + (int64_t)i;
+            o += sc[j];
+            rc[j] = (size_t)((j + 2 * r) % 5 + 1);
+            ro[j] = p;
+            p += rc[j];
+        }
+        if ((st = px_alltoallv(c, send, sc, so, recv, rc, ro, PX_I64)) != PX_OK)
+            return st;
+        for (int j = 0; j < n; j++)
+            for (size_t i = 0; i < rc[j]; i++)
+                if (recv[ro[j] + i] != j * 1000 + r * 10 + (int64_t)i)
+                    return px_set_error(PX_EKERNEL, "rank %d: alltoallv from rank %d element "
+                                        "%zu", r, j, i);
+    }
+    return px_comm_barrier(c);
+}
+
 /* In every member: allreduce over counts 1, 7, 4096, 262147, four dtypes and four ops, each
  * checked against the fold worked out here; then allgather and alltoall of i64 blocks. */
 static px_status matrix_kernel(px_core_ctx *ctx, const px_task_args *a)
@@ -338,6 +451,8 @@ static px_status matrix_kernel(px_core_ctx *ctx, const px_task_args *a)
                                     op, i, (long long)have, (long long)want);
         }
     }
+    if ((st = td_bits_and_moves(c, buf)) != PX_OK)
+        return st;
     for (int b = 0; b < n; b++)
         for (size_t i = 0; i < 1000; i++)
             ((int64_t *)buf)[(size_t)b * 1000 + i] = r * 100000 + b * 1000 + (int64_t)i;
@@ -491,10 +606,11 @@ static px_status td_die_orch(px_orch *o, const px_task_args *args, void *user)
 }
 
 /* Chip 1 exits inside the domain task; the survivors' allreduce fails with PX_EPEERDEAD (not
- * the 60 s deadline), the run reports the dead chip, and the worker destroys cleanly. */
+ * the 60 s deadline), the run reports the dead chip, and the worker destroys cleanly, leaving
+ * nothing in /dev/shm and no descriptor open (on every transport: see comm_staged.cmake). */
 static void test_member_dies_in_collective(void **state)
 {
-    int shm0 = px_test_shm_plexus_entries();
+    int shm0 = px_test_shm_plexus_entries(), fd0 = px_test_open_fds();
     px_worker *w = td_worker(3);
     uint64_t t0 = px_test_now_ns();
     px_status st = px_run(w, td_die_orch, NULL, NULL);
@@ -505,6 +621,7 @@ static void test_member_dies_in_collective(void **state)
     assert_true(took < 10.0 * px_test_slack());
     PX_ASSERT_OK(px_worker_destroy(w));
     assert_int_equal(px_test_shm_plexus_entries(), shm0);
+    assert_int_equal(px_test_open_fds(), fd0);
 }
 
 /* ---- window buffers as device tensors of chip tasks ---- */
@@ -681,10 +798,15 @@ static void test_domain_across_runs(void **state)
 /* ---- transports per pair ---- */
 
 typedef struct td_sel {
+    int need_peer_ptr;
     px_status st[3];
-    char msg[3][400];
+    char msg[3][640];
+    char tl[3][4][4][8];   /* px_domain_transport of each pair */
+    char why[3][4][4][COMM_WHY];
 } td_sel;
 
+/* Domains of chips {2, 3}, {0, 2} and {0, 1, 2, 3}: each allocated, its pairs' transports and
+ * reasons kept, a token passed round its ring (put_signal / wait_until) and an allreduce. */
 static px_status td_select_orch(px_orch *o, const px_task_args *args, void *user)
 {
     static const int same[2] = {2, 3}, across[2] = {0, 2}, four[4] = {0, 1, 2, 3};
@@ -694,52 +816,140 @@ static px_status td_select_orch(px_orch *o, const px_task_args *args, void *user
     px_domain_buffer b = {"x", 64};
 
     for (int i = 0; i < 3; i++) {
-        px_domain_spec s = {.name = "sel", .chips = sets[i], .nchips = ns[i],
-                            .window_bytes = 64, .buffers = &b, .nbuffers = 1};
+        char name[8];
+        px_domain_spec s = {.name = name, .chips = sets[i], .nchips = ns[i],
+                            .window_bytes = 64, .buffers = &b, .nbuffers = 1, .nsignals = 2,
+                            .need_peer_ptr = t->need_peer_ptr};
         px_domain *d = NULL;
 
+        snprintf(name, sizeof(name), "sel%d", i);
         t->st[i] = px_domain_alloc(o, &s, &d);
         snprintf(t->msg[i], sizeof(t->msg[i]), "%s", px_last_error());
-        if (t->st[i] == PX_OK && (t->st[i] = px_submit_allreduce(o, d, "x", 16, PX_F32,
-                                                                 PX_OP_SUM, NULL)) == PX_OK)
+        if (t->st[i] != PX_OK)
+            continue;
+        for (int a = 0; a < ns[i]; a++) {
+            for (int q = 0; q < ns[i]; q++) {
+                snprintf(t->tl[i][a][q], sizeof(t->tl[i][a][q]), "%s",
+                         px_domain_transport(d, a, q));
+                snprintf(t->why[i][a][q], sizeof(t->why[i][a][q]), "%s",
+                         px_domain_transport_reason(d, a, q));
+            }
+        }
+        if ((t->st[i] = px_submit_domain_task(o, d, c_ring, NULL, NULL)) == PX_OK &&
+            (t->st[i] = px_submit_allreduce(o, d, "x", 16, PX_F32, PX_OP_SUM, NULL)) == PX_OK)
             t->st[i] = px_domain_release(d);
     }
     return PX_OK;
 }
 
-/* Profile "pairs" (peer mapping only inside chips 0-1, 2-3): a domain of chips 2, 3 works; one
- * of chips 0, 2 and one of all four are refused with PX_ENOTSUP naming the first pair that
- * cannot map each other and why; profile a2a3-pcie refuses any two chips (peer_map=0). */
-static void test_transport_per_pair(void **state)
+/* Runs td_select_orch on 4 chips of profile prof, transport forced (0: auto). */
+static px_status td_select(const char *prof, int forced, int need_peer_ptr, td_sel *t)
 {
     px_config c;
     px_worker *w = NULL;
-    td_sel t;
+    px_status st;
 
+    memset(t, 0, sizeof(*t));
+    t->need_peer_ptr = need_peer_ptr;
     px_test_config(&c, 1);
     c.level = 3;
     c.chips = 4;
     c.device_mem = 64ull << 20;
     c.heap_ring = 16ull << 20;
-    snprintf(c.device_profile, sizeof(c.device_profile), "pairs");
+    c.comm_transport = forced;
+    snprintf(c.device_profile, sizeof(c.device_profile), "%s", prof);
     PX_ASSERT_OK(px_worker_create(&c, &w));
+    PX_ASSERT_OK(px_kernel_register(w, "td.ring", ring_kernel, NULL, &k_ring));
+    PX_ASSERT_OK(px_callable_register(w, "td.ring", ring_callable, &c_ring));
     PX_ASSERT_OK(px_worker_init(w));
-    PX_ASSERT_OK(px_run(w, td_select_orch, NULL, &t));
+    st = px_run(w, td_select_orch, NULL, t);
     PX_ASSERT_OK(px_worker_destroy(w));
-    assert_int_equal(t.st[0], PX_OK);
-    assert_int_equal(t.st[1], PX_ENOTSUP);
-    assert_non_null(strstr(t.msg[1], "rank 0 (chip 0) -> rank 1 (chip 2): no transport: direct "
-                                     "refused (peer_map_group=2 in profile pairs"));
-    assert_int_equal(t.st[2], PX_ENOTSUP);
-    assert_non_null(strstr(t.msg[2], "rank 0 (chip 0) -> rank 2 (chip 2)"));
+    return st;
+}
 
-    snprintf(c.device_profile, sizeof(c.device_profile), "a2a3-pcie");
-    PX_ASSERT_OK(px_worker_create(&c, &w));
-    PX_ASSERT_OK(px_worker_init(w));
-    PX_ASSERT_OK(px_run(w, td_select_orch, NULL, &t));
-    PX_ASSERT_OK(px_worker_destroy(w));
+/*
+ * The transport of every pair, chosen at run time and explained:
+ * - profile pairs (peer mapping only inside chips 0-1, 2-3): {2, 3} direct, {0, 2} staged, and
+ *   {0, 1, 2, 3} mixed, each staged pair saying why direct was refused; the rings and
+ *   allreduces run on all three;
+ * - profile a2a3-pcie: every pair staged because peer_map=0;
+ * - forced direct under a2a3-pcie: PX_ENOTSUP naming the pair, peer_map=0, the profile and
+ *   that staged would work;
+ * - need_peer_ptr under a2a3-pcie: PX_ENOTSUP saying only direct gives peer pointers;
+ * - forced staged under default: staged everywhere.
+ */
+static void test_transport_per_pair(void **state)
+{
+    td_sel t;
+
+    PX_ASSERT_OK(td_select("pairs", 0, 0, &t));
+    for (int i = 0; i < 3; i++)
+        if (t.st[i] != PX_OK)
+            fail_msg("pairs, domain %d: %s: %s", i, px_status_name(t.st[i]), t.msg[i]);
+    assert_string_equal(t.tl[0][0][1], "direct");
+    assert_string_equal(t.tl[1][0][1], "staged");
+    assert_non_null(strstr(t.why[1][0][1], "peer_map_group=2 in profile pairs: chips 0 and 2 "
+                                           "are not in one group"));
+    assert_string_equal(t.tl[2][0][1], "direct");
+    assert_string_equal(t.tl[2][2][3], "direct");
+    assert_string_equal(t.tl[2][0][2], "staged");
+    assert_string_equal(t.tl[2][3][1], "staged");
+
+    PX_ASSERT_OK(td_select("a2a3-pcie", 0, 0, &t));
+    for (int i = 0; i < 3; i++)
+        if (t.st[i] != PX_OK)
+            fail_msg("a2a3-pcie, domain %d: %s: %s", i, px_status_name(t.st[i]), t.msg[i]);
+    assert_string_equal(t.tl[2][1][3], "staged");
+    assert_string_equal(t.why[2][1][3], "peer_map=0 in profile a2a3-pcie");
+
+    PX_ASSERT_OK(td_select("a2a3-pcie", 1, 0, &t));
     assert_int_equal(t.st[0], PX_ENOTSUP);
-    assert_non_null(strstr(t.msg[0], "(peer_map=0 in profile a2a3-pcie)"));
+    assert_non_null(strstr(t.msg[0], "rank 0 (chip 2) -> rank 1 (chip 3): no transport: "
+                                     "forced direct (PLEXUS_COMM_TRANSPORT) refused: "
+                                     "peer_map=0 in profile a2a3-pcie"));
+    assert_non_null(strstr(t.msg[0], "staged would work"));
+
+    PX_ASSERT_OK(td_select("a2a3-pcie", 0, 1, &t));
+    assert_int_equal(t.st[1], PX_ENOTSUP);
+    assert_non_null(strstr(t.msg[1], "need_peer_ptr"));
+
+    PX_ASSERT_OK(td_select("default", 2, 0, &t));
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(t.st[i], PX_OK);
+    assert_string_equal(t.tl[2][0][1], "staged");
+    assert_non_null(strstr(t.why[2][0][1], "forced by PLEXUS_COMM_TRANSPORT=staged"));
+}
+
+/*
+ * Confirm by doing: under profile default the facts allow direct everywhere, but the test hook
+ * makes chip 3 fail to map chip 2's window. Pair (2, 3) falls back to staged with that reason
+ * (in both directions: chip 2 drops its mapping of chip 3), the other pairs stay direct, the
+ * allocation succeeds and the rings and allreduce run; forced direct turns the same failure
+ * into PX_ENOTSUP with the reason.
+ */
+static void test_direct_failure_falls_back(void **state)
+{
+    td_sel t;
+
+    setenv("PX_TEST_COMM_MAP_FAIL", "3:2", 1);
+    PX_ASSERT_OK(td_select("default", 0, 0, &t));
+    for (int i = 0; i < 3; i++)
+        if (t.st[i] != PX_OK)
+            fail_msg("domain %d: %s: %s", i, px_status_name(t.st[i]), t.msg[i]);
+    assert_string_equal(t.tl[0][0][1], "staged"); /* chips 2, 3 */
+    assert_non_null(strstr(t.why[0][0][1], "direct mapping failed: chip 3 could not map chip "
+                                           "2's window: refused by the test hook"));
+    assert_string_equal(t.tl[0][1][0], "staged");
+    assert_string_equal(t.tl[1][0][1], "direct"); /* chips 0, 2 */
+    assert_string_equal(t.tl[2][2][3], "staged");
+    assert_string_equal(t.tl[2][0][1], "direct");
+    assert_string_equal(t.tl[2][1][2], "direct");
+
+    PX_ASSERT_OK(td_select("default", 1, 0, &t));
+    unsetenv("PX_TEST_COMM_MAP_FAIL");
+    assert_int_equal(t.st[0], PX_ENOTSUP);
+    assert_non_null(strstr(t.msg[0], "the facts allow direct but the mapping failed"));
+    assert_int_equal(t.st[1], PX_OK);
 }
 
 /* ---- DFX ---- */
@@ -803,8 +1013,22 @@ static void test_dfx_comm_spans_and_domains(void **state)
     px_test_rmtree(dir);
 }
 
-int main(void)
+/*
+ * The first argument picks the run: "all" (default) runs every test; "transport" runs the
+ * tests that move data (end to end, overlapping domains, the matrix, a member killed in a
+ * collective, window buffers, domains across runs) again under whatever PLEXUS_COMM_TRANSPORT
+ * and PLEXUS_DEVICE_PROFILE the environment gives (tests/system/comm_staged.cmake).
+ */
+int main(int argc, char **argv)
 {
+    const struct CMUnitTest moves[] = {
+        cmocka_unit_test(test_allreduce_end_to_end),
+        cmocka_unit_test(test_overlapping_domains),
+        cmocka_unit_test(test_collective_matrix_processes),
+        cmocka_unit_test(test_member_dies_in_collective),
+        cmocka_unit_test(test_window_buffer_as_device_tensor),
+        cmocka_unit_test(test_domain_across_runs),
+    };
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_allreduce_end_to_end),
         cmocka_unit_test(test_overlapping_domains),
@@ -815,7 +1039,15 @@ int main(void)
         cmocka_unit_test(test_window_buffer_as_device_tensor),
         cmocka_unit_test(test_domain_across_runs),
         cmocka_unit_test(test_transport_per_pair),
+        cmocka_unit_test(test_direct_failure_falls_back),
     };
+    const char *tl = getenv("PLEXUS_COMM_TRANSPORT"), *prof = getenv("PLEXUS_DEVICE_PROFILE");
 
+    if (argc > 1 && strcmp(argv[1], "transport") == 0) {
+        td_expect_tl = prof != NULL && strcmp(prof, "pairs") == 0 ? NULL
+                       : (tl != NULL && strcmp(tl, "staged") == 0) ||
+                         (prof != NULL && strcmp(prof, "a2a3-pcie") == 0) ? "staged" : "direct";
+        return cmocka_run_group_tests_name("transport", moves, NULL, NULL);
+    }
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

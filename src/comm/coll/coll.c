@@ -23,6 +23,7 @@
  */
 #include "comm/comm.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -396,10 +397,14 @@ static px_status alltoallv_impl(px_comm *c, const void *send, const size_t *send
             qcount = atomic_load_explicit(&c->area[q]->a2av[c->rank].count,
                                           memory_order_relaxed);
         } else {
-            st = px_set_error(PX_ENOTSUP, "px_alltoallv: domain \"%s\": rank %d's send table "
-                              "is not reachable over transport %s", c->name, q,
-                              c->tl[q]->name);
-            break;
+            uint64_t e[2]; /* q's a2av entry for this rank: off, count */
+
+            st = c->tl[q]->get_head(c, q, offsetof(px_comm_area, a2av) +
+                                    (size_t)c->rank * sizeof(e), e, sizeof(e));
+            if (st != PX_OK)
+                break;
+            qoff = e[0];
+            qcount = e[1];
         }
         if (qcount != recv_counts[q]) {
             if (bad == PX_OK)

@@ -23,6 +23,12 @@ static px_status direct_get(px_comm *c, int peer, size_t off, void *dst, size_t 
     return PX_OK;
 }
 
+static px_status direct_get_head(px_comm *c, int peer, size_t off, void *dst, size_t n)
+{
+    memcpy(dst, (char *)c->area[peer] + off, n);
+    return PX_OK;
+}
+
 static px_status direct_signal(px_comm *c, int peer, uint32_t slot, px_sig_op op, uint64_t v)
 {
     px_comm_area *a = c->area[peer];
@@ -45,6 +51,7 @@ const px_comm_tl px_comm_tl_direct = {
     .name = "direct",
     .put = direct_put,
     .get = direct_get,
+    .get_head = direct_get_head,
     .signal = direct_signal,
     .peer_ptr = direct_peer_ptr,
 };

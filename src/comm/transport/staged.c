@@ -1,0 +1,541 @@
+/*
+ * staged.c - the "staged" comm transport: same host, no peer window mapped. Each pair of
+ * ranks shares staging memory holding two rings, one per direction; a requester writes a
+ * request (and a put's bytes) into its outgoing ring, and the target rank carries it out
+ * against its own window: a put's bytes are copied in, a get's copied out into the request's
+ * chunk, a signal is applied to the target's slot (release, then the owner is woken).
+ *
+ * Who carries requests out: any thread of the target that holds the ring's consumer lock,
+ * i.e. a kernel of the target that waits in the domain (comm_wait polls the incoming rings
+ * while it spins) or the target's progress thread. A requester rings the target's doorbell
+ * only when no thread of the target polls the ring and the progress thread announced a
+ * sleep, so a ping-pong between two waiting kernels makes no system call.
+ *
+ * Ordering: requests of one direction are carried out in order by one consumer at a time, and
+ * `done` is stored with release after each, so a signal is applied after every byte of the
+ * puts before it. Lost wake-ups: the requester stores head, then (seq_cst) reads pollers and
+ * the bell's sleeping flag; a poller that stops decrements pollers, then (seq_cst) polls once
+ * more; a consumer that unlocks re-reads head; so every request posted has a consumer.
+ *
+ * Layout of a pair (comm_stg_pair_bytes): ring 0 carries the lower rank's requests to the
+ * higher one, ring 1 the other way; each ring is one page of header (two cache lines of
+ * counters, then the requests) followed by COMM_STG_SLOTS chunks of `chunk` bytes. Request i
+ * uses request slot and chunk i % COMM_STG_SLOTS.
+ */
+#include "comm/comm.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/clock.h"
+#include "util/futex.h"
+#include "util/log.h"
+#include "util/tsan.h"
+#include "util/util.h"
+
+#define STG_MAGIC 0x53544731u /* "STG1" */
+#define STG_HEAD_BYTES 4096u
+
+enum { STG_PUT = 1, STG_GET, STG_SIGNAL, STG_GET_HEAD };
+
+typedef struct stg_req {
+    uint32_t op;
+    uint32_t slot;   /* signal: the slot (barrier slots, then user signals) */
+    uint32_t sigop;  /* signal: PX_SIG_SET or PX_SIG_ADD */
+    uint32_t pad_;
+    uint64_t off;    /* put/get: data-relative; get_head: head-relative */
+    uint64_t n;
+    uint64_t v;      /* signal: the value */
+    uint64_t pad2_[3];
+} stg_req;
+
+typedef struct stg_ring {
+    uint32_t magic;
+    uint32_t chunk;                /* data bytes per request slot */
+    uint32_t pad0_[14];
+    _Atomic uint32_t head;         /* requests posted (requester side) */
+    _Atomic uint32_t req_sleep;    /* requester threads asleep on done */
+    uint32_t pad1_[14];
+    _Atomic uint32_t done;         /* requests carried out (target side) */
+    _Atomic uint32_t pollers;      /* target threads polling this ring now */
+    _Atomic uint32_t bad;          /* malformed requests skipped (a defect if ever > 0) */
+    uint32_t pad2_[13];
+    stg_req req[COMM_STG_SLOTS];
+} stg_ring;
+
+_Static_assert(sizeof(stg_ring) <= STG_HEAD_BYTES, "the ring header fits its page");
+
+/* This rank's side of one staged peer (private to the process). */
+typedef struct stg_peer {
+    stg_ring *out, *in;
+    char *out_data, *in_data;      /* the rings' chunks */
+    size_t chunk;
+    comm_stg_bell *bell;           /* the peer's doorbell */
+    pthread_mutex_t plock;         /* threads of this rank posting to the peer */
+    _Atomic int clock;             /* a thread of this rank carrying out the peer's requests */
+} stg_peer;
+
+size_t comm_stg_pair_bytes(size_t chunk)
+{
+    if (chunk == 0)
+        chunk = COMM_STG_CHUNK;
+    return 2 * (STG_HEAD_BYTES + COMM_STG_SLOTS * chunk);
+}
+
+static stg_ring *stg_ring_at(void *pair, size_t chunk, int i)
+{
+    return (stg_ring *)((char *)pair + (size_t)i * (STG_HEAD_BYTES + COMM_STG_SLOTS * chunk));
+}
+
+void comm_stg_pair_init(void *mem, size_t chunk)
+{
+    if (chunk == 0)
+        chunk = COMM_STG_CHUNK;
+    for (int i = 0; i < 2; i++) {
+        stg_ring *r = stg_ring_at(mem, chunk, i);
+
+        r->chunk = (uint32_t)chunk;
+        r->magic = STG_MAGIC;
+    }
+}
+
+px_status comm_stg_connect(px_comm *c, int peer, void *pair, comm_stg_bell *bell_peer)
+{
+    stg_ring *r0 = pair;
+    stg_peer *p;
+    size_t chunk;
+    int mine;
+
+    if (pair == NULL || r0->magic != STG_MAGIC || r0->chunk == 0 || peer == c->rank ||
+        peer < 0 || peer >= c->n || bell_peer == NULL)
+        return px_set_error(PX_EINVAL, "comm: domain \"%s\" rank %d: the staging memory for "
+                            "rank %d is missing or not formatted", c->name, c->rank, peer);
+    chunk = r0->chunk;
+    if ((p = calloc(1, sizeof(*p))) == NULL)
+        return px_set_error(PX_ENOMEM, "comm: domain \"%s\" rank %d: out of memory for the "
+                            "staged state of rank %d", c->name, c->rank, peer);
+    mine = c->rank < peer ? 0 : 1;
+    p->out = stg_ring_at(pair, chunk, mine);
+    p->in = stg_ring_at(pair, chunk, 1 - mine);
+    p->out_data = (char *)p->out + STG_HEAD_BYTES;
+    p->in_data = (char *)p->in + STG_HEAD_BYTES;
+    p->chunk = chunk;
+    p->bell = bell_peer;
+    pthread_mutex_init(&p->plock, NULL);
+    c->tl[peer] = &px_comm_tl_staged;
+    c->tl_state[peer] = p;
+    c->staged[c->nstaged++] = (int8_t)peer;
+    return PX_OK;
+}
+
+/* Frees c's staged state (comm_fini). */
+void comm_stg_release(px_comm *c)
+{
+    for (int i = 0; i < c->nstaged; i++) {
+        stg_peer *p = c->tl_state[c->staged[i]];
+
+        if (p != NULL)
+            pthread_mutex_destroy(&p->plock);
+        free(p);
+        c->tl_state[c->staged[i]] = NULL;
+    }
+    c->nstaged = 0;
+}
+
+/* ---- the target's side ---- */
+
+/* Carries out request rq (its chunk: data) against c's own window. 0 when malformed. */
+static int stg_do(px_comm *c, const stg_req *rq, char *data, size_t chunk)
+{
+    px_comm_area *a = c->area[c->rank];
+    char *win = c->data[c->rank];
+    size_t wbytes = c->data_bytes + 2 * (size_t)PX_COMM_SLOT_BYTES, end;
+    size_t hbytes = px_comm_area_bytes(c->nsig);
+
+    switch (rq->op) {
+    case STG_PUT:
+    case STG_GET:
+        if (rq->n > chunk || __builtin_add_overflow(rq->off, rq->n, &end) || end > wbytes)
+            return 0;
+        if (rq->op == STG_PUT)
+            memcpy(win + rq->off, data, rq->n);
+        else
+            memcpy(data, win + rq->off, rq->n);
+        return 1;
+    case STG_GET_HEAD:
+        if (rq->n > chunk || __builtin_add_overflow(rq->off, rq->n, &end) || end > hbytes)
+            return 0;
+        memcpy(data, (char *)a + rq->off, rq->n);
+        return 1;
+    case STG_SIGNAL: {
+        _Atomic uint64_t *s;
+
+        if (rq->slot >= (uint32_t)PX_COMM_MAX_RANKS + c->nsig)
+            return 0;
+        s = comm_slot(a, rq->slot);
+        if (rq->sigop == PX_SIG_ADD)
+            atomic_fetch_add_explicit(s, rq->v, memory_order_release);
+        else
+            atomic_store_explicit(s, rq->v, memory_order_release);
+        comm_wake(a);
+        return 1;
+    }
+    }
+    return 0;
+}
+
+/* Carries out what peer p posted, if no other thread of this rank does. Returns the count. */
+static int stg_consume(px_comm *c, stg_peer *p)
+{
+    stg_ring *r = p->in;
+    int work = 0;
+
+    for (;;) {
+        uint32_t done, head;
+
+        if (atomic_exchange_explicit(&p->clock, 1, memory_order_acquire) != 0)
+            return work;
+        done = atomic_load_explicit(&r->done, memory_order_relaxed);
+        head = atomic_load_explicit(&r->head, memory_order_acquire);
+        PX_TSAN_ACQUIRE(&r->head);
+        while (done != head) {
+            uint32_t i = done % COMM_STG_SLOTS;
+
+            if (!stg_do(c, &r->req[i], p->in_data + (size_t)i * p->chunk, p->chunk))
+                atomic_fetch_add_explicit(&r->bad, 1, memory_order_relaxed);
+            PX_TSAN_RELEASE(&r->done);
+            atomic_store_explicit(&r->done, ++done, memory_order_seq_cst);
+            if (atomic_load_explicit(&r->req_sleep, memory_order_seq_cst) != 0)
+                px_futex_wake(&r->done, INT_MAX, 1);
+            work++;
+            if (done == head) {
+                head = atomic_load_explicit(&r->head, memory_order_acquire);
+                PX_TSAN_ACQUIRE(&r->head);
+            }
+        }
+        atomic_store_explicit(&p->clock, 0, memory_order_seq_cst);
+        /* A request posted while we held the lock may have found another poller locked out. */
+        if (atomic_load_explicit(&r->head, memory_order_seq_cst) == done)
+            return work;
+    }
+}
+
+int comm_stg_poll(px_comm *c)
+{
+    int work = 0;
+
+    for (int i = 0; i < c->nstaged; i++) {
+        stg_peer *p = c->tl_state[c->staged[i]];
+
+        if (atomic_load_explicit(&p->in->head, memory_order_relaxed) !=
+            atomic_load_explicit(&p->in->done, memory_order_relaxed))
+            work += stg_consume(c, p);
+    }
+    return work;
+}
+
+void comm_stg_enter(px_comm *c)
+{
+    for (int i = 0; i < c->nstaged; i++) {
+        stg_peer *p = c->tl_state[c->staged[i]];
+
+        atomic_fetch_add_explicit(&p->in->pollers, 1, memory_order_seq_cst);
+    }
+}
+
+void comm_stg_leave(px_comm *c)
+{
+    for (int i = 0; i < c->nstaged; i++) {
+        stg_peer *p = c->tl_state[c->staged[i]];
+
+        atomic_fetch_sub_explicit(&p->in->pollers, 1, memory_order_seq_cst);
+    }
+    (void)comm_stg_poll(c); /* whatever came while requesters saw us polling */
+}
+
+/* ---- the requester's side ---- */
+
+typedef struct stg_until {
+    stg_ring *r;
+    uint32_t done; /* wait until r->done has passed this count */
+} stg_until;
+
+static int stg_reached(void *arg)
+{
+    stg_until *u = arg;
+    uint32_t d = atomic_load_explicit(&u->r->done, memory_order_acquire);
+
+    if ((int32_t)(d - u->done) >= 0) {
+        PX_TSAN_ACQUIRE(&u->r->done);
+        return 1;
+    }
+    return 0;
+}
+
+/* Waits until p's outgoing ring has carried out `done` requests. */
+static px_status stg_wait_done(px_comm *c, int peer, stg_peer *p, uint32_t done,
+                               const char *what)
+{
+    stg_until u = {p->out, done};
+    px_status st = comm_wait(c, stg_reached, &u, &p->out->done, &p->out->req_sleep, 0);
+
+    if (st == PX_ETIMEDOUT)
+        st = px_set_error(PX_ETIMEDOUT, "domain \"%s\" rank %d: waited %g s for rank %d to "
+                          "carry out a staged %s (it has done %u of %u requests); its kernels "
+                          "and its progress thread have not taken it (a stopped or stuck "
+                          "chip): raise PLEXUS_COMM_TIMEOUT_S only if it is slow", c->name,
+                          c->rank, c->timeout_s, peer, what,
+                          atomic_load_explicit(&p->out->done, memory_order_relaxed),
+                          atomic_load_explicit(&p->out->head, memory_order_relaxed));
+    return st;
+}
+
+/*
+ * Posts rq (with n bytes of src into its chunk when src is not NULL) to peer, waiting while
+ * the ring is full up to `low` (the oldest request whose chunk the caller still needs; the
+ * ring's done count when none). Caller holds p->plock. *idx receives the request's number.
+ */
+static px_status stg_post(px_comm *c, int peer, stg_peer *p, const stg_req *rq,
+                          const void *src, uint32_t low, uint32_t *idx, const char *what)
+{
+    stg_ring *r = p->out;
+    uint32_t h = atomic_load_explicit(&r->head, memory_order_relaxed), i = h % COMM_STG_SLOTS;
+    px_status st;
+
+    if (h - low >= COMM_STG_SLOTS &&
+        (st = stg_wait_done(c, peer, p, h - COMM_STG_SLOTS + 1, what)) != PX_OK)
+        return st;
+    r->req[i] = *rq;
+    if (src != NULL)
+        memcpy(p->out_data + (size_t)i * p->chunk, src, rq->n);
+    PX_TSAN_RELEASE(&r->head);
+    atomic_store_explicit(&r->head, h + 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&r->pollers, memory_order_seq_cst) == 0 &&
+        atomic_load_explicit(&p->bell->sleeping, memory_order_seq_cst) != 0) {
+        atomic_fetch_add_explicit(&p->bell->bell, 1, memory_order_seq_cst);
+        px_futex_wake(&p->bell->bell, 1, 1);
+    }
+    *idx = h;
+    return PX_OK;
+}
+
+static px_status staged_put(px_comm *c, int peer, size_t off, const void *src, size_t n)
+{
+    stg_peer *p = c->tl_state[peer];
+    px_status st = PX_OK;
+    uint32_t idx;
+
+    pthread_mutex_lock(&p->plock);
+    for (size_t at = 0; at < n && st == PX_OK; at += p->chunk) {
+        stg_req rq = {.op = STG_PUT, .off = off + at, .n = PX_MIN(p->chunk, n - at)};
+
+        st = stg_post(c, peer, p, &rq, (const char *)src + at,
+                      atomic_load_explicit(&p->out->done, memory_order_relaxed), &idx, "put");
+    }
+    pthread_mutex_unlock(&p->plock);
+    return st;
+}
+
+/* A get of n bytes at off (op STG_GET: data-relative, STG_GET_HEAD: head-relative),
+ * pipelined over the ring's slots. */
+static px_status stg_get(px_comm *c, int peer, uint32_t op, size_t off, void *dst, size_t n)
+{
+    stg_peer *p = c->tl_state[peer];
+    stg_ring *r = p->out;
+    size_t posted = 0, copied = 0;
+    uint32_t next, idx;
+    px_status st = PX_OK;
+
+    pthread_mutex_lock(&p->plock);
+    next = atomic_load_explicit(&r->head, memory_order_relaxed);
+    while (st == PX_OK && copied < n) {
+        /* post while a slot is free of chunks not yet copied out */
+        while (st == PX_OK && posted < n &&
+               atomic_load_explicit(&r->head, memory_order_relaxed) - next < COMM_STG_SLOTS) {
+            stg_req rq = {.op = op, .off = off + posted, .n = PX_MIN(p->chunk, n - posted)};
+
+            st = stg_post(c, peer, p, &rq, NULL, next, &idx, "get");
+            posted += rq.n;
+        }
+        if (st == PX_OK)
+            st = stg_wait_done(c, peer, p, next + 1, "get");
+        if (st == PX_OK) {
+            size_t m = PX_MIN(p->chunk, n - copied);
+
+            memcpy((char *)dst + copied, p->out_data + (size_t)(next % COMM_STG_SLOTS) * p->chunk,
+                   m);
+            copied += m;
+            next++;
+        }
+    }
+    pthread_mutex_unlock(&p->plock);
+    return st;
+}
+
+static px_status staged_get(px_comm *c, int peer, size_t off, void *dst, size_t n)
+{
+    return stg_get(c, peer, STG_GET, off, dst, n);
+}
+
+static px_status staged_get_head(px_comm *c, int peer, size_t off, void *dst, size_t n)
+{
+    return stg_get(c, peer, STG_GET_HEAD, off, dst, n);
+}
+
+static px_status staged_signal(px_comm *c, int peer, uint32_t slot, px_sig_op op, uint64_t v)
+{
+    stg_peer *p = c->tl_state[peer];
+    stg_req rq = {.op = STG_SIGNAL, .slot = slot, .sigop = (uint32_t)op, .v = v};
+    uint32_t idx;
+    px_status st;
+
+    pthread_mutex_lock(&p->plock);
+    st = stg_post(c, peer, p, &rq, NULL, atomic_load_explicit(&p->out->done,
+                                                              memory_order_relaxed),
+                  &idx, "signal");
+    pthread_mutex_unlock(&p->plock);
+    return st;
+}
+
+px_status comm_stg_flush(px_comm *c)
+{
+    px_status st = PX_OK;
+
+    for (int i = 0; i < c->nstaged && st == PX_OK; i++) {
+        int q = c->staged[i];
+        stg_peer *p = c->tl_state[q];
+        uint32_t h = atomic_load_explicit(&p->out->head, memory_order_relaxed);
+
+        if (atomic_load_explicit(&p->out->done, memory_order_acquire) != h)
+            st = stg_wait_done(c, q, p, h, "flush before a barrier");
+    }
+    return st;
+}
+
+const px_comm_tl px_comm_tl_staged = {
+    .name = "staged",
+    .put = staged_put,
+    .get = staged_get,
+    .get_head = staged_get_head,
+    .signal = staged_signal,
+    .peer_ptr = NULL,
+};
+
+/* ---- the progress thread ---- */
+
+#define PROG_MAX 64
+
+struct comm_progress {
+    pthread_t thread;
+    pthread_mutex_t lock;          /* the list, against a sweep */
+    px_comm *comms[PROG_MAX];
+    int n;
+    comm_stg_bell *bell;
+    _Atomic int stop;
+    char name[16];
+};
+
+/* One pass over every communicator's incoming rings; returns the requests carried out. */
+static int prog_sweep(comm_progress *p)
+{
+    int work = 0;
+
+    pthread_mutex_lock(&p->lock);
+    for (int i = 0; i < p->n; i++)
+        work += comm_stg_poll(p->comms[i]);
+    pthread_mutex_unlock(&p->lock);
+    return work;
+}
+
+static void *prog_main(void *arg)
+{
+    comm_progress *p = arg;
+    uint64_t idle_since = 0;
+
+    pthread_setname_np(pthread_self(), p->name);
+    while (!atomic_load_explicit(&p->stop, memory_order_acquire)) {
+        uint32_t seen;
+        uint64_t now;
+
+        if (prog_sweep(p) > 0) {
+            idle_since = 0;
+            continue;
+        }
+        now = px_now_ns();
+        if (idle_since == 0)
+            idle_since = now;
+        if (now - idle_since < 20000) { /* a short yield phase: requests come in bursts */
+            sched_yield();
+            continue;
+        }
+        seen = atomic_load_explicit(&p->bell->bell, memory_order_seq_cst);
+        atomic_store_explicit(&p->bell->sleeping, 1, memory_order_seq_cst);
+        if (prog_sweep(p) == 0 && !atomic_load_explicit(&p->stop, memory_order_acquire))
+            px_futex_wait(&p->bell->bell, seen, 100000000, 1);
+        atomic_store_explicit(&p->bell->sleeping, 0, memory_order_relaxed);
+        idle_since = 0;
+    }
+    return NULL;
+}
+
+px_status comm_progress_start(comm_stg_bell *bell, const char *name, comm_progress **out)
+{
+    comm_progress *p = calloc(1, sizeof(*p));
+    int e;
+
+    if (p == NULL)
+        return px_set_error(PX_ENOMEM, "comm: out of memory for a progress thread");
+    p->bell = bell;
+    snprintf(p->name, sizeof(p->name), "%s", name);
+    pthread_mutex_init(&p->lock, NULL);
+    if ((e = pthread_create(&p->thread, NULL, prog_main, p)) != 0) {
+        pthread_mutex_destroy(&p->lock);
+        free(p);
+        return px_set_error(PX_ENOMEM, "comm: cannot start the staged progress thread: %s",
+                            strerror(e));
+    }
+    *out = p;
+    return PX_OK;
+}
+
+px_status comm_progress_add(comm_progress *p, px_comm *c)
+{
+    px_status st = PX_OK;
+
+    pthread_mutex_lock(&p->lock);
+    if (p->n == PROG_MAX)
+        st = px_set_error(PX_ENOMEM, "comm: %d communicators on one progress thread already",
+                          PROG_MAX);
+    else
+        p->comms[p->n++] = c;
+    pthread_mutex_unlock(&p->lock);
+    return st;
+}
+
+void comm_progress_remove(comm_progress *p, px_comm *c)
+{
+    pthread_mutex_lock(&p->lock);
+    for (int i = 0; i < p->n; i++) {
+        if (p->comms[i] == c) {
+            p->comms[i] = p->comms[--p->n];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
+void comm_progress_stop(comm_progress *p)
+{
+    if (p == NULL)
+        return;
+    atomic_store_explicit(&p->stop, 1, memory_order_release);
+    atomic_fetch_add_explicit(&p->bell->bell, 1, memory_order_seq_cst);
+    px_futex_wake(&p->bell->bell, INT_MAX, 1);
+    pthread_join(p->thread, NULL);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
