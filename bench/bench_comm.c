@@ -236,7 +236,12 @@ static px_status bc_orch(px_orch *o, const px_task_args *args, void *user)
 }
 
 /* Runs the plexus side on n chips into res. Returns 0, or -1 after bench_fail. */
-static int bc_plexus(int n, bc_result *res)
+/* Transports measured: forced direct, forced staged, and auto under profile pairs (4 ranks:
+ * chips 0-1 and 2-3 direct, the other pairs staged). */
+enum { BC_DIRECT, BC_STAGED, BC_MIXED, BC_NTL };
+static const char *const bc_tl_names[BC_NTL] = {"direct", "staged", "mixed"};
+
+static int bc_plexus(int n, int tl, bc_result *res)
 {
     px_config cfg;
     px_worker *w = NULL;
@@ -253,6 +258,9 @@ static int bc_plexus(int n, bc_result *res)
         cfg.cores = 1;
         cfg.device_mem = 64ull << 20;
         cfg.heap_ring = 16ull << 20;
+        cfg.comm_transport = tl == BC_STAGED ? 2 : tl == BC_DIRECT ? 1 : 0;
+        if (tl == BC_MIXED)
+            snprintf(cfg.device_profile, sizeof(cfg.device_profile), "pairs");
         st = px_worker_create(&cfg, &w);
     }
     if (st == PX_OK)
@@ -269,10 +277,11 @@ static int bc_plexus(int n, bc_result *res)
         st = px_run(w, bc_orch, &args, &r);
     }
     if (st != PX_OK)
-        bench_fail(BC_NAME, "plexus on %d chips: %s: %s", n, px_status_name(st),
-                   px_last_error());
+        bench_fail(BC_NAME, "plexus on %d chips (%s): %s: %s", n, bc_tl_names[tl],
+                   px_status_name(st), px_last_error());
     else if (res->failures != 0)
-        bench_fail(BC_NAME, "plexus on %d chips: %.0f results were wrong", n, res->failures);
+        bench_fail(BC_NAME, "plexus on %d chips (%s): %.0f results were wrong", n,
+                   bc_tl_names[tl], res->failures);
     if (w != NULL)
         px_worker_destroy(w);
     return st == PX_OK && res->failures == 0 ? 0 : -1;
@@ -293,18 +302,24 @@ static double bc_busbw(uint64_t bytes, double us, int n)
     return us > 0 ? (double)bytes / (us * 1e3) * 2.0 * (n - 1) / n : 0;
 }
 
-/* Prints every line for n ranks. */
-static void bc_print(int n, const bc_result *res, const bench_mpi_row *rows, int nrows,
-                     int ping)
+/* Prints every line for n ranks: each transport's rows, Open MPI's beside direct's, and the
+ * time of staged and mixed over direct's in the same run. */
+static void bc_print(int n, const bc_result *res, const int *have, const bench_mpi_row *rows,
+                     int nrows, int ping)
 {
     for (int s = 0; s < g_plan.nsizes; s++) {
         uint64_t b = g_plan.bytes[s];
         const bench_mpi_row *m = bc_row(rows, nrows, BENCH_MPI_ALLREDUCE, b);
-        double pbw = bc_busbw(b, res->us[s], n), floor = bench_memcpy_floor((size_t)b);
+        double pbw = bc_busbw(b, res[BC_DIRECT].us[s], n), floor = bench_memcpy_floor((size_t)b);
         char ratio[48] = "plexus_over_openmpi=skipped";
 
-        bench_line(BC_NAME, "op=allreduce ranks=%d bytes=%" PRIu64 " transport=direct "
-                   "system=plexus busbw_gbs=%.3f us=%.3f", n, b, pbw, res->us[s]);
+        for (int t = 0; t < BC_NTL; t++)
+            if (have[t])
+                bench_line(BC_NAME, "op=allreduce ranks=%d bytes=%" PRIu64 " transport=%s "
+                           "system=plexus busbw_gbs=%.3f us=%.3f", n, b, bc_tl_names[t],
+                           bc_busbw(b, res[t].us[s], n), res[t].us[s]);
+        if (!have[BC_DIRECT])
+            continue;
         if (m != NULL) {
             bench_line(BC_NAME, "op=allreduce ranks=%d bytes=%" PRIu64 " transport=openmpi "
                        "system=openmpi busbw_gbs=%.3f us=%.3f", n, b, m->busbw_gbs, m->us);
@@ -313,11 +328,20 @@ static void bc_print(int n, const bc_result *res, const bench_mpi_row *rows, int
         }
         bench_line(BC_NAME, "op=allreduce ranks=%d bytes=%" PRIu64 " %s busbw_over_memcpy=%.2f "
                    "memcpy_gbs=%.3f", n, b, ratio, floor > 0 ? pbw / floor : 0, floor);
+        for (int t = BC_STAGED; t < BC_NTL; t++)
+            if (have[t] && res[BC_DIRECT].us[s] > 0)
+                bench_line(BC_NAME, "op=allreduce ranks=%d bytes=%" PRIu64 " %s_over_direct="
+                           "%.2f", n, b, bc_tl_names[t], res[t].us[s] / res[BC_DIRECT].us[s]);
     }
     if (!ping)
         return;
-    bench_line(BC_NAME, "op=put_signal transport=direct system=plexus half_rtt_us=%.3f",
-               res->half_rtt_us);
+    for (int t = 0; t < BC_NTL; t++)
+        if (have[t])
+            bench_line(BC_NAME, "op=put_signal transport=%s system=plexus half_rtt_us=%.3f",
+                       bc_tl_names[t], res[t].half_rtt_us);
+    if (have[BC_DIRECT] && have[BC_STAGED] && res[BC_DIRECT].half_rtt_us > 0)
+        bench_line(BC_NAME, "op=put_signal staged_over_direct=%.2f",
+                   res[BC_STAGED].half_rtt_us / res[BC_DIRECT].half_rtt_us);
     if (bc_row(rows, nrows, BENCH_MPI_PUT_SIGNAL, 0) != NULL)
         bench_line(BC_NAME, "op=put_signal transport=openmpi system=openmpi half_rtt_us=%.3f",
                    bc_row(rows, nrows, BENCH_MPI_PUT_SIGNAL, 0)->us);
@@ -337,7 +361,8 @@ int main(int argc, char **argv)
     g_plan = bc_plan_for(mode);
     have_mpi = bench_mpi_available(why, sizeof(why));
     bench_line(BC_NAME, "config ranks=2,4 sizes=%d reps=%d cores_per_chip=1 dtype=f32 op=sum "
-               "pp_iters=%d plexus=%s mode=%s openmpi=%s", g_plan.nsizes, g_plan.reps,
+               "transports=direct,staged,mixed(4 ranks, profile pairs) pp_iters=%d plexus=%s "
+               "mode=%s openmpi=%s", g_plan.nsizes, g_plan.reps,
                g_plan.pp_iters, PX_VERSION_STRING, bench_mode_name(mode),
                have_mpi ? "yes" : "no");
     if (!have_mpi) {
@@ -350,10 +375,13 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < 2; i++) {
         bench_mpi_row rows[BENCH_MPI_MAX_ROWS];
-        bc_result res;
-        int nrows = 0;
+        bc_result res[BC_NTL];
+        int nrows = 0, have[BC_NTL] = {0};
 
-        if (bc_plexus(ranks[i], &res) != 0)
+        for (int t = 0; t < BC_NTL; t++)
+            if (t != BC_MIXED || ranks[i] == 4) /* mixed needs two groups of chips */
+                have[t] = bc_plexus(ranks[i], t, &res[t]) == 0;
+        if (!have[BC_DIRECT])
             continue;
         if (have_mpi) {
             nrows = bench_mpi_anchor(ranks[i], mode, BENCH_MPI_ALL, rows, BENCH_MPI_MAX_ROWS,
@@ -365,7 +393,7 @@ int main(int argc, char **argv)
                 bench_line(BC_NAME, "config openmpi %s", cfg);
             }
         }
-        bc_print(ranks[i], &res, rows, nrows, i == 0);
+        bc_print(ranks[i], res, have, rows, nrows, i == 0);
     }
     return bench_finish();
 }

@@ -205,6 +205,7 @@ static int stg_consume(px_comm *c, stg_peer *p)
         while (done != head) {
             uint32_t i = done % COMM_STG_SLOTS;
 
+            PX_TSAN_ACQUIRE(c->area[c->rank]);
             if (!stg_do(c, &r->req[i], p->in_data + (size_t)i * p->chunk, p->chunk))
                 atomic_fetch_add_explicit(&r->bad, 1, memory_order_relaxed);
             PX_TSAN_RELEASE(&r->done);
@@ -294,25 +295,39 @@ static px_status stg_wait_done(px_comm *c, int peer, stg_peer *p, uint32_t done,
     return st;
 }
 
+/* The ring's done count, acquired: the slots it frees may be written after this. */
+static uint32_t stg_done_acquire(stg_ring *r)
+{
+    uint32_t d = atomic_load_explicit(&r->done, memory_order_acquire);
+
+    PX_TSAN_ACQUIRE(&r->done);
+    return d;
+}
+
 /*
  * Posts rq (with n bytes of src into its chunk when src is not NULL) to peer, waiting while
- * the ring is full up to `low` (the oldest request whose chunk the caller still needs; the
- * ring's done count when none). Caller holds p->plock. *idx receives the request's number.
+ * the ring is full. A caller that still needs chunks of earlier gets keeps the ring's head
+ * within COMM_STG_SLOTS of the oldest of them itself. Caller holds p->plock. *idx receives the
+ * request's number.
  */
 static px_status stg_post(px_comm *c, int peer, stg_peer *p, const stg_req *rq,
-                          const void *src, uint32_t low, uint32_t *idx, const char *what)
+                          const void *src, uint32_t *idx, const char *what)
 {
     stg_ring *r = p->out;
     uint32_t h = atomic_load_explicit(&r->head, memory_order_relaxed), i = h % COMM_STG_SLOTS;
     px_status st;
 
-    if (h - low >= COMM_STG_SLOTS &&
+    if (h - stg_done_acquire(r) >= COMM_STG_SLOTS &&
         (st = stg_wait_done(c, peer, p, h - COMM_STG_SLOTS + 1, what)) != PX_OK)
         return st;
     r->req[i] = *rq;
     if (src != NULL)
         memcpy(p->out_data + (size_t)i * p->chunk, src, rq->n);
     PX_TSAN_RELEASE(&r->head);
+    /* A peer's later request may follow from this one (its barrier after our signal): what
+     * this rank did so far happens before our own consumers carry that request out. TSan does
+     * not see the other process; this tells it (stg_consume acquires the same word). */
+    PX_TSAN_RELEASE(c->area[c->rank]);
     atomic_store_explicit(&r->head, h + 1, memory_order_seq_cst);
     if (atomic_load_explicit(&r->pollers, memory_order_seq_cst) == 0 &&
         atomic_load_explicit(&p->bell->sleeping, memory_order_seq_cst) != 0) {
@@ -333,8 +348,7 @@ static px_status staged_put(px_comm *c, int peer, size_t off, const void *src, s
     for (size_t at = 0; at < n && st == PX_OK; at += p->chunk) {
         stg_req rq = {.op = STG_PUT, .off = off + at, .n = PX_MIN(p->chunk, n - at)};
 
-        st = stg_post(c, peer, p, &rq, (const char *)src + at,
-                      atomic_load_explicit(&p->out->done, memory_order_relaxed), &idx, "put");
+        st = stg_post(c, peer, p, &rq, (const char *)src + at, &idx, "put");
     }
     pthread_mutex_unlock(&p->plock);
     return st;
@@ -358,7 +372,7 @@ static px_status stg_get(px_comm *c, int peer, uint32_t op, size_t off, void *ds
                atomic_load_explicit(&r->head, memory_order_relaxed) - next < COMM_STG_SLOTS) {
             stg_req rq = {.op = op, .off = off + posted, .n = PX_MIN(p->chunk, n - posted)};
 
-            st = stg_post(c, peer, p, &rq, NULL, next, &idx, "get");
+            st = stg_post(c, peer, p, &rq, NULL, &idx, "get");
             posted += rq.n;
         }
         if (st == PX_OK)
@@ -394,9 +408,7 @@ static px_status staged_signal(px_comm *c, int peer, uint32_t slot, px_sig_op op
     px_status st;
 
     pthread_mutex_lock(&p->plock);
-    st = stg_post(c, peer, p, &rq, NULL, atomic_load_explicit(&p->out->done,
-                                                              memory_order_relaxed),
-                  &idx, "signal");
+    st = stg_post(c, peer, p, &rq, NULL, &idx, "signal");
     pthread_mutex_unlock(&p->plock);
     return st;
 }
