@@ -478,13 +478,19 @@ static px_status comm_put_signal_impl(px_comm *c, int peer, size_t dst_off, cons
 
 px_status comm_barrier(px_comm *c)
 {
+    return comm_barrier_flush(c, 1);
+}
+
+px_status comm_barrier_flush(px_comm *c, int flush)
+{
     uint64_t e;
     px_status st = comm_check_peer(c, c ? c->rank : 0, "px_comm_barrier");
 
     if (st != PX_OK)
         return st;
-    /* staged: every put posted before the barrier is in its target's window after it */
-    if (c->nstaged > 0 && (st = comm_stg_flush(c)) != PX_OK)
+    /* staged: every put posted before the barrier is in its target's window after it, for
+     * whoever looks (the signals alone order only what goes to the same target) */
+    if (flush && c->nstaged > 0 && (st = comm_stg_flush(c)) != PX_OK)
         return st;
     e = ++c->epoch;
     for (int i = 1; i < c->n; i++) {

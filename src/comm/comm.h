@@ -114,6 +114,11 @@ typedef struct px_comm_tl {
     px_status (*get)(px_comm *c, int peer, size_t off, void *dst, size_t n);
     /* n bytes of peer's head (px_comm_area) at off, e.g. its alltoallv table */
     px_status (*get_head)(px_comm *c, int peer, size_t off, void *dst, size_t n);
+    /* a get that hands each piece to fn(arg, at, piece, len) in order instead of copying it
+     * (the piece is valid during the call only); NULL where peer_ptr maps the bytes */
+    px_status (*get_each)(px_comm *c, int peer, size_t off, size_t n,
+                          void (*fn)(void *arg, size_t at, const void *piece, size_t len),
+                          void *arg);
     px_status (*signal)(px_comm *c, int peer, uint32_t slot, px_sig_op op, uint64_t v);
     void *(*peer_ptr)(px_comm *c, int peer, size_t off);
 } px_comm_tl;
@@ -228,8 +233,14 @@ px_status comm_check_dead(const px_comm *c);
 /* A private buffer of at least n bytes for a collective, or NULL (message set). */
 void *comm_scratch(px_comm *c, size_t n);
 
-/* The barrier itself, for the collectives (px_comm_barrier is it plus its DFX span). */
+/* The barrier itself (px_comm_barrier is it plus its DFX span): with staged peers it first
+ * waits until this rank's requests have been carried out. */
 px_status comm_barrier(px_comm *c);
+
+/* The barrier for collectives: flush 0 skips that wait where the collective needs no more
+ * than what each pair's order gives (it moved nothing into peers' buffers by put since its
+ * last barrier, or only reads its own window next). */
+px_status comm_barrier_flush(px_comm *c, int flush);
 
 /*
  * DFX: comm_dfx_t0() is the start of a span when the kernel's collector records

@@ -19,7 +19,11 @@
  * A reduction always combines ranks in order 0, 1, ..., n-1 for every element, and each result
  * element is computed once (rs_ag) or the same way by every rank (one-shot), so every rank ends
  * bit-identical. A peer's bytes are read through px_comm_peer_ptr where the transport maps
- * them, else fetched with its get() into scratch first.
+ * them, else streamed out of the transport with get_each (staged: folded straight from the
+ * staging memory, pipelined) or fetched with its get() into scratch first.
+ * With staged peers a small allreduce pushes instead (coll_allreduce_push: puts, one barrier,
+ * local reduction: no round trip per peer), and only barriers after puts into peers' buffers
+ * wait for the staged requests to be carried out (comm_barrier_flush).
  */
 #include "comm/comm.h"
 
@@ -31,6 +35,7 @@
 #include "util/util.h"
 
 #define COLL_BLOCK_BYTES (32u << 10) /* reductions walk the buffer in blocks of this size */
+#define COLL_STREAM_BYTES (1u << 20) /* ... or, with staged peers, in stretches of this size */
 
 /* ---- checks ---- */
 
@@ -102,28 +107,64 @@ static px_status coll_pull(px_comm *c, int peer, size_t src_off, void *dst, size
     return c->tl[peer]->get(c, peer, src_off, dst, n);
 }
 
+/* A piece of a peer's bytes folded into dst as it arrives (staged get_each). */
+typedef struct coll_fold {
+    char *dst;
+    size_t es;
+    px_dtype dt;
+    px_redop op;
+    int first; /* rank 0's bytes: copied, not combined */
+} coll_fold;
+
+static void coll_fold_piece(void *arg, size_t at, const void *piece, size_t len)
+{
+    coll_fold *f = arg;
+
+    if (f->first)
+        memcpy(f->dst + at, piece, len);
+    else
+        comm_reduce(f->dst + at, piece, len / f->es, f->dt, f->op);
+}
+
 /*
  * dst[0 .. hi - lo) = reduction over ranks 0..n-1, in order, of elements [lo, hi) of the
  * buffer at offset off. tmp holds COLL_BLOCK_BYTES for peers whose bytes are not mapped.
+ * With staged peers the walk goes rank by rank over stretches of COLL_STREAM_BYTES, folding
+ * each staged peer's pieces straight out of the staging memory as they arrive (the gets of a
+ * stretch are pipelined); otherwise block by block over every rank (the block stays in cache).
+ * Either way each element is combined in rank order, so the bits are the same.
  */
 static px_status coll_reduce_range(px_comm *c, size_t off, size_t lo, size_t hi, size_t es,
                                    px_dtype dt, px_redop op, char *dst, char *tmp)
 {
-    size_t blk = COLL_BLOCK_BYTES / es;
+    size_t blk = (c->nstaged > 0 ? COLL_STREAM_BYTES : COLL_BLOCK_BYTES) / es;
     px_status st = PX_OK;
 
     for (size_t b = lo; b < hi; b += blk) {
         size_t m = PX_MIN(blk, hi - b), nb = m * es;
         char *d = dst + (b - lo) * es;
-        const void *s = coll_view(c, 0, off + b * es, nb, tmp, &st);
 
-        if (s == NULL)
-            return st;
-        memcpy(d, s, nb);
-        for (int q = 1; q < c->n; q++) {
+        for (int q = 0; q < c->n; q++) {
+            const void *s = NULL;
+
+            if (q != c->rank && c->tl[q]->get_each != NULL) {
+                coll_fold f = {.dst = d, .es = es, .dt = dt, .op = op, .first = q == 0};
+
+                if ((st = c->tl[q]->get_each(c, q, off + b * es, nb, coll_fold_piece, &f)) !=
+                    PX_OK)
+                    return st;
+                continue;
+            }
+            if (nb > COLL_BLOCK_BYTES && q != c->rank && c->tl[q]->peer_ptr == NULL)
+                return px_set_error(PX_ENOTSUP, "domain \"%s\": transport %s neither maps "
+                                    "rank %d's bytes nor streams them", c->name,
+                                    c->tl[q]->name, q);
             if ((s = coll_view(c, q, off + b * es, nb, tmp, &st)) == NULL)
                 return st;
-            comm_reduce(d, s, m, dt, op);
+            if (q == 0)
+                memcpy(d, s, nb);
+            else
+                comm_reduce(d, s, m, dt, op);
         }
     }
     return PX_OK;
@@ -150,11 +191,11 @@ static px_status coll_allreduce_oneshot(px_comm *c, char *buf, size_t off, size_
     c->last_algo = "oneshot_large";
     if (res == NULL)
         return PX_ENOMEM;
-    if ((st = comm_barrier(c)) != PX_OK)
+    if ((st = comm_barrier_flush(c, 0)) != PX_OK)
         return st;
     st = coll_reduce_range(c, off, 0, count, es, dt, op, res, tmp);
     if (st == PX_OK)
-        st = comm_barrier(c);
+        st = comm_barrier_flush(c, 0);
     if (st == PX_OK)
         memcpy(buf, res, count * es);
     return st;
@@ -172,10 +213,43 @@ static px_status coll_allreduce_slots(px_comm *c, char *buf, size_t count, size_
     if (coll_scratch(c, 0, &tmp) == NULL)
         return PX_ENOMEM;
     memcpy(c->data[c->rank] + slot, buf, count * es);
-    if ((st = comm_barrier(c)) != PX_OK)
+    if ((st = comm_barrier_flush(c, 0)) != PX_OK)
         return st;
     /* Peers read only the slots, so the result goes straight into buf. */
     return coll_reduce_range(c, slot, 0, count, es, dt, op, buf, tmp);
+}
+
+/*
+ * One-shot by pushing, for domains with staged peers (a pull there is a round trip per peer):
+ * every rank puts its input into every rank's slot of the call's parity at its own place
+ * (rank r at r x bytes: n x bytes must fit the slot), one barrier (which carries the puts out
+ * first), then every rank reduces its own slot in rank order into buf. The parity argument of
+ * the pull one-shot holds unchanged: a slot is written again only two calls later, after a
+ * barrier its owner enters once it has read it.
+ */
+static px_status coll_allreduce_push(px_comm *c, char *buf, size_t count, size_t es,
+                                     px_dtype dt, px_redop op)
+{
+    size_t bytes = count * es;
+    size_t slot = c->data_bytes + (size_t)(c->small_seq++ & 1) * PX_COMM_SLOT_BYTES;
+    char *mine = c->data[c->rank] + slot;
+    px_status st = PX_OK;
+
+    c->last_algo = "oneshot";
+    memcpy(mine + (size_t)c->rank * bytes, buf, bytes);
+    for (int i = 1; i < c->n && st == PX_OK; i++) {
+        int q = (c->rank + i) % c->n;
+
+        st = c->tl[q]->put(c, q, slot + (size_t)c->rank * bytes, buf, bytes);
+    }
+    if (st == PX_OK)
+        st = comm_barrier_flush(c, 0);
+    if (st != PX_OK)
+        return st;
+    memcpy(buf, mine, bytes);
+    for (int q = 1; q < c->n; q++)
+        comm_reduce(buf, mine + (size_t)q * bytes, count, dt, op);
+    return PX_OK;
 }
 
 /* Elements [lo, hi) of count owned by rank r of n: an even split, remainder spread left. */
@@ -196,11 +270,11 @@ static px_status coll_allreduce_rs_ag(px_comm *c, char *buf, size_t off, size_t 
     coll_chunk(count, c->n, c->rank, &lo, &hi);
     if ((res = coll_scratch(c, (hi - lo) * es, &tmp)) == NULL)
         return PX_ENOMEM;
-    if ((st = comm_barrier(c)) != PX_OK)
+    if ((st = comm_barrier_flush(c, 0)) != PX_OK)
         return st;
     st = coll_reduce_range(c, off, lo, hi, es, dt, op, res, tmp);
     if (st == PX_OK)
-        st = comm_barrier(c); /* nobody reads inputs any more */
+        st = comm_barrier_flush(c, 0); /* nobody reads inputs any more */
     for (int i = 0; st == PX_OK && i < c->n; i++) {
         int q = (c->rank + i) % c->n;
 
@@ -210,7 +284,7 @@ static px_status coll_allreduce_rs_ag(px_comm *c, char *buf, size_t off, size_t 
             st = c->tl[q]->put(c, q, off + lo * es, res, (hi - lo) * es);
     }
     if (st == PX_OK)
-        st = comm_barrier(c); /* every chunk has arrived everywhere */
+        st = comm_barrier_flush(c, 1); /* every chunk has arrived everywhere */
     return st;
 }
 
@@ -228,6 +302,9 @@ static px_status allreduce_impl(px_comm *c, void *buf, size_t count, px_dtype dt
         c->last_algo = "local";
         return PX_OK;
     }
+    if (c->nstaged > 0 && bytes <= PX_COMM_SLOT_BYTES / (size_t)c->n &&
+        (bytes <= c->oneshot_max || count < (size_t)c->n))
+        return coll_allreduce_push(c, buf, count, es, dt, op);
     if (bytes <= PX_COMM_SLOT_BYTES && (bytes <= c->oneshot_max || count < (size_t)c->n))
         return coll_allreduce_slots(c, buf, count, es, dt, op);
     if (bytes <= c->oneshot_max || count < (size_t)c->n)
@@ -255,11 +332,11 @@ static px_status reduce_scatter_impl(px_comm *c, void *buf, size_t count, px_dty
     blk = (size_t)c->rank * count;
     if ((res = coll_scratch(c, count * es, &tmp)) == NULL)
         return PX_ENOMEM;
-    if ((st = comm_barrier(c)) != PX_OK)
+    if ((st = comm_barrier_flush(c, 0)) != PX_OK)
         return st;
     st = coll_reduce_range(c, off, blk, blk + count, es, dt, op, res, tmp);
     if (st == PX_OK)
-        st = comm_barrier(c);
+        st = comm_barrier_flush(c, 0);
     if (st == PX_OK)
         memcpy((char *)buf + blk * es, res, count * es);
     return st;
@@ -278,7 +355,7 @@ static px_status allgather_impl(px_comm *c, void *buf, size_t count, px_dtype dt
     c->last_algo = "pull";
     if (c->n == 1 || count == 0)
         return PX_OK;
-    if ((st = comm_barrier(c)) != PX_OK)
+    if ((st = comm_barrier_flush(c, 0)) != PX_OK)
         return st;
     for (int i = 1; st == PX_OK && i < c->n; i++) {
         int q = (c->rank + i) % c->n;
@@ -287,7 +364,7 @@ static px_status allgather_impl(px_comm *c, void *buf, size_t count, px_dtype dt
         st = coll_pull(c, q, off + b, (char *)buf + b, count * es);
     }
     if (st == PX_OK)
-        st = comm_barrier(c);
+        st = comm_barrier_flush(c, 0);
     return st;
 }
 
@@ -306,12 +383,12 @@ static px_status broadcast_impl(px_comm *c, void *buf, size_t count, px_dtype dt
     c->last_algo = "pull";
     if (c->n == 1 || count == 0)
         return PX_OK;
-    if ((st = comm_barrier(c)) != PX_OK)
+    if ((st = comm_barrier_flush(c, 0)) != PX_OK)
         return st;
     if (c->rank != root)
         st = coll_pull(c, root, off, buf, bytes);
     if (st == PX_OK)
-        st = comm_barrier(c);
+        st = comm_barrier_flush(c, 0);
     return st;
 }
 
@@ -333,12 +410,12 @@ static px_status alltoall_impl(px_comm *c, void *buf, size_t count, px_dtype dt)
     blk = count * es;
     if ((res = coll_scratch(c, bytes, &tmp)) == NULL)
         return PX_ENOMEM;
-    if ((st = comm_barrier(c)) != PX_OK)
+    if ((st = comm_barrier_flush(c, 0)) != PX_OK)
         return st;
     for (int q = 0; st == PX_OK && q < c->n; q++) /* q's block for me is its block `rank` */
         st = coll_pull(c, q, off + (size_t)c->rank * blk, res + (size_t)q * blk, blk);
     if (st == PX_OK)
-        st = comm_barrier(c);
+        st = comm_barrier_flush(c, 0);
     if (st == PX_OK)
         memcpy(buf, res, bytes);
     return st;
@@ -383,7 +460,7 @@ static px_status alltoallv_impl(px_comm *c, const void *send, const size_t *send
         atomic_store_explicit(&me->a2av[j].count, send_counts[j], memory_order_relaxed);
     }
     c->last_algo = "pull";
-    if ((st = comm_barrier(c)) != PX_OK) /* the barrier's release publishes the table */
+    if ((st = comm_barrier_flush(c, 0)) != PX_OK) /* the barrier's release publishes the table */
         return st;
     for (int i = 0; i < c->n; i++) {
         int q = (c->rank + i) % c->n;
@@ -418,7 +495,7 @@ static px_status alltoallv_impl(px_comm *c, const void *send, const size_t *send
             break;
     }
     if (st == PX_OK)
-        st = comm_barrier(c);
+        st = comm_barrier_flush(c, 0);
     if (st == PX_OK && bad != PX_OK)
         st = px_set_error(bad, "px_alltoallv: domain \"%s\": %s; every rank's recv_counts[j] "
                           "must equal rank j's send_counts for it", c->name, msg);

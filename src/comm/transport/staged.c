@@ -355,8 +355,11 @@ static px_status staged_put(px_comm *c, int peer, size_t off, const void *src, s
 }
 
 /* A get of n bytes at off (op STG_GET: data-relative, STG_GET_HEAD: head-relative),
- * pipelined over the ring's slots. */
-static px_status stg_get(px_comm *c, int peer, uint32_t op, size_t off, void *dst, size_t n)
+ * pipelined over the ring's slots: fn(arg, at, piece, len) sees each piece in order while it is
+ * still in the staging chunk (at: its offset from off). */
+static px_status stg_get(px_comm *c, int peer, uint32_t op, size_t off, size_t n,
+                         void (*fn)(void *arg, size_t at, const void *piece, size_t len),
+                         void *arg)
 {
     stg_peer *p = c->tl_state[peer];
     stg_ring *r = p->out;
@@ -367,7 +370,7 @@ static px_status stg_get(px_comm *c, int peer, uint32_t op, size_t off, void *ds
     pthread_mutex_lock(&p->plock);
     next = atomic_load_explicit(&r->head, memory_order_relaxed);
     while (st == PX_OK && copied < n) {
-        /* post while a slot is free of chunks not yet copied out */
+        /* post while a slot is free of chunks not yet taken out */
         while (st == PX_OK && posted < n &&
                atomic_load_explicit(&r->head, memory_order_relaxed) - next < COMM_STG_SLOTS) {
             stg_req rq = {.op = op, .off = off + posted, .n = PX_MIN(p->chunk, n - posted)};
@@ -380,8 +383,7 @@ static px_status stg_get(px_comm *c, int peer, uint32_t op, size_t off, void *ds
         if (st == PX_OK) {
             size_t m = PX_MIN(p->chunk, n - copied);
 
-            memcpy((char *)dst + copied, p->out_data + (size_t)(next % COMM_STG_SLOTS) * p->chunk,
-                   m);
+            fn(arg, copied, p->out_data + (size_t)(next % COMM_STG_SLOTS) * p->chunk, m);
             copied += m;
             next++;
         }
@@ -390,14 +392,26 @@ static px_status stg_get(px_comm *c, int peer, uint32_t op, size_t off, void *ds
     return st;
 }
 
+static void stg_copy_out(void *arg, size_t at, const void *piece, size_t len)
+{
+    memcpy((char *)arg + at, piece, len);
+}
+
 static px_status staged_get(px_comm *c, int peer, size_t off, void *dst, size_t n)
 {
-    return stg_get(c, peer, STG_GET, off, dst, n);
+    return stg_get(c, peer, STG_GET, off, n, stg_copy_out, dst);
 }
 
 static px_status staged_get_head(px_comm *c, int peer, size_t off, void *dst, size_t n)
 {
-    return stg_get(c, peer, STG_GET_HEAD, off, dst, n);
+    return stg_get(c, peer, STG_GET_HEAD, off, n, stg_copy_out, dst);
+}
+
+static px_status staged_get_each(px_comm *c, int peer, size_t off, size_t n,
+                                 void (*fn)(void *arg, size_t at, const void *piece, size_t len),
+                                 void *arg)
+{
+    return stg_get(c, peer, STG_GET, off, n, fn, arg);
 }
 
 static px_status staged_signal(px_comm *c, int peer, uint32_t slot, px_sig_op op, uint64_t v)
@@ -433,6 +447,7 @@ const px_comm_tl px_comm_tl_staged = {
     .put = staged_put,
     .get = staged_get,
     .get_head = staged_get_head,
+    .get_each = staged_get_each,
     .signal = staged_signal,
     .peer_ptr = NULL,
 };
