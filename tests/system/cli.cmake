@@ -106,3 +106,54 @@ else()
 endif()
 set_tests_properties(cli.doctor_json PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77
                      ENVIRONMENT "PLEXUS_LOG=warn")
+
+# ---- comm transports: --comm-transport and plexus doctor --comm ----
+# The staged transport refuses every pair until its data path is built (COMM_STAGED_BUILT in
+# src/comm/select.c); the expectations below that involve staged follow that switch, so they
+# test staged's acceptance the moment it flips. Tests that fork chips take RESOURCE_LOCK chips.
+file(STRINGS ${PROJECT_SOURCE_DIR}/src/comm/select.c px_staged_gate
+     REGEX "^#define COMM_STAGED_BUILT 1")
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
+             ${PROJECT_SOURCE_DIR}/src/comm/select.c)
+if(px_staged_gate)
+  set(px_staged_alt "; the alternative: staged would work \\(same host, [^\n]*\\); set PLEXUS_COMM_TRANSPORT=auto \\(or --comm-transport auto\\)")
+else()
+  set(px_staged_alt "; staged refused \\(the staged transport is not built yet\\); no path between these chips exists on this host")
+endif()
+set(px_cli_chips_tests "")
+
+# --comm-transport: parsed into PLEXUS_COMM_TRANSPORT (the header says the force), beats the
+# variable, refused with the accepted forms, refused for a level-2 example.
+px_cli_test(run_comm_transport_direct
+            "chips 2, [^\n]*, profile default, comm transport direct\n.*\ncheck ok: [^\n]*\nPASS\nexit status 0\n$"
+            "" run allreduce --chips 2 --cores 1 --comm-transport direct)
+px_cli_test(run_comm_transport_beats_env
+            "chips 2, [^\n]*, profile default, comm transport direct\n.*\nPASS\nexit status 0\n$"
+            "PLEXUS_COMM_TRANSPORT=staged" run allreduce --chips 2 --cores 1 --comm-transport=direct)
+px_cli_test(run_comm_transport_auto
+            "chips 2, [^\n]*, profile default\ntasks .*\nPASS\nexit status 0\n$"
+            "PLEXUS_COMM_TRANSPORT=direct" run allreduce --chips 2 --cores 1 --comm-transport auto)
+list(APPEND px_cli_chips_tests cli.run_comm_transport_direct cli.run_comm_transport_beats_env
+     cli.run_comm_transport_auto)
+px_cli_test(run_comm_transport_bad
+            "^FAIL: option --comm-transport: PLEXUS_COMM_TRANSPORT=\"bogus\" is not valid: expected auto, direct or staged\nexit status 1\n$"
+            "" run allreduce --comm-transport bogus)
+px_cli_test(env_comm_transport_bad
+            "^FAIL: environment: PX_EINVAL: PLEXUS_COMM_TRANSPORT=\"bogus\" is not valid: expected auto, direct or staged\nexit status 1\n$"
+            "PLEXUS_COMM_TRANSPORT=bogus" run allreduce)
+px_cli_test(run_comm_transport_level2
+            "^FAIL: option --comm-transport does not apply to example vector \\(level 2: [^\n]*\nexit status 1\n$"
+            "" run vector --comm-transport direct)
+px_cli_test(run_comm_transport_needs_value
+            "^FAIL: option --comm-transport needs a value T\nexit status 1\n$" "" run allreduce
+            --comm-transport)
+# Forced direct where peers cannot map each other: the run fails naming the pair, peer_map=0,
+# the profile and the alternative (or staged's own refusal before it is built).
+px_cli_test(run_comm_transport_refused
+            "(^|\n)FAIL: allreduce: PX_ENOTSUP: domain \"allreduce\": rank 0 \\(chip 0\\) -> rank 1 \\(chip 1\\): no transport: forced direct \\(PLEXUS_COMM_TRANSPORT=direct\\) refused: peer_map=0 in profile a2a3-pcie${px_staged_alt}\nexit status 1\n$"
+            "" run allreduce --chips 2 --cores 1 --device-profile a2a3-pcie --comm-transport direct)
+list(APPEND px_cli_chips_tests cli.run_comm_transport_refused)
+set_tests_properties(${px_cli_chips_tests} PROPERTIES RESOURCE_LOCK chips)
+px_cli_test(run_help_comm_transport
+            "\n  --comm-transport T +comm transport of every pair of chips: auto [^\n]*direct or staged[^\n]*\n.*exit status 0\n$"
+            "" run --help)
