@@ -109,6 +109,10 @@ int cli_cmd_doctor(const cli_opts *o);
 /* cmd_doctor_dfx.c: the DFX transport each collector would use, as text and as JSON. */
 void doctor_dfx_print(const px_caps *caps, const px_config *c);
 px_status doctor_dfx_json(const px_caps *caps, const px_config *c, FILE *f);
+
+/* cmd_doctor_comm.c: `doctor --comm`, each pair's comm transport, as text or (--json) JSON;
+ * returns the exit status (0: explained, whatever the verdicts). */
+int doctor_comm(const cli_opts *o, const px_caps *caps, const px_config *c);
 int cli_cmd_trace(const cli_opts *o);
 
 #endif

@@ -115,6 +115,10 @@ file(STRINGS ${PROJECT_SOURCE_DIR}/src/comm/select.c px_staged_gate
      REGEX "^#define COMM_STAGED_BUILT 1")
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
              ${PROJECT_SOURCE_DIR}/src/comm/select.c)
+set(px_staged_built 0)
+if(px_staged_gate)
+  set(px_staged_built 1)
+endif()
 if(px_staged_gate)
   set(px_staged_alt "; the alternative: staged would work \\(same host, [^\n]*\\); set PLEXUS_COMM_TRANSPORT=auto \\(or --comm-transport auto\\)")
 else()
@@ -157,3 +161,81 @@ set_tests_properties(${px_cli_chips_tests} PROPERTIES RESOURCE_LOCK chips)
 px_cli_test(run_help_comm_transport
             "\n  --comm-transport T +comm transport of every pair of chips: auto [^\n]*direct or staged[^\n]*\n.*exit status 0\n$"
             "" run --help)
+
+# doctor --comm (text): one line per pair in the log's shape, every refusal, a summary; the
+# rule is px_domain_alloc's (comm_choose), so these expectations are the profiles' documented
+# facts: default maps every pair, a2a3-pcie none, pairs only 0-1 and 2-3.
+set(px_direct_default "")
+foreach(p "0;1" "0;2" "0;3" "1;2" "1;3" "2;3")
+  list(GET p 0 a)
+  list(GET p 1 b)
+  string(APPEND px_direct_default "  rank ${a} -> rank ${b} via direct \\(peer_map=1 in profile default\\)[^\n]*\n")
+endforeach()
+px_cli_test(doctor_comm
+            "^comm transports \\(device profile default, PLEXUS_COMM_TRANSPORT auto; a domain of chips 0\\.\\.3, [^\n]*\n${px_direct_default}  4 chips: 6 pairs direct\nexit status 0\n$"
+            "" doctor --comm)
+px_cli_test(doctor_comm_chips_env "^comm transports [^\n]*chips 0\\.\\.2, [^\n]*\n  rank [^\n]*\n  rank [^\n]*\n  rank [^\n]*\n  3 chips: 3 pairs direct\nexit status 0\n$"
+            "PLEXUS_CHIPS=3" doctor --comm)
+px_cli_test(doctor_comm_one_chip "\n  1 chip: no pairs [^\n]*\nexit status 0\n$" "" doctor --comm --chips 1)
+if(px_staged_gate)
+  set(px_a2a3_pair "via staged \\(peer_map=0 in profile a2a3-pcie\\); refused: direct \\(peer_map=0 in profile a2a3-pcie\\)\n")
+  set(px_a2a3_sum "  4 chips: 6 pairs staged\n")
+  set(px_group_pair "via staged \\(peer_map_group=2 in profile pairs: chips map each other only inside groups of 2 \\(0-1, 2-3, \\.\\.\\.\\)\\); refused: direct \\(peer_map_group=2 [^\n]*\n")
+  set(px_pairs_sum "  4 chips: 2 pairs direct, 4 staged\n")
+else()
+  set(px_a2a3_pair "via none; refused: direct \\(peer_map=0 in profile a2a3-pcie\\), staged \\(the staged transport is not built yet\\)\n    px_domain_alloc fails \\(PX_ENOTSUP\\): direct refused \\(peer_map=0 in profile a2a3-pcie\\), staged refused \\(the staged transport is not built yet\\); no path between these chips exists on this host\n")
+  set(px_a2a3_sum "  4 chips: 6 pairs with no transport; px_domain_alloc of these chips fails with PX_ENOTSUP\n")
+  set(px_group_pair "via none; refused: direct \\(peer_map_group=2 in profile pairs: chips map each other only inside groups of 2 \\(0-1, 2-3, \\.\\.\\.\\)\\), staged \\(the staged transport is not built yet\\)\n    px_domain_alloc fails \\(PX_ENOTSUP\\): [^\n]*\n")
+  set(px_pairs_sum "  4 chips: 2 pairs direct, 4 with no transport; px_domain_alloc of these chips fails with PX_ENOTSUP\n")
+endif()
+set(px_a2a3_lines "")
+set(px_pairs_lines "")
+foreach(p "0;1" "0;2" "0;3" "1;2" "1;3" "2;3")
+  list(GET p 0 a)
+  list(GET p 1 b)
+  string(APPEND px_a2a3_lines "  rank ${a} -> rank ${b} ${px_a2a3_pair}")
+  if(p STREQUAL "0;1" OR p STREQUAL "2;3")
+    string(APPEND px_pairs_lines "  rank ${a} -> rank ${b} via direct \\(peer_map=1 in profile pairs\\)[^\n]*\n")
+  else()
+    string(APPEND px_pairs_lines "  rank ${a} -> rank ${b} ${px_group_pair}")
+  endif()
+endforeach()
+px_cli_test(doctor_comm_a2a3
+            "^comm transports \\(device profile a2a3-pcie, [^\n]*\n${px_a2a3_lines}${px_a2a3_sum}exit status 0\n$"
+            "" doctor --comm --device-profile a2a3-pcie)
+px_cli_test(doctor_comm_pairs
+            "^comm transports \\(device profile pairs, [^\n]*\n${px_pairs_lines}${px_pairs_sum}exit status 0\n$"
+            "" doctor --comm --device-profile pairs --chips 4)
+# A forced transport that is refused: doctor shows the refusal and the alternatives, exit 0.
+px_cli_test(doctor_comm_forced_direct_a2a3
+            "^comm transports \\(device profile a2a3-pcie, PLEXUS_COMM_TRANSPORT direct; [^\n]*\n  rank 0 -> rank 1 via none; refused: direct \\(peer_map=0 in profile a2a3-pcie\\)[^\n]*\n    px_domain_alloc fails \\(PX_ENOTSUP\\): forced direct \\(PLEXUS_COMM_TRANSPORT=direct\\) refused: peer_map=0 in profile a2a3-pcie${px_staged_alt}\n  2 chips: 1 pair with no transport; [^\n]*\nexit status 0\n$"
+            "PLEXUS_COMM_TRANSPORT=direct" doctor --comm --device-profile a2a3-pcie --chips 2)
+px_cli_test(doctor_comm_option_forced
+            "^comm transports \\(device profile default, PLEXUS_COMM_TRANSPORT direct; [^\n]*\n  rank 0 -> rank 1 via direct \\(peer_map=1 in profile default\\)[^\n]*\n  2 chips: 1 pair direct\nexit status 0\n$"
+            "PLEXUS_COMM_TRANSPORT=staged" doctor --comm --chips 2 --comm-transport direct)
+px_cli_test(doctor_comm_bad_env
+            "^FAIL: environment: PX_EINVAL: PLEXUS_COMM_TRANSPORT=\"bogus\" is not valid: expected auto, direct or staged\nexit status 1\n$"
+            "PLEXUS_COMM_TRANSPORT=bogus" doctor --comm)
+px_cli_test(doctor_comm_bad_option
+            "^FAIL: option --comm-transport: PLEXUS_COMM_TRANSPORT=\"mpi\" is not valid: expected auto, direct or staged\nexit status 1\n$"
+            "" doctor --comm --comm-transport mpi)
+px_cli_test(doctor_chips_without_comm
+            "^FAIL: doctor: option --chips applies only with --comm [^\n]*\nexit status 1\n$" ""
+            doctor --chips 4)
+px_cli_test(doctor_comm_with_dfx
+            "^FAIL: doctor: --comm and --dfx cannot be combined[^\n]*\nexit status 1\n$" ""
+            doctor --comm --dfx all)
+# doctor without --comm is unchanged but for its last line, a hint at --comm.
+px_cli_test(doctor_comm_hint
+            "\ndfx transports [^\n]*\n.*\n\ncomm transports: `plexus doctor --comm \\[--chips N\\]` shows each pair of chips' transport and why\nexit status 0\n$"
+            "" doctor)
+if(PX_PYTHON3)
+  add_test(NAME cli.doctor_comm_json
+           COMMAND ${PX_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/system/doctor_comm_check.py
+                   $<TARGET_FILE:plexus> ${px_staged_built})
+else()
+  add_test(NAME cli.doctor_comm_json
+           COMMAND sh -c "echo 'skipped: python3 not found; cannot parse doctor --comm --json'; exit 77")
+endif()
+set_tests_properties(cli.doctor_comm_json PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77
+                     ENVIRONMENT "PLEXUS_LOG=warn")
