@@ -768,7 +768,7 @@ static char *td_slurp(const char *dir, const char *name)
 
 /* With the swimlane on, a run's allreduce appears on the chips' tracks of trace.json as a
  * "comm" span with op, bytes, algorithm and transport, and dfx.json lists the domain with its
- * members (in rank order), window and transport. */
+ * members (in rank order), window, transport and each pair of ranks' transport and why. */
 static void test_dfx_comm_spans_and_domains(void **state)
 {
     char dir[256];
@@ -797,7 +797,10 @@ static void test_dfx_comm_spans_and_domains(void **state)
     assert_non_null(strstr(dfx, "\"domains\": ["));
     assert_non_null(strstr(dfx, "\"name\": \"traced\", \"members\": [1, 0], "
                                 "\"window_bytes\": 1048588"));
-    assert_non_null(strstr(dfx, "\"transport\": \"direct\""));
+    /* the domain's transport, and every pair of ranks with its own (two ranks: one pair) */
+    assert_non_null(strstr(dfx, "\"transport\": \"direct\", \"why\": \"peer_map=1 in profile "
+                                "default\", \"pairs\": [{\"a\": 0, \"b\": 1, \"transport\": "
+                                "\"direct\", \"why\": \"peer_map=1 in profile default\"}]"));
     free(trace);
     free(dfx);
     px_test_rmtree(dir);
