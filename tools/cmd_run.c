@@ -4,8 +4,10 @@
  * Each execution prints a header (example, size, iterations, cores, profile), then
  * `tasks <n>`, `edges <n>` (both from px_run_stats_get) and `time_ms <t>`, for the
  * communication examples one `domain <name>: ...` line per domain (members, transport and
- * why, bytes moved, time), then the example's check: `check ok: ...` or `check failed: ...`. The counts are compared with the hand-worked
- * ones by the example's check, so a wrong count is a failure like a wrong number.
+ * pairs per transport, bytes moved, time) and a line per distinct reason of its pairs not on
+ * direct, then the example's check: `check ok: ...` or `check failed: ...`. The counts are
+ * compared with the hand-worked ones by the example's check, so a wrong count is a failure
+ * like a wrong number.
  */
 #include "cli.h"
 

@@ -239,3 +239,21 @@ else()
 endif()
 set_tests_properties(cli.doctor_comm_json PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77
                      ENVIRONMENT "PLEXUS_LOG=warn")
+
+# The demo's domain lines count the pairs per transport and give each distinct reason of the
+# pairs not on direct once. Staged pairs need the staged transport running: these run once it
+# is built (the all-direct lines are checked by comm_examples.cmake's cli.demo_comm, the
+# shapes of every case by unit.test_example_domain).
+if(px_staged_built)
+  px_cli_test(demo_comm_pairs "\n== allreduce\n.*\ndomain allreduce: 4 members \\(chips 0,1,2,3\\), \
+transport mixed \\(2 pairs direct, 4 staged\\); bytes moved [^\n]*\n  staged for 4 pairs: \
+peer_map_group=2 in profile pairs: chips map each other only inside groups of 2 \\(0-1, 2-3, \
+\\.\\.\\.\\)\ncheck ok: [^\n]*\n.*\n== tp_mlp\n.*\ndomain tp: 4 members \\(chips 0,1,2,3\\), \
+transport mixed \\(2 pairs direct, 4 staged\\); [^\n]*\n  staged for 4 pairs: [^\n]*\ncheck ok: \
+[^\n]*\n.*\nPASS\nexit status 0\n$" "" demo --cores 1 --device-profile pairs)
+  px_cli_test(run_allreduce_a2a3 "\ndomain allreduce: 3 members \\(chips 0,1,2\\), transport \
+staged \\(3 pairs staged\\); bytes moved [^\n]*\n  staged for 3 pairs: peer_map=0 in profile \
+a2a3-pcie\ncheck ok: [^\n]*\nPASS\nexit status 0\n$" "" run allreduce --chips 3 --cores 1
+              --device-profile a2a3-pcie)
+  set_tests_properties(cli.demo_comm_pairs cli.run_allreduce_a2a3 PROPERTIES RESOURCE_LOCK chips)
+endif()
