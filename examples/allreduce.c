@@ -53,6 +53,7 @@ typedef struct ar_state {
     void *in;            /* [n][size] */
     void *out;           /* [iters][n][size] */
     char info[PX_EXAMPLE_WHY_MAX]; /* the domain, from the orchestration */
+    char reasons[PX_EXAMPLE_REASONS_MAX]; /* the pairs not on direct, and why */
 } ar_state;
 
 /* Rank r's input element i (see the file comment). */
@@ -250,7 +251,8 @@ static px_status ar_orchestrate(px_orch *o, const px_task_args *args, void *stat
 
     if (st != PX_OK)
         return st;
-    px_example_domain_info(o, d, s->chips, s->info, sizeof(s->info));
+    px_example_domain_info(d, s->chips, s->info, sizeof(s->info));
+    px_example_domain_reasons(d, s->chips, s->reasons, sizeof(s->reasons));
     for (int k = 0; st == PX_OK && k < s->iters; k++)
         st = ar_step(o, s, d, px_arg_tensor(args, 0), px_arg_tensor(args, 1), k);
     if (st == PX_OK)
@@ -276,10 +278,11 @@ static px_status ar_run(px_worker *w, void *state, px_example_result *r)
     if (st == PX_OK)
         snprintf(r->comm, sizeof(r->comm), "%.300s; bytes moved %llu per iteration (copies "
                  "2 x %llu x %llu, allreduce %llu bus bytes = 2(n-1)/n x %llu per rank), "
-                 "time %.3f ms for %d iteration%s", s->info,
+                 "time %.3f ms for %d iteration%s%s", s->info,
                  (unsigned long long)(2 * n * b + 2 * (n - 1) * b), (unsigned long long)n,
                  (unsigned long long)b, (unsigned long long)(2 * (n - 1) * b),
-                 (unsigned long long)b, r->seconds * 1e3, s->iters, s->iters == 1 ? "" : "s");
+                 (unsigned long long)b, r->seconds * 1e3, s->iters, s->iters == 1 ? "" : "s",
+                 s->reasons);
     return st;
 }
 

@@ -3,16 +3,16 @@
  * of reductions and element types they accept, element access by dtype, and the one-line
  * description of a domain that `plexus run` and `plexus demo` print.
  *
- * The public API names a domain's transport (px_domain_transport) but not why it was chosen;
- * the examples state the reason from the worker's facts (peer mapping and the profile), the
- * same facts the runtime's selection reads.
+ * A domain's line says how many pairs of ranks use each transport, and the lines after it
+ * the reason of every pair not on direct, once per distinct reason; both come from the
+ * domain itself (px_domain_transport and px_domain_transport_reason: the selection's own
+ * words), never worked out again here.
  */
 #include "examples.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "runtime/runtime.h"
 
 static const char *const ex_op_names[] = {"sum", "prod", "min", "max"};
 static const px_redop ex_ops[] = {PX_OP_SUM, PX_OP_PROD, PX_OP_MIN, PX_OP_MAX};
@@ -87,28 +87,148 @@ double px_example_elem_get(const void *base, px_dtype dt, size_t i)
     }
 }
 
-void px_example_domain_info(px_orch *o, const px_domain *d, const int *chips, char *buf,
-                            size_t n)
+/* Counts p's pairs of ranks per transport name (direct, staged, ...: at most 4 names). */
+static int ex_pair_counts(const px_example_pairs *p, const char *names[4], int counts[4])
 {
-    const px_worker *w = px_orch_worker(o);
-    int size = px_domain_size(d);
-    const char *t = px_domain_transport(d, 0, size > 1 ? 1 : 0);
+    int k = 0;
+
+    for (int a = 0; a < p->size; a++) {
+        for (int b = a + 1; b < p->size; b++) {
+            const char *t = p->transport(p->ctx, a, b);
+            int i = 0;
+
+            while (i < k && strcmp(names[i], t) != 0)
+                i++;
+            if (i == k && k == 4)
+                continue; /* more kinds than transports exist: cannot happen */
+            if (i == k) {
+                names[k] = t;
+                counts[k++] = 0;
+            }
+            counts[i]++;
+        }
+    }
+    return k;
+}
+
+void px_example_pairs_info(const px_example_pairs *p, char *buf, size_t n)
+{
+    const char *names[4];
+    int counts[4], kinds = ex_pair_counts(p, names, counts);
     size_t used = 0;
 
-    used += (size_t)snprintf(buf, n, "domain %s: %d member%s", px_domain_name(d), size,
-                             size == 1 ? "" : "s");
-    for (int r = 0; r < size && used < n; r++)
-        used += (size_t)snprintf(buf + used, n - used, "%s%d", r ? "," : " (chips ", chips[r]);
+    used += (size_t)snprintf(buf, n, "domain %s: %d member%s", p->name, p->size,
+                             p->size == 1 ? "" : "s");
+    for (int r = 0; r < p->size && used < n; r++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%d", r ? "," : " (chips ",
+                                 p->chips[r]);
     if (used < n)
         used += (size_t)snprintf(buf + used, n - used, ")");
     if (used >= n)
         return;
-    if (size == 1)
-        snprintf(buf + used, n - used, ", transport %s (one rank: no peer to reach)",
-                 t ? t : "none");
-    else
-        snprintf(buf + used, n - used, ", transport %s (peer_map=%lld in profile %s: peers' "
-                 "windows mapped, load/store)", t ? t : "none",
-                 (long long)px_caps_get(&w->caps, PX_FACT_PEER_MAP_EFFECTIVE),
-                 w->cfg.device_profile);
+    if (p->size == 1) {
+        snprintf(buf + used, n - used, ", transport direct (one rank: no peer to reach)");
+        return;
+    }
+    if (kinds == 1 && strcmp(names[0], "direct") == 0) {
+        snprintf(buf + used, n - used, ", transport direct (%s: %d pair%s direct, peers' "
+                 "windows mapped, load/store)", p->reason(p->ctx, 0, 1), counts[0],
+                 counts[0] == 1 ? "" : "s");
+        return;
+    }
+    used += (size_t)snprintf(buf + used, n - used, ", transport %s (",
+                             kinds == 1 ? names[0] : "mixed");
+    for (int i = 0; i < kinds && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%d%s %s", i ? ", " : "", counts[i],
+                                 i ? "" : counts[i] == 1 ? " pair" : " pairs", names[i]);
+    if (used < n)
+        snprintf(buf + used, n - used, ")");
+}
+
+#define EX_REASONS_MAX 8
+
+/* The distinct (transport, reason) of pairs not on direct, and how many pairs each has. */
+typedef struct ex_reasons {
+    const char *t[EX_REASONS_MAX], *why[EX_REASONS_MAX];
+    int count[EX_REASONS_MAX];
+    int k;    /* distinct ones kept */
+    int more; /* pairs whose reason did not fit in the EX_REASONS_MAX kept */
+} ex_reasons;
+
+/* Adds pair (a, b) of p to rs. */
+static void ex_reason_add(const px_example_pairs *p, int a, int b, ex_reasons *rs)
+{
+    const char *t = p->transport(p->ctx, a, b), *why = p->reason(p->ctx, a, b);
+    int i = 0;
+
+    while (i < rs->k && !(strcmp(rs->t[i], t) == 0 && strcmp(rs->why[i], why) == 0))
+        i++;
+    if (i == EX_REASONS_MAX) {
+        rs->more++;
+        return;
+    }
+    if (i == rs->k) {
+        rs->t[i] = t;
+        rs->why[i] = why;
+        rs->count[i] = 0;
+        rs->k++;
+    }
+    rs->count[i]++;
+}
+
+void px_example_pairs_reasons(const px_example_pairs *p, char *buf, size_t n)
+{
+    ex_reasons rs = {.k = 0, .more = 0};
+    size_t used = 0;
+
+    buf[0] = '\0';
+    for (int a = 0; a < p->size; a++)
+        for (int b = a + 1; b < p->size; b++)
+            if (strcmp(p->transport(p->ctx, a, b), "direct") != 0)
+                ex_reason_add(p, a, b, &rs);
+    for (int i = 0; i < rs.k && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "\n  %s for %d pair%s: %s", rs.t[i],
+                                 rs.count[i], rs.count[i] == 1 ? "" : "s", rs.why[i]);
+    if (rs.more > 0 && used < n)
+        snprintf(buf + used, n - used, "\n  and %d more pair%s with other reasons (plexus "
+                 "doctor --comm, or dfx.json's \"pairs\", lists each)", rs.more,
+                 rs.more == 1 ? "" : "s");
+}
+
+static const char *ex_domain_transport(const void *ctx, int a, int b)
+{
+    const char *t = px_domain_transport(ctx, a, b);
+
+    return t != NULL ? t : "none";
+}
+
+static const char *ex_domain_reason(const void *ctx, int a, int b)
+{
+    const char *why = px_domain_transport_reason(ctx, a, b);
+
+    return why != NULL ? why : "?";
+}
+
+/* The pairs of d, read through the public API (the selection's own words). */
+static px_example_pairs ex_domain_pairs(const px_domain *d, const int *chips)
+{
+    px_example_pairs p = {.name = px_domain_name(d), .size = px_domain_size(d),
+                          .chips = chips, .ctx = d, .transport = ex_domain_transport,
+                          .reason = ex_domain_reason};
+
+    return p;
+}
+
+void px_example_domain_info(const px_domain *d, const int *chips, char *buf, size_t n)
+{
+    px_example_pairs p = ex_domain_pairs(d, chips);
+
+    px_example_pairs_info(&p, buf, n);
+}
+
+void px_example_domain_reasons(const px_domain *d, const int *chips, char *buf, size_t n)
+{
+    px_example_pairs p = ex_domain_pairs(d, chips);
+
+    px_example_pairs_reasons(&p, buf, n);
 }

@@ -30,6 +30,7 @@ typedef struct px_example_opts {
 } px_example_opts;
 
 #define PX_EXAMPLE_WHY_MAX 512
+#define PX_EXAMPLE_COMM_MAX 2048
 
 /* What one execution produced. Counts and time are sums over the example's px_run calls. */
 typedef struct px_example_result {
@@ -43,8 +44,10 @@ typedef struct px_example_result {
     int64_t tile;                   /* effective tile (0 when the example has none) */
     int check_ok;                   /* 1 when check() passed */
     char check[PX_EXAMPLE_WHY_MAX]; /* check()'s one-line verdict: what matched, or why not */
-    char comm[PX_EXAMPLE_WHY_MAX];  /* communication examples: one line per domain (members,
-                                     * transport and why, bytes moved, time); "" otherwise */
+    char comm[PX_EXAMPLE_COMM_MAX]; /* communication examples: one line per domain (members,
+                                     * transport and pairs per transport, bytes moved, time),
+                                     * then a line per distinct reason of its pairs not on
+                                     * direct; "" otherwise */
 } px_example_result;
 
 typedef struct px_example {
@@ -119,9 +122,36 @@ px_status px_example_dtype(const char *ex, const char *name, px_dtype *dt);
 void px_example_elem_set(void *base, px_dtype dt, size_t i, int64_t v);
 double px_example_elem_get(const void *base, px_dtype dt, size_t i);
 
-/* "domain <name>: <n> members (chips ...), transport <t> (<why>)" into buf (n bytes), from
- * an orchestration on the domain's worker; chips are the spec's member chips. */
-void px_example_domain_info(px_orch *o, const px_domain *d, const int *chips, char *buf,
-                            size_t n);
+/*
+ * "domain <name>: <n> members (chips ...), transport <t> (<pairs per transport>)" into buf
+ * (n bytes); t is the one transport every pair of ranks uses, or "mixed"; where all are
+ * direct the parentheses give their reason first ("peer_map=1 in profile default: 6 pairs
+ * direct, ..."). chips are the spec's member chips.
+ */
+void px_example_domain_info(const px_domain *d, const int *chips, char *buf, size_t n);
+
+/*
+ * One line per distinct reason of d's pairs not on direct, each starting with a newline
+ * ("\n  staged for 4 pairs: peer_map=0 in profile a2a3-pcie"), into buf (n bytes); "" when
+ * every pair is direct. Up to 8 lines, then one line counting the pairs left.
+ */
+void px_example_domain_reasons(const px_domain *d, const int *chips, char *buf, size_t n);
+
+/* A domain's pairs of ranks as the two calls above read them: px_domain_transport and
+ * px_domain_transport_reason of a domain, or a table (tests/unit/test_example_domain.c). */
+typedef struct px_example_pairs {
+    const char *name;  /* the domain's name */
+    int size;          /* ranks */
+    const int *chips;  /* rank -> chip */
+    const void *ctx;   /* passed to the two readers */
+    const char *(*transport)(const void *ctx, int a, int b); /* "direct", "staged", ... */
+    const char *(*reason)(const void *ctx, int a, int b);    /* why pair (a, b) uses it */
+} px_example_pairs;
+
+/* px_example_domain_info and px_example_domain_reasons of the pairs p. */
+void px_example_pairs_info(const px_example_pairs *p, char *buf, size_t n);
+void px_example_pairs_reasons(const px_example_pairs *p, char *buf, size_t n);
+
+#define PX_EXAMPLE_REASONS_MAX 1024 /* px_example_domain_reasons' buffer */
 
 #endif

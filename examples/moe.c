@@ -60,6 +60,7 @@ typedef struct moe_state {
     float *out;      /* [iters][n][T][H] */
     uint64_t remote; /* tokens routed to another rank, over all ranks */
     char info[PX_EXAMPLE_WHY_MAX];
+    char reasons[PX_EXAMPLE_REASONS_MAX]; /* the pairs not on direct, and why */
 } moe_state;
 
 static int moe_expert(int r, int64_t t, int n)
@@ -383,7 +384,8 @@ static px_status moe_orchestrate(px_orch *o, const px_task_args *args, void *sta
         spec.window_bytes += (b[i].bytes + 63) / 64 * 64; /* buffers start 64-byte aligned */
     if ((st = px_domain_alloc(o, &spec, &d)) != PX_OK)
         return st;
-    px_example_domain_info(o, d, s->chips, s->info, sizeof(s->info));
+    px_example_domain_info(d, s->chips, s->info, sizeof(s->info));
+    px_example_domain_reasons(d, s->chips, s->reasons, sizeof(s->reasons));
     for (int k = 0; st == PX_OK && k < s->iters; k++)
         st = moe_step(o, s, d, args, k);
     if (st == PX_OK)
@@ -410,11 +412,11 @@ static px_status moe_run(px_worker *w, void *state, px_example_result *r)
     if (st == PX_OK)
         snprintf(r->comm, sizeof(r->comm), "%.300s; bytes moved %llu per iteration (copies 2 x "
                  "%llu x %llu, counts alltoall %llu, dispatch and combine 2 x %llu: %llu tokens "
-                 "leave their rank), time %.3f ms for %d iteration%s", s->info,
+                 "leave their rank), time %.3f ms for %d iteration%s%s", s->info,
                  (unsigned long long)(2 * n * tb + counts + 2 * payload), (unsigned long long)n,
                  (unsigned long long)tb, (unsigned long long)counts,
                  (unsigned long long)payload, (unsigned long long)s->remote, r->seconds * 1e3,
-                 s->iters, s->iters == 1 ? "" : "s");
+                 s->iters, s->iters == 1 ? "" : "s", s->reasons);
     return st;
 }
 

@@ -55,6 +55,7 @@ typedef struct tp_state {
     float *y;           /* [iters][n][M][N] */
     int64_t *golden;    /* [M][N], single chip */
     char info[PX_EXAMPLE_WHY_MAX];
+    char reasons[PX_EXAMPLE_REASONS_MAX]; /* the pairs not on direct, and why */
 } tp_state;
 
 static int64_t tp_x(int64_t m, int64_t k)
@@ -297,7 +298,8 @@ static px_status tp_orchestrate(px_orch *o, const px_task_args *args, void *stat
         spec.window_bytes += (b[i].bytes + 63) / 64 * 64; /* buffers start 64-byte aligned */
     if ((st = px_domain_alloc(o, &spec, &d)) != PX_OK)
         return st;
-    px_example_domain_info(o, d, s->chips, s->info, sizeof(s->info));
+    px_example_domain_info(d, s->chips, s->info, sizeof(s->info));
+    px_example_domain_reasons(d, s->chips, s->reasons, sizeof(s->reasons));
     for (int k = 0; st == PX_OK && k < s->iters; k++)
         st = tp_step(o, s, d, args, k);
     if (st == PX_OK)
@@ -329,11 +331,12 @@ static px_status tp_run(px_worker *w, void *state, px_example_result *r)
     if (st == PX_OK)
         snprintf(r->comm, sizeof(r->comm), "%.300s; bytes moved %llu per iteration (copies "
                  "in %llu x %llu, out %llu x %llu, allreduce of Y %llu bus bytes = 2(n-1)/n x "
-                 "%llu per rank), time %.3f ms for %d iteration%s", s->info,
+                 "%llu per rank), time %.3f ms for %d iteration%s%s", s->info,
                  (unsigned long long)(n * in + n * yb + 2 * (n - 1) * yb),
                  (unsigned long long)n, (unsigned long long)in, (unsigned long long)n,
                  (unsigned long long)yb, (unsigned long long)(2 * (n - 1) * yb),
-                 (unsigned long long)yb, r->seconds * 1e3, s->iters, s->iters == 1 ? "" : "s");
+                 (unsigned long long)yb, r->seconds * 1e3, s->iters, s->iters == 1 ? "" : "s",
+                 s->reasons);
     return st;
 }
 

@@ -26,9 +26,11 @@ enum {
     CLI_OPT_JSON = 1u << 5,
     CLI_OPT_CONFIG = 1u << 6,
     CLI_OPT_HELP = 1u << 7,
+    CLI_OPT_COMM = 1u << 8,            /* doctor --comm: the comm transport of each pair */
     CLI_OPT_CHIPS = 1u << 16, /* level-3 examples: chips of the worker */
     CLI_OPT_OP = 1u << 17,    /* --op NAME: reduction of a reducing example (allreduce) */
     CLI_OPT_DTYPE = 1u << 18, /* --dtype NAME: its element type */
+    CLI_OPT_COMM_TRANSPORT = 1u << 19, /* --comm-transport T: auto, direct or staged */
     CLI_OPT_DFX = 1u << 24,            /* --dfx LIST: DFX collectors */
     CLI_OPT_OUT = 1u << 25,            /* --out DIR: DFX output directory */
     CLI_OPT_DFX_TRANSPORT = 1u << 26,  /* --dfx-transport LIST: allowed DFX transports */
@@ -52,6 +54,7 @@ typedef struct cli_opts {
     const char *out;     /* --out, NULL when absent */
     const char *dfx_transport; /* --dfx-transport, NULL when absent */
     const char *dfx_args_level; /* --dfx-args-level, NULL when absent */
+    const char *comm_transport; /* --comm-transport, NULL when absent */
     int npos;            /* positional arguments */
     const char *pos[CLI_MAX_POSITIONAL];
 } cli_opts;
@@ -106,6 +109,10 @@ int cli_cmd_doctor(const cli_opts *o);
 /* cmd_doctor_dfx.c: the DFX transport each collector would use, as text and as JSON. */
 void doctor_dfx_print(const px_caps *caps, const px_config *c);
 px_status doctor_dfx_json(const px_caps *caps, const px_config *c, FILE *f);
+
+/* cmd_doctor_comm.c: `doctor --comm`, each pair's comm transport, as text or (--json) JSON;
+ * returns the exit status (0: explained, whatever the verdicts). */
+int doctor_comm(const cli_opts *o, const px_caps *caps, const px_config *c);
 int cli_cmd_trace(const cli_opts *o);
 
 #endif

@@ -25,12 +25,16 @@ const cli_option cli_options[] = {
      "core threads per chip, 0..1024 (0: online CPUs; default: PLEXUS_CORES)"},
     {"--size", CLI_OPT_SIZE, "N", "problem size of the example (see the list of examples)"},
     {"--chips", CLI_OPT_CHIPS, "N",
-     "chips of a level-3 example (multi_chip, allreduce, moe, tp_mlp), 1..64, each its own process (default: "
-     "PLEXUS_CHIPS, 2)"},
+     "chips of a level-3 example (multi_chip, allreduce, moe, tp_mlp), 1..64, each its own "
+     "process (default: PLEXUS_CHIPS, 2); doctor --comm: chips 0..N-1 of the domain shown "
+     "(default: PLEXUS_CHIPS, else 4)"},
     {"--iters", CLI_OPT_ITERS, "N", "repetitions inside the one orchestration (default 1)"},
     {"--tile", CLI_OPT_TILE, "N", "tile edge of tiled examples (matmul: default 64)"},
     {"--op", CLI_OPT_OP, "OP", "reduction of allreduce: sum (default), prod, min or max"},
     {"--dtype", CLI_OPT_DTYPE, "T", "element type of allreduce: f32 (default), f64, i32 or i64"},
+    {"--comm-transport", CLI_OPT_COMM_TRANSPORT, "T",
+     "comm transport of every pair of chips: auto (direct, else staged), direct or staged "
+     "(default: PLEXUS_COMM_TRANSPORT, auto)"},
     {"--device-profile", CLI_OPT_PROFILE, "P",
      "sim device profile (default: PLEXUS_DEVICE_PROFILE or \"default\")"},
     {"--dfx", CLI_OPT_DFX, "LIST",
@@ -43,6 +47,8 @@ const cli_option cli_options[] = {
      "argsdump: 1 metadata, 2 plus marked args' data, 3 plus all args' data"},
     {"--json", CLI_OPT_JSON, NULL, "print one JSON document instead of text"},
     {"--config", CLI_OPT_CONFIG, NULL, "print the configuration knob table instead"},
+    {"--comm", CLI_OPT_COMM, NULL,
+     "print each pair of chips' comm transport and every transport's verdict instead"},
     {"--help", CLI_OPT_HELP, NULL, "describe the command and its options"},
     {NULL, 0, NULL, NULL},
 };
@@ -125,6 +131,9 @@ static int cli_apply(const cli_option *opt, const char *val, cli_opts *o, char *
     case CLI_OPT_DFX_ARGS_LEVEL:
         o->dfx_args_level = val;
         break;
+    case CLI_OPT_COMM_TRANSPORT:
+        o->comm_transport = val;
+        break;
     case CLI_OPT_CHIPS:
         rc = cli_parse_int(opt, val, 1, 64, &v, why, n);
         o->chips = (int)v;
@@ -205,7 +214,7 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, cli_opts *o, char *
     return cli_check_positional(cmd, o, why, n);
 }
 
-/* Applies one DFX option through its knob; returns 0, or -1 naming the option in why. */
+/* Applies one option through its knob; returns 0, or -1 naming the option in why. */
 static int cli_config_knob(px_config *c, const char *opt, const char *knob, const char *val,
                            char *why, size_t n)
 {
@@ -248,7 +257,9 @@ int cli_config(const cli_opts *o, px_config *c, char *why, size_t n)
         c->chips = o->chips;
     if (o->profile != NULL)
         st = px_config_set(c, "PLEXUS_DEVICE_PROFILE", o->profile);
-    if (st == PX_OK && cli_config_dfx(o, c, why, n) != 0)
+    if (st == PX_OK && (cli_config_dfx(o, c, why, n) != 0 ||
+                        cli_config_knob(c, "--comm-transport", "PLEXUS_COMM_TRANSPORT",
+                                        o->comm_transport, why, n) != 0))
         return -1;
     if (st == PX_OK)
         st = caps_profile_check(c->device_profile);

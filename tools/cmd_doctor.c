@@ -7,7 +7,9 @@
  * also need free pages, which the effective flag leaves to allocation time), then the DFX
  * transport each collector would use, from the selection code itself (cmd_doctor_dfx.c;
  * doctor never re-derives a policy of its own). --json prints the same as one JSON document,
- * version 1 ("paths" gains a "dfx" member); --config prints the PLEXUS_* knob table instead.
+ * version 1 ("paths" gains a "dfx" member); --config prints the PLEXUS_* knob table instead;
+ * --comm prints the comm transport of each pair of a domain's ranks instead
+ * (cmd_doctor_comm.c), and the report itself only a one-line hint at it.
  */
 #include "cli.h"
 
@@ -116,6 +118,38 @@ static int doctor_json(const px_caps *caps, const px_config *c)
     return 0;
 }
 
+/*
+ * --comm replaces the report and takes --chips and --comm-transport, which mean nothing
+ * without it; the DFX options and --config mean nothing with it. Returns 0, or -1 with the
+ * option and why in why.
+ */
+static int doctor_check_comm_opts(const cli_opts *o, char *why, size_t n)
+{
+    static const struct {
+        unsigned bit;
+        const char *name;
+    } only_comm[] = {{CLI_OPT_CHIPS, "--chips"}, {CLI_OPT_COMM_TRANSPORT, "--comm-transport"}},
+      not_comm[] = {{CLI_OPT_CONFIG, "--config"}, {CLI_OPT_DFX, "--dfx"},
+                    {CLI_OPT_DFX_TRANSPORT, "--dfx-transport"}};
+    int comm = (o->given & CLI_OPT_COMM) != 0;
+
+    for (size_t i = 0; i < sizeof(only_comm) / sizeof(only_comm[0]) && !comm; i++) {
+        if (o->given & only_comm[i].bit) {
+            snprintf(why, n, "doctor: option %s applies only with --comm (the comm transports "
+                     "of a domain of chips 0..N-1)", only_comm[i].name);
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < sizeof(not_comm) / sizeof(not_comm[0]) && comm; i++) {
+        if (o->given & not_comm[i].bit) {
+            snprintf(why, n, "doctor: --comm and %s cannot be combined; run `plexus doctor "
+                     "%s` on its own", not_comm[i].name, not_comm[i].name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int cli_cmd_doctor(const cli_opts *o)
 {
     char why[CLI_WHY_MAX], buf[CLI_WHY_MAX];
@@ -126,6 +160,8 @@ int cli_cmd_doctor(const cli_opts *o)
     if ((o->given & CLI_OPT_JSON) && (o->given & CLI_OPT_CONFIG))
         return cli_fail("doctor: --json and --config cannot be combined; the knob table "
                         "has a text form only");
+    if (doctor_check_comm_opts(o, why, sizeof(why)) != 0)
+        return cli_fail("%s", why);
     if (cli_config(o, &c, why, sizeof(why)) != 0)
         return cli_fail("%s", why);
     if (o->given & CLI_OPT_CONFIG) {
@@ -135,11 +171,15 @@ int cli_cmd_doctor(const cli_opts *o)
     st = px_caps_probe_with(&c, &caps);
     if (st != PX_OK)
         return cli_fail("doctor: %s", cli_status_text(st, buf, sizeof(buf)));
+    if (o->given & CLI_OPT_COMM)
+        return doctor_comm(o, &caps, &c);
     if (o->given & CLI_OPT_JSON)
         return doctor_json(&caps, &c);
     printf("capabilities (device profile %s):\n", c.device_profile);
     px_caps_print(&caps, stdout);
     doctor_print_paths(&caps);
     doctor_dfx_print(&caps, &c);
+    printf("\ncomm transports: `plexus doctor --comm [--chips N]` shows each pair of chips' "
+           "transport and why\n");
     return 0;
 }

@@ -4,8 +4,10 @@
  * Each execution prints a header (example, size, iterations, cores, profile), then
  * `tasks <n>`, `edges <n>` (both from px_run_stats_get) and `time_ms <t>`, for the
  * communication examples one `domain <name>: ...` line per domain (members, transport and
- * why, bytes moved, time), then the example's check: `check ok: ...` or `check failed: ...`. The counts are compared with the hand-worked
- * ones by the example's check, so a wrong count is a failure like a wrong number.
+ * pairs per transport, bytes moved, time) and a line per distinct reason of its pairs not on
+ * direct, then the example's check: `check ok: ...` or `check failed: ...`. The counts are
+ * compared with the hand-worked ones by the example's check, so a wrong count is a failure
+ * like a wrong number.
  */
 #include "cli.h"
 
@@ -33,7 +35,10 @@ static void run_print_header(const px_example *ex, const px_example_opts *eo,
         printf(", chips %d", c->chips);
     if (ex->reduces)
         printf(", op %s, dtype %s", eo->op ? eo->op : "sum", eo->dtype ? eo->dtype : "f32");
-    printf(", cores %d, profile %s\n", r->cores, c->device_profile);
+    printf(", cores %d, profile %s", r->cores, c->device_profile);
+    if (ex->level == 3 && c->comm_transport != 0) /* forced: said, as every override is */
+        printf(", comm transport %s", c->comm_transport == 1 ? "direct" : "staged");
+    printf("\n");
 }
 
 /*
@@ -89,6 +94,11 @@ static int run_check_opts(const px_example *ex, const cli_opts *o, char *why, si
     if ((o->given & CLI_OPT_CHIPS) && ex->level != 3) {
         snprintf(why, n, "option --chips does not apply to example %s (level %d: one chip)",
                  ex->name, ex->level);
+        return -1;
+    }
+    if ((o->given & CLI_OPT_COMM_TRANSPORT) && ex->level != 3) {
+        snprintf(why, n, "option --comm-transport does not apply to example %s (level %d: one "
+                 "chip, no communication domain)", ex->name, ex->level);
         return -1;
     }
     if ((o->given & (CLI_OPT_OP | CLI_OPT_DTYPE)) && !ex->reduces) {

@@ -21,36 +21,48 @@ static int cli_cmd_help(const cli_opts *o);
 
 static const cli_command cli_commands[] = {
     {"run", CLI_OPT_CORES | CLI_OPT_SIZE | CLI_OPT_ITERS | CLI_OPT_TILE | CLI_OPT_PROFILE |
-     CLI_OPT_CHIPS | CLI_OPT_OP | CLI_OPT_DTYPE | CLI_OPTS_DFX, 1, 1,
+     CLI_OPT_CHIPS | CLI_OPT_OP | CLI_OPT_DTYPE | CLI_OPT_COMM_TRANSPORT | CLI_OPTS_DFX, 1, 1,
      "run EXAMPLE [--cores N] [--size N] [--iters N] [--tile N] [--chips N] "
-     "[--op OP] [--dtype T] [--device-profile P] [--dfx LIST --out DIR] "
+     "[--op OP] [--dtype T] [--comm-transport T] [--device-profile P] [--dfx LIST --out DIR] "
      "[--dfx-transport LIST] [--dfx-args-level N]",
      "Runs one example program on a new worker and checks its output against a host\n"
      "computation and its task and edge counts against the ones worked out by hand.\n"
      "Prints `tasks <n>`, `edges <n>`, `time_ms <t>`, the check, then PASS or FAIL: <reason>.\n"
      "With --dfx the DFX collectors write their files into --out DIR (default\n"
-     "PLEXUS_DFX_OUT); the run prints `dfx <DIR>` and one line per file.",
+     "PLEXUS_DFX_OUT); the run prints `dfx <DIR>` and one line per file.\n"
+     "--comm-transport direct|staged|auto (level-3 examples) forces the transport of every\n"
+     "pair of chips of their domains (PLEXUS_COMM_TRANSPORT); a forced transport that a pair\n"
+     "cannot use fails the run with the reason and the transports that would work.",
      cli_cmd_run},
     {"demo", CLI_OPT_CORES | CLI_OPT_PROFILE | CLI_OPT_CHIPS | CLI_OPT_OUT |
-     CLI_OPT_DFX_TRANSPORT, 0, 0,
-     "demo [--cores N] [--chips N] [--device-profile P] [--out DIR] [--dfx-transport LIST]",
+     CLI_OPT_DFX_TRANSPORT | CLI_OPT_COMM_TRANSPORT, 0, 0,
+     "demo [--cores N] [--chips N] [--comm-transport T] [--device-profile P] [--out DIR] "
+     "[--dfx-transport LIST]",
      "Runs the examples vector, matmul, multi_chip (level 3: --chips processes), allreduce\n"
      "and tp_mlp (level 3 on 4 chips, or --chips) at their default sizes, prints each\n"
-     "result (for allreduce and tp_mlp a line per domain: members, transport and why, bytes\n"
-     "moved, time), then one final PASS or FAIL: <reason> line. DFX is on with every\n"
+     "result (for allreduce and tp_mlp a line per domain: members, transport and how many\n"
+     "pairs use each, bytes moved, time, then one line per distinct reason of the pairs not\n"
+     "on direct), then one final PASS or FAIL: <reason> line. DFX is on with every\n"
      "collector (no --dfx needed); each example's files go to --out DIR/<example> (default\n"
      "./plexus-demo-out) and the demo prints where.",
      cli_cmd_demo},
     {"doctor", CLI_OPT_JSON | CLI_OPT_CONFIG | CLI_OPT_PROFILE | CLI_OPT_DFX |
-     CLI_OPT_DFX_TRANSPORT, 0, 0,
-     "doctor [--json] [--config] [--device-profile P] [--dfx LIST] [--dfx-transport LIST]",
+     CLI_OPT_DFX_TRANSPORT | CLI_OPT_COMM | CLI_OPT_CHIPS | CLI_OPT_COMM_TRANSPORT, 0, 0,
+     "doctor [--json] [--config | --comm [--chips N] [--comm-transport T]] "
+     "[--device-profile P] [--dfx LIST] [--dfx-transport LIST]",
      "Prints the capability table (every fact with its value, source and note) and the\n"
      "paths it allows: host mapping of device memory with ordinary pages, with huge pages,\n"
      "and peer mapping between chips, each \"available\" or \"refused: <why>\", then the\n"
      "DFX transport each collector would use (every collector, or --dfx LIST) under\n"
      "--dfx-transport, with every refusal and its reason.\n"
      "--json prints {\"version\": 1, \"facts\": {...}, \"paths\": {...}} instead;\n"
-     "--config prints the PLEXUS_* knob table (value, default, meaning) instead.",
+     "--config prints the PLEXUS_* knob table (value, default, meaning) instead.\n"
+     "--comm prints instead, for a domain of chips 0..N-1 (--chips N, default PLEXUS_CHIPS,\n"
+     "else 4), each pair of ranks' transport and why, every transport's verdict, and for a\n"
+     "pair with none the error px_domain_alloc would return, from the selection code of\n"
+     "px_domain_alloc under --comm-transport (PLEXUS_COMM_TRANSPORT) and the device\n"
+     "profile; it explains and exits 0 even when a domain would fail. With --json: one\n"
+     "document {\"version\": 1, \"comm\": {...}} (docs/formats.md).",
      cli_cmd_doctor},
     {"trace", 0, 2, 2, "trace summary DIR",
      "Reads a DFX output directory (plexus run ... --dfx ... --out DIR) and prints the\n"

@@ -4,6 +4,7 @@
  */
 #include "comm/select.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 
 const char *comm_tl_name(int tl)
@@ -24,8 +25,10 @@ static int comm_accept_direct(const px_caps *caps, const char *prof, int ca, int
         return 0;
     }
     if (group > 0 && ca / group != cb / group) {
-        snprintf(why, n, "peer_map_group=%lld in profile %s: chips %d and %d are not in one "
-                 "group", (long long)group, prof, ca, cb);
+        snprintf(why, n, "peer_map_group=%lld in profile %s: chips map each other only inside "
+                 "groups of %lld (0-%lld, %lld-%lld, ...)", (long long)group, prof,
+                 (long long)group, (long long)group - 1, (long long)group,
+                 2 * (long long)group - 1);
         return 0;
     }
     snprintf(why, n, "peer_map=1 in profile %s", prof);
@@ -43,6 +46,25 @@ static int comm_accept_staged(const px_caps *caps, const char *prof, char *why, 
     return 1;
 }
 
+/* Fills ch->reason for the chosen ch->tl under forced (comm_choice_reason's rule). */
+static void comm_choice_explain(comm_choice *ch, int forced)
+{
+    const char *why = ch->why[ch->tl];
+
+    for (int t = PX_COMM_TL_DIRECT; t < ch->tl; t++) {
+        if (!ch->accepts[t]) {
+            why = ch->why[t]; /* the first refusal the rule fell past */
+            break;
+        }
+        if (forced == ch->tl) {
+            snprintf(ch->reason, COMM_WHY_MAX, "forced by PLEXUS_COMM_TRANSPORT=%s (%s would "
+                     "work: %s)", comm_tl_name(forced), comm_tl_name(t), ch->why[t]);
+            return;
+        }
+    }
+    snprintf(ch->reason, COMM_WHY_MAX, "%s", why);
+}
+
 void comm_choose(const px_caps *caps, const char *profile, int forced, int need_peer_ptr,
                  int ca, int cb, comm_choice *out)
 {
@@ -55,7 +77,7 @@ void comm_choose(const px_caps *caps, const char *profile, int forced, int need_
         comm_accept_direct(caps, prof, ca, cb, out->why[PX_COMM_TL_DIRECT], COMM_WHY_MAX);
     out->accepts[PX_COMM_TL_STAGED] =
         comm_accept_staged(caps, prof, out->why[PX_COMM_TL_STAGED], COMM_WHY_MAX);
-    if (need_peer_ptr && out->accepts[PX_COMM_TL_STAGED]) {
+    if (need_peer_ptr) { /* whatever else staged lacks, it never gives peer pointers */
         out->accepts[PX_COMM_TL_STAGED] = 0;
         snprintf(out->why[PX_COMM_TL_STAGED], COMM_WHY_MAX, "the domain needs peer pointers "
                  "(need_peer_ptr) and staged maps no peer window");
@@ -63,24 +85,7 @@ void comm_choose(const px_caps *caps, const char *profile, int forced, int need_
     for (int t = PX_COMM_TL_DIRECT; t < PX_COMM_TL_COUNT && out->tl == PX_COMM_TL_NONE; t++)
         if (out->accepts[t] && (forced == PX_COMM_TL_AUTO || forced == t))
             out->tl = t;
-    out->reason[0] = '\0';
-    if (out->tl == PX_COMM_TL_NONE)
-        return;
-    if (forced != PX_COMM_TL_AUTO) {
-        size_t len = (size_t)snprintf(out->reason, COMM_WHY_MAX, "forced by "
-                                      "PLEXUS_COMM_TRANSPORT=%s", comm_tl_name(forced));
-
-        for (int t = PX_COMM_TL_DIRECT; t < out->tl && len < COMM_WHY_MAX; t++)
-            len += (size_t)snprintf(out->reason + len, COMM_WHY_MAX - len, "; %s %s", comm_tl_name(t),
-                                    out->accepts[t] ? "would work too" : "refused");
-        return;
-    }
-    if (out->tl == PX_COMM_TL_DIRECT) {
-        snprintf(out->reason, COMM_WHY_MAX, "%s", out->why[PX_COMM_TL_DIRECT]);
-        return;
-    }
-    /* a later transport: the reason is why the earlier ones refused */
-    snprintf(out->reason, COMM_WHY_MAX, "%s", out->why[PX_COMM_TL_DIRECT]);
+    comm_choice_explain(out, forced);
 }
 
 const char *comm_choice_reason(const comm_choice *ch)
@@ -88,33 +93,45 @@ const char *comm_choice_reason(const comm_choice *ch)
     return ch->reason;
 }
 
+/* Appends to buf (n bytes, *len used) and keeps *len within n on truncation. */
+static void comm_cat(char *buf, size_t n, size_t *len, const char *fmt, ...)
+{
+    va_list ap;
+    int k;
+
+    if (*len >= n)
+        return;
+    va_start(ap, fmt);
+    k = vsnprintf(buf + *len, n - *len, fmt, ap);
+    va_end(ap);
+    *len = k < 0 ? n : *len + (size_t)k < n ? *len + (size_t)k : n;
+}
+
 const char *comm_choice_error(const comm_choice *ch, int forced, int need_peer_ptr, char *buf,
                               size_t n)
 {
-    size_t len;
-    int alt = 0;
+    size_t len = 0;
+    int alt = 0, refused = 0;
 
+    buf[0] = '\0';
     if (forced != PX_COMM_TL_AUTO)
-        len = (size_t)snprintf(buf, n, "forced %s (PLEXUS_COMM_TRANSPORT) refused: %s",
-                               comm_tl_name(forced), ch->why[forced]);
+        comm_cat(buf, n, &len, "forced %s (PLEXUS_COMM_TRANSPORT=%s) refused: %s",
+                 comm_tl_name(forced), comm_tl_name(forced), ch->why[forced]);
+    for (int t = PX_COMM_TL_DIRECT; t < PX_COMM_TL_COUNT; t++)
+        if (t != forced && !ch->accepts[t])
+            comm_cat(buf, n, &len, "%s%s refused (%s)", forced != PX_COMM_TL_AUTO ? "; " :
+                     refused++ ? ", " : "", comm_tl_name(t), ch->why[t]);
+    for (int t = PX_COMM_TL_DIRECT; t < PX_COMM_TL_COUNT; t++)
+        if (t != forced && ch->accepts[t])
+            comm_cat(buf, n, &len, "%s %s would work (%s)", alt++ ? "; and" :
+                     "; the alternative:", comm_tl_name(t), ch->why[t]);
+    if (alt > 0)
+        comm_cat(buf, n, &len, "; set PLEXUS_COMM_TRANSPORT=auto (or --comm-transport auto)");
+    else if (need_peer_ptr)
+        comm_cat(buf, n, &len, "; a domain whose kernels need peer pointers runs only where "
+                 "every pair of members can map each other's memory: choose such chips, or "
+                 "drop need_peer_ptr and use put/get");
     else
-        len = (size_t)snprintf(buf, n, "direct refused (%s), staged refused (%s)",
-                               ch->why[PX_COMM_TL_DIRECT], ch->why[PX_COMM_TL_STAGED]);
-    for (int t = PX_COMM_TL_DIRECT; t < PX_COMM_TL_COUNT && len < n; t++) {
-        if (!ch->accepts[t] || t == forced)
-            continue;
-        len += (size_t)snprintf(buf + len, n - len, "%s %s would work (%s)",
-                                alt++ ? "; and" : "; the alternative:", comm_tl_name(t),
-                                ch->why[t]);
-    }
-    if (len < n && alt > 0)
-        snprintf(buf + len, n - len, "; set PLEXUS_COMM_TRANSPORT=auto (or --comm-transport "
-                 "auto)");
-    else if (len < n && need_peer_ptr)
-        snprintf(buf + len, n - len, "; a domain whose kernels need peer pointers runs only "
-                 "where every pair of members can map each other's memory: choose such "
-                 "chips, or drop need_peer_ptr and use put/get");
-    else if (len < n)
-        snprintf(buf + len, n - len, "; no path between these chips exists on this host");
+        comm_cat(buf, n, &len, "; no path between these chips exists on this host");
     return buf;
 }

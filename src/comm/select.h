@@ -26,9 +26,9 @@ typedef struct comm_choice {
     int tl;                                /* the chosen transport, or PX_COMM_TL_NONE */
     int accepts[PX_COMM_TL_COUNT];         /* 1 where transport t would accept the pair */
     char why[PX_COMM_TL_COUNT][COMM_WHY_MAX]; /* per transport: why it accepts or refuses */
-    char reason[COMM_WHY_MAX];             /* why tl: its own acceptance when it is the first
-                                            * transport, else why the earlier ones refused,
-                                            * or that it was forced */
+    char reason[COMM_WHY_MAX];             /* why tl: the refusal that made the rule fall
+                                            * past an earlier transport, the force, or tl's
+                                            * own why (comm_choice_reason) */
 } comm_choice;
 
 /*
@@ -40,13 +40,21 @@ typedef struct comm_choice {
 void comm_choose(const px_caps *caps, const char *profile, int forced, int need_peer_ptr,
                  int ca, int cb, comm_choice *out);
 
-/* The reason of the choice (out->reason), the words of the log line. */
+/*
+ * Returns why the pair uses ch->tl, the words of the log line: where an earlier transport
+ * refused, that refusal ("peer_map=0 in profile a2a3-pcie" for staged); where a force passed
+ * over one that accepts, the force ("forced by PLEXUS_COMM_TRANSPORT=staged"); else the
+ * chosen transport's own why ("peer_map=1 in profile default"). "no transport" for none.
+ */
 const char *comm_choice_reason(const comm_choice *ch);
 
 /*
- * When out->tl is PX_COMM_TL_NONE: writes what failed and the alternatives into buf
- * ("forced direct refused (peer_map=0 in profile a2a3-pcie); staged would work: set
- * PLEXUS_COMM_TRANSPORT=auto or staged"), and returns buf.
+ * When out->tl is PX_COMM_TL_NONE: writes what failed, every other refusal and the
+ * alternatives into buf and returns buf: "forced direct (PLEXUS_COMM_TRANSPORT=direct)
+ * refused: peer_map=0 in profile a2a3-pcie; the alternative: staged would work (same host,
+ * host staging memory (memfd=1)); set PLEXUS_COMM_TRANSPORT=auto (or --comm-transport auto)",
+ * or under auto "direct refused (...), staged refused (...); no path between these chips
+ * exists on this host".
  */
 const char *comm_choice_error(const comm_choice *ch, int forced, int need_peer_ptr, char *buf,
                               size_t n);

@@ -106,3 +106,131 @@ else()
 endif()
 set_tests_properties(cli.doctor_json PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77
                      ENVIRONMENT "PLEXUS_LOG=warn")
+
+# ---- comm transports: --comm-transport and plexus doctor --comm ----
+# Expectations that name staged's acceptance (with the words the rule gives). Tests that fork
+# chips take RESOURCE_LOCK chips.
+set(px_staged_alt "; the alternative: staged would work \\(same host, [^\n]*\\); set PLEXUS_COMM_TRANSPORT=auto \\(or --comm-transport auto\\)")
+set(px_cli_chips_tests "")
+
+# --comm-transport: parsed into PLEXUS_COMM_TRANSPORT (the header says the force), beats the
+# variable, refused with the accepted forms, refused for a level-2 example.
+px_cli_test(run_comm_transport_direct
+            "chips 2, [^\n]*, profile default, comm transport direct\n.*\ncheck ok: [^\n]*\nPASS\nexit status 0\n$"
+            "" run allreduce --chips 2 --cores 1 --comm-transport direct)
+px_cli_test(run_comm_transport_beats_env
+            "chips 2, [^\n]*, profile default, comm transport direct\n.*\nPASS\nexit status 0\n$"
+            "PLEXUS_COMM_TRANSPORT=staged" run allreduce --chips 2 --cores 1 --comm-transport=direct)
+px_cli_test(run_comm_transport_auto
+            "chips 2, [^\n]*, profile default\ntasks .*\nPASS\nexit status 0\n$"
+            "PLEXUS_COMM_TRANSPORT=direct" run allreduce --chips 2 --cores 1 --comm-transport auto)
+list(APPEND px_cli_chips_tests cli.run_comm_transport_direct cli.run_comm_transport_beats_env
+     cli.run_comm_transport_auto)
+px_cli_test(run_comm_transport_bad
+            "^FAIL: option --comm-transport: PLEXUS_COMM_TRANSPORT=\"bogus\" is not valid: expected auto, direct or staged\nexit status 1\n$"
+            "" run allreduce --comm-transport bogus)
+px_cli_test(env_comm_transport_bad
+            "^FAIL: environment: PX_EINVAL: PLEXUS_COMM_TRANSPORT=\"bogus\" is not valid: expected auto, direct or staged\nexit status 1\n$"
+            "PLEXUS_COMM_TRANSPORT=bogus" run allreduce)
+px_cli_test(run_comm_transport_level2
+            "^FAIL: option --comm-transport does not apply to example vector \\(level 2: [^\n]*\nexit status 1\n$"
+            "" run vector --comm-transport direct)
+px_cli_test(run_comm_transport_needs_value
+            "^FAIL: option --comm-transport needs a value T\nexit status 1\n$" "" run allreduce
+            --comm-transport)
+# Forced direct where peers cannot map each other: the run fails naming the pair, peer_map=0,
+# the profile and the alternative (or staged's own refusal before it is built).
+px_cli_test(run_comm_transport_refused
+            "(^|\n)FAIL: allreduce: PX_ENOTSUP: domain \"allreduce\": rank 0 \\(chip 0\\) -> rank 1 \\(chip 1\\): no transport: forced direct \\(PLEXUS_COMM_TRANSPORT=direct\\) refused: peer_map=0 in profile a2a3-pcie${px_staged_alt}\nexit status 1\n$"
+            "" run allreduce --chips 2 --cores 1 --device-profile a2a3-pcie --comm-transport direct)
+list(APPEND px_cli_chips_tests cli.run_comm_transport_refused)
+set_tests_properties(${px_cli_chips_tests} PROPERTIES RESOURCE_LOCK chips)
+px_cli_test(run_help_comm_transport
+            "\n  --comm-transport T +comm transport of every pair of chips: auto [^\n]*direct or staged[^\n]*\n.*exit status 0\n$"
+            "" run --help)
+
+# doctor --comm (text): one line per pair in the log's shape, every refusal, a summary; the
+# rule is px_domain_alloc's (comm_choose), so these expectations are the profiles' documented
+# facts: default maps every pair, a2a3-pcie none, pairs only 0-1 and 2-3.
+set(px_direct_default "")
+foreach(p "0;1" "0;2" "0;3" "1;2" "1;3" "2;3")
+  list(GET p 0 a)
+  list(GET p 1 b)
+  string(APPEND px_direct_default "  rank ${a} -> rank ${b} via direct \\(peer_map=1 in profile default\\)[^\n]*\n")
+endforeach()
+px_cli_test(doctor_comm
+            "^comm transports \\(device profile default, PLEXUS_COMM_TRANSPORT auto; a domain of chips 0\\.\\.3, [^\n]*\n${px_direct_default}  4 chips: 6 pairs direct\nexit status 0\n$"
+            "" doctor --comm)
+px_cli_test(doctor_comm_chips_env "^comm transports [^\n]*chips 0\\.\\.2, [^\n]*\n  rank [^\n]*\n  rank [^\n]*\n  rank [^\n]*\n  3 chips: 3 pairs direct\nexit status 0\n$"
+            "PLEXUS_CHIPS=3" doctor --comm)
+px_cli_test(doctor_comm_one_chip "\n  1 chip: no pairs [^\n]*\nexit status 0\n$" "" doctor --comm --chips 1)
+set(px_a2a3_pair "via staged \\(peer_map=0 in profile a2a3-pcie\\); refused: direct \\(peer_map=0 in profile a2a3-pcie\\)\n")
+set(px_a2a3_sum "  4 chips: 6 pairs staged\n")
+set(px_group_pair "via staged \\(peer_map_group=2 in profile pairs: chips map each other only inside groups of 2 \\(0-1, 2-3, \\.\\.\\.\\)\\); refused: direct \\(peer_map_group=2 [^\n]*\n")
+set(px_pairs_sum "  4 chips: 2 pairs direct, 4 staged\n")
+set(px_a2a3_lines "")
+set(px_pairs_lines "")
+foreach(p "0;1" "0;2" "0;3" "1;2" "1;3" "2;3")
+  list(GET p 0 a)
+  list(GET p 1 b)
+  string(APPEND px_a2a3_lines "  rank ${a} -> rank ${b} ${px_a2a3_pair}")
+  if(p STREQUAL "0;1" OR p STREQUAL "2;3")
+    string(APPEND px_pairs_lines "  rank ${a} -> rank ${b} via direct \\(peer_map=1 in profile pairs\\)[^\n]*\n")
+  else()
+    string(APPEND px_pairs_lines "  rank ${a} -> rank ${b} ${px_group_pair}")
+  endif()
+endforeach()
+px_cli_test(doctor_comm_a2a3
+            "^comm transports \\(device profile a2a3-pcie, [^\n]*\n${px_a2a3_lines}${px_a2a3_sum}exit status 0\n$"
+            "" doctor --comm --device-profile a2a3-pcie)
+px_cli_test(doctor_comm_pairs
+            "^comm transports \\(device profile pairs, [^\n]*\n${px_pairs_lines}${px_pairs_sum}exit status 0\n$"
+            "" doctor --comm --device-profile pairs --chips 4)
+# A forced transport that is refused: doctor shows the refusal and the alternatives, exit 0.
+px_cli_test(doctor_comm_forced_direct_a2a3
+            "^comm transports \\(device profile a2a3-pcie, PLEXUS_COMM_TRANSPORT direct; [^\n]*\n  rank 0 -> rank 1 via none; refused: direct \\(peer_map=0 in profile a2a3-pcie\\)[^\n]*\n    px_domain_alloc fails \\(PX_ENOTSUP\\): forced direct \\(PLEXUS_COMM_TRANSPORT=direct\\) refused: peer_map=0 in profile a2a3-pcie${px_staged_alt}\n  2 chips: 1 pair with no transport; [^\n]*\nexit status 0\n$"
+            "PLEXUS_COMM_TRANSPORT=direct" doctor --comm --device-profile a2a3-pcie --chips 2)
+px_cli_test(doctor_comm_option_forced
+            "^comm transports \\(device profile default, PLEXUS_COMM_TRANSPORT direct; [^\n]*\n  rank 0 -> rank 1 via direct \\(peer_map=1 in profile default\\)[^\n]*\n  2 chips: 1 pair direct\nexit status 0\n$"
+            "PLEXUS_COMM_TRANSPORT=staged" doctor --comm --chips 2 --comm-transport direct)
+px_cli_test(doctor_comm_bad_env
+            "^FAIL: environment: PX_EINVAL: PLEXUS_COMM_TRANSPORT=\"bogus\" is not valid: expected auto, direct or staged\nexit status 1\n$"
+            "PLEXUS_COMM_TRANSPORT=bogus" doctor --comm)
+px_cli_test(doctor_comm_bad_option
+            "^FAIL: option --comm-transport: PLEXUS_COMM_TRANSPORT=\"mpi\" is not valid: expected auto, direct or staged\nexit status 1\n$"
+            "" doctor --comm --comm-transport mpi)
+px_cli_test(doctor_chips_without_comm
+            "^FAIL: doctor: option --chips applies only with --comm [^\n]*\nexit status 1\n$" ""
+            doctor --chips 4)
+px_cli_test(doctor_comm_with_dfx
+            "^FAIL: doctor: --comm and --dfx cannot be combined[^\n]*\nexit status 1\n$" ""
+            doctor --comm --dfx all)
+# doctor without --comm is unchanged but for its last line, a hint at --comm.
+px_cli_test(doctor_comm_hint
+            "\ndfx transports [^\n]*\n.*\n\ncomm transports: `plexus doctor --comm \\[--chips N\\]` shows each pair of chips' transport and why\nexit status 0\n$"
+            "" doctor)
+if(PX_PYTHON3)
+  add_test(NAME cli.doctor_comm_json
+           COMMAND ${PX_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/system/doctor_comm_check.py
+                   $<TARGET_FILE:plexus> 1)
+else()
+  add_test(NAME cli.doctor_comm_json
+           COMMAND sh -c "echo 'skipped: python3 not found; cannot parse doctor --comm --json'; exit 77")
+endif()
+set_tests_properties(cli.doctor_comm_json PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77
+                     ENVIRONMENT "PLEXUS_LOG=warn")
+
+# The demo's domain lines count the pairs per transport and give each distinct reason of the
+# pairs not on direct once (the all-direct lines are checked by comm_examples.cmake's
+# cli.demo_comm, the shapes of every case by unit.test_example_domain).
+px_cli_test(demo_comm_pairs "\n== allreduce\n.*\ndomain allreduce: 4 members \\(chips 0,1,2,3\\), \
+transport mixed \\(2 pairs direct, 4 staged\\); bytes moved [^\n]*\n  staged for 4 pairs: \
+peer_map_group=2 in profile pairs: chips map each other only inside groups of 2 \\(0-1, 2-3, \
+\\.\\.\\.\\)\ncheck ok: [^\n]*\n.*\n== tp_mlp\n.*\ndomain tp: 4 members \\(chips 0,1,2,3\\), \
+transport mixed \\(2 pairs direct, 4 staged\\); [^\n]*\n  staged for 4 pairs: [^\n]*\ncheck ok: \
+[^\n]*\n.*\nPASS\nexit status 0\n$" "" demo --cores 1 --device-profile pairs)
+px_cli_test(run_allreduce_a2a3 "\ndomain allreduce: 3 members \\(chips 0,1,2\\), transport \
+staged \\(3 pairs staged\\); bytes moved [^\n]*\n  staged for 3 pairs: peer_map=0 in profile \
+a2a3-pcie\ncheck ok: [^\n]*\nPASS\nexit status 0\n$" "" run allreduce --chips 3 --cores 1
+            --device-profile a2a3-pcie)
+set_tests_properties(cli.demo_comm_pairs cli.run_allreduce_a2a3 PROPERTIES RESOURCE_LOCK chips)

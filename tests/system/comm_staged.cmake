@@ -19,9 +19,9 @@ endforeach()
 # The communication examples under profile a2a3-pcie (no peer mapping, as the seed's machine):
 # they pass over staged and say so, with the reason, at info.
 foreach(ex allreduce moe tp_mlp)
-  px_cli_test(run_${ex}_a2a3
+  px_cli_test(run_${ex}_a2a3_log
               "comm\\[[a-z_]+\\]: rank 0 -> rank 3 via staged \\(peer_map=0 in profile a2a3-pcie\\)\n.*\nPASS\nexit status 0\n$"
               "PLEXUS_LOG=info;PLEXUS_DEVICE_PROFILE=a2a3-pcie"
               run ${ex} --chips 4 --cores 1 --iters 2)
-  set_tests_properties(cli.run_${ex}_a2a3 PROPERTIES RESOURCE_LOCK chips)
+  set_tests_properties(cli.run_${ex}_a2a3_log PROPERTIES RESOURCE_LOCK chips)
 endforeach()

@@ -30,3 +30,24 @@ px_cli_test(run_multi_chip_dfx
             "\ntasks 3\nedges 2\n.*\ndfx [^\n]*/dfx-l3-out/all\ndfx file [^\n]*/dfx.json\n(dfx file [^\n]*\n)*PASS\nexit status 0\n$"
             "PLEXUS_DFX_STRICT=1" run multi_chip --chips 2 --dfx all --out ${PX_DFX_L3_OUT}/all)
 set_tests_properties(cli.run_multi_chip_dfx PROPERTIES RESOURCE_LOCK chips)
+
+# dfx.l3_domains_*: dfx.json "domains" of allreduce's run: every pair of ranks with its
+# transport and why, and the domain's summary, checked against the profile's documented facts
+# (dfx_l3_check.py domains): all direct, all staged, mixed.
+set(px_dom_runs "default;3" "a2a3-pcie;3" "pairs;4")
+list(LENGTH px_dom_runs px_dom_len)
+math(EXPR px_dom_last "${px_dom_len} - 1")
+foreach(i RANGE 0 ${px_dom_last} 2)
+  math(EXPR j "${i} + 1")
+  list(GET px_dom_runs ${i} prof)
+  list(GET px_dom_runs ${j} nchips)
+  add_test(NAME dfx.l3_domains_${prof}
+           COMMAND sh -c [=[[ -x "$1" ] || { echo "skipped: python3 not found"; exit 77; }
+rm -rf "$2" && "$0" run allreduce --chips "$5" --cores 1 --device-profile "$4" --dfx depgen \
+    --out "$2" || exit 1
+exec "$1" "$3" domains "$2" allreduce "$5" "$4"]=]
+                   $<TARGET_FILE:plexus> ${PX_PYTHON3_L3} ${PX_DFX_L3_OUT}/domains-${prof}
+                   ${CMAKE_CURRENT_SOURCE_DIR}/system/dfx_l3_check.py ${prof} ${nchips})
+  set_tests_properties(dfx.l3_domains_${prof} PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
+                       RESOURCE_LOCK chips ENVIRONMENT "PLEXUS_LOG=warn")
+endforeach()

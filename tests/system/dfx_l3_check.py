@@ -2,6 +2,7 @@
 """dfx_l3_check.py - checks the merged DFX outputs of a level-3 multi_chip run.
 
 usage: dfx_l3_check.py DIR CHIPS HOST_TASKS CHIP_TASKS FLOWS
+       dfx_l3_check.py domains DIR NAME CHIPS PROFILE
 
 DIR holds the outputs of `plexus run multi_chip --chips CHIPS --dfx ... --out DIR` (swimlane
 on). Counts are worked out by hand by the caller: HOST_TASKS task slices on the host (CHIPS
@@ -11,7 +12,14 @@ parser: trace.json has one process per chip named "chip i (pid P)" (P from dfx.j
 host's, the task slices per process, flow ids unique across processes (each a start and an
 end on one process), and every chip's tasks between the host's dispatch of its call (task i
 goes to chip i in multi_chip) and the host task; dfx.json lists every chip with a transport
-per collector, counts that add up, and reconciled true. Prints PASS or FAIL: <reason>.
+per collector, counts that add up, reconciled true, and no domains (multi_chip makes none).
+
+The second form checks the "domains" of a communication example's run on CHIPS chips under
+device profile PROFILE: one domain NAME with members 0..CHIPS-1, and for every pair of ranks
+a < b its transport and why as the profile's documented facts give them (default and host64k
+map every peer: direct; a2a3-pcie and minimal none: staged; pairs only inside 0-1, 2-3, ...),
+and the domain's own "transport" (the one all pairs use, or "mixed") and "why".
+Prints PASS or FAIL: <reason>.
 """
 import os
 import sys
@@ -44,7 +52,51 @@ def check_dfx(d, chips):
         if "error" in c or not isinstance(c["pid"], int) or c["pid"] <= 0:
             fail("dfx.json: chip entry %r" % c)
         check_collectors("chip %d" % c["chip"], c["collectors"])
+    if j.get("domains") != []:
+        fail("dfx.json: domains %r, expected [] (multi_chip allocates none)" % j.get("domains"))
     return {c["chip"]: c["pid"] for c in j["chips"]}
+
+
+GROUP_WHY = ("peer_map_group=2 in profile pairs: chips map each other only inside groups of 2 "
+             "(0-1, 2-3, ...)")
+
+
+def expected_pair(profile, ca, cb):
+    """The transport and why of chips ca and cb under profile, from its documented facts."""
+    if profile in ("default", "host64k"):
+        return "direct", "peer_map=1 in profile %s" % profile
+    if profile in ("a2a3-pcie", "minimal"):
+        return "staged", "peer_map=0 in profile %s" % profile
+    if profile == "pairs":
+        if ca // 2 == cb // 2:
+            return "direct", "peer_map=1 in profile pairs"
+        return "staged", GROUP_WHY
+    fail("dfx_l3_check.py: no expectations for profile %r" % profile)
+
+
+def check_domains(d, name, chips, profile):
+    j = load(os.path.join(d, "dfx.json"))
+    doms = [x for x in j.get("domains", []) if x["name"] == name]
+    if len(doms) != 1 or doms[0]["members"] != list(range(chips)):
+        fail("dfx.json: domains %r, expected one %r on chips 0..%d" % (j.get("domains"), name,
+                                                                       chips - 1))
+    dom = doms[0]
+    want = []
+    for a in range(chips):
+        for b in range(a + 1, chips):
+            t, why = expected_pair(profile, a, b)
+            want.append({"a": a, "b": b, "transport": t, "why": why})
+    if dom["pairs"] != want:
+        fail("dfx.json: domain %s pairs %r, expected %r" % (name, dom["pairs"], want))
+    kinds = {p["transport"] for p in want}
+    whys = {p["why"] for p in want}
+    t = "direct" if not want else kinds.pop() if len(kinds) == 1 else "mixed"
+    why = ("one rank: no peer to reach" if not want else whys.pop() if len(whys) == 1
+           else 'the pairs differ: see "pairs"')
+    if dom["transport"] != t or dom["why"] != why:
+        fail("dfx.json: domain %s transport %r why %r, expected %r %r"
+             % (name, dom["transport"], dom["why"], t, why))
+    print("PASS")
 
 
 def processes(events):
@@ -91,6 +143,9 @@ def check_times(events, chips):
 
 
 def main(argv):
+    if len(argv) == 6 and argv[1] == "domains":
+        check_domains(argv[2], argv[3], int(argv[4]), argv[5])
+        return
     if len(argv) != 6:
         fail(__doc__.splitlines()[2])
     d = argv[1]

@@ -888,8 +888,8 @@ static void test_transport_per_pair(void **state)
             fail_msg("pairs, domain %d: %s: %s", i, px_status_name(t.st[i]), t.msg[i]);
     assert_string_equal(t.tl[0][0][1], "direct");
     assert_string_equal(t.tl[1][0][1], "staged");
-    assert_non_null(strstr(t.why[1][0][1], "peer_map_group=2 in profile pairs: chips 0 and 2 "
-                                           "are not in one group"));
+    assert_non_null(strstr(t.why[1][0][1], "peer_map_group=2 in profile pairs: chips map each "
+                                           "other only inside groups of 2"));
     assert_string_equal(t.tl[2][0][1], "direct");
     assert_string_equal(t.tl[2][2][3], "direct");
     assert_string_equal(t.tl[2][0][2], "staged");
@@ -905,7 +905,7 @@ static void test_transport_per_pair(void **state)
     PX_ASSERT_OK(td_select("a2a3-pcie", 1, 0, &t));
     assert_int_equal(t.st[0], PX_ENOTSUP);
     assert_non_null(strstr(t.msg[0], "rank 0 (chip 2) -> rank 1 (chip 3): no transport: "
-                                     "forced direct (PLEXUS_COMM_TRANSPORT) refused: "
+                                     "forced direct (PLEXUS_COMM_TRANSPORT=direct) refused: "
                                      "peer_map=0 in profile a2a3-pcie"));
     assert_non_null(strstr(t.msg[0], "staged would work"));
 
@@ -978,7 +978,7 @@ static char *td_slurp(const char *dir, const char *name)
 
 /* With the swimlane on, a run's allreduce appears on the chips' tracks of trace.json as a
  * "comm" span with op, bytes, algorithm and transport, and dfx.json lists the domain with its
- * members (in rank order), window and transport. */
+ * members (in rank order), window, transport and each pair of ranks' transport and why. */
 static void test_dfx_comm_spans_and_domains(void **state)
 {
     char dir[256];
@@ -1007,7 +1007,10 @@ static void test_dfx_comm_spans_and_domains(void **state)
     assert_non_null(strstr(dfx, "\"domains\": ["));
     assert_non_null(strstr(dfx, "\"name\": \"traced\", \"members\": [1, 0], "
                                 "\"window_bytes\": 1048588"));
-    assert_non_null(strstr(dfx, "\"transport\": \"direct\""));
+    /* the domain's transport, and every pair of ranks with its own (two ranks: one pair) */
+    assert_non_null(strstr(dfx, "\"transport\": \"direct\", \"why\": \"peer_map=1 in profile "
+                                "default\", \"pairs\": [{\"a\": 0, \"b\": 1, \"transport\": "
+                                "\"direct\", \"why\": \"peer_map=1 in profile default\"}]"));
     free(trace);
     free(dfx);
     px_test_rmtree(dir);

@@ -1,0 +1,175 @@
+/*
+ * cmd_doctor_comm.c - `plexus doctor --comm`: the comm transport each pair of ranks of a
+ * domain of chips 0..N-1 would use and why, every transport's verdict with its reason, and
+ * for a pair with none the error px_domain_alloc would return.
+ *
+ * It calls the rule px_domain_alloc applies (comm_choose, src/comm/select.c) on the probed
+ * facts, under the configuration's device profile and PLEXUS_COMM_TRANSPORT (or
+ * --comm-transport); it never re-derives a policy, so its words are the log's
+ * (`comm[tp]: rank 0 -> rank 3 via staged (peer_map=0 in profile a2a3-pcie)`). It explains
+ * and exits 0, also where a domain of these chips would fail. Rank r is chip r here.
+ */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "caps/caps_internal.h"
+#include "comm/select.h"
+
+#define DOCTOR_COMM_DEFAULT_CHIPS 4
+#define DOCTOR_COMM_ERR_MAX 768
+
+/* The domain shown: --chips N, else PLEXUS_CHIPS when it is set, else 4 chips. */
+static int doctor_comm_chips(const cli_opts *o, const px_config *c)
+{
+    const char *env = getenv("PLEXUS_CHIPS");
+
+    if ((o->given & CLI_OPT_CHIPS) || (env != NULL && env[0] != '\0'))
+        return c->chips;
+    return DOCTOR_COMM_DEFAULT_CHIPS;
+}
+
+/* "auto", or the forced transport's name. */
+static const char *doctor_comm_forced(const px_config *c)
+{
+    return c->comm_transport == PX_COMM_TL_AUTO ? "auto" : comm_tl_name(c->comm_transport);
+}
+
+/* Prints one pair: the log line's shape, then every other verdict; for none, the error. */
+static void doctor_comm_print_pair(const comm_choice *ch, int a, int b, int forced)
+{
+    char err[DOCTOR_COMM_ERR_MAX];
+    int refused = 0, also = 0;
+
+    printf("  rank %d -> rank %d via %s", a, b, comm_tl_name(ch->tl));
+    if (ch->tl != PX_COMM_TL_NONE)
+        printf(" (%s)", comm_choice_reason(ch));
+    for (int t = PX_COMM_TL_DIRECT; t < PX_COMM_TL_COUNT; t++)
+        if (!ch->accepts[t])
+            printf("%s%s (%s)", refused++ ? ", " : "; refused: ", comm_tl_name(t), ch->why[t]);
+    for (int t = PX_COMM_TL_DIRECT; t < PX_COMM_TL_COUNT; t++)
+        if (ch->accepts[t] && t != ch->tl)
+            printf("%s%s (%s)", also++ ? ", " : "; also accepts: ", comm_tl_name(t),
+                   ch->why[t]);
+    printf("\n");
+    if (ch->tl == PX_COMM_TL_NONE)
+        printf("    px_domain_alloc fails (PX_ENOTSUP): %s\n",
+               comm_choice_error(ch, forced, 0, err, sizeof(err)));
+}
+
+/* Prints "4 chips: 2 pairs direct, 4 staged" from counts (index PX_COMM_TL_NONE: none). */
+static void doctor_comm_print_summary(int n, const int counts[PX_COMM_TL_COUNT])
+{
+    int first = 1;
+
+    printf("  %d chip%s: ", n, n == 1 ? "" : "s");
+    if (n < 2) {
+        printf("no pairs (one rank reaches only its own window)\n");
+        return;
+    }
+    for (int k = 1; k <= PX_COMM_TL_COUNT; k++) {
+        int t = k % PX_COMM_TL_COUNT; /* direct, staged, ..., then none */
+
+        if (counts[t] == 0)
+            continue;
+        printf("%s%d%s %s", first ? "" : ", ", counts[t],
+               first ? (counts[t] == 1 ? " pair" : " pairs") : "",
+               t == PX_COMM_TL_NONE ? "with no transport" : comm_tl_name(t));
+        first = 0;
+    }
+    if (counts[PX_COMM_TL_NONE] > 0)
+        printf("; px_domain_alloc of these chips fails with PX_ENOTSUP");
+    printf("\n");
+}
+
+/* The text report: a header, one line per pair (and the error of a pair with none), the
+ * summary. */
+static void doctor_comm_text(const px_caps *caps, const px_config *c, int n)
+{
+    int counts[PX_COMM_TL_COUNT] = {0};
+    comm_choice ch;
+
+    printf("comm transports (device profile %s, PLEXUS_COMM_TRANSPORT %s; a domain of chips "
+           "0..%d, rank r on chip r; selection code of px_domain_alloc):\n", c->device_profile,
+           doctor_comm_forced(c), n - 1);
+    for (int a = 0; a < n; a++) {
+        for (int b = a + 1; b < n; b++) {
+            comm_choose(caps, c->device_profile, c->comm_transport, 0, a, b, &ch);
+            counts[ch.tl]++;
+            doctor_comm_print_pair(&ch, a, b, c->comm_transport);
+        }
+    }
+    doctor_comm_print_summary(n, counts);
+}
+
+/* Writes one pair's JSON object. Returns PX_OK or PX_EIO. */
+static px_status doctor_comm_json_pair(const comm_choice *ch, int a, int b, int forced, FILE *f)
+{
+    char err[DOCTOR_COMM_ERR_MAX];
+    px_status st;
+
+    if (ch->tl == PX_COMM_TL_NONE)
+        fprintf(f, "{\"a\": %d, \"b\": %d, \"transport\": null, \"why\": ", a, b);
+    else
+        fprintf(f, "{\"a\": %d, \"b\": %d, \"transport\": \"%s\", \"why\": ", a, b,
+                comm_tl_name(ch->tl));
+    st = px_caps_json_string(f, comm_choice_reason(ch));
+    fputs(", \"verdicts\": [", f);
+    for (int t = PX_COMM_TL_DIRECT; t < PX_COMM_TL_COUNT && st == PX_OK; t++) {
+        fprintf(f, "%s{\"transport\": \"%s\", \"accepts\": %s, \"why\": ",
+                t > PX_COMM_TL_DIRECT ? ", " : "", comm_tl_name(t),
+                ch->accepts[t] ? "true" : "false");
+        st = px_caps_json_string(f, ch->why[t]);
+        fputc('}', f);
+    }
+    fputs("], \"error\": ", f);
+    if (st == PX_OK && ch->tl == PX_COMM_TL_NONE)
+        st = px_caps_json_string(f, comm_choice_error(ch, forced, 0, err, sizeof(err)));
+    else
+        fputs("null", f);
+    fputc('}', f);
+    return st;
+}
+
+/* The JSON document, version 1 (docs/formats.md, "doctor --comm --json"). */
+static int doctor_comm_json(const px_caps *caps, const px_config *c, int n)
+{
+    int counts[PX_COMM_TL_COUNT] = {0};
+    px_status st;
+    comm_choice ch;
+
+    printf("{\n  \"version\": 1,\n  \"comm\": {\n    \"device_profile\": ");
+    st = px_caps_json_string(stdout, c->device_profile);
+    printf(",\n    \"forced\": \"%s\",\n    \"chips\": %d,\n    \"pairs\": [",
+           doctor_comm_forced(c), n);
+    for (int a = 0; a < n && st == PX_OK; a++) {
+        for (int b = a + 1; b < n && st == PX_OK; b++) {
+            comm_choose(caps, c->device_profile, c->comm_transport, 0, a, b, &ch);
+            counts[ch.tl]++;
+            printf("%s\n      ", a == 0 && b == 1 ? "" : ",");
+            st = doctor_comm_json_pair(&ch, a, b, c->comm_transport, stdout);
+        }
+    }
+    printf("%s],\n    \"counts\": {", n > 1 ? "\n    " : "");
+    for (int t = PX_COMM_TL_DIRECT; t < PX_COMM_TL_COUNT; t++)
+        printf("\"%s\": %d, ", comm_tl_name(t), counts[t]);
+    printf("\"none\": %d},\n    \"ok\": %s\n  }\n}\n", counts[PX_COMM_TL_NONE],
+           counts[PX_COMM_TL_NONE] == 0 ? "true" : "false");
+    if (st != PX_OK || fflush(stdout) != 0 || ferror(stdout))
+        return cli_fail("doctor --comm: writing the JSON document to stdout failed");
+    return 0;
+}
+
+int doctor_comm(const cli_opts *o, const px_caps *caps, const px_config *c)
+{
+    int n = doctor_comm_chips(o, c);
+
+    if (n > PX_COMM_MAX_RANKS)
+        return cli_fail("doctor --comm: %d chips: a domain has at most %d ranks; use --chips "
+                        "1..%d", n, PX_COMM_MAX_RANKS, PX_COMM_MAX_RANKS);
+    if (o->given & CLI_OPT_JSON)
+        return doctor_comm_json(caps, c, n);
+    doctor_comm_text(caps, c, n);
+    return 0;
+}
