@@ -30,10 +30,12 @@
  * forces it or its profile has no peer mapping, NULL (not checked) for profile pairs. */
 static const char *td_expect_tl = "direct";
 
-static px_kernel_id k_ring, k_die, k_matrix;
-static px_callable_id c_ring, c_die, c_matrix;
+static px_kernel_id k_ring, k_die, k_matrix, k_busy;
+static px_callable_id c_ring, c_die, c_matrix, c_busy;
 static px_status matrix_kernel(px_core_ctx *ctx, const px_task_args *a);
 static px_status matrix_callable(px_orch *o, const px_task_args *args, void *user);
+static px_status busy_kernel(px_core_ctx *ctx, const px_task_args *a);
+static px_status busy_callable(px_orch *o, const px_task_args *args, void *user);
 
 /* ---- helpers ---- */
 
@@ -122,6 +124,8 @@ static px_worker *td_worker(int chips)
     PX_ASSERT_OK(px_kernel_register(w, "td.die", die_kernel, NULL, &k_die));
     PX_ASSERT_OK(px_callable_register(w, "td.die", die_callable, &c_die));
     PX_ASSERT_OK(px_kernel_register(w, "td.matrix", matrix_kernel, NULL, &k_matrix));
+    PX_ASSERT_OK(px_kernel_register(w, "td.busy", busy_kernel, NULL, &k_busy));
+    PX_ASSERT_OK(px_callable_register(w, "td.busy", busy_callable, &c_busy));
     PX_ASSERT_OK(px_callable_register(w, "td.matrix", matrix_callable, &c_matrix));
     PX_ASSERT_OK(px_worker_init(w));
     return w;
@@ -589,6 +593,95 @@ static void test_bad_specs(void **state)
     assert_int_equal(px_test_shm_plexus_entries(), shm0);
 }
 
+/* ---- one-sided progress while the target computes ---- */
+
+/*
+ * Rank 1 computes for 1.5 s without calling into the domain; rank 0 meanwhile gets 1 MiB from
+ * it and puts 1 MiB + a signal to it, and fails unless the get returned within 1 s. Rank 1
+ * then finds the bytes and the signal in its window without waiting. On staged the target's
+ * progress thread carries the requests out; on direct they are loads and stores.
+ */
+static px_status busy_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    px_comm *c = px_arg_comm(a, px_arg_count(a) - 1);
+    uint8_t *buf, *tmp;
+    size_t half = 1u << 20, off;
+    uint64_t t0;
+    px_status st;
+
+    if (c == NULL)
+        return PX_EINVAL;
+    buf = px_comm_buffer(c, "x", NULL);
+    if ((st = px_comm_offset(c, buf, 2 * half, &off)) != PX_OK)
+        return st;
+    if (px_comm_rank(c) == 1)
+        for (size_t i = 0; i < half; i++)
+            buf[i] = (uint8_t)(i * 7 + 1);
+    if ((st = px_comm_barrier(c)) != PX_OK)
+        return st;
+    t0 = px_test_now_ns();
+    if (px_comm_rank(c) == 1) {
+        while (px_test_now_ns() - t0 < 1500000000ull)
+            ; /* a long kernel */
+        if (px_comm_signal_read(c, 0) != 5)
+            return px_set_error(PX_EKERNEL, "rank 1: signal %llu after computing, expected 5",
+                                (unsigned long long)px_comm_signal_read(c, 0));
+        for (size_t i = 0; i < half; i++)
+            if (buf[half + i] != (uint8_t)(i * 3 + 2))
+                return px_set_error(PX_EKERNEL, "rank 1: put byte %zu missing", i);
+    } else if (px_comm_rank(c) == 0) {
+        if ((tmp = malloc(half)) == NULL)
+            return PX_ENOMEM;
+        st = px_comm_get(c, 1, off, tmp, half);
+        for (size_t i = 0; st == PX_OK && i < half; i++)
+            if (tmp[i] != (uint8_t)(i * 7 + 1))
+                st = px_set_error(PX_EKERNEL, "rank 0: got byte %zu wrong", i);
+        if (st == PX_OK && px_test_now_ns() - t0 > 1000000000ull)
+            st = px_set_error(PX_EKERNEL, "rank 0: the get from a computing rank took %.2f s "
+                              "over %s", (double)(px_test_now_ns() - t0) / 1e9,
+                              px_comm_transport(c, 1));
+        for (size_t i = 0; st == PX_OK && i < half; i++)
+            tmp[i] = (uint8_t)(i * 3 + 2);
+        if (st == PX_OK)
+            st = px_comm_put_signal(c, 1, off + half, tmp, half, 0, PX_SIG_SET, 5);
+        free(tmp);
+        if (st != PX_OK)
+            return st;
+    }
+    return px_comm_barrier(c);
+}
+
+static px_status busy_callable(px_orch *o, const px_task_args *args, void *user)
+{
+    px_task_args a = *args;
+
+    return px_submit(o, k_busy, &a, NULL);
+}
+
+static px_status td_busy_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    static const int chips[2] = {0, 1};
+    px_domain_buffer b = {"x", 2u << 20};
+    px_domain_spec s = {.name = "busy", .chips = chips, .nchips = 2, .window_bytes = 2u << 20,
+                        .buffers = &b, .nbuffers = 1, .nsignals = 1};
+    px_domain *d;
+    px_status st = px_domain_alloc(o, &s, &d);
+
+    if (st == PX_OK)
+        st = px_submit_domain_task(o, d, c_busy, NULL, NULL);
+    if (st == PX_OK)
+        st = px_domain_release(d);
+    return st;
+}
+
+static void test_one_sided_progress(void **state)
+{
+    px_worker *w = td_worker(2);
+
+    PX_ASSERT_OK(px_run(w, td_busy_orch, NULL, NULL));
+    PX_ASSERT_OK(px_worker_destroy(w));
+}
+
 /* ---- a member dies inside a collective ---- */
 
 static px_status td_die_orch(px_orch *o, const px_task_args *args, void *user)
@@ -1031,6 +1124,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_member_dies_in_collective),
         cmocka_unit_test(test_window_buffer_as_device_tensor),
         cmocka_unit_test(test_domain_across_runs),
+        cmocka_unit_test(test_one_sided_progress),
     };
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_allreduce_end_to_end),
@@ -1043,6 +1137,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_domain_across_runs),
         cmocka_unit_test(test_transport_per_pair),
         cmocka_unit_test(test_direct_failure_falls_back),
+        cmocka_unit_test(test_one_sided_progress),
     };
     const char *tl = getenv("PLEXUS_COMM_TRANSPORT"), *prof = getenv("PLEXUS_DEVICE_PROFILE");
 
