@@ -467,6 +467,16 @@ static px_status comm_put_signal_impl(px_comm *c, int peer, size_t dst_off, cons
 
     if (st == PX_OK)
         st = comm_check_sig(c, sig, "px_comm_put_signal");
+    if (st == PX_OK && c->tl[peer]->put_signal != NULL) {
+        if ((st = comm_check_range(c, dst_off, n, "px_comm_put_signal")) == PX_OK &&
+            src == NULL && n > 0)
+            st = px_set_error(PX_EINVAL, "px_comm_put_signal: the source is NULL");
+        if (st == PX_OK && op != PX_SIG_SET && op != PX_SIG_ADD)
+            st = px_set_error(PX_EINVAL, "px_comm_put_signal: op %d is neither PX_SIG_SET nor "
+                              "PX_SIG_ADD", (int)op);
+        return st != PX_OK ? st : c->tl[peer]->put_signal(c, peer, dst_off, src, n,
+                                                          PX_COMM_SLOT_SIG(sig), op, v);
+    }
     if (st == PX_OK)
         st = comm_put_impl(c, peer, dst_off, src, n);
     if (st == PX_OK)

@@ -120,6 +120,9 @@ typedef struct px_comm_tl {
                           void (*fn)(void *arg, size_t at, const void *piece, size_t len),
                           void *arg);
     px_status (*signal)(px_comm *c, int peer, uint32_t slot, px_sig_op op, uint64_t v);
+    /* put then signal as one operation (NULL: put, then signal) */
+    px_status (*put_signal)(px_comm *c, int peer, size_t off, const void *src, size_t n,
+                            uint32_t slot, px_sig_op op, uint64_t v);
     void *(*peer_ptr)(px_comm *c, int peer, size_t off);
 } px_comm_tl;
 

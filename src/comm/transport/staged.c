@@ -41,12 +41,13 @@
 #define STG_HEAD_BYTES 4096u
 
 enum { STG_PUT = 1, STG_GET, STG_SIGNAL, STG_GET_HEAD };
+#define STG_F_SIGNAL 1u
 
 typedef struct stg_req {
     uint32_t op;
     uint32_t slot;   /* signal: the slot (barrier slots, then user signals) */
     uint32_t sigop;  /* signal: PX_SIG_SET or PX_SIG_ADD */
-    uint32_t pad_;
+    uint32_t flags;  /* put: STG_F_SIGNAL: apply the signal (slot, sigop, v) after the bytes */
     uint64_t off;    /* put/get: data-relative; get_head: head-relative */
     uint64_t n;
     uint64_t v;      /* signal: the value */
@@ -157,20 +158,23 @@ static int stg_do(px_comm *c, const stg_req *rq, char *data, size_t chunk)
     size_t hbytes = px_comm_area_bytes(c->nsig);
 
     switch (rq->op) {
-    case STG_PUT:
-    case STG_GET:
-        if (rq->n > chunk || __builtin_add_overflow(rq->off, rq->n, &end) || end > wbytes)
-            return 0;
-        if (rq->op == STG_PUT)
-            memcpy(win + rq->off, data, rq->n);
-        else
-            memcpy(data, win + rq->off, rq->n);
-        return 1;
     case STG_GET_HEAD:
         if (rq->n > chunk || __builtin_add_overflow(rq->off, rq->n, &end) || end > hbytes)
             return 0;
         memcpy(data, (char *)a + rq->off, rq->n);
         return 1;
+    case STG_PUT:
+    case STG_GET:
+        if (rq->n > chunk || __builtin_add_overflow(rq->off, rq->n, &end) || end > wbytes)
+            return 0;
+        if (rq->op == STG_GET) {
+            memcpy(data, win + rq->off, rq->n);
+            return 1;
+        }
+        memcpy(win + rq->off, data, rq->n);
+        if (!(rq->flags & STG_F_SIGNAL))
+            return 1;
+        __attribute__((fallthrough)); /* a put with its signal */
     case STG_SIGNAL: {
         _Atomic uint64_t *s;
 
@@ -354,6 +358,30 @@ static px_status staged_put(px_comm *c, int peer, size_t off, const void *src, s
     return st;
 }
 
+/* A put whose last request carries the signal: one request for a small put_signal. */
+static px_status staged_put_signal(px_comm *c, int peer, size_t off, const void *src, size_t n,
+                                   uint32_t slot, px_sig_op op, uint64_t v)
+{
+    stg_peer *p = c->tl_state[peer];
+    px_status st = PX_OK;
+    size_t at = 0;
+    uint32_t idx;
+
+    pthread_mutex_lock(&p->plock);
+    do {
+        size_t m = PX_MIN(p->chunk, n - at);
+        stg_req rq = {.op = STG_PUT, .off = off + at, .n = m};
+
+        if (at + m == n)
+            rq = (stg_req){.op = STG_PUT, .off = off + at, .n = m, .slot = slot,
+                           .sigop = (uint32_t)op, .flags = STG_F_SIGNAL, .v = v};
+        st = stg_post(c, peer, p, &rq, m ? (const char *)src + at : NULL, &idx, "put_signal");
+        at += m;
+    } while (st == PX_OK && at < n);
+    pthread_mutex_unlock(&p->plock);
+    return st;
+}
+
 /* A get of n bytes at off (op STG_GET: data-relative, STG_GET_HEAD: head-relative),
  * pipelined over the ring's slots: fn(arg, at, piece, len) sees each piece in order while it is
  * still in the staging chunk (at: its offset from off). */
@@ -449,6 +477,7 @@ const px_comm_tl px_comm_tl_staged = {
     .get_head = staged_get_head,
     .get_each = staged_get_each,
     .signal = staged_signal,
+    .put_signal = staged_put_signal,
     .peer_ptr = NULL,
 };
 
