@@ -155,6 +155,20 @@ static px_status comm_chip_create(hier_chip *chip, void *arg, const void *payloa
     return st;
 }
 
+/* Checks that a control call's payload is a comm_create_msg and names the domain on this chip
+ * in what (for messages). */
+static px_status comm_chip_msg(hier_chip *chip, const char *kind, size_t n, const void *payload,
+                               char *what, size_t wn)
+{
+    const comm_create_msg *m = payload;
+
+    if (n != sizeof(*m))
+        return px_set_error(PX_EINVAL, "%s: payload of %zu bytes, expected %zu", kind, n,
+                            sizeof(*m));
+    snprintf(what, wn, "domain \"%.31s\" on chip %d", m->name, hier_chip_index(chip));
+    return PX_OK;
+}
+
 /*
  * The test hook PX_TEST_COMM_MAP_FAIL=<chip>:<peer chip>: chip <chip> fails to map the
  * window of <peer chip> as a driver would that refused it, to prove the fallback.
@@ -209,10 +223,8 @@ static px_status comm_chip_map_all(hier_chip *chip, void *arg, const void *paylo
     px_status st = PX_OK;
 
     *reply_n = 0;
-    if (n != sizeof(*m))
-        return px_set_error(PX_EINVAL, "comm.map: payload of %zu bytes, expected %zu", n,
-                            sizeof(*m));
-    snprintf(what, sizeof(what), "domain \"%.31s\" on chip %d", m->name, hier_chip_index(chip));
+    if ((st = comm_chip_msg(chip, "comm.map", n, payload, what, sizeof(what))) != PX_OK)
+        return st;
     memset(out, 0, sizeof(*out));
     pthread_mutex_lock(&g_lock);
     if ((d = comm_chip_find(m->id)) == NULL) {
@@ -273,10 +285,8 @@ static px_status comm_chip_ready(hier_chip *chip, void *arg, const void *payload
     px_status st = PX_OK;
 
     *reply_n = 0;
-    if (n != sizeof(*m))
-        return px_set_error(PX_EINVAL, "comm.ready: payload of %zu bytes, expected %zu", n,
-                            sizeof(*m));
-    snprintf(what, sizeof(what), "domain \"%.31s\" on chip %d", m->name, hier_chip_index(chip));
+    if ((st = comm_chip_msg(chip, "comm.ready", n, payload, what, sizeof(what))) != PX_OK)
+        return st;
     pthread_mutex_lock(&g_lock);
     if ((d = comm_chip_find(m->id)) == NULL || d->built) {
         pthread_mutex_unlock(&g_lock);
