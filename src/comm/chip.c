@@ -33,6 +33,7 @@ typedef struct comm_chip_dom {
     px_worker *engine;           /* the chip engine its window's data is device memory of */
     void *win[PX_COMM_MAX_RANKS]; /* mapped windows (own and direct peers'), NULL where none */
     void *stage[PX_COMM_MAX_RANKS]; /* staging memory shared with each staged peer */
+    size_t stage_chunk;          /* its chunk (the mapping is comm_stg_pair_bytes of it) */
     int built;                   /* comm is built (and on the progress thread if staged) */
     px_comm comm;
 } comm_chip_dom;
@@ -60,7 +61,7 @@ px_comm *comm_chip_lookup(uint32_t id)
 /* Unmaps every window of d and frees its entry (g_lock held). */
 static void comm_chip_drop(comm_chip_dom *d)
 {
-    size_t stage_len = comm_stg_pair_bytes(0);
+    size_t stage_len = comm_stg_pair_bytes(d->stage_chunk);
 
     if (d->built && d->comm.nstaged > 0 && g_prog != NULL)
         comm_progress_remove(g_prog, &d->comm); /* after its sweep: nobody touches it now */
@@ -127,6 +128,7 @@ static px_status comm_chip_create(hier_chip *chip, void *arg, const void *payloa
     }
     memset(d->win, 0, sizeof(d->win));
     memset(d->stage, 0, sizeof(d->stage));
+    d->stage_chunk = m->stage_chunk;
     memset(&d->comm, 0, sizeof(d->comm));
     d->built = 0;
     d->rank = rank;
@@ -249,16 +251,18 @@ static px_status comm_chip_map_all(hier_chip *chip, void *arg, const void *paylo
             if ((st = hier_chip_fd_take(chip, comm_stage_tag(m->id, PX_MIN(q, d->rank),
                                                              PX_MAX(q, d->rank)), &fd)) != PX_OK)
                 break;
-            p = mmap(NULL, comm_stg_pair_bytes(0), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            p = mmap(NULL, comm_stg_pair_bytes(m->stage_chunk), PROT_READ | PROT_WRITE,
+                     MAP_SHARED, fd, 0);
             close(fd);
             if (p == MAP_FAILED) {
                 st = px_set_error(PX_ENOMEM, "%s: cannot map the staging memory of rank %d "
-                                  "(%zu bytes): %s", what, q, comm_stg_pair_bytes(0),
+                                  "(%zu bytes): %s", what, q,
+                                  comm_stg_pair_bytes(m->stage_chunk),
                                   strerror(errno));
             } else {
                 d->stage[q] = p;
                 if (d->rank < q) /* the lower rank formats it; comm.ready comes after */
-                    comm_stg_pair_init(p, 0);
+                    comm_stg_pair_init(p, m->stage_chunk);
             }
         } else if (d->win[q] == NULL &&
                    !comm_chip_map_direct(chip, d, m, q, why, sizeof(why), &st) && st == PX_OK) {

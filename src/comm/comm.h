@@ -158,6 +158,18 @@ typedef struct comm_stg_bell {
     uint32_t pad_[14];
 } comm_stg_bell;
 
+/* The chunk for a domain of n ranks: COMM_STG_CHUNK up to 8 ranks, then smaller (down to
+ * 16 KiB at 64), so a domain's staging memory grows about linearly with its ranks, not with
+ * their square (a rank's share of a collective shrinks as n grows). */
+static inline size_t comm_stg_chunk_for(int n)
+{
+    size_t c = COMM_STG_CHUNK;
+
+    for (int m = 8; m < n && c > (16u << 10); m *= 2)
+        c /= 2;
+    return c;
+}
+
 /* Bytes of one pair's staging memory with chunks of `chunk` bytes (0: COMM_STG_CHUNK). */
 size_t comm_stg_pair_bytes(size_t chunk);
 

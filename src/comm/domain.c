@@ -520,7 +520,8 @@ static px_status comm_select(px_worker *w, px_domain *d)
 static px_status comm_send_stage(comm_worker *cw, px_domain *d, int a, int b)
 {
     int fd = -1;
-    px_status st = hier_memfd_create("plexus-staging", comm_stg_pair_bytes(0), &fd);
+    size_t bytes = comm_stg_pair_bytes(d->msg.stage_chunk);
+    px_status st = hier_memfd_create("plexus-staging", bytes, &fd);
 
     if (st == PX_OK)
         st = hier_fd_send(cw->w, d->chips[a], comm_stage_tag(d->id, a, b), fd, 0);
@@ -652,6 +653,7 @@ static void comm_fill(comm_worker *cw, px_domain *d, const px_domain_spec *s)
     d->msg.oneshot_max = w->cfg.comm_oneshot_max;
     d->msg.spin_ns = w->cfg.spin_ns;
     d->msg.forced_direct = w->cfg.comm_transport == PX_COMM_TL_DIRECT;
+    d->msg.stage_chunk = (uint32_t)comm_stg_chunk_for(s->nchips);
     d->msg.yield_ns = w->cfg.yield_ns;
     snprintf(d->msg.name, sizeof(d->msg.name), "%s", s->name);
     for (int r = 0; r < s->nchips; r++)

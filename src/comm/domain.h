@@ -44,6 +44,7 @@ typedef struct comm_create_msg {
     uint64_t staged[PX_COMM_MAX_RANKS];   /* rank r's peers reached through staged (bit q);
                                            * the others through direct */
     int8_t forced_direct;                 /* a failed direct mapping is fatal, not a fallback */
+    uint32_t stage_chunk;                 /* staged: data bytes per request (comm_stg_chunk_for) */
     char name[PX_COMM_NAME_MAX];
     px_comm_buffer_desc buffers[PX_COMM_MAX_BUFFERS];
 } comm_create_msg;
