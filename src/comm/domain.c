@@ -478,7 +478,8 @@ static void comm_free_domain(comm_worker *cw, px_domain *d, int chips_alive)
     comm_id_msg m = {.id = d->id};
 
     if (chips_alive)
-        (void)hier_call_run(cw->w, cw->kinds[COMM_KIND_FREE], &m, sizeof(m), d->chips, d->msg.n, 0, NULL);
+        (void)hier_call_run(cw->w, cw->kinds[COMM_KIND_FREE], &m, sizeof(m), d->chips,
+                            d->msg.n, 0, NULL);
     if (d->vbase != NULL)
         munmap(d->vbase, d->vbytes);
     d->vbase = NULL;
