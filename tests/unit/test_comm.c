@@ -8,10 +8,10 @@
  * Checks every collective at 1, 2, 3, 4 and 8 ranks with counts 1, 7, 4096 and 262147, every
  * reduction dtype and op (and an allreduce at 64 ranks, the most a domain has), against values
  * worked out here in rank order; that every rank ends bit-identical to rank 0; which algorithm
- * a size picks; put/get and put-then-signal ordering; a wait that times out (naming the signal, the value waited for and the value seen); a death
- * announced while a rank waits (PX_EPEERDEAD within a second, naming the rank); one-sided
- * progress (a get from and a put + signal to a rank that computes without calling in); bad
- * input.
+ * a size picks; put/get and put-then-signal ordering; a wait that times out (naming the
+ * signal, the value waited for and the value seen); a death announced while a rank waits
+ * (PX_EPEERDEAD within a second, naming the rank); one-sided progress (a get from and a
+ * put + signal to a rank that computes without calling in); bad input.
  */
 #include "testutil.h"
 
