@@ -493,7 +493,29 @@ struct comm_progress {
     comm_stg_bell *bell;
     _Atomic int stop;
     char name[16];
+    uint64_t requests, sleeps, late; /* late: a sleep ended by its timeout found requests */
 };
+
+/* 1 when a request waits in some incoming ring that no kernel polls (a look only). */
+static int prog_has_work(comm_progress *p)
+{
+    int any = 0;
+
+    pthread_mutex_lock(&p->lock);
+    for (int i = 0; i < p->n && !any; i++) {
+        px_comm *c = p->comms[i];
+
+        for (int k = 0; k < c->nstaged && !any; k++) {
+            stg_peer *q = c->tl_state[c->staged[k]];
+
+            any = atomic_load_explicit(&q->in->pollers, memory_order_relaxed) == 0 &&
+                  atomic_load_explicit(&q->in->head, memory_order_relaxed) !=
+                  atomic_load_explicit(&q->in->done, memory_order_relaxed);
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    return any;
+}
 
 /* One pass over every communicator's incoming rings; returns the requests carried out. */
 static int prog_sweep(comm_progress *p)
@@ -517,7 +539,10 @@ static void *prog_main(void *arg)
         uint32_t seen;
         uint64_t now;
 
-        if (prog_sweep(p) > 0) {
+        int work = prog_sweep(p);
+
+        if (work > 0) {
+            p->requests += (uint64_t)work;
             idle_since = 0;
             continue;
         }
@@ -530,8 +555,13 @@ static void *prog_main(void *arg)
         }
         seen = atomic_load_explicit(&p->bell->bell, memory_order_seq_cst);
         atomic_store_explicit(&p->bell->sleeping, 1, memory_order_seq_cst);
-        if (prog_sweep(p) == 0 && !atomic_load_explicit(&p->stop, memory_order_acquire))
-            px_futex_wait(&p->bell->bell, seen, 100000000, 1);
+        if ((work = prog_sweep(p)) == 0 && !atomic_load_explicit(&p->stop, memory_order_acquire)) {
+            p->sleeps++;
+            if (px_futex_wait(&p->bell->bell, seen, 100000000, 1) != 0 &&
+                atomic_load_explicit(&p->bell->bell, memory_order_relaxed) == seen)
+                p->late += prog_has_work(p); /* nobody rang, yet requests wait: a lost wake */
+        }
+        p->requests += (uint64_t)work;
         atomic_store_explicit(&p->bell->sleeping, 0, memory_order_relaxed);
         idle_since = 0;
     }
@@ -592,6 +622,12 @@ void comm_progress_stop(comm_progress *p)
     atomic_fetch_add_explicit(&p->bell->bell, 1, memory_order_seq_cst);
     px_futex_wake(&p->bell->bell, INT_MAX, 1);
     pthread_join(p->thread, NULL);
+    if (p->late > 0)
+        PX_LOG_WARN("comm: progress thread %s: %llu of its %llu sleeps ended by their timeout "
+                    "with requests waiting (a lost wake-up: a defect)", p->name,
+                    (unsigned long long)p->late, (unsigned long long)p->sleeps);
+    PX_LOG_DEBUG("comm: progress thread %s carried out %llu requests, slept %llu times",
+                 p->name, (unsigned long long)p->requests, (unsigned long long)p->sleeps);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }
