@@ -25,3 +25,10 @@ foreach(ex allreduce moe tp_mlp)
               run ${ex} --chips 4 --cores 1 --iters 2)
   set_tests_properties(cli.run_${ex}_a2a3_log PROPERTIES RESOURCE_LOCK chips)
 endforeach()
+
+# Seed 1 (comm-backend-exbus.txt): TP=8 on a machine whose driver cannot map one card's memory
+# into another: tp_mlp on 8 chips under a2a3-pcie passes, every one of the 28 pairs staged.
+px_cli_test(seed1_tp_mlp_8_a2a3
+            "comm\\[tp\\]: rank 0 -> rank 7 via staged \\(peer_map=0 in profile a2a3-pcie\\)\n.*\ndomain tp: 8 members [^\n]*transport staged \\(28 pairs staged\\)[^\n]*\n.*\nPASS\nexit status 0\n$"
+            "PLEXUS_LOG=info" run tp_mlp --chips 8 --cores 1 --device-profile a2a3-pcie)
+set_tests_properties(cli.seed1_tp_mlp_8_a2a3 PROPERTIES RESOURCE_LOCK chips)
