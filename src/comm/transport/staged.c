@@ -13,12 +13,16 @@
  *
  * Ordering: requests of one direction are carried out in order by one consumer at a time, and
  * `done` is stored with release after each, so a signal is applied after every byte of the
- * puts before it. Lost wake-ups: the requester stores head, then (seq_cst) reads pollers and
- * the bell's sleeping flag; a poller that stops decrements pollers, then (seq_cst) polls once
- * more; a consumer that unlocks re-reads head; so every request posted has a consumer.
+ * puts before it. A request is one cache line whose sequence word is stored last, and a put
+ * of at most STG_INLINE bytes (a put_signal's token) travels inside it, so the consumer reads
+ * one line per request; each header line is written by one side only, and the requester
+ * re-reads `done` only when its cached copy says the ring is full. Lost wake-ups: the
+ * requester stores the sequence word, then (seq_cst) reads pollers and the bell's sleeping
+ * flag; a poller that stops decrements pollers, then (seq_cst) polls once more; a consumer
+ * that unlocks looks at the next request again; so every request posted has a consumer.
  *
  * Layout of a pair (comm_stg_pair_bytes): ring 0 carries the lower rank's requests to the
- * higher one, ring 1 the other way; each ring is one page of header (two cache lines of
+ * higher one, ring 1 the other way; each ring is one page of header (five cache lines of
  * counters, then the requests) followed by COMM_STG_SLOTS chunks of `chunk` bytes. Request i
  * uses request slot and chunk i % COMM_STG_SLOTS.
  */
@@ -43,28 +47,41 @@
 enum { STG_PUT = 1, STG_GET, STG_SIGNAL, STG_GET_HEAD };
 #define STG_F_SIGNAL 1u
 
+#define STG_INLINE 24 /* a put of at most this many bytes travels inside its request */
+
+/* One request: a cache line. seq says it is there: request number i stores seq = i + 1 last
+ * (release), and the consumer of number i waits for exactly that, so it reads one line. */
 typedef struct stg_req {
-    uint32_t op;
+    _Atomic uint32_t seq;
+    uint8_t op;
+    uint8_t flags;   /* put: STG_F_SIGNAL: apply the signal (slot, sigop, v) after the bytes */
+    uint8_t sigop;   /* signal: PX_SIG_SET or PX_SIG_ADD */
+    uint8_t inl;     /* put: the bytes are in data[] below, not in the chunk */
     uint32_t slot;   /* signal: the slot (barrier slots, then user signals) */
-    uint32_t sigop;  /* signal: PX_SIG_SET or PX_SIG_ADD */
-    uint32_t flags;  /* put: STG_F_SIGNAL: apply the signal (slot, sigop, v) after the bytes */
+    uint32_t pad_;
     uint64_t off;    /* put/get: data-relative; get_head: head-relative */
     uint64_t n;
     uint64_t v;      /* signal: the value */
-    uint64_t pad2_[3];
+    uint8_t data[STG_INLINE];
 } stg_req;
 
+_Static_assert(sizeof(stg_req) == 64, "a request is one cache line");
+
+/* The ring's header: each line written by one side only, so a request costs the consumer
+ * one line (the request) and the requester none but the ones it writes. */
 typedef struct stg_ring {
     uint32_t magic;
     uint32_t chunk;                /* data bytes per request slot */
     uint32_t pad0_[14];
-    _Atomic uint32_t head;         /* requests posted (requester side) */
-    _Atomic uint32_t req_sleep;    /* requester threads asleep on done */
-    uint32_t pad1_[14];
+    _Atomic uint32_t head;         /* requests posted (requester; read by its own flush) */
+    uint32_t pad1_[15];
+    _Atomic uint32_t req_sleep;    /* requester threads asleep on done (rarely written) */
+    uint32_t pad2_[15];
     _Atomic uint32_t done;         /* requests carried out (target side) */
-    _Atomic uint32_t pollers;      /* target threads polling this ring now */
     _Atomic uint32_t bad;          /* malformed requests skipped (a defect if ever > 0) */
-    uint32_t pad2_[13];
+    uint32_t pad3_[14];
+    _Atomic uint32_t pollers;      /* target threads polling this ring now */
+    uint32_t pad4_[15];
     stg_req req[COMM_STG_SLOTS];
 } stg_ring;
 
@@ -77,6 +94,7 @@ typedef struct stg_peer {
     size_t chunk;
     comm_stg_bell *bell;           /* the peer's doorbell */
     pthread_mutex_t plock;         /* threads of this rank posting to the peer */
+    uint32_t done_seen;            /* out->done as last read (plock): space known free */
     _Atomic int clock;             /* a thread of this rank carrying out the peer's requests */
 } stg_peer;
 
@@ -171,7 +189,7 @@ static int stg_do(px_comm *c, const stg_req *rq, char *data, size_t chunk)
             memcpy(data, win + rq->off, rq->n);
             return 1;
         }
-        memcpy(win + rq->off, data, rq->n);
+        memcpy(win + rq->off, rq->inl ? rq->data : (const uint8_t *)data, rq->n);
         if (!(rq->flags & STG_F_SIGNAL))
             return 1;
         __attribute__((fallthrough)); /* a put with its signal */
@@ -192,6 +210,12 @@ static int stg_do(px_comm *c, const stg_req *rq, char *data, size_t chunk)
     return 0;
 }
 
+/* 1 when request number `done` of ring r is there. */
+static inline int stg_ready(stg_ring *r, uint32_t done, memory_order mo)
+{
+    return atomic_load_explicit(&r->req[done % COMM_STG_SLOTS].seq, mo) == done + 1;
+}
+
 /* Carries out what peer p posted, if no other thread of this rank does. Returns the count. */
 static int stg_consume(px_comm *c, stg_peer *p)
 {
@@ -199,16 +223,15 @@ static int stg_consume(px_comm *c, stg_peer *p)
     int work = 0;
 
     for (;;) {
-        uint32_t done, head;
+        uint32_t done;
 
         if (atomic_exchange_explicit(&p->clock, 1, memory_order_acquire) != 0)
             return work;
         done = atomic_load_explicit(&r->done, memory_order_relaxed);
-        head = atomic_load_explicit(&r->head, memory_order_acquire);
-        PX_TSAN_ACQUIRE(&r->head);
-        while (done != head) {
+        while (stg_ready(r, done, memory_order_acquire)) {
             uint32_t i = done % COMM_STG_SLOTS;
 
+            PX_TSAN_ACQUIRE(&r->req[i].seq);
             PX_TSAN_ACQUIRE(c->area[c->rank]);
             if (!stg_do(c, &r->req[i], p->in_data + (size_t)i * p->chunk, p->chunk))
                 atomic_fetch_add_explicit(&r->bad, 1, memory_order_relaxed);
@@ -217,14 +240,10 @@ static int stg_consume(px_comm *c, stg_peer *p)
             if (atomic_load_explicit(&r->req_sleep, memory_order_seq_cst) != 0)
                 px_futex_wake(&r->done, INT_MAX, 1);
             work++;
-            if (done == head) {
-                head = atomic_load_explicit(&r->head, memory_order_acquire);
-                PX_TSAN_ACQUIRE(&r->head);
-            }
         }
         atomic_store_explicit(&p->clock, 0, memory_order_seq_cst);
         /* A request posted while we held the lock may have found another poller locked out. */
-        if (atomic_load_explicit(&r->head, memory_order_seq_cst) == done)
+        if (!stg_ready(r, done, memory_order_seq_cst))
             return work;
     }
 }
@@ -236,8 +255,8 @@ int comm_stg_poll(px_comm *c)
     for (int i = 0; i < c->nstaged; i++) {
         stg_peer *p = c->tl_state[c->staged[i]];
 
-        if (atomic_load_explicit(&p->in->head, memory_order_relaxed) !=
-            atomic_load_explicit(&p->in->done, memory_order_relaxed))
+        if (stg_ready(p->in, atomic_load_explicit(&p->in->done, memory_order_relaxed),
+                      memory_order_relaxed))
             work += stg_consume(c, p);
     }
     return work;
@@ -319,20 +338,34 @@ static px_status stg_post(px_comm *c, int peer, stg_peer *p, const stg_req *rq,
 {
     stg_ring *r = p->out;
     uint32_t h = atomic_load_explicit(&r->head, memory_order_relaxed), i = h % COMM_STG_SLOTS;
+    stg_req *q = &r->req[i];
     px_status st;
 
-    if (h - stg_done_acquire(r) >= COMM_STG_SLOTS &&
-        (st = stg_wait_done(c, peer, p, h - COMM_STG_SLOTS + 1, what)) != PX_OK)
-        return st;
-    r->req[i] = *rq;
-    if (src != NULL)
+    if (h - p->done_seen >= COMM_STG_SLOTS && h - (p->done_seen = stg_done_acquire(r)) >=
+                                                  COMM_STG_SLOTS) {
+        if ((st = stg_wait_done(c, peer, p, h - COMM_STG_SLOTS + 1, what)) != PX_OK)
+            return st;
+        p->done_seen = stg_done_acquire(r);
+    }
+    q->op = rq->op;
+    q->flags = rq->flags;
+    q->sigop = rq->sigop;
+    q->slot = rq->slot;
+    q->off = rq->off;
+    q->n = rq->n;
+    q->v = rq->v;
+    q->inl = src != NULL && rq->n <= STG_INLINE;
+    if (q->inl)
+        memcpy(q->data, src, rq->n);
+    else if (src != NULL)
         memcpy(p->out_data + (size_t)i * p->chunk, src, rq->n);
-    PX_TSAN_RELEASE(&r->head);
+    PX_TSAN_RELEASE(&q->seq);
     /* A peer's later request may follow from this one (its barrier after our signal): what
      * this rank did so far happens before our own consumers carry that request out. TSan does
      * not see the other process; this tells it (stg_consume acquires the same word). */
     PX_TSAN_RELEASE(c->area[c->rank]);
-    atomic_store_explicit(&r->head, h + 1, memory_order_seq_cst);
+    atomic_store_explicit(&q->seq, h + 1, memory_order_seq_cst);
+    atomic_store_explicit(&r->head, h + 1, memory_order_relaxed);
     if (atomic_load_explicit(&r->pollers, memory_order_seq_cst) == 0 &&
         atomic_load_explicit(&p->bell->sleeping, memory_order_seq_cst) != 0) {
         atomic_fetch_add_explicit(&p->bell->bell, 1, memory_order_seq_cst);
@@ -509,8 +542,8 @@ static int prog_has_work(comm_progress *p)
             stg_peer *q = c->tl_state[c->staged[k]];
 
             any = atomic_load_explicit(&q->in->pollers, memory_order_relaxed) == 0 &&
-                  atomic_load_explicit(&q->in->head, memory_order_relaxed) !=
-                  atomic_load_explicit(&q->in->done, memory_order_relaxed);
+                  stg_ready(q->in, atomic_load_explicit(&q->in->done, memory_order_relaxed),
+                            memory_order_relaxed);
         }
     }
     pthread_mutex_unlock(&p->lock);
