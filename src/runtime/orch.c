@@ -241,7 +241,8 @@ static px_status px_check_sig(const px_kernel *k, const px_task_args *a)
     for (int i = 0; i < a->n; i++) {
         const px_arg *arg = &a->a[i];
 
-        if (!px_tag_fits(s->params[i].tag, arg->tag))
+        if (PX_UNLIKELY(s->params[i].tag != arg->tag) &&
+            !px_tag_fits(s->params[i].tag, arg->tag))
             return px_set_error(PX_EINVAL, "kernel \"%s\" argument %d: expected tag %s, got %s",
                                 k->name, i, px_tag_name(s->params[i].tag),
                                 px_tag_name(arg->tag));
@@ -254,9 +255,11 @@ static px_status px_check_sig(const px_kernel *k, const px_task_args *a)
     return PX_OK;
 }
 
-/* Checks a submit; *unplaced receives the number of OUT tensors to allocate. */
+/* Checks a submit; spans[i] receives tensor argument i's bytes (0, 0 when unplaced) and
+ * *unplaced the number of OUT tensors to allocate. */
 static px_status px_orch_check(px_orch *o, px_kernel_id kid, const px_task_args *a,
-                               const px_task_id *deps, int ndeps, int *unplaced)
+                               const px_task_id *deps, int ndeps, args_span *spans,
+                               int *unplaced)
 {
     args_rules rules = {
         .what = "kernel", .chip = -1, .out_alloc = 1, .region = "device memory",
@@ -280,7 +283,7 @@ static px_status px_orch_check(px_orch *o, px_kernel_id kid, const px_task_args 
         return st;
     if (k->has_sig && (st = px_check_sig(k, a)) != PX_OK)
         return st;
-    if ((st = args_check(a, &rules, NULL, unplaced)) != PX_OK)
+    if ((st = args_check(a, &rules, spans, unplaced)) != PX_OK)
         return st;
     if (ndeps < 0 || (ndeps > 0 && deps == NULL))
         return px_set_error(PX_EINVAL, "kernel \"%s\": %d explicit dependencies with a %s list",
@@ -420,12 +423,14 @@ px_status px_scope_end(px_orch *o)
 
 /* ---- dependencies ---- */
 
-/* Inserts id into this submit's producer set; returns 1 if it was new. */
-static int px_dedup_insert(px_dedup *d, px_task_id stamp, px_task_id id)
+/* Inserts id into the hashed part of this submit's producer set; returns 1 if it was new,
+ * -1 when out of memory. */
+static __attribute__((noinline)) int px_dedup_hash_insert(px_dedup *d, px_task_id stamp,
+                                                           px_task_id id)
 {
     uint32_t mask, i;
 
-    if ((d->n + 1) * 2 > d->cap) {
+    if ((d->hn + 1) * 2 > d->cap) {
         uint32_t cap = d->cap ? d->cap * 2 : 64;
         px_task_id *k = malloc(cap * sizeof(*k)), *s = malloc(cap * sizeof(*s));
 
@@ -460,12 +465,36 @@ static int px_dedup_insert(px_dedup *d, px_task_id stamp, px_task_id id)
     }
     d->keys[i] = id;
     d->stamps[i] = stamp;
-    d->n++;
+    d->hn++;
     return 1;
 }
 
+/*
+ * Inserts id into this submit's producer set; returns 1 if it was new, -1 when out of memory.
+ * The first PX_DEDUP_SMALL producers are kept in a plain array and searched in order (a task
+ * has a handful of producers: a scan of a few words is cheaper than hashing); past that they
+ * move into the hash set, stamped with the consumer's id so that nothing needs clearing.
+ */
+static inline int px_dedup_insert(px_dedup *d, px_task_id stamp, px_task_id id)
+{
+    if (PX_LIKELY(d->n < PX_DEDUP_SMALL)) {
+        for (uint32_t i = 0; i < d->n; i++)
+            if (d->small[i] == id)
+                return 0;
+        d->small[d->n++] = id;
+        return 1;
+    }
+    if (d->n == PX_DEDUP_SMALL) {
+        for (uint32_t i = 0; i < PX_DEDUP_SMALL; i++)
+            if (px_dedup_hash_insert(d, stamp, d->small[i]) < 0)
+                return -1;
+        d->n++; /* n > PX_DEDUP_SMALL: the set lives in the hash from now on */
+    }
+    return px_dedup_hash_insert(d, stamp, id);
+}
+
 /* Makes room in the dep ring for one record, waiting for old tasks if needed. */
-static px_status px_orch_dep_room(px_orch *o)
+static __attribute__((noinline)) px_status px_orch_dep_room(px_orch *o)
 {
     px_worker *w = o->w;
     int waited = 0;
@@ -487,8 +516,9 @@ static px_status px_orch_dep_room(px_orch *o)
     return PX_OK;
 }
 
-/* Tensor-map callback: counts the edge and wires it if the producer is still running. */
-static int px_orch_dep_cb(void *ctx, px_task_id pid)
+/* Tensor-map callback: counts the edge and wires it if the producer is still running.
+ * Always inline: the tensor map's common case is inline in px_orch_wire, and so this call. */
+static inline __attribute__((always_inline)) int px_orch_dep_cb(void *ctx, px_task_id pid)
 {
     px_orch *o = ctx;
     px_worker *w = o->w;
@@ -506,40 +536,50 @@ static int px_orch_dep_cb(void *ctx, px_task_id pid)
         px_dfx_edge(o->dfx, pid, t->id);
     if (p->id != pid || atomic_load_explicit(&p->state, memory_order_acquire) == PX_TASK_DONE)
         return 0;
-    if (o->dep_head - o->dep_tail >= w->dep_size && (o->dep_err = px_orch_dep_room(o)) != PX_OK)
+    if (PX_UNLIKELY(o->dep_head - o->dep_tail >= w->dep_size) &&
+        (o->dep_err = px_orch_dep_room(o)) != PX_OK)
         return 1;
-    e = &w->edges[o->dep_head % w->dep_size];
+    e = &w->edges[o->dep_pos];
     e->consumer = t;
-    atomic_fetch_add_explicit(&t->fanin, 1, memory_order_relaxed);
+    /* No increment of t's fanin: it holds PX_FANIN_GUARD until the end of the submit, which
+     * takes off the guard less the edges wired, in one locked instruction for all of them. */
     h = atomic_load_explicit(&p->fanout, memory_order_acquire);
     do {
-        if (h == PX_FANOUT_CLOSED) {
-            atomic_fetch_sub_explicit(&t->fanin, 1, memory_order_relaxed);
+        if (h == PX_FANOUT_CLOSED)
             return 0;
-        }
         e->next = h;
     } while (!atomic_compare_exchange_weak_explicit(&p->fanout, &h, e, memory_order_release,
                                                     memory_order_acquire));
     o->dep_head++;
+    if (++o->dep_pos == w->dep_size) /* dep_head % dep_size, without a division per edge */
+        o->dep_pos = 0;
     o->stats.edges_wired++;
     return 0;
 }
 
-/* Runs every tracked argument and explicit dependency of t through the tensor map. */
-static px_status px_orch_wire(px_orch *o, px_task *t, const px_task_id *deps, int ndeps)
+/*
+ * Runs every tracked argument and explicit dependency of t through the tensor map. spans are
+ * the argument check's byte spans of the tensors (0, 0 for an output allocated since: its
+ * view is made from the tensor).
+ */
+static px_status px_orch_wire(px_orch *o, px_task *t, const args_span *spans,
+                              const px_task_id *deps, int ndeps)
 {
     px_worker *w = o->w;
     px_tm_view v;
 
     o->dep_err = PX_OK;
     o->dedup.n = 0;
+    o->dedup.hn = 0;
     for (int i = 0; i < t->args.n; i++) {
         const px_arg *arg = &t->args.a[i];
         int r;
 
         if (arg->tag == PX_TAG_SCALAR || arg->tag == PX_TAG_NO_DEP)
             continue;
-        if (!px_tm_view_make(&v, &arg->v.t))
+        if (PX_LIKELY(spans[i].hi != 0) ? !px_tm_view_span(&v, &arg->v.t, spans[i].lo,
+                                                            spans[i].hi, spans[i].esize)
+                                        : !px_tm_view_make(&v, &arg->v.t))
             continue;
         r = px_tmap_access(&w->tmap, &v, args_tag_writes(arg->tag), t->id, px_orch_dep_cb, o);
         if (r != 0)
@@ -573,7 +613,7 @@ static px_status px_orch_take_slot(px_orch *o, px_task **out)
     for (int l = 0; l < 4; l++)
         __builtin_prefetch((char *)px_task_slot(w, o->next_id + 1) + l * PX_CACHELINE, 1);
     t->id = o->next_id;
-    atomic_store_explicit(&t->fanin, 1, memory_order_relaxed);
+    atomic_store_explicit(&t->fanin, PX_FANIN_GUARD, memory_order_relaxed);
     atomic_store_explicit(&t->poisoned, 0, memory_order_relaxed);
     atomic_store_explicit(&t->fanout, NULL, memory_order_relaxed);
     atomic_store_explicit(&t->state, PX_TASK_PENDING, memory_order_relaxed);
@@ -616,6 +656,7 @@ static px_status px_orch_submit(px_orch *o, px_kernel_id k, px_task_args *a,
     px_task *t;
     px_status st;
     uint64_t d0, wired;
+    args_span spans[PX_MAX_ARGS];
     int unplaced;
 
     if (a == NULL)
@@ -630,7 +671,7 @@ static px_status px_orch_submit(px_orch *o, px_kernel_id k, px_task_args *a,
         w->ext.ops->poll(w->ext.owner);
     if (PX_UNLIKELY(atomic_load_explicit(&w->failed, memory_order_acquire)))
         return px_orch_aborted(w);
-    if ((st = px_orch_check(o, k, a, deps, ndeps, &unplaced)) != PX_OK)
+    if ((st = px_orch_check(o, k, a, deps, ndeps, spans, &unplaced)) != PX_OK)
         return st;
     if (unplaced > 0 && (st = px_rt_alloc_outputs(o, a)) != PX_OK)
         return st;
@@ -642,7 +683,7 @@ static px_status px_orch_submit(px_orch *o, px_kernel_id k, px_task_args *a,
     memcpy(t->args.a, a->a, (size_t)a->n * sizeof(a->a[0]));
     o->cur = t;
     wired = o->dep_head;
-    st = px_orch_wire(o, t, deps, ndeps);
+    st = px_orch_wire(o, t, spans, deps, ndeps);
     if (PX_UNLIKELY(st != PX_OK)) {
         /* Half-wired: let it drain as a failed task so every producer still releases it. */
         atomic_store_explicit(&t->poisoned, 1, memory_order_relaxed);
@@ -652,13 +693,16 @@ static px_status px_orch_submit(px_orch *o, px_kernel_id k, px_task_args *a,
     t->dep_end = o->dep_head;
     o->next_id++;
     o->stats.tasks++;
-    if (o->dep_head == wired) {
+    wired = o->dep_head - wired; /* edges wired to t: producers that will decrement fanin */
+    if (wired == 0) {
         /* No producer holds an edge to t, so no other thread touches its fanin: drop the
          * wiring guard without a locked instruction (it drained the store buffer). */
         atomic_store_explicit(&t->fanin, 0, memory_order_relaxed);
         px_task_ready(w, t);
-    } else if (atomic_fetch_sub_explicit(&t->fanin, 1, memory_order_acq_rel) == 1) {
-        px_task_ready(w, t);
+    } else if (atomic_fetch_sub_explicit(&t->fanin, PX_FANIN_GUARD - (int32_t)wired,
+                                         memory_order_acq_rel) ==
+               PX_FANIN_GUARD - (int32_t)wired) {
+        px_task_ready(w, t); /* every producer finished while t was being wired */
     }
     if (id != NULL)
         *id = t->id;
@@ -689,6 +733,7 @@ px_status px_orch_begin(px_worker *w)
     o->w = w;
     o->first_id = next;
     o->wm = next;
+    o->dep_pos = o->dep_head % w->dep_size;
     o->nscopes = 0;
     o->cur = NULL;
     memset(&o->stats, 0, sizeof(o->stats));

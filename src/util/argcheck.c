@@ -5,6 +5,8 @@
 
 #include <stdio.h>
 
+#include "span.h"
+
 /* Writes the call's name as r gives it ("kernel \"vadd\"", "px_submit_group (chip 3)"). */
 __attribute__((noinline, cold)) static const char *args_prefix(const args_rules *r, char *buf,
                                                                 size_t n)
@@ -32,21 +34,28 @@ px_status args_count_error(const px_task_args *a, const args_rules *r)
                         args_prefix(r, p, sizeof(p)), a->n, a->overflow, PX_MAX_ARGS);
 }
 
-/* Checks tensor argument i; fills *s with its absolute bytes. */
-static px_status args_check_tensor(const px_arg *arg, int i, const args_rules *r, args_span *s)
+/* Checks tensor argument i; fills *s with its absolute bytes and element size. */
+static inline px_status args_check_tensor(const px_arg *arg, int i, const args_rules *r,
+                                          args_span *s)
 {
     const px_tensor *t = &arg->v.t;
     uintptr_t lo, hi;
-    int64_t rlo, rhi;
+    int64_t rlo, rhi, es;
     char p[96];
 
     s->lo = s->hi = 0;
     if (PX_UNLIKELY(arg->null_tensor))
         return px_set_error(PX_EINVAL, "%s argument %d (%s): NULL tensor pointer given to "
                             "px_args_*", args_prefix(r, p, sizeof(p)), i, px_tag_name(arg->tag));
-    if (px_tensor_span(t, &rlo, &rhi) != PX_OK) /* the message names the bad field */
-        return px_set_error(PX_EINVAL, "%s argument %d (%s): %s", args_prefix(r, p, sizeof(p)),
-                            i, px_tag_name(arg->tag), px_last_error());
+    if (PX_LIKELY(util_span_fast(t, &rlo, &rhi, &es))) {
+        s->esize = (uint32_t)es;
+    } else {
+        if (px_tensor_span(t, &rlo, &rhi) != PX_OK) /* the message names the bad field */
+            return px_set_error(PX_EINVAL, "%s argument %d (%s): %s",
+                                args_prefix(r, p, sizeof(p)), i, px_tag_name(arg->tag),
+                                px_last_error());
+        s->esize = (uint32_t)px_dtype_size(t->dtype); /* an empty tensor */
+    }
     if (t->addr == NULL) {
         if (r->out_alloc && arg->tag == PX_TAG_OUT)
             return PX_OK; /* allocated by the runtime */

@@ -41,9 +41,11 @@ typedef struct args_rules {
     const void *also_arg;
 } args_rules;
 
-/* The absolute bytes [lo, hi) of one tensor argument (0, 0 for an unplaced OUT). */
+/* The absolute bytes [lo, hi) of one tensor argument (0, 0 for an unplaced OUT), and the
+ * size of its elements. */
 typedef struct args_span {
     uintptr_t lo, hi;
+    uint32_t esize;
 } args_span;
 
 /* argcheck.c: the message of args_check_count's refusal. */

@@ -672,6 +672,53 @@ static void test_chain_counts(void **state)
     deps_assert_stats(&st, 5, 6);
 }
 
+/* ---- many producers ---- */
+
+/* Ten writers, one per element (slots 0..9, OUT element i, fill i + 1); then one reader (slot
+ * 10) of each element and, twice, of elements [0, 10) as a whole. */
+static px_status orch_many_producers(px_orch *o, const px_task_args *args, void *user)
+{
+    const px_tensor *t = px_arg_tensor(args, 0);
+    px_tensor elem[10], all = deps_view1(t, 0, 10);
+    deps_targ in[12];
+    px_status st = PX_OK;
+
+    (void)user;
+    for (int i = 0; i < 10 && st == PX_OK; i++) {
+        deps_targ out = {PX_TAG_OUT, &elem[i]};
+
+        elem[i] = deps_view1(t, i, 1);
+        in[i] = (deps_targ){PX_TAG_IN, &elem[i]};
+        st = deps_submit(o, i, i + 1, DEPS_NONE, &out, 1, NULL, 0, NULL);
+    }
+    in[10] = (deps_targ){PX_TAG_IN, &all};
+    in[11] = (deps_targ){PX_TAG_IN, &all};
+    if (st == PX_OK)
+        st = deps_submit(o, 10, 0, DEPS_NONE, in, 12, NULL, 0, NULL);
+    return st;
+}
+
+/*
+ * A consumer with more producers than the submit's small producer set holds (8; past that
+ * the set moves into a hash): each of the 10 writers is reported three times (its element,
+ * then twice inside [0, 10)) and must count once. Edges 10 (writer i -> reader), tasks 11;
+ * the reader runs after every writer and sees element 0 = 1. A set that lost what it held
+ * when it moved would count the later reports again (more than 10 edges).
+ */
+static void test_many_producers(void **state)
+{
+    int32_t buf[16];
+    px_tensor host = deps_host(buf, 16, 0);
+    px_run_stats st;
+
+    deps_reset();
+    deps_run(orch_many_producers, &host, &st);
+    for (int i = 0; i < 10; i++)
+        deps_assert_after(10, i);
+    assert_int_equal(atomic_load(&g_slot[10].seen), 1);
+    deps_assert_stats(&st, 11, 10);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -687,6 +734,7 @@ int main(void)
         cmocka_unit_test(test_no_dep),
         cmocka_unit_test(test_submit_after),
         cmocka_unit_test(test_chain_counts),
+        cmocka_unit_test(test_many_producers),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -467,6 +467,49 @@ static void test_invalid_submits(void **state)
 }
 
 /*
+ * Builders reuse a px_task_args without clearing whole arguments: each builder must still
+ * clear every flag a previous use left. Use 1: a marked tensor, a NULL tensor (flagged),
+ * a marked scalar. Use 2, after px_args_init, in the same slots: a scalar, a scalar, a
+ * tensor: tags, kinds and values are the new ones and no flag survives.
+ */
+static void test_args_reuse(void **state)
+{
+    int32_t tb[4] = {0};
+    px_tensor t = err_host(tb, PX_I32, 4);
+    px_task_args a;
+
+    (void)state;
+    px_args_init(&a);
+    px_args_in(&a, &t);
+    px_args_mark(&a);
+    px_args_out(&a, NULL);
+    px_args_scalar_f64(&a, 2.5);
+    px_args_mark(&a);
+    assert_int_equal(a.a[0].marked, 1);
+    assert_int_equal(a.a[1].null_tensor, 1);
+    a.a[2].dep_only = 1; /* as a layer above sets it */
+    px_args_init(&a);
+    px_args_scalar_u64(&a, 7);
+    px_args_scalar_i64(&a, -3);
+    px_args_inout(&a, &t);
+    assert_int_equal(a.n, 3);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(a.a[i].marked, 0);
+        assert_int_equal(a.a[i].null_tensor, 0);
+        assert_int_equal(a.a[i].dep_only, 0);
+    }
+    assert_int_equal(a.a[0].tag, PX_TAG_SCALAR);
+    assert_int_equal(a.a[0].scalar_kind, PX_SCALAR_U64);
+    assert_int_equal(px_arg_u64(&a, 0), 7);
+    assert_int_equal(a.a[1].scalar_kind, PX_SCALAR_I64);
+    assert_int_equal(px_arg_i64(&a, 1), -3);
+    assert_int_equal(a.a[2].tag, PX_TAG_INOUT);
+    assert_int_equal(a.a[2].scalar_kind, 0);
+    assert_ptr_equal(px_arg_data(&a, 2), tb);
+    assert_int_equal(px_arg_numel(&a, 2), 4);
+}
+
+/*
  * A config whose task ring (100) is not a power of two: px_worker_create returns PX_EINVAL,
  * leaves the output NULL and writes a message that shows the value 100.
  */
@@ -603,6 +646,7 @@ int main(void)
         cmocka_unit_test(test_kernel_failure),  cmocka_unit_test(test_signature_mismatch),
         cmocka_unit_test(test_invalid_submits), cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_run_copies),      cmocka_unit_test(test_orch_error_drains),
+        cmocka_unit_test(test_args_reuse),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
