@@ -592,21 +592,49 @@ static px_status px_orch_wire(px_orch *o, px_task *t, const args_span *spans,
     return PX_OK;
 }
 
+/*
+ * Waits, on a full task ring, until PX_RING_BATCH(ring) slots are free rather than one: it
+ * waits for the task whose end frees that many when tasks end in order, then for the oldest
+ * until they are free. One sleep and one wake-up then serve a batch of submits; waiting for a
+ * single slot made a full ring cost a wake-up (a system call on a core) and a sleep per task,
+ * and on 2 CPUs the orchestration's turns on the CPU came at the cores' expense. The cores
+ * meanwhile have the rest of the ring to run.
+ */
+static __attribute__((noinline)) px_status px_orch_ring_full(px_orch *o)
+{
+    px_worker *w = o->w;
+    uint64_t ring = w->task_mask + 1, batch = PX_RING_BATCH(ring);
+    uint64_t deadline = 0, d0, target;
+    px_status st;
+
+    px_orch_advance(o);
+    if (o->next_id - o->wm <= w->task_mask)
+        return PX_OK;
+    o->stats.task_ring_waits++;
+    target = o->next_id - ring + batch - 1;
+    d0 = PX_DFX_ON(o->dfx, PX_DFX_FOR_PHASE) ? px_dfx_now() : 0;
+    st = px_orch_wait_task(o, target, &deadline, "to free task slots");
+    if (PX_DFX_ON(o->dfx, PX_DFX_FOR_PHASE))
+        px_dfx_phase(o->dfx, PX_PHASE_ORCH_RING_WAIT, d0, px_dfx_now(), target);
+    if (st != PX_OK)
+        return st;
+    px_orch_advance(o);
+    while (o->next_id - o->wm > ring - batch)
+        if ((st = px_orch_wait_oldest(o, "to free a task slot")) != PX_OK)
+            return st;
+    return PX_OK;
+}
+
 /* Takes the next task slot, waiting while the task ring is full. */
 static px_status px_orch_take_slot(px_orch *o, px_task **out)
 {
     px_worker *w = o->w;
     px_task *t;
 
-    if (o->next_id - o->wm > w->task_mask) {
-        px_orch_advance(o);
-        if (o->next_id - o->wm > w->task_mask)
-            o->stats.task_ring_waits++;
-        while (o->next_id - o->wm > w->task_mask) {
-            px_status st = px_orch_wait_oldest(o, "to free a task slot");
-            if (st != PX_OK)
-                return st;
-        }
+    if (PX_UNLIKELY(o->next_id - o->wm > w->task_mask)) {
+        px_status st = px_orch_ring_full(o);
+        if (st != PX_OK)
+            return st;
     }
     t = px_task_slot(w, o->next_id);
     /* The next slot is cold (the ring is larger than the caches): fetch its head now. */
@@ -749,6 +777,15 @@ px_status px_orch_drain(px_orch *o)
 {
     uint64_t deadline = 0; /* one bound for the whole drain, from its first sleep */
 
+    /* The newest task first: it usually ends last, so an orchestration that sleeps is woken
+     * about once per drain, not once per task still running (each wake-up a system call on
+     * the core that ends the task). Then the watermark's tasks, most of them done by now. */
+    if (o->wm < o->next_id) {
+        px_status st = px_orch_wait_task(o, o->next_id - 1, &deadline, "at the end of the run");
+        if (st != PX_OK)
+            return st;
+        px_orch_advance(o);
+    }
     while (o->wm < o->next_id) {
         px_status st = px_orch_wait_task(o, o->wm, &deadline, "at the end of the run");
         if (st != PX_OK)

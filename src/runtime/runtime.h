@@ -47,6 +47,10 @@ enum { PX_TASK_PENDING = 0, PX_TASK_DONE = 1 };
  */
 #define PX_FANIN_GUARD (INT32_C(1) << 30)
 
+/* Slots a full task ring of `ring` slots waits to have free before submitting goes on: a
+ * sixteenth of the ring, at least 1 (orch.c, px_orch_ring_full). */
+#define PX_RING_BATCH(ring) ((ring) >= 16 ? (ring) / 16 : 1)
+
 typedef struct px_task {
     /* written at submit by the orchestration */
     px_task_id id;
