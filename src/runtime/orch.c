@@ -261,11 +261,6 @@ static px_status px_orch_check(px_orch *o, px_kernel_id kid, const px_task_args 
                                const px_task_id *deps, int ndeps, args_span *spans,
                                int *unplaced)
 {
-    args_rules rules = {
-        .what = "kernel", .chip = -1, .out_alloc = 1, .region = "device memory",
-        .hint = "inside an orchestration use px_run's args, px_tensor_alloc or "
-                "runtime-allocated outputs",
-    };
     px_worker *w = o->w;
     const px_kernel *k;
     px_status st;
@@ -274,16 +269,12 @@ static px_status px_orch_check(px_orch *o, px_kernel_id kid, const px_task_args 
         return px_set_error(PX_EINVAL, "unknown kernel id %d: %d kernels are registered on this "
                             "worker", (int)kid, w->nkernels);
     k = &w->kernels[kid];
-    rules.name = k->name;
-    rules.base = (uintptr_t)w->dev_base;
-    rules.size = w->cfg.device_mem;
-    rules.also = px_rt_device_range_has;
-    rules.also_arg = w;
-    if ((st = args_check_count(a, &rules)) != PX_OK)
+    o->rules.name = k->name; /* the rest is the run's (px_orch_begin) */
+    if ((st = args_check_count(a, &o->rules)) != PX_OK)
         return st;
     if (k->has_sig && (st = px_check_sig(k, a)) != PX_OK)
         return st;
-    if ((st = args_check(a, &rules, spans, unplaced)) != PX_OK)
+    if ((st = args_check(a, &o->rules, spans, unplaced)) != PX_OK)
         return st;
     if (ndeps < 0 || (ndeps > 0 && deps == NULL))
         return px_set_error(PX_EINVAL, "kernel \"%s\": %d explicit dependencies with a %s list",
@@ -478,9 +469,15 @@ static __attribute__((noinline)) int px_dedup_hash_insert(px_dedup *d, px_task_i
 static inline int px_dedup_insert(px_dedup *d, px_task_id stamp, px_task_id id)
 {
     if (PX_LIKELY(d->n < PX_DEDUP_SMALL)) {
-        for (uint32_t i = 0; i < d->n; i++)
-            if (d->small[i] == id)
-                return 0;
+        uint64_t bit = UINT64_C(1) << (id & 63);
+
+        /* a producer whose id's bit is clear is new: no scan (a task's producers are
+         * neighbours in id, so their bits rarely collide) */
+        if (d->bits & bit)
+            for (uint32_t i = 0; i < d->n; i++)
+                if (d->small[i] == id)
+                    return 0;
+        d->bits |= bit;
         d->small[d->n++] = id;
         return 1;
     }
@@ -571,6 +568,7 @@ static px_status px_orch_wire(px_orch *o, px_task *t, const args_span *spans,
     o->dep_err = PX_OK;
     o->dedup.n = 0;
     o->dedup.hn = 0;
+    o->dedup.bits = 0;
     for (int i = 0; i < t->args.n; i++) {
         const px_arg *arg = &t->args.a[i];
         int r;
@@ -762,6 +760,13 @@ px_status px_orch_begin(px_worker *w)
     o->first_id = next;
     o->wm = next;
     o->dep_pos = o->dep_head % w->dep_size;
+    o->rules = (args_rules){
+        .what = "kernel", .chip = -1, .out_alloc = 1, .region = "device memory",
+        .hint = "inside an orchestration use px_run's args, px_tensor_alloc or "
+                "runtime-allocated outputs",
+        .base = (uintptr_t)w->dev_base, .size = w->cfg.device_mem,
+        .also = px_rt_device_range_has, .also_arg = w,
+    };
     o->nscopes = 0;
     o->cur = NULL;
     memset(&o->stats, 0, sizeof(o->stats));

@@ -22,6 +22,7 @@
 #include "platform/platform.h"
 #include "readyq.h"
 #include "tensormap.h"
+#include "util/argcheck.h"
 #include "util/util.h"
 
 #define PX_MAX_KERNELS 1024
@@ -108,9 +109,11 @@ typedef struct px_scope {
 #define PX_DEDUP_SMALL 8
 
 /* Deduplicates producers of one submit: the first PX_DEDUP_SMALL in `small`, searched in
- * order; past that all of them in a hash set (open addressing, stamped by the consumer id). */
+ * order when their bit in `bits` says one may match; past that all of them in a hash set
+ * (open addressing, stamped by the consumer id). */
 typedef struct px_dedup {
     px_task_id small[PX_DEDUP_SMALL];
+    uint64_t bits;                  /* bit (id & 63) of each id in small */
     uint32_t n;                     /* producers inserted (n > PX_DEDUP_SMALL: in the hash) */
     uint32_t hn;                    /* producers in the hash set */
     px_task_id *keys;
@@ -133,6 +136,8 @@ struct px_orch {
     px_run_stats stats;
     px_dfx_producer *dfx;           /* DFX producer of the current run, or NULL (rt_dfx.c) */
     uint32_t submit_polls;          /* submits since the poller last read at one */
+    args_rules rules;               /* a submit's argument rules, set for the run (all but
+                                     * the kernel's name) */
 };
 
 /*
