@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "span.h"
 #include "util.h"
 
 static const char *const px_tag_names[PX_TAG_COUNT] = {
@@ -150,7 +151,7 @@ const px_tensor *px_arg_tensor(const px_task_args *a, int i)
 
 void *px_arg_data(const px_task_args *a, int i)
 {
-    return px_arg_valid(a, i) ? px_tensor_data(&a->a[i].v.t) : NULL;
+    return px_arg_valid(a, i) ? util_tensor_data(&a->a[i].v.t) : NULL;
 }
 
 int64_t px_arg_numel(const px_task_args *a, int i)

@@ -1,5 +1,6 @@
 /*
- * span.h - the fast path of a tensor's byte span, inline, for the hot callers.
+ * span.h - the fast paths of a tensor's byte span and data address, inline, for the hot
+ * callers (every submit, every kernel's argument access).
  *
  * px_tensor_span (tensor.c) is the one definition of a tensor's byte range; its fast path
  * lives here so that the argument check of every submit computes a span without a call and
@@ -44,6 +45,21 @@ static inline int util_span_fast(const px_tensor *t, int64_t *lo, int64_t *hi, i
     *hi = end;
     *es = e;
     return 1;
+}
+
+/*
+ * The address of t's first element, as px_tensor_data computes it: NULL when the byte
+ * offset overflows (an invalid dtype counts 0 bytes). Inline for the accessors kernels call
+ * on every argument (px_arg_data): a call to px_tensor_data and one to px_dtype_size each
+ * time were about 40 instructions, a few per task times the arguments.
+ */
+static inline void *util_tensor_data(const px_tensor *t)
+{
+    int64_t es = (unsigned)t->dtype < PX_DTYPE_COUNT ? util_dtype_bytes[t->dtype] : 0, off;
+
+    if (PX_UNLIKELY(__builtin_mul_overflow(t->offset, es, &off)))
+        return NULL;
+    return (char *)t->addr + off;
 }
 
 #endif

@@ -173,13 +173,7 @@ int px_tensor_is_contiguous(const px_tensor *t)
 
 void *px_tensor_data(const px_tensor *t)
 {
-    int64_t off;
-
-    if (t == NULL)
-        return NULL;
-    if (__builtin_mul_overflow(t->offset, (int64_t)px_dtype_size(t->dtype), &off))
-        return NULL;
-    return (char *)t->addr + off;
+    return t != NULL ? util_tensor_data(t) : NULL;
 }
 
 /*
