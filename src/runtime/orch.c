@@ -520,18 +520,29 @@ static inline __attribute__((always_inline)) int px_orch_dep_cb(void *ctx, px_ta
     px_orch *o = ctx;
     px_worker *w = o->w;
     px_task *t = o->cur, *p = px_task_slot(w, pid);
+    int live = p->id == pid; /* its slot still holds it (the watermark has not passed it) */
     px_edge *e, *h;
-    int r = px_dedup_insert(&o->dedup, t->id, pid);
 
-    if (r <= 0) {
-        if (r < 0)
-            o->dep_err = px_set_error(PX_ENOMEM, "out of host memory deduplicating edges");
-        return r;
+    /* Each producer counts once per consumer: a producer still in its slot carries the last
+     * consumer that counted it (one compare, no search; only this thread writes the word),
+     * one whose slot was reused goes through the submit's producer set. */
+    if (PX_LIKELY(live)) {
+        if (p->counted_by == t->id)
+            return 0;
+        p->counted_by = t->id;
+    } else {
+        int r = px_dedup_insert(&o->dedup, t->id, pid);
+
+        if (r <= 0) {
+            if (r < 0)
+                o->dep_err = px_set_error(PX_ENOMEM, "out of host memory deduplicating edges");
+            return r;
+        }
     }
     o->stats.edges++;
     if (PX_DFX_ON(o->dfx, PX_DFX_FOR_EDGE))
         px_dfx_edge(o->dfx, pid, t->id);
-    if (p->id != pid || atomic_load_explicit(&p->state, memory_order_acquire) == PX_TASK_DONE)
+    if (!live || atomic_load_explicit(&p->state, memory_order_acquire) == PX_TASK_DONE)
         return 0;
     if (PX_UNLIKELY(o->dep_head - o->dep_tail >= w->dep_size) &&
         (o->dep_err = px_orch_dep_room(o)) != PX_OK)
@@ -639,6 +650,7 @@ static px_status px_orch_take_slot(px_orch *o, px_task **out)
     for (int l = 0; l < 4; l++)
         __builtin_prefetch((char *)px_task_slot(w, o->next_id + 1) + l * PX_CACHELINE, 1);
     t->id = o->next_id;
+    t->counted_by = PX_TASK_NONE;
     atomic_store_explicit(&t->fanin, PX_FANIN_GUARD, memory_order_relaxed);
     atomic_store_explicit(&t->poisoned, 0, memory_order_relaxed);
     atomic_store_explicit(&t->fanout, NULL, memory_order_relaxed);

@@ -57,6 +57,8 @@ typedef struct px_task {
     px_task_id id;
     px_kernel_id kernel;
     uint64_t dep_end;               /* dep ring position after this task's edges */
+    px_task_id counted_by;          /* the last consumer that counted this task among its
+                                     * producers (orchestration only: a submit's dedup) */
     /* shared with the cores */
     PX_ALIGNED_CL _Atomic int32_t fanin;   /* producers not yet finished; while wiring,
                                      * PX_FANIN_GUARD less the wired producers finished */
@@ -108,8 +110,9 @@ typedef struct px_scope {
 
 #define PX_DEDUP_SMALL 8
 
-/* Deduplicates producers of one submit: the first PX_DEDUP_SMALL in `small`, searched in
- * order when their bit in `bits` says one may match; past that all of them in a hash set
+/* Deduplicates the producers of one submit whose slots were reused (those still in their
+ * slots are stamped there, px_task.counted_by): the first PX_DEDUP_SMALL in `small`, searched
+ * in order when their bit in `bits` says one may match; past that all of them in a hash set
  * (open addressing, stamped by the consumer id). */
 typedef struct px_dedup {
     px_task_id small[PX_DEDUP_SMALL];
