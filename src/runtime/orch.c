@@ -777,8 +777,9 @@ px_status px_orch_begin(px_worker *w)
         .hint = "inside an orchestration use px_run's args, px_tensor_alloc or "
                 "runtime-allocated outputs",
         .base = (uintptr_t)w->dev_base, .size = w->cfg.device_mem,
-        .also = px_rt_device_range_has, .also_arg = w,
+        .also = px_rt_device_range_has, .also_arg = w, .cache = &o->arg_cache,
     };
+    args_cache_clear(&o->arg_cache);
     o->nscopes = 0;
     o->cur = NULL;
     memset(&o->stats, 0, sizeof(o->stats));

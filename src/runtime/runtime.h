@@ -141,6 +141,7 @@ struct px_orch {
     uint32_t submit_polls;          /* submits since the poller last read at one */
     args_rules rules;               /* a submit's argument rules, set for the run (all but
                                      * the kernel's name) */
+    args_cache arg_cache;           /* tensors the submits of this run have accepted */
 };
 
 /*

@@ -81,10 +81,25 @@ static inline px_status args_check_tensor(const px_arg *arg, int i, const args_r
     return PX_OK;
 }
 
+/* Keeps tensor argument arg, just accepted with span s, in r's cache when the cache may hold
+ * it: placed, not dependency-only, and inside [base, base + size) (not accepted by `also`). */
+static void args_cache_keep(const args_rules *r, const px_arg *arg, const args_span *s)
+{
+    args_cache_slot *k;
+
+    if (arg->v.t.addr == NULL || arg->dep_only || r->size == 0 || s->lo < r->base ||
+        s->hi - r->base > r->size)
+        return;
+    k = args_cache_slot_of(r->cache, &arg->v.t);
+    k->t = arg->v.t;
+    k->s = *s;
+}
+
 px_status args_check(const px_task_args *a, const args_rules *r, args_span *spans,
                      int *unplaced)
 {
     px_status st = args_check_count(a, r);
+    const args_span *hit;
     int nun = 0;
     char p[96];
 
@@ -99,8 +114,15 @@ px_status args_check(const px_task_args *a, const args_rules *r, args_span *span
         if (PX_UNLIKELY(!args_tag_is_tensor(arg->tag)))
             return px_set_error(PX_EINVAL, "%s argument %d: invalid tag %d; build args with "
                                 "px_args_*", args_prefix(r, p, sizeof(p)), i, arg->tag);
-        if (PX_UNLIKELY((st = args_check_tensor(arg, i, r, &s)) != PX_OK))
-            return st;
+        if (r->cache != NULL && (hit = args_cache_find(r->cache, arg)) != NULL) {
+            s = *hit; /* accepted before, unchanged: the same answer without the check */
+            r->cache->hits++;
+        } else {
+            if (PX_UNLIKELY((st = args_check_tensor(arg, i, r, &s)) != PX_OK))
+                return st;
+            if (r->cache != NULL)
+                args_cache_keep(r, arg, &s);
+        }
         if (spans != NULL)
             spans[i] = s;
         nun += arg->v.t.addr == NULL; /* only unplaced OUTs pass without an address */
