@@ -3,7 +3,9 @@
  *
  * Entries sit in an array sorted by their lowest byte. An access finds candidates with a
  * binary search: an overlapping entry starts after (lo - longest span) and before hi. The
- * common case - the same view accessed again - finds its own entry there and updates it.
+ * common case - the same view accessed again, with nothing else overlapping it - is answered
+ * inline in tensormap.h from the exact-view cache; this file has the search, the insert and
+ * the removals, and keeps the entries' `isolated` flags that make the cache's answer exact.
  */
 #include "tensormap.h"
 
@@ -37,7 +39,6 @@ int px_tm_view_make(px_tm_view *v, const px_tensor *t)
     v->hi = v->start + (uintptr_t)last + (uintptr_t)es;
     return 1;
 }
-
 
 /*
  * Exact test for two views with the same element size and byte strides, where the strides
@@ -130,7 +131,6 @@ void px_tmap_fini(px_tmap *m)
     free(m->hits);
     memset(m, 0, sizeof(*m));
 }
-
 
 /* Moves e out of the map to the spare list (or frees it when that list cannot grow). */
 static void px_tm_recycle(px_tmap *m, px_tm_entry *e)
@@ -269,7 +269,6 @@ static int px_tm_find(px_tmap *m, const px_tm_view *v, uint32_t *first)
     return (int)nh;
 }
 
-
 /* After a write by v: drop other entries that v covers byte for byte. */
 static void px_tm_drop_covered(px_tmap *m, const px_tm_view *v, const px_tm_entry *keep,
                                uint32_t first)
@@ -285,7 +284,6 @@ static void px_tm_drop_covered(px_tmap *m, const px_tm_view *v, const px_tm_entr
             i++;
     }
 }
-
 
 int px_tmap_access_slow(px_tmap *m, const px_tm_view *v, int write, px_task_id id,
                         px_tm_dep_cb cb, void *ctx)
