@@ -98,8 +98,14 @@ static inline px_arg *px_args_scalar(px_task_args *a, px_scalar_kind k)
 {
     px_arg *arg = px_args_next(a, PX_TAG_SCALAR);
 
-    if (arg != NULL)
+    if (arg != NULL) {
         arg->scalar_kind = (uint8_t)k;
+        /* a scalar read as a tensor by mistake stays what it was when the whole argument
+         * was cleared: no dimensions, no dtype, no offset (px_arg_numel -1) */
+        arg->v.t.dtype = PX_DTYPE_ANY;
+        arg->v.t.ndim = 0;
+        arg->v.t.offset = 0;
+    }
     return arg;
 }
 

@@ -589,6 +589,8 @@ static void test_args_reuse(void **state)
     assert_int_equal(px_arg_u64(&a, 0), 7);
     assert_int_equal(a.a[1].scalar_kind, PX_SCALAR_I64);
     assert_int_equal(px_arg_i64(&a, 1), -3);
+    assert_int_equal(px_arg_numel(&a, 0), -1); /* a scalar read as a tensor has no elements */
+    assert_int_equal(px_arg_numel(&a, 1), -1);
     assert_int_equal(a.a[2].tag, PX_TAG_INOUT);
     assert_int_equal(a.a[2].scalar_kind, 0);
     assert_ptr_equal(px_arg_data(&a, 2), tb);
