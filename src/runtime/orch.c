@@ -241,7 +241,8 @@ static px_status px_check_sig(const px_kernel *k, const px_task_args *a)
     for (int i = 0; i < a->n; i++) {
         const px_arg *arg = &a->a[i];
 
-        if (!px_tag_fits(s->params[i].tag, arg->tag))
+        if (PX_UNLIKELY(s->params[i].tag != arg->tag) &&
+            !px_tag_fits(s->params[i].tag, arg->tag))
             return px_set_error(PX_EINVAL, "kernel \"%s\" argument %d: expected tag %s, got %s",
                                 k->name, i, px_tag_name(s->params[i].tag),
                                 px_tag_name(arg->tag));
@@ -254,15 +255,12 @@ static px_status px_check_sig(const px_kernel *k, const px_task_args *a)
     return PX_OK;
 }
 
-/* Checks a submit; *unplaced receives the number of OUT tensors to allocate. */
+/* Checks a submit; spans[i] receives tensor argument i's bytes (0, 0 when unplaced) and
+ * *unplaced the number of OUT tensors to allocate. */
 static px_status px_orch_check(px_orch *o, px_kernel_id kid, const px_task_args *a,
-                               const px_task_id *deps, int ndeps, int *unplaced)
+                               const px_task_id *deps, int ndeps, args_span *spans,
+                               int *unplaced)
 {
-    args_rules rules = {
-        .what = "kernel", .chip = -1, .out_alloc = 1, .region = "device memory",
-        .hint = "inside an orchestration use px_run's args, px_tensor_alloc or "
-                "runtime-allocated outputs",
-    };
     px_worker *w = o->w;
     const px_kernel *k;
     px_status st;
@@ -271,16 +269,12 @@ static px_status px_orch_check(px_orch *o, px_kernel_id kid, const px_task_args 
         return px_set_error(PX_EINVAL, "unknown kernel id %d: %d kernels are registered on this "
                             "worker", (int)kid, w->nkernels);
     k = &w->kernels[kid];
-    rules.name = k->name;
-    rules.base = (uintptr_t)w->dev_base;
-    rules.size = w->cfg.device_mem;
-    rules.also = px_rt_device_range_has;
-    rules.also_arg = w;
-    if ((st = args_check_count(a, &rules)) != PX_OK)
+    o->rules.name = k->name; /* the rest is the run's (px_orch_begin) */
+    if ((st = args_check_count(a, &o->rules)) != PX_OK)
         return st;
     if (k->has_sig && (st = px_check_sig(k, a)) != PX_OK)
         return st;
-    if ((st = args_check(a, &rules, NULL, unplaced)) != PX_OK)
+    if ((st = args_check(a, &o->rules, spans, unplaced)) != PX_OK)
         return st;
     if (ndeps < 0 || (ndeps > 0 && deps == NULL))
         return px_set_error(PX_EINVAL, "kernel \"%s\": %d explicit dependencies with a %s list",
@@ -420,12 +414,14 @@ px_status px_scope_end(px_orch *o)
 
 /* ---- dependencies ---- */
 
-/* Inserts id into this submit's producer set; returns 1 if it was new. */
-static int px_dedup_insert(px_dedup *d, px_task_id stamp, px_task_id id)
+/* Inserts id into the hashed part of this submit's producer set; returns 1 if it was new,
+ * -1 when out of memory. */
+static __attribute__((noinline)) int px_dedup_hash_insert(px_dedup *d, px_task_id stamp,
+                                                           px_task_id id)
 {
     uint32_t mask, i;
 
-    if ((d->n + 1) * 2 > d->cap) {
+    if ((d->hn + 1) * 2 > d->cap) {
         uint32_t cap = d->cap ? d->cap * 2 : 64;
         px_task_id *k = malloc(cap * sizeof(*k)), *s = malloc(cap * sizeof(*s));
 
@@ -460,12 +456,42 @@ static int px_dedup_insert(px_dedup *d, px_task_id stamp, px_task_id id)
     }
     d->keys[i] = id;
     d->stamps[i] = stamp;
-    d->n++;
+    d->hn++;
     return 1;
 }
 
+/*
+ * Inserts id into this submit's producer set; returns 1 if it was new, -1 when out of memory.
+ * The first PX_DEDUP_SMALL producers are kept in a plain array and searched in order (a task
+ * has a handful of producers: a scan of a few words is cheaper than hashing); past that they
+ * move into the hash set, stamped with the consumer's id so that nothing needs clearing.
+ */
+static inline int px_dedup_insert(px_dedup *d, px_task_id stamp, px_task_id id)
+{
+    if (PX_LIKELY(d->n < PX_DEDUP_SMALL)) {
+        uint64_t bit = UINT64_C(1) << (id & 63);
+
+        /* a producer whose id's bit is clear is new: no scan (a task's producers are
+         * neighbours in id, so their bits rarely collide) */
+        if (d->bits & bit)
+            for (uint32_t i = 0; i < d->n; i++)
+                if (d->small[i] == id)
+                    return 0;
+        d->bits |= bit;
+        d->small[d->n++] = id;
+        return 1;
+    }
+    if (d->n == PX_DEDUP_SMALL) {
+        for (uint32_t i = 0; i < PX_DEDUP_SMALL; i++)
+            if (px_dedup_hash_insert(d, stamp, d->small[i]) < 0)
+                return -1;
+        d->n++; /* n > PX_DEDUP_SMALL: the set lives in the hash from now on */
+    }
+    return px_dedup_hash_insert(d, stamp, id);
+}
+
 /* Makes room in the dep ring for one record, waiting for old tasks if needed. */
-static px_status px_orch_dep_room(px_orch *o)
+static __attribute__((noinline)) px_status px_orch_dep_room(px_orch *o)
 {
     px_worker *w = o->w;
     int waited = 0;
@@ -487,59 +513,82 @@ static px_status px_orch_dep_room(px_orch *o)
     return PX_OK;
 }
 
-/* Tensor-map callback: counts the edge and wires it if the producer is still running. */
-static int px_orch_dep_cb(void *ctx, px_task_id pid)
+/* Tensor-map callback: counts the edge and wires it if the producer is still running.
+ * Always inline: the tensor map's common case is inline in px_orch_wire, and so this call. */
+static inline __attribute__((always_inline)) int px_orch_dep_cb(void *ctx, px_task_id pid)
 {
     px_orch *o = ctx;
     px_worker *w = o->w;
     px_task *t = o->cur, *p = px_task_slot(w, pid);
+    int live = p->id == pid; /* its slot still holds it (the watermark has not passed it) */
     px_edge *e, *h;
-    int r = px_dedup_insert(&o->dedup, t->id, pid);
 
-    if (r <= 0) {
-        if (r < 0)
-            o->dep_err = px_set_error(PX_ENOMEM, "out of host memory deduplicating edges");
-        return r;
+    /* Each producer counts once per consumer: a producer still in its slot carries the last
+     * consumer that counted it (one compare, no search; only this thread writes the word),
+     * one whose slot was reused goes through the submit's producer set. */
+    if (PX_LIKELY(live)) {
+        if (p->counted_by == t->id)
+            return 0;
+        p->counted_by = t->id;
+    } else {
+        int r = px_dedup_insert(&o->dedup, t->id, pid);
+
+        if (r <= 0) {
+            if (r < 0)
+                o->dep_err = px_set_error(PX_ENOMEM, "out of host memory deduplicating edges");
+            return r;
+        }
     }
     o->stats.edges++;
     if (PX_DFX_ON(o->dfx, PX_DFX_FOR_EDGE))
         px_dfx_edge(o->dfx, pid, t->id);
-    if (p->id != pid || atomic_load_explicit(&p->state, memory_order_acquire) == PX_TASK_DONE)
+    if (!live || atomic_load_explicit(&p->state, memory_order_acquire) == PX_TASK_DONE)
         return 0;
-    if (o->dep_head - o->dep_tail >= w->dep_size && (o->dep_err = px_orch_dep_room(o)) != PX_OK)
+    if (PX_UNLIKELY(o->dep_head - o->dep_tail >= w->dep_size) &&
+        (o->dep_err = px_orch_dep_room(o)) != PX_OK)
         return 1;
-    e = &w->edges[o->dep_head % w->dep_size];
+    e = &w->edges[o->dep_pos];
     e->consumer = t;
-    atomic_fetch_add_explicit(&t->fanin, 1, memory_order_relaxed);
+    /* No increment of t's fanin: it holds PX_FANIN_GUARD until the end of the submit, which
+     * takes off the guard less the edges wired, in one locked instruction for all of them. */
     h = atomic_load_explicit(&p->fanout, memory_order_acquire);
     do {
-        if (h == PX_FANOUT_CLOSED) {
-            atomic_fetch_sub_explicit(&t->fanin, 1, memory_order_relaxed);
+        if (h == PX_FANOUT_CLOSED)
             return 0;
-        }
         e->next = h;
     } while (!atomic_compare_exchange_weak_explicit(&p->fanout, &h, e, memory_order_release,
                                                     memory_order_acquire));
     o->dep_head++;
+    if (++o->dep_pos == w->dep_size) /* dep_head % dep_size, without a division per edge */
+        o->dep_pos = 0;
     o->stats.edges_wired++;
     return 0;
 }
 
-/* Runs every tracked argument and explicit dependency of t through the tensor map. */
-static px_status px_orch_wire(px_orch *o, px_task *t, const px_task_id *deps, int ndeps)
+/*
+ * Runs every tracked argument and explicit dependency of t through the tensor map. spans are
+ * the argument check's byte spans of the tensors (0, 0 for an output allocated since: its
+ * view is made from the tensor).
+ */
+static px_status px_orch_wire(px_orch *o, px_task *t, const args_span *spans,
+                              const px_task_id *deps, int ndeps)
 {
     px_worker *w = o->w;
     px_tm_view v;
 
     o->dep_err = PX_OK;
     o->dedup.n = 0;
+    o->dedup.hn = 0;
+    o->dedup.bits = 0;
     for (int i = 0; i < t->args.n; i++) {
         const px_arg *arg = &t->args.a[i];
         int r;
 
         if (arg->tag == PX_TAG_SCALAR || arg->tag == PX_TAG_NO_DEP)
             continue;
-        if (!px_tm_view_make(&v, &arg->v.t))
+        if (PX_LIKELY(spans[i].hi != 0) ? !px_tm_view_span(&v, &arg->v.t, spans[i].lo,
+                                                            spans[i].hi, spans[i].esize)
+                                        : !px_tm_view_make(&v, &arg->v.t))
             continue;
         r = px_tmap_access(&w->tmap, &v, args_tag_writes(arg->tag), t->id, px_orch_dep_cb, o);
         if (r != 0)
@@ -552,28 +601,57 @@ static px_status px_orch_wire(px_orch *o, px_task *t, const px_task_id *deps, in
     return PX_OK;
 }
 
+/*
+ * Waits, on a full task ring, until PX_RING_BATCH(ring) slots are free rather than one: it
+ * waits for the task whose end frees that many when tasks end in order, then for the oldest
+ * until they are free. One sleep and one wake-up then serve a batch of submits; waiting for a
+ * single slot made a full ring cost a wake-up (a system call on a core) and a sleep per task,
+ * and on 2 CPUs the orchestration's turns on the CPU came at the cores' expense. The cores
+ * meanwhile have the rest of the ring to run.
+ */
+static __attribute__((noinline)) px_status px_orch_ring_full(px_orch *o)
+{
+    px_worker *w = o->w;
+    uint64_t ring = w->task_mask + 1, batch = PX_RING_BATCH(ring);
+    uint64_t deadline = 0, d0, target;
+    px_status st;
+
+    px_orch_advance(o);
+    if (o->next_id - o->wm <= w->task_mask)
+        return PX_OK;
+    o->stats.task_ring_waits++;
+    target = o->next_id - ring + batch - 1;
+    d0 = PX_DFX_ON(o->dfx, PX_DFX_FOR_PHASE) ? px_dfx_now() : 0;
+    st = px_orch_wait_task(o, target, &deadline, "to free task slots");
+    if (PX_DFX_ON(o->dfx, PX_DFX_FOR_PHASE))
+        px_dfx_phase(o->dfx, PX_PHASE_ORCH_RING_WAIT, d0, px_dfx_now(), target);
+    if (st != PX_OK)
+        return st;
+    px_orch_advance(o);
+    while (o->next_id - o->wm > ring - batch)
+        if ((st = px_orch_wait_oldest(o, "to free a task slot")) != PX_OK)
+            return st;
+    return PX_OK;
+}
+
 /* Takes the next task slot, waiting while the task ring is full. */
 static px_status px_orch_take_slot(px_orch *o, px_task **out)
 {
     px_worker *w = o->w;
     px_task *t;
 
-    if (o->next_id - o->wm > w->task_mask) {
-        px_orch_advance(o);
-        if (o->next_id - o->wm > w->task_mask)
-            o->stats.task_ring_waits++;
-        while (o->next_id - o->wm > w->task_mask) {
-            px_status st = px_orch_wait_oldest(o, "to free a task slot");
-            if (st != PX_OK)
-                return st;
-        }
+    if (PX_UNLIKELY(o->next_id - o->wm > w->task_mask)) {
+        px_status st = px_orch_ring_full(o);
+        if (st != PX_OK)
+            return st;
     }
     t = px_task_slot(w, o->next_id);
     /* The next slot is cold (the ring is larger than the caches): fetch its head now. */
     for (int l = 0; l < 4; l++)
         __builtin_prefetch((char *)px_task_slot(w, o->next_id + 1) + l * PX_CACHELINE, 1);
     t->id = o->next_id;
-    atomic_store_explicit(&t->fanin, 1, memory_order_relaxed);
+    t->counted_by = PX_TASK_NONE;
+    atomic_store_explicit(&t->fanin, PX_FANIN_GUARD, memory_order_relaxed);
     atomic_store_explicit(&t->poisoned, 0, memory_order_relaxed);
     atomic_store_explicit(&t->fanout, NULL, memory_order_relaxed);
     atomic_store_explicit(&t->state, PX_TASK_PENDING, memory_order_relaxed);
@@ -616,6 +694,7 @@ static px_status px_orch_submit(px_orch *o, px_kernel_id k, px_task_args *a,
     px_task *t;
     px_status st;
     uint64_t d0, wired;
+    args_span spans[PX_MAX_ARGS];
     int unplaced;
 
     if (a == NULL)
@@ -630,7 +709,7 @@ static px_status px_orch_submit(px_orch *o, px_kernel_id k, px_task_args *a,
         w->ext.ops->poll(w->ext.owner);
     if (PX_UNLIKELY(atomic_load_explicit(&w->failed, memory_order_acquire)))
         return px_orch_aborted(w);
-    if ((st = px_orch_check(o, k, a, deps, ndeps, &unplaced)) != PX_OK)
+    if ((st = px_orch_check(o, k, a, deps, ndeps, spans, &unplaced)) != PX_OK)
         return st;
     if (unplaced > 0 && (st = px_rt_alloc_outputs(o, a)) != PX_OK)
         return st;
@@ -642,7 +721,7 @@ static px_status px_orch_submit(px_orch *o, px_kernel_id k, px_task_args *a,
     memcpy(t->args.a, a->a, (size_t)a->n * sizeof(a->a[0]));
     o->cur = t;
     wired = o->dep_head;
-    st = px_orch_wire(o, t, deps, ndeps);
+    st = px_orch_wire(o, t, spans, deps, ndeps);
     if (PX_UNLIKELY(st != PX_OK)) {
         /* Half-wired: let it drain as a failed task so every producer still releases it. */
         atomic_store_explicit(&t->poisoned, 1, memory_order_relaxed);
@@ -652,13 +731,16 @@ static px_status px_orch_submit(px_orch *o, px_kernel_id k, px_task_args *a,
     t->dep_end = o->dep_head;
     o->next_id++;
     o->stats.tasks++;
-    if (o->dep_head == wired) {
+    wired = o->dep_head - wired; /* edges wired to t: producers that will decrement fanin */
+    if (wired == 0) {
         /* No producer holds an edge to t, so no other thread touches its fanin: drop the
          * wiring guard without a locked instruction (it drained the store buffer). */
         atomic_store_explicit(&t->fanin, 0, memory_order_relaxed);
         px_task_ready(w, t);
-    } else if (atomic_fetch_sub_explicit(&t->fanin, 1, memory_order_acq_rel) == 1) {
-        px_task_ready(w, t);
+    } else if (atomic_fetch_sub_explicit(&t->fanin, PX_FANIN_GUARD - (int32_t)wired,
+                                         memory_order_acq_rel) ==
+               PX_FANIN_GUARD - (int32_t)wired) {
+        px_task_ready(w, t); /* every producer finished while t was being wired */
     }
     if (id != NULL)
         *id = t->id;
@@ -689,6 +771,15 @@ px_status px_orch_begin(px_worker *w)
     o->w = w;
     o->first_id = next;
     o->wm = next;
+    o->dep_pos = o->dep_head % w->dep_size;
+    o->rules = (args_rules){
+        .what = "kernel", .chip = -1, .out_alloc = 1, .region = "device memory",
+        .hint = "inside an orchestration use px_run's args, px_tensor_alloc or "
+                "runtime-allocated outputs",
+        .base = (uintptr_t)w->dev_base, .size = w->cfg.device_mem,
+        .also = px_rt_device_range_has, .also_arg = w, .cache = &o->arg_cache,
+    };
+    args_cache_clear(&o->arg_cache);
     o->nscopes = 0;
     o->cur = NULL;
     memset(&o->stats, 0, sizeof(o->stats));
@@ -704,6 +795,15 @@ px_status px_orch_drain(px_orch *o)
 {
     uint64_t deadline = 0; /* one bound for the whole drain, from its first sleep */
 
+    /* The newest task first: it usually ends last, so an orchestration that sleeps is woken
+     * about once per drain, not once per task still running (each wake-up a system call on
+     * the core that ends the task). Then the watermark's tasks, most of them done by now. */
+    if (o->wm < o->next_id) {
+        px_status st = px_orch_wait_task(o, o->next_id - 1, &deadline, "at the end of the run");
+        if (st != PX_OK)
+            return st;
+        px_orch_advance(o);
+    }
     while (o->wm < o->next_id) {
         px_status st = px_orch_wait_task(o, o->wm, &deadline, "at the end of the run");
         if (st != PX_OK)

@@ -22,6 +22,7 @@
 #include "platform/platform.h"
 #include "readyq.h"
 #include "tensormap.h"
+#include "util/argcheck.h"
 #include "util/util.h"
 
 #define PX_MAX_KERNELS 1024
@@ -40,13 +41,27 @@ typedef struct px_edge {
 
 enum { PX_TASK_PENDING = 0, PX_TASK_DONE = 1 };
 
+/*
+ * A task's fanin while its submit wires it: every producer wired decrements it once, so it
+ * cannot reach 0 before the submit has counted the edges (at most PLEXUS_DEP_RING, 2^28, far
+ * below) and subtracts the guard less that count in one locked instruction.
+ */
+#define PX_FANIN_GUARD (INT32_C(1) << 30)
+
+/* Slots a full task ring of `ring` slots waits to have free before submitting goes on: a
+ * sixteenth of the ring, at least 1 (orch.c, px_orch_ring_full). */
+#define PX_RING_BATCH(ring) ((ring) >= 16 ? (ring) / 16 : 1)
+
 typedef struct px_task {
     /* written at submit by the orchestration */
     px_task_id id;
     px_kernel_id kernel;
     uint64_t dep_end;               /* dep ring position after this task's edges */
+    px_task_id counted_by;          /* the last consumer that counted this task among its
+                                     * producers (orchestration only: a submit's dedup) */
     /* shared with the cores */
-    PX_ALIGNED_CL _Atomic int32_t fanin;   /* producers not yet finished, +1 while wiring */
+    PX_ALIGNED_CL _Atomic int32_t fanin;   /* producers not yet finished; while wiring,
+                                     * PX_FANIN_GUARD less the wired producers finished */
     _Atomic uint32_t poisoned;      /* a producer failed: do not run the kernel */
     _Atomic(px_edge *) fanout;      /* consumers, or PX_FANOUT_CLOSED once released */
     _Atomic uint32_t state;         /* futex word: PX_TASK_PENDING / PX_TASK_DONE */
@@ -93,11 +108,20 @@ typedef struct px_scope {
     uint64_t first_rec;             /* heap record sequence number at scope begin */
 } px_scope;
 
-/* Deduplicates producers of one submit (open addressing, stamped by the consumer id). */
+#define PX_DEDUP_SMALL 8
+
+/* Deduplicates the producers of one submit whose slots were reused (those still in their
+ * slots are stamped there, px_task.counted_by): the first PX_DEDUP_SMALL in `small`, searched
+ * in order when their bit in `bits` says one may match; past that all of them in a hash set
+ * (open addressing, stamped by the consumer id). */
 typedef struct px_dedup {
+    px_task_id small[PX_DEDUP_SMALL];
+    uint64_t bits;                  /* bit (id & 63) of each id in small */
+    uint32_t n;                     /* producers inserted (n > PX_DEDUP_SMALL: in the hash) */
+    uint32_t hn;                    /* producers in the hash set */
     px_task_id *keys;
     px_task_id *stamps;
-    uint32_t cap, n;
+    uint32_t cap;
 } px_dedup;
 
 struct px_orch {
@@ -107,6 +131,7 @@ struct px_orch {
     px_task_id first_id;            /* first id of this run */
     px_task_id wm;                  /* watermark: every task below it has finished */
     uint64_t dep_head, dep_tail;    /* dep ring positions */
+    uint64_t dep_pos;               /* dep_head % the dep ring's size: the next record */
     px_scope scopes[PX_MAX_SCOPES];
     int nscopes;
     px_dedup dedup;
@@ -114,6 +139,9 @@ struct px_orch {
     px_run_stats stats;
     px_dfx_producer *dfx;           /* DFX producer of the current run, or NULL (rt_dfx.c) */
     uint32_t submit_polls;          /* submits since the poller last read at one */
+    args_rules rules;               /* a submit's argument rules, set for the run (all but
+                                     * the kernel's name) */
+    args_cache arg_cache;           /* tensors the submits of this run have accepted */
 };
 
 /*

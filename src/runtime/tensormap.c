@@ -3,7 +3,9 @@
  *
  * Entries sit in an array sorted by their lowest byte. An access finds candidates with a
  * binary search: an overlapping entry starts after (lo - longest span) and before hi. The
- * common case - the same view accessed again - finds its own entry there and updates it.
+ * common case - the same view accessed again, with nothing else overlapping it - is answered
+ * inline in tensormap.h from the exact-view cache; this file has the search, the insert and
+ * the removals, and keeps the entries' `isolated` flags that make the cache's answer exact.
  */
 #include "tensormap.h"
 
@@ -35,16 +37,6 @@ int px_tm_view_make(px_tm_view *v, const px_tensor *t)
     }
     v->lo = v->start;
     v->hi = v->start + (uintptr_t)last + (uintptr_t)es;
-    return 1;
-}
-
-static int px_tm_same_view(const px_tm_view *a, const px_tm_view *b)
-{
-    if (a->start != b->start || a->hi != b->hi || a->esize != b->esize || a->ndim != b->ndim)
-        return 0;
-    for (int d = 0; d < a->ndim; d++)
-        if (a->shape[d] != b->shape[d] || a->bstride[d] != b->bstride[d])
-            return 0;
     return 1;
 }
 
@@ -140,14 +132,19 @@ void px_tmap_fini(px_tmap *m)
     memset(m, 0, sizeof(*m));
 }
 
-/* Moves e to the spare list; returns -1 when that list cannot grow (e is freed instead). */
+/* Moves e out of the map to the spare list (or frees it when that list cannot grow). */
 static void px_tm_recycle(px_tmap *m, px_tm_entry *e)
 {
+    e->isolated = 0; /* a cache slot may still name it: it never passes the fast path */
     if (m->nspare == m->spare_cap) {
         uint32_t cap = m->spare_cap ? m->spare_cap * 2 : 64;
         px_tm_entry **s = realloc(m->spare, cap * sizeof(*s));
 
         if (s == NULL) {
+            uint32_t slot = px_tm_cache_slot(&e->v);
+
+            if (m->cache[slot] == e)
+                m->cache[slot] = NULL;
             px_tm_entry_free(e);
             return;
         }
@@ -233,19 +230,15 @@ static void px_tm_remove_at(px_tmap *m, uint32_t i)
     px_tm_recycle(m, e);
 }
 
-static int px_tm_add_reader(px_tm_entry *e, px_task_id id)
+int px_tm_add_reader_grow(px_tm_entry *e, px_task_id id)
 {
-    if (e->nreaders > 0 && e->readers[e->nreaders - 1] == id)
-        return 0;
-    if (e->nreaders == e->cap) {
-        uint32_t cap = e->cap ? e->cap * 2 : 8;
-        px_task_id *r = realloc(e->readers, cap * sizeof(*r));
+    uint32_t cap = e->cap ? e->cap * 2 : 8;
+    px_task_id *r = realloc(e->readers, cap * sizeof(*r));
 
-        if (r == NULL)
-            return -1;
-        e->readers = r;
-        e->cap = cap;
-    }
+    if (r == NULL)
+        return -1;
+    e->readers = r;
+    e->cap = cap;
     e->readers[e->nreaders++] = id;
     return 0;
 }
@@ -276,28 +269,6 @@ static int px_tm_find(px_tmap *m, const px_tm_view *v, uint32_t *first)
     return (int)nh;
 }
 
-static int px_tm_report(const px_tm_entry *e, int write, px_task_id id, px_tm_dep_cb cb,
-                        void *ctx)
-{
-    int r;
-
-    if (e->writer != PX_TASK_NONE && e->writer != id) {
-        r = cb(ctx, e->writer);
-        if (r)
-            return r;
-    }
-    if (!write)
-        return 0;
-    for (uint32_t k = 0; k < e->nreaders; k++) {
-        if (e->readers[k] == id)
-            continue;
-        r = cb(ctx, e->readers[k]);
-        if (r)
-            return r;
-    }
-    return 0;
-}
-
 /* After a write by v: drop other entries that v covers byte for byte. */
 static void px_tm_drop_covered(px_tmap *m, const px_tm_view *v, const px_tm_entry *keep,
                                uint32_t first)
@@ -314,14 +285,14 @@ static void px_tm_drop_covered(px_tmap *m, const px_tm_view *v, const px_tm_entr
     }
 }
 
-int px_tmap_access(px_tmap *m, const px_tm_view *v, int write, px_task_id id, px_tm_dep_cb cb,
-                   void *ctx)
+int px_tmap_access_slow(px_tmap *m, const px_tm_view *v, int write, px_task_id id,
+                        px_tm_dep_cb cb, void *ctx)
 {
+    uint32_t slot = px_tm_cache_slot(v), first;
     px_tm_entry *self = NULL;
-    uint32_t first;
-    int nh = px_tm_find(m, v, &first), r;
+    int nh, r;
 
-    if (nh < 0)
+    if ((nh = px_tm_find(m, v, &first)) < 0)
         return -1;
     for (int k = 0; k < nh; k++) {
         r = px_tm_report(m->hits[k], write, id, cb, ctx);
@@ -334,13 +305,20 @@ int px_tmap_access(px_tmap *m, const px_tm_view *v, int write, px_task_id id, px
         self = px_tm_insert(m, v);
         if (self == NULL)
             return -1;
+        self->isolated = nh == 0;
     }
+    m->cache[slot] = self;
+    if (nh == 0 || (nh == 1 && m->hits[0] == self))
+        return px_tm_record(self, write, id);
+    /* Every entry found may overlap v, and so self: none of them is isolated any more. */
+    for (int k = 0; k < nh; k++)
+        m->hits[k]->isolated = 0;
+    self->isolated = 0;
     if (!write)
         return px_tm_add_reader(self, id);
     self->writer = id;
     self->nreaders = 0;
-    if (nh > 1 || (nh == 1 && m->hits[0] != self))
-        px_tm_drop_covered(m, v, self, px_tm_lower_bound(m, v->lo));
+    px_tm_drop_covered(m, v, self, px_tm_lower_bound(m, v->lo));
     return 0;
 }
 

@@ -5,6 +5,8 @@
 
 #include <stdio.h>
 
+#include "span.h"
+
 /* Writes the call's name as r gives it ("kernel \"vadd\"", "px_submit_group (chip 3)"). */
 __attribute__((noinline, cold)) static const char *args_prefix(const args_rules *r, char *buf,
                                                                 size_t n)
@@ -32,21 +34,28 @@ px_status args_count_error(const px_task_args *a, const args_rules *r)
                         args_prefix(r, p, sizeof(p)), a->n, a->overflow, PX_MAX_ARGS);
 }
 
-/* Checks tensor argument i; fills *s with its absolute bytes. */
-static px_status args_check_tensor(const px_arg *arg, int i, const args_rules *r, args_span *s)
+/* Checks tensor argument i; fills *s with its absolute bytes and element size. */
+static inline px_status args_check_tensor(const px_arg *arg, int i, const args_rules *r,
+                                          args_span *s)
 {
     const px_tensor *t = &arg->v.t;
     uintptr_t lo, hi;
-    int64_t rlo, rhi;
+    int64_t rlo, rhi, es;
     char p[96];
 
     s->lo = s->hi = 0;
     if (PX_UNLIKELY(arg->null_tensor))
         return px_set_error(PX_EINVAL, "%s argument %d (%s): NULL tensor pointer given to "
                             "px_args_*", args_prefix(r, p, sizeof(p)), i, px_tag_name(arg->tag));
-    if (px_tensor_span(t, &rlo, &rhi) != PX_OK) /* the message names the bad field */
-        return px_set_error(PX_EINVAL, "%s argument %d (%s): %s", args_prefix(r, p, sizeof(p)),
-                            i, px_tag_name(arg->tag), px_last_error());
+    if (PX_LIKELY(util_span_fast(t, &rlo, &rhi, &es))) {
+        s->esize = (uint32_t)es;
+    } else {
+        if (px_tensor_span(t, &rlo, &rhi) != PX_OK) /* the message names the bad field */
+            return px_set_error(PX_EINVAL, "%s argument %d (%s): %s",
+                                args_prefix(r, p, sizeof(p)), i, px_tag_name(arg->tag),
+                                px_last_error());
+        s->esize = (uint32_t)px_dtype_size(t->dtype); /* an empty tensor */
+    }
     if (t->addr == NULL) {
         if (r->out_alloc && arg->tag == PX_TAG_OUT)
             return PX_OK; /* allocated by the runtime */
@@ -72,10 +81,25 @@ static px_status args_check_tensor(const px_arg *arg, int i, const args_rules *r
     return PX_OK;
 }
 
+/* Keeps tensor argument arg, just accepted with span s, in r's cache when the cache may hold
+ * it: placed, not dependency-only, and inside [base, base + size) (not accepted by `also`). */
+static void args_cache_keep(const args_rules *r, const px_arg *arg, const args_span *s)
+{
+    args_cache_slot *k;
+
+    if (arg->v.t.addr == NULL || arg->dep_only || r->size == 0 || s->lo < r->base ||
+        s->hi - r->base > r->size)
+        return;
+    k = args_cache_slot_of(r->cache, &arg->v.t);
+    k->t = arg->v.t;
+    k->s = *s;
+}
+
 px_status args_check(const px_task_args *a, const args_rules *r, args_span *spans,
                      int *unplaced)
 {
     px_status st = args_check_count(a, r);
+    const args_span *hit;
     int nun = 0;
     char p[96];
 
@@ -90,8 +114,15 @@ px_status args_check(const px_task_args *a, const args_rules *r, args_span *span
         if (PX_UNLIKELY(!args_tag_is_tensor(arg->tag)))
             return px_set_error(PX_EINVAL, "%s argument %d: invalid tag %d; build args with "
                                 "px_args_*", args_prefix(r, p, sizeof(p)), i, arg->tag);
-        if (PX_UNLIKELY((st = args_check_tensor(arg, i, r, &s)) != PX_OK))
-            return st;
+        if (r->cache != NULL && (hit = args_cache_find(r->cache, arg)) != NULL) {
+            s = *hit; /* accepted before, unchanged: the same answer without the check */
+            r->cache->hits++;
+        } else {
+            if (PX_UNLIKELY((st = args_check_tensor(arg, i, r, &s)) != PX_OK))
+                return st;
+            if (r->cache != NULL)
+                args_cache_keep(r, arg, &s);
+        }
         if (spans != NULL)
             spans[i] = s;
         nun += arg->v.t.addr == NULL; /* only unplaced OUTs pass without an address */

@@ -26,6 +26,8 @@ static inline int args_tag_is_tensor(int tag)
     return tag >= PX_TAG_IN && tag <= PX_TAG_NO_DEP;
 }
 
+typedef struct args_cache args_cache;
+
 typedef struct args_rules {
     const char *what;   /* names the call: "px_run", "kernel", "px_submit_group" */
     const char *name;   /* or NULL: quoted after what (the kernel's name) */
@@ -39,12 +41,72 @@ typedef struct args_rules {
      * (a communication window mapped into a chip is device memory too) */
     int (*also)(const void *arg, uintptr_t lo, uintptr_t hi);
     const void *also_arg;
+    /* or NULL: tensors accepted before inside [base, base + size) (see args_cache) */
+    args_cache *cache;
 } args_rules;
 
-/* The absolute bytes [lo, hi) of one tensor argument (0, 0 for an unplaced OUT). */
+/* The absolute bytes [lo, hi) of one tensor argument (0, 0 for an unplaced OUT), and the
+ * size of its elements. */
 typedef struct args_span {
     uintptr_t lo, hi;
+    uint32_t esize;
 } args_span;
+
+/*
+ * Tensors the check accepted inside [base, base + size), with their spans: a tensor equal to
+ * one of them field by field (address, dtype, ndim, offset, shape and strides) is accepted
+ * again with the same span without being checked again, since the check is a function of
+ * those fields and of the rules, and the owner of a cache keeps base and size fixed. Tensors
+ * accepted through `also` (memory that may be unmapped later), dependency-only tensors and
+ * tensors without an address are never kept. Direct-mapped by address and offset; a slot
+ * whose address is NULL is empty.
+ */
+#define ARGS_CACHE_SLOTS 64
+
+typedef struct args_cache_slot {
+    px_tensor t;
+    args_span s;
+} args_cache_slot;
+
+struct args_cache {
+    args_cache_slot slot[ARGS_CACHE_SLOTS];
+    uint64_t hits; /* tensors accepted from the cache (for the tests) */
+};
+
+/* Empties c. */
+static inline void args_cache_clear(args_cache *c)
+{
+    for (int i = 0; i < ARGS_CACHE_SLOTS; i++)
+        c->slot[i].t.addr = NULL;
+    c->hits = 0;
+}
+
+/* The slot of tensor t in a cache. */
+static inline args_cache_slot *args_cache_slot_of(args_cache *c, const px_tensor *t)
+{
+    uint64_t h = ((uint64_t)(uintptr_t)t->addr ^ (uint64_t)t->offset * 0x9E3779B97F4A7C15ull) *
+                 0xC2B2AE3D27D4EB4Full;
+
+    return &c->slot[h >> 58]; /* ARGS_CACHE_SLOTS = 64 */
+}
+
+/* The cached span of argument arg, or NULL when it is not a tensor the cache holds. */
+static inline const args_span *args_cache_find(args_cache *c, const px_arg *arg)
+{
+    const px_tensor *t = &arg->v.t;
+    const args_cache_slot *k;
+
+    if (t->addr == NULL || arg->null_tensor || arg->dep_only)
+        return NULL;
+    k = args_cache_slot_of(c, t);
+    if (k->t.addr != t->addr || k->t.dtype != t->dtype || k->t.ndim != t->ndim ||
+        k->t.offset != t->offset)
+        return NULL;
+    for (int d = 0; d < t->ndim; d++) /* ndim equals the slot's: 1 .. PX_MAX_DIMS */
+        if (k->t.shape[d] != t->shape[d] || k->t.stride[d] != t->stride[d])
+            return NULL;
+    return &k->s;
+}
 
 /* argcheck.c: the message of args_check_count's refusal. */
 px_status args_count_error(const px_task_args *a, const args_rules *r);

@@ -5,6 +5,9 @@
 
 #include <string.h>
 
+#include "span.h"
+#include "util.h"
+
 static const char *const px_tag_names[PX_TAG_COUNT] = {
     [PX_TAG_NONE] = "none",
 #define PX_TAG_NAME_(e, n) [e] = n,
@@ -27,33 +30,43 @@ void px_args_init(px_task_args *a)
     a->overflow = 0;
 }
 
-/* Returns the next free argument, or NULL (counting the overflow) when a is full. */
-static px_arg *px_args_next(px_task_args *a)
+/*
+ * Returns the next free argument with its flags cleared and its tag set, or NULL (counting
+ * the overflow) when a is full. The value is left to the caller: clearing the whole 112-byte
+ * argument for an 8-byte scalar was a fifth of building a task's arguments, and nothing reads
+ * a scalar's value beyond its 8 bytes.
+ */
+static inline px_arg *px_args_next(px_task_args *a, px_tag tag)
 {
     px_arg *arg;
 
     if (a == NULL)
         return NULL;
-    if (a->n < 0 || a->n >= PX_MAX_ARGS) {
+    if (PX_UNLIKELY(a->n < 0 || a->n >= PX_MAX_ARGS)) {
         a->overflow++;
         return NULL;
     }
     arg = &a->a[a->n++];
-    memset(arg, 0, sizeof(*arg));
+    arg->tag = (uint8_t)tag;
+    arg->scalar_kind = 0;
+    arg->marked = 0;
+    arg->null_tensor = 0;
+    arg->dep_only = 0;
     return arg;
 }
 
 static void px_args_tensor(px_task_args *a, const px_tensor *t, px_tag tag)
 {
-    px_arg *arg = px_args_next(a);
+    px_arg *arg = px_args_next(a, tag);
 
     if (arg == NULL)
         return;
-    arg->tag = (uint8_t)tag;
-    if (t == NULL)
+    if (PX_UNLIKELY(t == NULL)) {
         arg->null_tensor = 1;
-    else
+        memset(&arg->v.t, 0, sizeof(arg->v.t));
+    } else {
         arg->v.t = *t;
+    }
 }
 
 void px_args_in(px_task_args *a, const px_tensor *t)
@@ -81,13 +94,17 @@ void px_args_no_dep(px_task_args *a, const px_tensor *t)
     px_args_tensor(a, t, PX_TAG_NO_DEP);
 }
 
-static px_arg *px_args_scalar(px_task_args *a, px_scalar_kind k)
+static inline px_arg *px_args_scalar(px_task_args *a, px_scalar_kind k)
 {
-    px_arg *arg = px_args_next(a);
+    px_arg *arg = px_args_next(a, PX_TAG_SCALAR);
 
     if (arg != NULL) {
-        arg->tag = PX_TAG_SCALAR;
         arg->scalar_kind = (uint8_t)k;
+        /* a scalar read as a tensor by mistake stays what it was when the whole argument
+         * was cleared: no dimensions, no dtype, no offset (px_arg_numel -1) */
+        arg->v.t.dtype = PX_DTYPE_ANY;
+        arg->v.t.ndim = 0;
+        arg->v.t.offset = 0;
     }
     return arg;
 }
@@ -140,7 +157,7 @@ const px_tensor *px_arg_tensor(const px_task_args *a, int i)
 
 void *px_arg_data(const px_task_args *a, int i)
 {
-    return px_arg_valid(a, i) ? px_tensor_data(&a->a[i].v.t) : NULL;
+    return px_arg_valid(a, i) ? util_tensor_data(&a->a[i].v.t) : NULL;
 }
 
 int64_t px_arg_numel(const px_task_args *a, int i)

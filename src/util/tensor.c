@@ -8,9 +8,10 @@
 
 #include <string.h>
 
+#include "span.h"
 #include "util.h"
 
-static const size_t px_dtype_sizes[PX_DTYPE_COUNT] = {
+const uint8_t util_dtype_bytes[PX_DTYPE_COUNT] = {
     [PX_DTYPE_ANY] = 0,
 #define PX_DTYPE_SIZE_(e, n, s) [e] = s,
     PX_DTYPE_MAP(PX_DTYPE_SIZE_)
@@ -28,7 +29,7 @@ size_t px_dtype_size(px_dtype dt)
 {
     if ((int)dt <= PX_DTYPE_ANY || dt >= PX_DTYPE_COUNT)
         return 0;
-    return px_dtype_sizes[dt];
+    return util_dtype_bytes[dt];
 }
 
 const char *px_dtype_name(px_dtype dt)
@@ -172,13 +173,7 @@ int px_tensor_is_contiguous(const px_tensor *t)
 
 void *px_tensor_data(const px_tensor *t)
 {
-    int64_t off;
-
-    if (t == NULL)
-        return NULL;
-    if (__builtin_mul_overflow(t->offset, (int64_t)px_dtype_size(t->dtype), &off))
-        return NULL;
-    return (char *)t->addr + off;
+    return t != NULL ? util_tensor_data(t) : NULL;
 }
 
 /*
@@ -233,28 +228,14 @@ __attribute__((noinline, cold)) static px_status px_span_slow(const px_tensor *t
 }
 
 /*
- * The fast path (submit checks every tensor argument with it) takes well-formed, non-empty
- * tensors whose span fits, and leaves everything else to px_span_slow.
+ * The fast path (span.h; the argument check of every submit uses it inline) takes
+ * well-formed, non-empty tensors whose span fits, and leaves everything else to px_span_slow.
  */
 px_status px_tensor_span(const px_tensor *t, int64_t *lo, int64_t *hi)
 {
-    int64_t es, last = 0, ext, end;
+    int64_t es;
 
-    if (PX_UNLIKELY(t == NULL || lo == NULL || hi == NULL))
+    if (PX_UNLIKELY(t == NULL || lo == NULL || hi == NULL) || !util_span_fast(t, lo, hi, &es))
         return px_span_slow(t, lo, hi);
-    es = (unsigned)t->dtype - 1u < PX_DTYPE_COUNT - 1u ? (int64_t)px_dtype_sizes[t->dtype] : 0;
-    if (PX_UNLIKELY(es == 0 || (unsigned)t->ndim - 1u >= PX_MAX_DIMS || t->offset < 0))
-        return px_span_slow(t, lo, hi);
-    for (int d = 0; d < t->ndim; d++)
-        if (PX_UNLIKELY(t->shape[d] <= 0 || t->stride[d] < 0 ||
-                        __builtin_mul_overflow(t->shape[d] - 1, t->stride[d], &ext) ||
-                        __builtin_add_overflow(last, ext, &last)))
-            return px_span_slow(t, lo, hi);
-    /* elements [offset, offset + last] hold bytes [offset * es, (offset + last + 1) * es) */
-    if (PX_UNLIKELY(__builtin_add_overflow(t->offset, last, &end) ||
-                    __builtin_add_overflow(end, 1, &end) || __builtin_mul_overflow(end, es, &end)))
-        return px_span_slow(t, lo, hi);
-    *lo = t->offset * es; /* <= end */
-    *hi = end;
     return PX_OK;
 }

@@ -672,6 +672,112 @@ static void test_chain_counts(void **state)
     deps_assert_stats(&st, 5, 6);
 }
 
+/* ---- many producers ---- */
+
+/* Ten writers, one per element (slots 0..9, OUT element i, fill i + 1); then one reader (slot
+ * 10) of each element and, twice, of elements [0, 10) as a whole. */
+static px_status orch_many_producers(px_orch *o, const px_task_args *args, void *user)
+{
+    const px_tensor *t = px_arg_tensor(args, 0);
+    px_tensor elem[10], all = deps_view1(t, 0, 10);
+    deps_targ in[12];
+    px_status st = PX_OK;
+
+    (void)user;
+    for (int i = 0; i < 10 && st == PX_OK; i++) {
+        deps_targ out = {PX_TAG_OUT, &elem[i]};
+
+        elem[i] = deps_view1(t, i, 1);
+        in[i] = (deps_targ){PX_TAG_IN, &elem[i]};
+        st = deps_submit(o, i, i + 1, DEPS_NONE, &out, 1, NULL, 0, NULL);
+    }
+    in[10] = (deps_targ){PX_TAG_IN, &all};
+    in[11] = (deps_targ){PX_TAG_IN, &all};
+    if (st == PX_OK)
+        st = deps_submit(o, 10, 0, DEPS_NONE, in, 12, NULL, 0, NULL);
+    return st;
+}
+
+/*
+ * A consumer with 10 producers still in their slots (each counted through its slot's
+ * counted_by): each of the 10 writers is reported three times (its element, then twice inside
+ * [0, 10)) and must count once. Edges 10 (writer i -> reader), tasks 11;
+ * the reader runs after every writer and sees element 0 = 1. A stamp that did not hold
+ * would count the later reports again (more than 10 edges).
+ */
+static void test_many_producers(void **state)
+{
+    int32_t buf[16];
+    px_tensor host = deps_host(buf, 16, 0);
+    px_run_stats st;
+
+    deps_reset();
+    deps_run(orch_many_producers, &host, &st);
+    for (int i = 0; i < 10; i++)
+        deps_assert_after(10, i);
+    assert_int_equal(atomic_load(&g_slot[10].seen), 1);
+    deps_assert_stats(&st, 11, 10);
+}
+
+/* Ten writers as above, then 70 tasks without tensors (so that with a ring of 64 slots the
+ * writers' slots are taken again), then the same reader. */
+static px_status orch_many_producers_reused(px_orch *o, const px_task_args *args, void *user)
+{
+    const px_tensor *t = px_arg_tensor(args, 0);
+    px_tensor elem[10], all = deps_view1(t, 0, 10);
+    deps_targ in[12];
+    px_status st = PX_OK;
+
+    (void)user;
+    for (int i = 0; i < 10 && st == PX_OK; i++) {
+        deps_targ out = {PX_TAG_OUT, &elem[i]};
+
+        elem[i] = deps_view1(t, i, 1);
+        in[i] = (deps_targ){PX_TAG_IN, &elem[i]};
+        st = deps_submit(o, i, i + 1, DEPS_NONE, &out, 1, NULL, 0, NULL);
+    }
+    for (int i = 0; i < 70 && st == PX_OK; i++)
+        st = deps_submit(o, 11, 0, DEPS_NONE, NULL, 0, NULL, 0, NULL);
+    in[10] = (deps_targ){PX_TAG_IN, &all};
+    in[11] = (deps_targ){PX_TAG_IN, &all};
+    if (st == PX_OK)
+        st = deps_submit(o, 10, 0, DEPS_NONE, in, 12, NULL, 0, NULL);
+    return st;
+}
+
+/*
+ * The same count when the producers' slots have been reused (task ring 64, 70 tasks between
+ * the writers and the reader): a producer that left its slot is counted through the submit's
+ * producer set (8 in order, then the hash), not through its slot; a set that lost what it
+ * held when it moved into the hash would count the later reports again. Edges 10, tasks 81;
+ * the reader sees element 0 = 1.
+ */
+static void test_many_producers_reused(void **state)
+{
+    int32_t buf[16];
+    px_tensor host = deps_host(buf, 16, 0);
+    px_config c;
+    px_worker *w = NULL;
+    px_task_args a;
+    px_run_stats st;
+
+    (void)state;
+    deps_reset();
+    px_test_config(&c, 2);
+    c.task_ring = 64;
+    PX_ASSERT_OK(px_worker_create(&c, &w));
+    PX_ASSERT_OK(px_kernel_register(w, "rec", rec_kernel, NULL, &g_rec));
+    px_args_init(&a);
+    px_args_inout(&a, &host);
+    PX_ASSERT_OK(px_run(w, orch_many_producers_reused, &a, NULL));
+    PX_ASSERT_OK(px_run_stats_get(w, &st));
+    PX_ASSERT_OK(px_worker_destroy(w));
+    for (int i = 0; i < 10; i++)
+        deps_assert_after(10, i);
+    assert_int_equal(atomic_load(&g_slot[10].seen), 1);
+    deps_assert_stats(&st, 81, 10);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -687,6 +793,8 @@ int main(void)
         cmocka_unit_test(test_no_dep),
         cmocka_unit_test(test_submit_after),
         cmocka_unit_test(test_chain_counts),
+        cmocka_unit_test(test_many_producers),
+        cmocka_unit_test(test_many_producers_reused),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -11,6 +11,8 @@
  */
 #include "testutil.h"
 
+#include "runtime/runtime.h" /* the submit's tensor cache and extra device ranges */
+
 #include <ctype.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -466,6 +468,135 @@ static void test_invalid_submits(void **state)
     PX_ASSERT_OK(px_worker_destroy(w));
 }
 
+/* ---- the submit's cache of accepted tensors ---- */
+
+static int32_t g_outside[64]; /* host memory outside the device arena */
+
+/* What orch_cache saw: the cache's hits after the repeats, and each later submit's status. */
+typedef struct cache_ctx {
+    uint64_t hits;
+    px_status again, grown, window, window_gone;
+} cache_ctx;
+
+/* One count task with tensor t as its IN argument. */
+static px_status cache_submit(px_orch *o, const px_tensor *t)
+{
+    px_task_args a;
+
+    px_args_init(&a);
+    px_args_in(&a, t);
+    return px_submit(o, g_count, &a, NULL);
+}
+
+static px_status orch_cache(px_orch *o, const px_task_args *args, void *user)
+{
+    cache_ctx *cc = user;
+    px_worker *w = px_orch_worker(o);
+    int64_t shape[1] = {16};
+    px_tensor t, grown, win;
+    px_status st;
+
+    (void)args;
+    if ((st = px_tensor_alloc(o, PX_I32, 1, shape, &t)) != PX_OK)
+        return st;
+    for (int i = 0; i < 3 && st == PX_OK; i++) /* the first is checked, the others cached */
+        st = cache_submit(o, &t);
+    if (st != PX_OK)
+        return st;
+    cc->hits = w->orch.arg_cache.hits;
+    /* the same address, a shape past the device memory: a different tensor, checked */
+    grown = t;
+    grown.shape[0] = (int64_t)(w->cfg.device_mem / sizeof(int32_t)) + 1;
+    cc->grown = cache_submit(o, &grown);
+    /* memory outside the arena accepted through an extra device range, then unmapped */
+    PX_ASSERT_OK(px_tensor_make(&win, g_outside, PX_I32, 1, shape));
+    PX_ASSERT_OK(px_rt_device_range_add(w, g_outside, sizeof(g_outside)));
+    cc->window = cache_submit(o, &win);
+    px_rt_device_range_remove(w, g_outside);
+    cc->window_gone = cache_submit(o, &win);
+    cc->again = cache_submit(o, &t);
+    return PX_OK;
+}
+
+/*
+ * A tensor accepted by a submit is accepted again from the submit's cache (3 submits of one
+ * tensor: 2 hits) and only when nothing that decides the answer changed: the same address with
+ * a shape past the device memory is refused (PX_EINVAL); a tensor in an extra device range is
+ * accepted while the range exists and refused once it is removed (such tensors are never
+ * cached); the first tensor is still accepted after all that. Tasks 5 (3 + window + again).
+ */
+static void test_submit_tensor_cache(void **state)
+{
+    px_worker *w = err_worker2();
+    cache_ctx cc;
+    px_task_args a;
+    px_run_stats st;
+
+    (void)state;
+    memset(&cc, 0, sizeof(cc));
+    atomic_store(&g_count_runs, 0);
+    px_args_init(&a);
+    PX_ASSERT_OK(px_run(w, orch_cache, &a, &cc));
+    print_message("cache: %llu hits; grown %s, window %s, window gone %s, again %s\n",
+                  (unsigned long long)cc.hits, px_status_name(cc.grown),
+                  px_status_name(cc.window), px_status_name(cc.window_gone),
+                  px_status_name(cc.again));
+    assert_int_equal(cc.hits, 2);
+    assert_int_equal(cc.grown, PX_EINVAL);
+    assert_int_equal(cc.window, PX_OK);
+    assert_int_equal(cc.window_gone, PX_EINVAL);
+    assert_int_equal(cc.again, PX_OK);
+    PX_ASSERT_OK(px_run_stats_get(w, &st));
+    assert_int_equal(st.tasks, 5);
+    assert_int_equal(atomic_load(&g_count_runs), 5);
+    PX_ASSERT_OK(px_worker_destroy(w));
+}
+
+/*
+ * Builders reuse a px_task_args without clearing whole arguments: each builder must still
+ * clear every flag a previous use left. Use 1: a marked tensor, a NULL tensor (flagged),
+ * a marked scalar. Use 2, after px_args_init, in the same slots: a scalar, a scalar, a
+ * tensor: tags, kinds and values are the new ones and no flag survives.
+ */
+static void test_args_reuse(void **state)
+{
+    int32_t tb[4] = {0};
+    px_tensor t = err_host(tb, PX_I32, 4);
+    px_task_args a;
+
+    (void)state;
+    px_args_init(&a);
+    px_args_in(&a, &t);
+    px_args_mark(&a);
+    px_args_out(&a, NULL);
+    px_args_scalar_f64(&a, 2.5);
+    px_args_mark(&a);
+    assert_int_equal(a.a[0].marked, 1);
+    assert_int_equal(a.a[1].null_tensor, 1);
+    a.a[2].dep_only = 1; /* as a layer above sets it */
+    px_args_init(&a);
+    px_args_scalar_u64(&a, 7);
+    px_args_scalar_i64(&a, -3);
+    px_args_inout(&a, &t);
+    assert_int_equal(a.n, 3);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(a.a[i].marked, 0);
+        assert_int_equal(a.a[i].null_tensor, 0);
+        assert_int_equal(a.a[i].dep_only, 0);
+    }
+    assert_int_equal(a.a[0].tag, PX_TAG_SCALAR);
+    assert_int_equal(a.a[0].scalar_kind, PX_SCALAR_U64);
+    assert_int_equal(px_arg_u64(&a, 0), 7);
+    assert_int_equal(a.a[1].scalar_kind, PX_SCALAR_I64);
+    assert_int_equal(px_arg_i64(&a, 1), -3);
+    assert_int_equal(px_arg_numel(&a, 0), -1); /* a scalar read as a tensor has no elements */
+    assert_int_equal(px_arg_numel(&a, 1), -1);
+    assert_int_equal(a.a[2].tag, PX_TAG_INOUT);
+    assert_int_equal(a.a[2].scalar_kind, 0);
+    assert_ptr_equal(px_arg_data(&a, 2), tb);
+    assert_int_equal(px_arg_numel(&a, 2), 4);
+}
+
 /*
  * A config whose task ring (100) is not a power of two: px_worker_create returns PX_EINVAL,
  * leaves the output NULL and writes a message that shows the value 100.
@@ -603,6 +734,7 @@ int main(void)
         cmocka_unit_test(test_kernel_failure),  cmocka_unit_test(test_signature_mismatch),
         cmocka_unit_test(test_invalid_submits), cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_run_copies),      cmocka_unit_test(test_orch_error_drains),
+        cmocka_unit_test(test_args_reuse),      cmocka_unit_test(test_submit_tensor_cache),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -302,6 +302,39 @@ static void test_set_error_self(void **state)
     assert_int_equal(count_of(px_last_error(), "p: "), 1);
 }
 
+/*
+ * The data address of a tensor and of an argument (px_tensor_data, px_arg_data, which the
+ * kernels call inline): offset 3 of an f64 tensor is 24 bytes on, an offset whose byte count
+ * overflows int64 gives NULL, an invalid dtype counts 0 bytes, NULL and out-of-range
+ * arguments give NULL.
+ */
+static void test_data_address(void **state)
+{
+    static double buf[8];
+    int64_t shape[1] = {4};
+    px_tensor t;
+    px_task_args a;
+
+    (void)state;
+    PX_ASSERT_OK(px_tensor_make(&t, buf, PX_F64, 1, shape));
+    t.offset = 3;
+    assert_ptr_equal(px_tensor_data(&t), (char *)buf + 24);
+    px_args_init(&a);
+    px_args_in(&a, &t);
+    assert_ptr_equal(px_arg_data(&a, 0), (char *)buf + 24);
+    assert_null(px_arg_data(&a, 1));
+    assert_null(px_arg_data(NULL, 0));
+    assert_null(px_tensor_data(NULL));
+    a.a[0].v.t.offset = BIG; /* x 8 bytes overflows int64 */
+    assert_null(px_arg_data(&a, 0));
+    t.offset = BIG;
+    assert_null(px_tensor_data(&t));
+    t.dtype = (px_dtype)99;
+    assert_ptr_equal(px_tensor_data(&t), buf);
+    t.dtype = (px_dtype)-1;
+    assert_ptr_equal(px_tensor_data(&t), buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -309,6 +342,7 @@ int main(void)
         cmocka_unit_test(test_view_overflow),         cmocka_unit_test(test_heap_ring_wrap),
         cmocka_unit_test(test_alloc_submit_overflow), cmocka_unit_test(test_run_messages_once),
         cmocka_unit_test(test_set_error_self),        cmocka_unit_test(test_unit_dim_huge_stride),
+        cmocka_unit_test(test_data_address),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -19,6 +19,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "util/futex.h"
+
 #define RING_HOLD_S 10.0
 
 static px_kernel_id g_hold, g_inc, g_fill, g_sum;
@@ -211,6 +213,166 @@ static void test_task_ring_backpressure(void **state)
     PX_ASSERT_OK(px_worker_destroy(w));
 }
 
+/* ---- a full task ring frees a batch ---- */
+
+#define RING_BATCH 4         /* PX_RING_BATCH(64): a sixteenth of the ring */
+#define RING_PEEK_S 0.05     /* how long an early chain task looks for the submit (x slack) */
+#define RING_PEEK_CHAIN 200
+
+static px_kernel_id g_peek;
+static _Atomic int g_submitted; /* px_submit calls of the run that have returned */
+static _Atomic int g_early;     /* early chain tasks that saw task 64's submit return */
+
+/*
+ * peek: arg 0 u64 chain index k, arg 1 INOUT i64 counter (+= 1). Chain tasks 1 .. batch - 1
+ * look, for RING_PEEK_S, whether the submit of task 64 (the 65th) has returned while they
+ * run, and count it if so.
+ */
+static px_status peek_kernel(px_core_ctx *ctx, const px_task_args *args)
+{
+    uint64_t k = px_arg_u64(args, 0);
+
+    (void)ctx;
+    if (k >= 1 && k < RING_BATCH) {
+        uint64_t deadline = px_test_deadline_ns(RING_PEEK_S);
+
+        while (atomic_load(&g_submitted) < TASK_RING + 1 && px_test_now_ns() < deadline)
+            sched_yield();
+        if (atomic_load(&g_submitted) >= TASK_RING + 1)
+            atomic_fetch_add(&g_early, 1);
+    }
+    (*(int64_t *)px_arg_data(args, 1))++;
+    return PX_OK;
+}
+
+static px_status orch_ring_batch(px_orch *o, const px_task_args *args, void *user)
+{
+    const px_tensor *counter = px_arg_tensor(args, 0);
+    px_task_args a;
+    px_status st;
+
+    (void)user;
+    ring_mark_orch_thread();
+    if ((st = ring_submit_hold(o, TASK_RING / 2, counter)) != PX_OK)
+        return st;
+    atomic_store(&g_submitted, 1);
+    for (int i = 1; i <= RING_PEEK_CHAIN; i++) {
+        atomic_store(&g_attempt, i);
+        px_args_init(&a);
+        px_args_scalar_u64(&a, (uint64_t)i);
+        px_args_inout(&a, counter);
+        if ((st = px_submit(o, g_peek, &a, NULL)) != PX_OK)
+            return st;
+        atomic_fetch_add(&g_submitted, 1);
+    }
+    return PX_OK;
+}
+
+/*
+ * A full task ring waits for a batch of free slots, not one. task_ring = 64: hold (task 0)
+ * keeps the chain 1..200 (INOUT one counter) from running until the orchestration sleeps on
+ * the full ring, at the submit of task 64. That submit must wait for tasks 0 .. 3 (a batch of
+ * 4 slots), so chain tasks 1, 2 and 3 each run, look for 50 ms, and never see it return;
+ * waiting for one slot would let it return as soon as hold ends, and task 1 would see it.
+ * Expected: no early sighting, counter 200, tasks 201, edges 200, at least one ring wait.
+ */
+static void test_task_ring_batch(void **state)
+{
+    px_config c;
+    int64_t counter[1];
+    px_tensor host = ring_host64(counter, 1, 0);
+    px_run_stats st;
+    px_worker *w;
+
+    (void)state;
+    px_test_config(&c, 2);
+    c.task_ring = TASK_RING;
+    c.timeout_s = 20.0 * px_test_slack();
+    w = ring_worker(&c);
+    PX_ASSERT_OK(px_kernel_register(w, "peek", peek_kernel, NULL, &g_peek));
+    atomic_store(&g_submitted, 0);
+    atomic_store(&g_early, 0);
+    PX_ASSERT_OK(ring_run(w, orch_ring_batch, &host, NULL));
+    PX_ASSERT_OK(px_run_stats_get(w, &st));
+    print_message("ring batch: %d early, %llu waits\n", atomic_load(&g_early),
+                  (unsigned long long)st.task_ring_waits);
+    assert_int_equal(atomic_load(&g_early), 0);
+    assert_true(st.task_ring_waits > 0);
+    assert_int_equal(counter[0], RING_PEEK_CHAIN);
+    assert_int_equal(st.tasks, RING_PEEK_CHAIN + 1);
+    assert_int_equal(st.edges, RING_PEEK_CHAIN);
+    PX_ASSERT_OK(px_worker_destroy(w));
+}
+
+/* ---- the drain ---- */
+
+#define DRAIN_CHAIN 10
+#define DRAIN_TASK_NS 2000000ull /* each chain task runs 2 ms: far past the 52 us of spin and
+                                  * yield, so every wait for a running task sleeps */
+
+static px_kernel_id g_busy;
+
+/* busy: arg 0 INOUT i64 counter: runs for DRAIN_TASK_NS, then += 1. */
+static px_status busy_kernel(px_core_ctx *ctx, const px_task_args *args)
+{
+    uint64_t until = px_test_now_ns() + DRAIN_TASK_NS;
+
+    (void)ctx;
+    while (px_test_now_ns() < until)
+        sched_yield();
+    (*(int64_t *)px_arg_data(args, 0))++;
+    return PX_OK;
+}
+
+static px_status orch_drain_chain(px_orch *o, const px_task_args *args, void *user)
+{
+    const px_tensor *counter = px_arg_tensor(args, 0);
+    px_task_args a;
+    px_status st;
+
+    (void)user;
+    for (int i = 0; i < DRAIN_CHAIN; i++) {
+        px_args_init(&a);
+        px_args_inout(&a, counter);
+        if ((st = px_submit(o, g_busy, &a, NULL)) != PX_OK)
+            return st;
+    }
+    return PX_OK;
+}
+
+/*
+ * The drain waits for the newest task first, so an orchestration that sleeps is woken about
+ * once per run, not once per task still running. A chain of 10 tasks of 2 ms (INOUT one
+ * counter) is submitted at once; px_run's drain then waits about 20 ms on this thread. Waiting
+ * for the oldest task first would sleep once per task (10 futex waits); the newest first
+ * sleeps once (a sleep is in slices of 100 ms). Expected: at most 2 futex waits on this thread
+ * during px_run, counter 10, tasks 10.
+ */
+static void test_drain_sleeps_once(void **state)
+{
+    px_config c;
+    int64_t counter[1];
+    px_tensor host = ring_host64(counter, 1, 0);
+    px_futex_counts before, after;
+    px_run_stats st;
+    px_worker *w;
+
+    (void)state;
+    px_test_config(&c, 2);
+    w = ring_worker(&c);
+    PX_ASSERT_OK(px_kernel_register(w, "busy", busy_kernel, NULL, &g_busy));
+    px_futex_counts_get(&before);
+    PX_ASSERT_OK(ring_run(w, orch_drain_chain, &host, NULL));
+    px_futex_counts_get(&after);
+    PX_ASSERT_OK(px_run_stats_get(w, &st));
+    print_message("drain: %llu futex waits on the orchestration's thread\n",
+                  (unsigned long long)(after.waits - before.waits));
+    assert_true(after.waits - before.waits <= 2);
+    assert_int_equal(counter[0], DRAIN_CHAIN);
+    assert_int_equal(st.tasks, DRAIN_CHAIN);
+    PX_ASSERT_OK(px_worker_destroy(w));
+}
+
 /* ---- heap ring ---- */
 
 #define HEAP_RING (64u << 10)
@@ -380,6 +542,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_task_ring_backpressure),
+        cmocka_unit_test(test_task_ring_batch),
+        cmocka_unit_test(test_drain_sleeps_once),
         cmocka_unit_test(test_heap_ring_backpressure),
         cmocka_unit_test(test_heap_ring_too_small),
     };

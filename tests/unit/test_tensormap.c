@@ -204,13 +204,74 @@ static void test_many_entries(void **state)
     px_tmap_fini(&m);
 }
 
+/*
+ * The exact-view cache: an access of the same view again is answered without a search (the
+ * hit counter moves) as long as no other entry may overlap it. Once a different, overlapping
+ * view has been recorded, the next access of the first view must search again and report the
+ * other view's writer too. Sequence on v = [0, 8) and w = [4, 12): 1 W v, 2 R v (cached: RAW
+ * on 1), 3 W w (WAW on 1, WAR on 2), 4 R v (RAW on 1 and 3, not from the cache).
+ */
+static void test_cache_isolated(void **state)
+{
+    px_tmap m;
+    px_tm_view v = view1(0, 8, 1), w = view1(4, 8, 1);
+    uint64_t hits;
+    deps d;
+
+    px_tmap_init(&m);
+    access(&m, v, 1, 1);
+    hits = m.cache_hits;
+    d = access(&m, v, 0, 2);
+    assert_int_equal(d.n, 1);
+    assert_int_equal(d.ids[0], 1);
+    assert_int_equal(m.cache_hits, hits + 1); /* the search was skipped */
+    d = access(&m, w, 1, 3);
+    assert_int_equal(d.n, 2);
+    assert_int_equal(d.ids[0], 1);
+    assert_int_equal(d.ids[1], 2);
+    hits = m.cache_hits;
+    d = access(&m, v, 0, 4);
+    assert_int_equal(d.n, 2);
+    assert_int_equal(d.ids[0], 1);
+    assert_int_equal(d.ids[1], 3);
+    assert_int_equal(m.cache_hits, hits); /* v overlaps w now: searched */
+    px_tmap_fini(&m);
+}
+
+/*
+ * A view inserted over an existing overlapping entry is never isolated: 1 W [0, 16), 2 W
+ * [0, 8) (WAW on 1; [0, 16) is not covered, so both entries stay), 3 R [0, 8) must report
+ * both writers (RAW on 2 from its own entry, on 1 from the larger one), and so must a second
+ * read 4.
+ */
+static void test_cache_inserted_over(void **state)
+{
+    px_tmap m;
+    px_tm_view big = view1(0, 16, 1), v = view1(0, 8, 1);
+    deps d;
+
+    px_tmap_init(&m);
+    access(&m, big, 1, 1);
+    d = access(&m, v, 1, 2);
+    assert_int_equal(d.n, 1);
+    assert_int_equal(d.ids[0], 1);
+    for (px_task_id id = 3; id <= 4; id++) {
+        d = access(&m, v, 0, id);
+        assert_int_equal(d.n, 2);
+        assert_int_equal(d.ids[0], 1);
+        assert_int_equal(d.ids[1], 2);
+    }
+    px_tmap_fini(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_overlap_disjoint),  cmocka_unit_test(test_overlap_strided),
         cmocka_unit_test(test_raw_waw_war),       cmocka_unit_test(test_partial_and_disjoint),
         cmocka_unit_test(test_strided_columns),   cmocka_unit_test(test_self_clear_forget),
-        cmocka_unit_test(test_many_entries),
+        cmocka_unit_test(test_many_entries),      cmocka_unit_test(test_cache_isolated),
+        cmocka_unit_test(test_cache_inserted_over),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
