@@ -13,6 +13,7 @@
 #include "dfx/dfx_internal.h"
 
 #include <limits.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,8 +117,14 @@ static void dfx_publish(px_dfx *d, px_dfx_prod *pr)
     h->dev.producer = pr->p.id;
     h->dev.chip = (uint16_t)d->chip_index;
     h->dev.publishes++;
+    b->pub_cpu = sched_getcpu();
+    pr->publishes++;
     px_mpmcq_push(&d->readyq, b);
-    util_bump_wake(&d->ready_seq, &d->drain_sleeping, 1, 0);
+    atomic_fetch_add_explicit(&d->ready_seq, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&d->drain_sleeping, memory_order_seq_cst) != 0) {
+        pr->drain_wakes++;
+        px_futex_wake(&d->ready_seq, 1, 0);
+    }
 }
 
 /* Makes b the producer's current buffer. */
@@ -165,12 +172,17 @@ static px_dfx_buf *dfx_wait_free(px_dfx *d, px_dfx_prod *pr, px_dfx_kind kind)
                    .deadline_ns = d->backstop_ns ? 0 : 1, /* no backstop: past at once */
                    .slice_ns = DFX_WAIT_SLICE_NS};
     px_dfx_buf *b;
+    uint64_t t0;
 
     if (pr->dropping)
         return NULL;
     pr->waits[kind]++;
+    t0 = px_now_ns();
     b = util_wait_run(&w) == PX_OK ? c.b : NULL;
+    pr->wait_ns += px_now_ns() - t0;
+    pr->wait_sleeps += w.sleeps;
     if (b == NULL) {
+        pr->backstops++;
         pr->dropping = 1;
         PX_LOG_WARN("dfx: %s waited %.3g s for a free DFX buffer (PLEXUS_DFX_BACKSTOP_S) and "
                     "drops records until the drain catches up; raise PLEXUS_DFX_BUFFERS",

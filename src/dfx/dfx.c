@@ -377,6 +377,30 @@ uint64_t px_dfx_records_written(const px_dfx *d)
     return n;
 }
 
+/* Fills c with d's counts (zeros for NULL). */
+void px_dfx_counts_get(const px_dfx *d, px_dfx_counts *c)
+{
+    memset(c, 0, sizeof(*c));
+    for (int p = 0; d != NULL && p < d->nprod; p++) {
+        const px_dfx_prod *pr = &d->prods[p];
+
+        c->publishes += pr->publishes;
+        for (int k = 0; k < PX_DFXK_COUNT; k++) {
+            c->writer_waits += pr->waits[k];
+            c->dropped += pr->dropped[k];
+        }
+        c->writer_sleeps += pr->wait_sleeps;
+        c->writer_wait_ns += pr->wait_ns;
+        c->backstops += pr->backstops;
+        c->drain_wakes += pr->drain_wakes;
+    }
+    if (d == NULL)
+        return;
+    c->drain_sleeps = d->dwait.sleeps;
+    c->drained = d->dwait.buffers;
+    c->same_cpu = d->dwait.same_cpu;
+}
+
 /* Returns the transport name of collector bit i, "none" when it is off or invalid. */
 const char *px_dfx_transport_name(const px_dfx *d, int i)
 {

@@ -52,6 +52,7 @@ typedef struct px_dfx_buf {
     px_dfx_bufhdr *host; /* host view of the same bytes */
     size_t off;          /* offset of the buffer in its block */
     int coll;            /* collector whose block holds it */
+    int pub_cpu;         /* the CPU its producer published it from (-1: unknown) */
 } px_dfx_buf;
 
 /* One producer: the emit.h part first, then what only the slow path touches. */
@@ -63,6 +64,12 @@ typedef struct px_dfx_prod {
     uint64_t waits[PX_DFXK_COUNT];
     uint64_t dropped[PX_DFXK_COUNT];
     uint64_t dropped_records;
+    /* why a run was slow (px_dfx_counts): slow path only */
+    uint64_t wait_sleeps;   /* futex waits while waiting for a free buffer */
+    uint64_t wait_ns;       /* time spent waiting for free buffers */
+    uint64_t backstops;     /* waits that ended at the backstop */
+    uint64_t drain_wakes;   /* FUTEX_WAKEs this producer sent the sleeping drain */
+    uint64_t publishes;     /* buffers published */
     /* a core's wait, written by its next task's begin (hooks.c) */
     uint64_t wait_t0;
     px_task_id wait_task;
@@ -84,6 +91,13 @@ typedef struct px_dfx_dstate {
     uint64_t bad;        /* malformed entries or buffers */
     uint64_t backwards;  /* buffers that started before `expect` */
 } px_dfx_dstate;
+
+/* What the drain thread counts about its own waiting (drain thread only; px_dfx_counts). */
+typedef struct px_dfx_dwait {
+    uint64_t sleeps;     /* futex waits */
+    uint64_t buffers;    /* buffers drained */
+    uint64_t same_cpu;   /* of those, drained on the CPU their producer published them from */
+} px_dfx_dwait;
 
 struct px_dfx {
     px_chip *chip;
@@ -117,6 +131,7 @@ struct px_dfx {
     _Atomic int stop;
     PX_ALIGNED_CL pthread_t drain;
     int drain_started;
+    px_dfx_dwait dwait;
     px_status drain_error;       /* first transport failure seen by the drain */
     char drain_msg[256];
 
@@ -162,6 +177,7 @@ px_status dfx_drain_start(px_dfx *d);
 
 /* drain.c: tells the drain to finish the ready queue and stop, and joins it. */
 void dfx_drain_stop(px_dfx *d);
+
 
 /*
  * dfx.c: removes the output files an earlier run left in dir. Called by px_dfx_finish just

@@ -12,6 +12,7 @@
  */
 #include "dfx/dfx_internal.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -147,7 +148,8 @@ static px_dfx_buf *dfx_drain_wait(px_dfx *d)
                    .slice_ns = DFX_DRAIN_SLICE_NS, .sleep_once = 1};
 
     while (util_wait_run(&w) != PX_OK)
-        continue; /* a slice passed: look again */
+        d->dwait.sleeps += w.sleeps; /* a slice passed, or woken without a buffer: look again */
+    d->dwait.sleeps += w.sleeps;
     return c.b != NULL ? c.b : px_mpmcq_pop(&d->readyq);
 }
 
@@ -156,8 +158,11 @@ static void *dfx_drain_main(void *arg)
     px_dfx *d = arg;
     px_dfx_buf *b;
 
-    while ((b = dfx_drain_wait(d)) != NULL)
+    while ((b = dfx_drain_wait(d)) != NULL) {
+        d->dwait.buffers++;
+        d->dwait.same_cpu += b->pub_cpu >= 0 && b->pub_cpu == sched_getcpu();
         dfx_drain_one(d, b);
+    }
     return NULL;
 }
 
