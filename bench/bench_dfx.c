@@ -199,9 +199,10 @@ static void bd_worst(const double *fl, const double *en, const px_dfx_counts *k,
             w = r;
     bench_line(BD, "case=enabled_worst over_floor=%.2f publishes=%" PRIu64 " drained=%" PRIu64
                " drain_wakes=%" PRIu64 " drain_sleeps=%" PRIu64 " same_cpu=%" PRIu64
-               " writer_waits=%" PRIu64 " writer_sleeps=%" PRIu64 " writer_wait_ms=%.2f"
-               " backstops=%" PRIu64, en[w] / fl[w], k[w].publishes, k[w].drained,
-               k[w].drain_wakes, k[w].drain_sleeps, k[w].same_cpu, k[w].writer_waits,
+               " writer_drained=%" PRIu64 " writer_waits=%" PRIu64 " writer_sleeps=%" PRIu64
+               " writer_wait_ms=%.2f backstops=%" PRIu64, en[w] / fl[w], k[w].publishes,
+               k[w].drained, k[w].drain_wakes, k[w].drain_sleeps, k[w].same_cpu,
+               k[w].writer_drained, k[w].writer_waits,
                k[w].writer_sleeps, (double)k[w].writer_wait_ns / 1e6, k[w].backstops);
 }
 
@@ -227,8 +228,9 @@ static void bd_records(const bd_sizes *sz, int detail)
         if (detail && ok)
             bench_line(BD, "case=enabled_rep rep=%d floor=%.2f enabled=%.2f over_floor=%.2f "
                        "drain_wakes=%" PRIu64 " drain_sleeps=%" PRIu64 " same_cpu=%" PRIu64
-                       " writer_waits=%" PRIu64 " writer_wait_ms=%.2f", r, fl[r], en[r],
-                       en[r] / fl[r], k[r].drain_wakes, k[r].drain_sleeps, k[r].same_cpu,
+                       " writer_drained=%" PRIu64 " writer_waits=%" PRIu64
+                       " writer_wait_ms=%.2f", r, fl[r], en[r], en[r] / fl[r], k[r].drain_wakes,
+                       k[r].drain_sleeps, k[r].same_cpu, k[r].writer_drained,
                        k[r].writer_waits, (double)k[r].writer_wait_ns / 1e6);
         px_dfx_destroy(d);
         px_plat_chip_close(chip);
@@ -480,9 +482,14 @@ static void bd_collectors(const bd_sizes *sz)
 
                 bench_line(BD, "case=timeline slowdown_pct=%.2f",
                            bench_median(v, sz->chain_reps));
-                if (px_run_stats_get(on.w, &rs) == PX_OK)
+                if (px_run_stats_get(on.w, &rs) == PX_OK) {
                     bench_line(BD, "case=timeline_records records_per_task=%.2f",
                                (double)rs.dfx_records / (double)sz->chain);
+                    bench_line(BD, "case=timeline_waits buffers=%" PRIu64 " drain_wakes=%"
+                               PRIu64 " writer_drained=%" PRIu64 " writer_waits=%" PRIu64,
+                               rs.dfx_buffers, rs.dfx_drain_wakes, rs.dfx_writer_drained,
+                               rs.dfx_writer_waits);
+                }
                 bench_line(BD, "case=timeline_files ms_to_write=%.2f",
                            bench_median(w, sz->chain_reps));
             } else {

@@ -103,7 +103,7 @@ static void dfx_publish(px_dfx *d, px_dfx_prod *pr)
 {
     px_dfx_buf *b = pr->cur;
     px_dfx_bufhdr *h = b->dev;
-    uint32_t fill = (uint32_t)(pr->p.cur - dfx_buf_recs(h));
+    uint32_t fill = (uint32_t)(pr->p.cur - dfx_buf_recs(h)), seq;
 
     dfx_detach(pr);
     if (fill == 0) {
@@ -120,11 +120,11 @@ static void dfx_publish(px_dfx *d, px_dfx_prod *pr)
     b->pub_cpu = sched_getcpu();
     pr->publishes++;
     px_mpmcq_push(&d->readyq, b);
-    atomic_fetch_add_explicit(&d->ready_seq, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&d->drain_sleeping, memory_order_seq_cst) != 0) {
-        pr->drain_wakes++;
-        px_futex_wake(&d->ready_seq, 1, 0);
-    }
+    seq = atomic_fetch_add_explicit(&d->ready_seq, 1, memory_order_seq_cst) + 1;
+    /* a sleeping drain is woken once per batch of ready buffers, not for each one */
+    if ((int32_t)(seq - atomic_load_explicit(&d->taken, memory_order_seq_cst)) >=
+        (int32_t)d->wake_batch)
+        dfx_drain_kick(d, pr);
 }
 
 /* Makes b the producer's current buffer. */
@@ -203,6 +203,14 @@ px_dfx_rec *px_dfx_next_buffer(px_dfx_producer *p, px_dfx_kind kind, uint32_t ne
     if (need > d->buf_records || need > PX_DFX_MAX_NREC)
         return dfx_drop(pr, kind, need);
     b = px_mpmcq_pop(&d->freeq);
+    if (b == NULL) {
+        /* about to run out: the drain must be awake (it may sleep until a batch is ready);
+         * a host-side writer drains the ready buffers itself rather than wait for a drain
+         * thread that the scheduler keeps off the CPUs */
+        dfx_drain_kick(d, pr);
+        if (pr->host_side && dfx_drain_help(d, pr) > 0)
+            b = px_mpmcq_pop(&d->freeq);
+    }
     if (b == NULL)
         b = dfx_wait_free(d, pr, kind);
     if (b == NULL)

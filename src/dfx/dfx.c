@@ -198,6 +198,7 @@ static px_status dfx_producers_init(px_dfx *d, const char *core_name)
         pr->p.mask = d->enabled;
         pr->p.dfx = d;
         pr->pmu_leader = -1;
+        pr->host_side = i == d->ncores; /* the orchestration */
     }
     for (int i = 0; i < d->ncores; i++) {
         snprintf(name, sizeof(name), "%.40s %d", core_name ? core_name : "core", i);
@@ -393,6 +394,7 @@ void px_dfx_counts_get(const px_dfx *d, px_dfx_counts *c)
         c->writer_wait_ns += pr->wait_ns;
         c->backstops += pr->backstops;
         c->drain_wakes += pr->drain_wakes;
+        c->writer_drained += pr->helped;
     }
     if (d == NULL)
         return;
@@ -417,6 +419,7 @@ void px_dfx_destroy(px_dfx *d)
     if (d == NULL)
         return;
     dfx_drain_stop(d);
+    dfx_drain_fini(d);
     for (int i = 0; i < PX_DFX_NCOLLECTORS; i++)
         if (d->state[i] != NULL)
             d->ops[i]->close(d->state[i]);

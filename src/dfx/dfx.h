@@ -75,7 +75,9 @@ typedef struct px_dfx_counts {
     uint64_t dropped;       /* entries dropped */
     uint64_t drain_wakes;   /* FUTEX_WAKEs the writers sent the sleeping drain */
     uint64_t drain_sleeps;  /* futex waits of the drain */
-    uint64_t drained;       /* buffers the drain handed to the collectors */
+    uint64_t drained;       /* buffers the drain thread handed to the collectors */
+    uint64_t writer_drained; /* buffers a host-side writer drained itself (no free buffer, the
+                              * drain thread not draining) */
     uint64_t same_cpu;      /* of those, drained on the CPU their producer published from:
                              * the drain took the writer's CPU */
 } px_dfx_counts;

@@ -61,6 +61,8 @@ typedef struct px_dfx_prod {
     px_dfx_buf *cur;     /* the buffer p.cur writes into */
     uint32_t first_seq;  /* seq of cur's first record */
     int dropping;        /* the backstop fired: drop without waiting until a buffer is free */
+    int host_side;       /* a host thread (the orchestration): with no free buffer it drains
+                          * ready buffers itself when the drain thread is not draining */
     uint64_t waits[PX_DFXK_COUNT];
     uint64_t dropped[PX_DFXK_COUNT];
     uint64_t dropped_records;
@@ -70,6 +72,7 @@ typedef struct px_dfx_prod {
     uint64_t backstops;     /* waits that ended at the backstop */
     uint64_t drain_wakes;   /* FUTEX_WAKEs this producer sent the sleeping drain */
     uint64_t publishes;     /* buffers published */
+    uint64_t helped;        /* ready buffers this (host-side) writer drained itself */
     /* a core's wait, written by its next task's begin (hooks.c) */
     uint64_t wait_t0;
     px_task_id wait_task;
@@ -129,6 +132,13 @@ struct px_dfx {
     PX_ALIGNED_CL _Atomic uint32_t ready_seq; /* futex: bumped when a buffer is ready */
     _Atomic uint32_t drain_sleeping;
     _Atomic int stop;
+    uint32_t wake_batch;         /* ready buffers that make a publisher wake the drain */
+    PX_ALIGNED_CL _Atomic uint32_t taken; /* ready buffers popped (under drain_lock) */
+    pthread_mutex_t drain_lock;  /* held by whoever drains a buffer: the drain thread, or a
+                                  * host-side writer that found no free buffer */
+    int drain_lock_init;
+    _Atomic int drain_held;      /* tests (dfx_drain_hold): the drain thread leaves the ready
+                                  * buffers alone, as when the scheduler keeps it off the CPUs */
     PX_ALIGNED_CL pthread_t drain;
     int drain_started;
     px_dfx_dwait dwait;
@@ -172,12 +182,35 @@ static inline px_dfx_rec *dfx_buf_recs(px_dfx_bufhdr *h)
     return (px_dfx_rec *)(void *)(h + 1);
 }
 
+/* drain.c: ready buffers not yet taken by a drainer (may read -1 while a push completes). */
+static inline int32_t dfx_pending(px_dfx *d)
+{
+    return (int32_t)(atomic_load_explicit(&d->ready_seq, memory_order_seq_cst) -
+                     atomic_load_explicit(&d->taken, memory_order_seq_cst));
+}
+
+/* drain.c: wakes the drain thread if it sleeps (a writer is about to run out of buffers). */
+void dfx_drain_kick(px_dfx *d, px_dfx_prod *pr);
+
+/*
+ * drain.c: a host-side writer found no free buffer: unless the drain thread is draining (it
+ * holds the drain lock) or the drain has stopped, drains every ready buffer itself and
+ * recycles them. Returns the buffers it drained.
+ */
+uint32_t dfx_drain_help(px_dfx *d, px_dfx_prod *pr);
+
+/* drain.c, for tests: on != 0 keeps the drain thread away from the ready buffers until it is
+ * called with 0 or the drain is stopped (it then drains them all). */
+void dfx_drain_hold(px_dfx *d, int on);
+
 /* drain.c: starts the drain thread. PX_OK or PX_ENOMEM. */
 px_status dfx_drain_start(px_dfx *d);
 
 /* drain.c: tells the drain to finish the ready queue and stop, and joins it. */
 void dfx_drain_stop(px_dfx *d);
 
+/* drain.c: frees the drain lock; after dfx_drain_stop. */
+void dfx_drain_fini(px_dfx *d);
 
 /*
  * dfx.c: removes the output files an earlier run left in dir. Called by px_dfx_finish just
