@@ -8,8 +8,9 @@
  *             collector has received all N records, over at least 100 buffers, divided by N;
  *             printed with the transport that carried them; enabled_worst gives the waits of
  *             the slowest repetition against its floor (drain wake-ups and sleeps, buffers
- *             drained on their writer's CPU, writer waits for a free buffer, backstops), so
- *             a slow run says why; --records-only runs floor and enabled alone and prints
+ *             drained on their writer's CPU, writer waits for a free buffer, backstops, the
+ *             writer's share of the CPU and its involuntary context switches), so a slow run
+ *             says why; --records-only runs floor and enabled alone and prints
  *             every repetition (case=enabled_rep)
  *   disabled  the `chain` graph of bench_tasks (dfx_chain.c) with DFX off in this build
  *             against the same graph in a build with DFX compiled out (bench_dfx_off, built
@@ -31,6 +32,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <plexus/plexus.h>
@@ -135,20 +138,42 @@ static const px_dfx_collector_ops bd_ops = {
 
 static const px_dfx_collector_ops *const bd_table[] = {&bd_ops, NULL};
 
+/* What the scheduler did to the writer during one repetition. */
+typedef struct bd_sched {
+    double cpu_pct;       /* the writer's CPU time over the repetition's wall time, percent */
+    long preempted;       /* the writer's involuntary context switches */
+} bd_sched;
+
+/* The calling thread's CPU time (ns) and involuntary context switches. */
+static void bd_thread_use(uint64_t *cpu_ns, long *nivcsw)
+{
+    struct timespec ts;
+    struct rusage ru;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    *cpu_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    *nivcsw = getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nivcsw : 0;
+}
+
 /* Emits n 1-record PHASE entries through d's orchestration producer; ns per record or -1.
- * *k gets the run's waits (px_dfx_counts). */
-static double bd_enabled_rep(px_dfx *d, uint64_t n, px_dfx_counts *k)
+ * *k gets the run's waits (px_dfx_counts), *sc what the scheduler did to the writer. */
+static double bd_enabled_rep(px_dfx *d, uint64_t n, px_dfx_counts *k, bd_sched *sc)
 {
     px_dfx_producer *p = px_dfx_producer_of(d, 1);
-    uint64_t t0;
+    uint64_t t0, cpu0, cpu1;
+    long cs0, cs1;
     px_status st;
 
     memset(&bd_cnt, 0, sizeof(bd_cnt));
     bd_cnt.want = n;
+    bd_thread_use(&cpu0, &cs0);
     t0 = bench_now_ns();
     for (uint64_t i = 0; i < n; i++)
         px_dfx_emit(p, PX_DFXK_PHASE, i, i + 1);
     st = px_dfx_finish(d, 1);
+    bd_thread_use(&cpu1, &cs1);
+    sc->cpu_pct = 100.0 * (double)(cpu1 - cpu0) / (double)(bench_now_ns() - t0);
+    sc->preempted = cs1 - cs0;
     px_dfx_counts_get(d, k);
     if (st != PX_OK || bd_cnt.n != n || bd_cnt.sum_a != n * (n - 1) / 2) {
         bench_fail(BD, "enabled: %s: the collector got %" PRIu64 " of %" PRIu64 " records "
@@ -190,7 +215,8 @@ static px_dfx *bd_enabled_open(px_chip **chip, px_config *c, const bd_sizes *sz)
 }
 
 /* The waits of the slowest enabled repetition (against its own floor): why it was slow. */
-static void bd_worst(const double *fl, const double *en, const px_dfx_counts *k, int reps)
+static void bd_worst(const double *fl, const double *en, const px_dfx_counts *k,
+                     const bd_sched *sc, int reps)
 {
     int w = 0;
 
@@ -200,10 +226,12 @@ static void bd_worst(const double *fl, const double *en, const px_dfx_counts *k,
     bench_line(BD, "case=enabled_worst over_floor=%.2f publishes=%" PRIu64 " drained=%" PRIu64
                " drain_wakes=%" PRIu64 " drain_sleeps=%" PRIu64 " same_cpu=%" PRIu64
                " writer_drained=%" PRIu64 " writer_waits=%" PRIu64 " writer_sleeps=%" PRIu64
-               " writer_wait_ms=%.2f backstops=%" PRIu64, en[w] / fl[w], k[w].publishes,
+               " writer_wait_ms=%.2f backstops=%" PRIu64 " writer_cpu_pct=%.0f"
+               " writer_preempted=%ld", en[w] / fl[w], k[w].publishes,
                k[w].drained, k[w].drain_wakes, k[w].drain_sleeps, k[w].same_cpu,
                k[w].writer_drained, k[w].writer_waits,
-               k[w].writer_sleeps, (double)k[w].writer_wait_ns / 1e6, k[w].backstops);
+               k[w].writer_sleeps, (double)k[w].writer_wait_ns / 1e6, k[w].backstops,
+               sc[w].cpu_pct, sc[w].preempted);
 }
 
 /* floor and enabled, interleaved; prints both lines and the slowest repetition's waits
@@ -212,6 +240,7 @@ static void bd_records(const bd_sizes *sz, int detail)
 {
     double fl[BD_MAX_REPS], en[BD_MAX_REPS], fl_rep[BD_MAX_REPS], en_rep[BD_MAX_REPS];
     px_dfx_counts k[BD_MAX_REPS];
+    bd_sched sc[BD_MAX_REPS];
     char transport[32] = "none";
     px_chip *chip = NULL;
     px_config c;
@@ -221,7 +250,7 @@ static void bd_records(const bd_sizes *sz, int detail)
         px_dfx *d = bd_enabled_open(&chip, &c, sz);
 
         fl[r] = bd_floor(sz->records);
-        en[r] = d ? bd_enabled_rep(d, sz->records, &k[r]) : -1;
+        en[r] = d ? bd_enabled_rep(d, sz->records, &k[r], &sc[r]) : -1;
         if (d)
             snprintf(transport, sizeof(transport), "%s", px_dfx_transport_name(d, 0));
         ok = d != NULL && fl[r] >= 0 && en[r] >= 0;
@@ -229,9 +258,10 @@ static void bd_records(const bd_sizes *sz, int detail)
             bench_line(BD, "case=enabled_rep rep=%d floor=%.2f enabled=%.2f over_floor=%.2f "
                        "drain_wakes=%" PRIu64 " drain_sleeps=%" PRIu64 " same_cpu=%" PRIu64
                        " writer_drained=%" PRIu64 " writer_waits=%" PRIu64
-                       " writer_wait_ms=%.2f", r, fl[r], en[r], en[r] / fl[r], k[r].drain_wakes,
-                       k[r].drain_sleeps, k[r].same_cpu, k[r].writer_drained,
-                       k[r].writer_waits, (double)k[r].writer_wait_ns / 1e6);
+                       " writer_wait_ms=%.2f writer_cpu_pct=%.0f writer_preempted=%ld", r,
+                       fl[r], en[r], en[r] / fl[r], k[r].drain_wakes, k[r].drain_sleeps,
+                       k[r].same_cpu, k[r].writer_drained, k[r].writer_waits,
+                       (double)k[r].writer_wait_ns / 1e6, sc[r].cpu_pct, sc[r].preempted);
         px_dfx_destroy(d);
         px_plat_chip_close(chip);
         chip = NULL;
@@ -243,7 +273,7 @@ static void bd_records(const bd_sizes *sz, int detail)
     bench_line(BD, "case=floor ns_per_record=%.2f transport=none", bench_median(fl, sz->reps));
     bench_line(BD, "case=enabled ns_per_record=%.2f transport=%s", bench_median(en, sz->reps),
                transport);
-    bd_worst(fl_rep, en_rep, k, sz->reps); /* bench_median sorted fl and en */
+    bd_worst(fl_rep, en_rep, k, sc, sz->reps); /* bench_median sorted fl and en */
 }
 
 /* ---- disabled: two builds as child processes ---- */
