@@ -225,11 +225,11 @@ static void bd_worst(const double *fl, const double *en, const px_dfx_counts *k,
             w = r;
     bench_line(BD, "case=enabled_worst over_floor=%.2f publishes=%" PRIu64 " drained=%" PRIu64
                " drain_wakes=%" PRIu64 " drain_sleeps=%" PRIu64 " same_cpu=%" PRIu64
-               " writer_drained=%" PRIu64 " writer_waits=%" PRIu64 " writer_sleeps=%" PRIu64
-               " writer_wait_ms=%.2f backstops=%" PRIu64 " writer_cpu_pct=%.0f"
-               " writer_preempted=%ld", en[w] / fl[w], k[w].publishes,
+               " writer_drained=%" PRIu64 " finish_drained=%" PRIu64 " writer_waits=%" PRIu64
+               " writer_sleeps=%" PRIu64 " writer_wait_ms=%.2f backstops=%" PRIu64
+               " writer_cpu_pct=%.0f writer_preempted=%ld", en[w] / fl[w], k[w].publishes,
                k[w].drained, k[w].drain_wakes, k[w].drain_sleeps, k[w].same_cpu,
-               k[w].writer_drained, k[w].writer_waits,
+               k[w].writer_drained, k[w].finish_drained, k[w].writer_waits,
                k[w].writer_sleeps, (double)k[w].writer_wait_ns / 1e6, k[w].backstops,
                sc[w].cpu_pct, sc[w].preempted);
 }
@@ -257,10 +257,11 @@ static void bd_records(const bd_sizes *sz, int detail)
         if (detail && ok)
             bench_line(BD, "case=enabled_rep rep=%d floor=%.2f enabled=%.2f over_floor=%.2f "
                        "drain_wakes=%" PRIu64 " drain_sleeps=%" PRIu64 " same_cpu=%" PRIu64
-                       " writer_drained=%" PRIu64 " writer_waits=%" PRIu64
-                       " writer_wait_ms=%.2f writer_cpu_pct=%.0f writer_preempted=%ld", r,
-                       fl[r], en[r], en[r] / fl[r], k[r].drain_wakes, k[r].drain_sleeps,
-                       k[r].same_cpu, k[r].writer_drained, k[r].writer_waits,
+                       " writer_drained=%" PRIu64 " finish_drained=%" PRIu64 " writer_waits=%"
+                       PRIu64 " writer_wait_ms=%.2f writer_cpu_pct=%.0f writer_preempted=%ld",
+                       r, fl[r], en[r], en[r] / fl[r], k[r].drain_wakes, k[r].drain_sleeps,
+                       k[r].same_cpu, k[r].writer_drained, k[r].finish_drained,
+                       k[r].writer_waits,
                        (double)k[r].writer_wait_ns / 1e6, sc[r].cpu_pct, sc[r].preempted);
         px_dfx_destroy(d);
         px_plat_chip_close(chip);

@@ -4,8 +4,11 @@
  * Each enabled collector contributes a block of buffers (its transport chose the memory);
  * every buffer of every block joins one pool per chip. A producer writes records into its
  * current buffer's device view; when it is full the producer publishes it (device-owned
- * header line: fill, first seq, producer) to the ready queue and takes one from the free
- * queue. With no free buffer the writer waits: it spins for PLEXUS_SPIN_NS, then sleeps on
+ * header line: fill, first seq, producer) to the ready queue, waking a sleeping drain once a
+ * batch of buffers is ready (drain.c), and takes one from the free queue. With no free buffer
+ * the orchestration (host side) drains the ready buffers itself unless the drain thread is
+ * draining at that moment; a core, or an orchestration that found the drain busy, waits: it
+ * spins for PLEXUS_SPIN_NS, then sleeps on
  * the free queue's futex word, and counts the wait. Only after PLEXUS_DFX_BACKSTOP_S does it
  * drop the entry (counted per kind, its sequence numbers skipped so the drain sees the gap);
  * it keeps dropping without waiting until a buffer is free again.
@@ -208,7 +211,7 @@ px_dfx_rec *px_dfx_next_buffer(px_dfx_producer *p, px_dfx_kind kind, uint32_t ne
          * a host-side writer drains the ready buffers itself rather than wait for a drain
          * thread that the scheduler keeps off the CPUs */
         dfx_drain_kick(d, pr);
-        if (pr->host_side && dfx_drain_help(d, pr) > 0)
+        if (pr->host_side && dfx_drain_help(d, pr, 0) > 0)
             b = px_mpmcq_pop(&d->freeq);
     }
     if (b == NULL)

@@ -399,6 +399,7 @@ void px_dfx_counts_get(const px_dfx *d, px_dfx_counts *c)
     if (d == NULL)
         return;
     c->drain_sleeps = d->dwait.sleeps;
+    c->finish_drained = d->finish_drained;
     c->drained = d->dwait.buffers;
     c->same_cpu = d->dwait.same_cpu;
 }

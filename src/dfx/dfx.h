@@ -78,6 +78,8 @@ typedef struct px_dfx_counts {
     uint64_t drained;       /* buffers the drain thread handed to the collectors */
     uint64_t writer_drained; /* buffers a host-side writer drained itself (no free buffer, the
                               * drain thread not draining) */
+    uint64_t finish_drained; /* buffers left at the end of the run, drained by the thread
+                              * that finished it rather than by the drain thread */
     uint64_t same_cpu;      /* of those, drained on the CPU their producer published from:
                              * the drain took the writer's CPU */
 } px_dfx_counts;

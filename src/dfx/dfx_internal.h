@@ -137,6 +137,7 @@ struct px_dfx {
     pthread_mutex_t drain_lock;  /* held by whoever drains a buffer: the drain thread, or a
                                   * host-side writer that found no free buffer */
     int drain_lock_init;
+    uint64_t finish_drained;     /* buffers the finishing thread drained (under drain_lock) */
     _Atomic int drain_held;      /* tests (dfx_drain_hold): the drain thread leaves the ready
                                   * buffers alone, as when the scheduler keeps it off the CPUs */
     PX_ALIGNED_CL pthread_t drain;
@@ -193,11 +194,14 @@ static inline int32_t dfx_pending(px_dfx *d)
 void dfx_drain_kick(px_dfx *d, px_dfx_prod *pr);
 
 /*
- * drain.c: a host-side writer found no free buffer: unless the drain thread is draining (it
- * holds the drain lock) or the drain has stopped, drains every ready buffer itself and
- * recycles them. Returns the buffers it drained.
+ * drain.c: host-side writer pr found no free buffer (wait 0): unless the drain thread is
+ * draining (it holds the drain lock) or the drain has stopped, drains every ready buffer
+ * itself and recycles them (counted in pr->helped). With pr NULL and wait != 0 (the end of
+ * the run, on the thread that finishes it) it waits for the drain thread's current buffer
+ * instead (counted in d->finish_drained), so the end of a run does not wait for a drain
+ * thread that the scheduler keeps off the CPUs. Returns the buffers it drained.
  */
-uint32_t dfx_drain_help(px_dfx *d, px_dfx_prod *pr);
+uint32_t dfx_drain_help(px_dfx *d, px_dfx_prod *pr, int wait);
 
 /* drain.c, for tests: on != 0 keeps the drain thread away from the ready buffers until it is
  * called with 0 or the drain is stopped (it then drains them all). */

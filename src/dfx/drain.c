@@ -8,7 +8,10 @@
  * remembers the sequence number the next buffer must start at: a buffer that starts later
  * is a gap (explained only by records the producer dropped), earlier is an error. The
  * counts feed the reconcile in dfx.c. The thread waits on a futex word with 100 ms slices
- * (a bounded wait that re-checks the stop flag), after spinning for PLEXUS_SPIN_NS.
+ * (a bounded wait that re-checks the stop flag), after spinning for PLEXUS_SPIN_NS; the
+ * writers wake it once per batch of ready buffers. Whoever drains a buffer holds the drain
+ * lock: the drain thread, or the orchestration when it found no free buffer (buffer.c), so
+ * buffers are drained one at a time in the order they were published.
  */
 #include "dfx/dfx_internal.h"
 
@@ -152,20 +155,25 @@ void dfx_drain_kick(px_dfx *d, px_dfx_prod *pr)
 }
 
 /* Returns the buffers a host-side writer drained (see dfx_internal.h). */
-uint32_t dfx_drain_help(px_dfx *d, px_dfx_prod *pr)
+uint32_t dfx_drain_help(px_dfx *d, px_dfx_prod *pr, int wait)
 {
     uint32_t n = 0;
     px_dfx_buf *b;
 
-    if (pthread_mutex_trylock(&d->drain_lock) != 0)
+    if (wait)
+        pthread_mutex_lock(&d->drain_lock);
+    else if (pthread_mutex_trylock(&d->drain_lock) != 0)
         return 0; /* the drain thread is draining: it recycles a buffer soon */
     while (!atomic_load_explicit(&d->stop, memory_order_acquire) && n < d->nbufs &&
            (b = dfx_drain_next(d)) != NULL) {
         dfx_buf_recycle(d, b);
         n++;
     }
+    if (pr != NULL)
+        pr->helped += n;
+    else
+        d->finish_drained += n;
     pthread_mutex_unlock(&d->drain_lock);
-    pr->helped += n;
     return n;
 }
 
