@@ -571,7 +571,9 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "--chain") == 0)
         return dfx_chain_main(argc, argv);
     if ((rc = bench_start(argc, argv, "bench_dfx", "what DFX records cost: per record, "
-                             "when off, and per task for the collectors", &mode)) >= 0)
+                             "when off, and per task for the collectors\n  "
+                             "(--records-only with any mode: the floor and enabled cases "
+                             "alone, every repetition printed)", &mode)) >= 0)
         return rc;
     if (!PX_DFX) {
         printf("BENCH dfx skipped=dfx_compiled_out (CMake option PX_DFX=OFF)\n");
