@@ -6,7 +6,12 @@
  *   enabled   records through the real path (px_dfx_emit into paired buffers, ready queue,
  *             drain thread, a counting collector): time from the first emit until the
  *             collector has received all N records, over at least 100 buffers, divided by N;
- *             printed with the transport that carried them
+ *             printed with the transport that carried them; enabled_worst gives the waits of
+ *             the slowest repetition against its floor (drain wake-ups and sleeps, buffers
+ *             drained on their writer's CPU, writer waits for a free buffer, backstops, the
+ *             writer's share of the CPU and its involuntary context switches), so a slow run
+ *             says why; --records-only runs floor and enabled alone and prints
+ *             every repetition (case=enabled_rep)
  *   disabled  the `chain` graph of bench_tasks (dfx_chain.c) with DFX off in this build
  *             against the same graph in a build with DFX compiled out (bench_dfx_off, built
  *             with PX_DFX=0); both run as child processes, interleaved
@@ -27,6 +32,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <plexus/plexus.h>
@@ -131,19 +138,43 @@ static const px_dfx_collector_ops bd_ops = {
 
 static const px_dfx_collector_ops *const bd_table[] = {&bd_ops, NULL};
 
-/* Emits n 1-record PHASE entries through d's orchestration producer; ns per record or -1. */
-static double bd_enabled_rep(px_dfx *d, uint64_t n)
+/* What the scheduler did to the writer during one repetition. */
+typedef struct bd_sched {
+    double cpu_pct;       /* the writer's CPU time over the repetition's wall time, percent */
+    long preempted;       /* the writer's involuntary context switches */
+} bd_sched;
+
+/* The calling thread's CPU time (ns) and involuntary context switches. */
+static void bd_thread_use(uint64_t *cpu_ns, long *nivcsw)
+{
+    struct timespec ts;
+    struct rusage ru;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    *cpu_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    *nivcsw = getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nivcsw : 0;
+}
+
+/* Emits n 1-record PHASE entries through d's orchestration producer; ns per record or -1.
+ * *k gets the run's waits (px_dfx_counts), *sc what the scheduler did to the writer. */
+static double bd_enabled_rep(px_dfx *d, uint64_t n, px_dfx_counts *k, bd_sched *sc)
 {
     px_dfx_producer *p = px_dfx_producer_of(d, 1);
-    uint64_t t0;
+    uint64_t t0, cpu0, cpu1;
+    long cs0, cs1;
     px_status st;
 
     memset(&bd_cnt, 0, sizeof(bd_cnt));
     bd_cnt.want = n;
+    bd_thread_use(&cpu0, &cs0);
     t0 = bench_now_ns();
     for (uint64_t i = 0; i < n; i++)
         px_dfx_emit(p, PX_DFXK_PHASE, i, i + 1);
     st = px_dfx_finish(d, 1);
+    bd_thread_use(&cpu1, &cs1);
+    sc->cpu_pct = 100.0 * (double)(cpu1 - cpu0) / (double)(bench_now_ns() - t0);
+    sc->preempted = cs1 - cs0;
+    px_dfx_counts_get(d, k);
     if (st != PX_OK || bd_cnt.n != n || bd_cnt.sum_a != n * (n - 1) / 2) {
         bench_fail(BD, "enabled: %s: the collector got %" PRIu64 " of %" PRIu64 " records "
                    "(sum of a %" PRIu64 ", expected %" PRIu64 ")", st ? px_last_error() : "ok",
@@ -183,10 +214,33 @@ static px_dfx *bd_enabled_open(px_chip **chip, px_config *c, const bd_sizes *sz)
     return st == PX_OK ? d : NULL;
 }
 
-/* floor and enabled, interleaved; prints both lines. */
-static void bd_records(const bd_sizes *sz)
+/* The waits of the slowest enabled repetition (against its own floor): why it was slow. */
+static void bd_worst(const double *fl, const double *en, const px_dfx_counts *k,
+                     const bd_sched *sc, int reps)
 {
-    double fl[BD_MAX_REPS], en[BD_MAX_REPS];
+    int w = 0;
+
+    for (int r = 1; r < reps; r++)
+        if (en[r] / fl[r] > en[w] / fl[w])
+            w = r;
+    bench_line(BD, "case=enabled_worst over_floor=%.2f publishes=%" PRIu64 " drained=%" PRIu64
+               " drain_wakes=%" PRIu64 " drain_sleeps=%" PRIu64 " same_cpu=%" PRIu64
+               " writer_drained=%" PRIu64 " finish_drained=%" PRIu64 " writer_waits=%" PRIu64
+               " writer_sleeps=%" PRIu64 " writer_wait_ms=%.2f backstops=%" PRIu64
+               " writer_cpu_pct=%.0f writer_preempted=%ld", en[w] / fl[w], k[w].publishes,
+               k[w].drained, k[w].drain_wakes, k[w].drain_sleeps, k[w].same_cpu,
+               k[w].writer_drained, k[w].finish_drained, k[w].writer_waits,
+               k[w].writer_sleeps, (double)k[w].writer_wait_ns / 1e6, k[w].backstops,
+               sc[w].cpu_pct, sc[w].preempted);
+}
+
+/* floor and enabled, interleaved; prints both lines and the slowest repetition's waits
+ * (detail: every repetition's). */
+static void bd_records(const bd_sizes *sz, int detail)
+{
+    double fl[BD_MAX_REPS], en[BD_MAX_REPS], fl_rep[BD_MAX_REPS], en_rep[BD_MAX_REPS];
+    px_dfx_counts k[BD_MAX_REPS];
+    bd_sched sc[BD_MAX_REPS];
     char transport[32] = "none";
     px_chip *chip = NULL;
     px_config c;
@@ -196,19 +250,31 @@ static void bd_records(const bd_sizes *sz)
         px_dfx *d = bd_enabled_open(&chip, &c, sz);
 
         fl[r] = bd_floor(sz->records);
-        en[r] = d ? bd_enabled_rep(d, sz->records) : -1;
+        en[r] = d ? bd_enabled_rep(d, sz->records, &k[r], &sc[r]) : -1;
         if (d)
             snprintf(transport, sizeof(transport), "%s", px_dfx_transport_name(d, 0));
         ok = d != NULL && fl[r] >= 0 && en[r] >= 0;
+        if (detail && ok)
+            bench_line(BD, "case=enabled_rep rep=%d floor=%.2f enabled=%.2f over_floor=%.2f "
+                       "drain_wakes=%" PRIu64 " drain_sleeps=%" PRIu64 " same_cpu=%" PRIu64
+                       " writer_drained=%" PRIu64 " finish_drained=%" PRIu64 " writer_waits=%"
+                       PRIu64 " writer_wait_ms=%.2f writer_cpu_pct=%.0f writer_preempted=%ld",
+                       r, fl[r], en[r], en[r] / fl[r], k[r].drain_wakes, k[r].drain_sleeps,
+                       k[r].same_cpu, k[r].writer_drained, k[r].finish_drained,
+                       k[r].writer_waits,
+                       (double)k[r].writer_wait_ns / 1e6, sc[r].cpu_pct, sc[r].preempted);
         px_dfx_destroy(d);
         px_plat_chip_close(chip);
         chip = NULL;
     }
     if (!ok)
         return;
+    memcpy(fl_rep, fl, sizeof(fl));
+    memcpy(en_rep, en, sizeof(en));
     bench_line(BD, "case=floor ns_per_record=%.2f transport=none", bench_median(fl, sz->reps));
     bench_line(BD, "case=enabled ns_per_record=%.2f transport=%s", bench_median(en, sz->reps),
                transport);
+    bd_worst(fl_rep, en_rep, k, sc, sz->reps); /* bench_median sorted fl and en */
 }
 
 /* ---- disabled: two builds as child processes ---- */
@@ -447,9 +513,14 @@ static void bd_collectors(const bd_sizes *sz)
 
                 bench_line(BD, "case=timeline slowdown_pct=%.2f",
                            bench_median(v, sz->chain_reps));
-                if (px_run_stats_get(on.w, &rs) == PX_OK)
+                if (px_run_stats_get(on.w, &rs) == PX_OK) {
                     bench_line(BD, "case=timeline_records records_per_task=%.2f",
                                (double)rs.dfx_records / (double)sz->chain);
+                    bench_line(BD, "case=timeline_waits buffers=%" PRIu64 " drain_wakes=%"
+                               PRIu64 " writer_drained=%" PRIu64 " writer_waits=%" PRIu64,
+                               rs.dfx_buffers, rs.dfx_drain_wakes, rs.dfx_writer_drained,
+                               rs.dfx_writer_waits);
+                }
                 bench_line(BD, "case=timeline_files ms_to_write=%.2f",
                            bench_median(w, sz->chain_reps));
             } else {
@@ -483,15 +554,26 @@ static void bd_config(const bd_sizes *sz, bench_mode mode)
 
 int main(int argc, char **argv)
 {
-    int rc;
+    int rc, records_only = 0;
     const bd_sizes *sz;
     bench_mode mode;
     char cmd[320];
 
+    /* --records-only: the floor and enabled cases alone, each repetition printed (for many
+     * runs of the per-record cost) */
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--records-only") == 0) {
+            records_only = 1;
+            memmove(&argv[i], &argv[i + 1], (size_t)(argc - i) * sizeof(*argv));
+            argc--;
+            break;
+        }
     if (argc > 1 && strcmp(argv[1], "--chain") == 0)
         return dfx_chain_main(argc, argv);
     if ((rc = bench_start(argc, argv, "bench_dfx", "what DFX records cost: per record, "
-                             "when off, and per task for the collectors", &mode)) >= 0)
+                             "when off, and per task for the collectors\n  "
+                             "(--records-only with any mode: the floor and enabled cases "
+                             "alone, every repetition printed)", &mode)) >= 0)
         return rc;
     if (!PX_DFX) {
         printf("BENCH dfx skipped=dfx_compiled_out (CMake option PX_DFX=OFF)\n");
@@ -505,9 +587,11 @@ int main(int argc, char **argv)
         return bench_finish();
     }
     bd_config(sz, mode);
-    bd_records(sz);
-    bd_disabled(sz);
-    bd_collectors(sz);
+    bd_records(sz, records_only);
+    if (!records_only) {
+        bd_disabled(sz);
+        bd_collectors(sz);
+    }
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", bd_out);
     if (system(cmd) != 0)
         fprintf(stderr, "bench_dfx: could not remove %s\n", bd_out);

@@ -42,6 +42,11 @@ typedef struct px_run_stats {
     uint64_t heap_peak;        /* most heap-ring bytes live at once */
     uint64_t wall_ns;          /* from px_run entry to its return */
     uint64_t dfx_records;      /* 32-byte DFX records the run wrote (0 with DFX off) */
+    uint64_t dfx_buffers;      /* DFX buffers the run's writers published */
+    uint64_t dfx_writer_waits; /* times a DFX writer found no free buffer and waited */
+    uint64_t dfx_writer_drained; /* DFX buffers the orchestration drained itself (no free
+                                  * buffer and the drain thread busy elsewhere) */
+    uint64_t dfx_drain_wakes;  /* FUTEX_WAKEs the writers sent the sleeping DFX drain */
 } px_run_stats;
 
 /* Creates a worker from c (NULL: px_config_default()). Starts its core threads. */

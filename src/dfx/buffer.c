@@ -4,8 +4,11 @@
  * Each enabled collector contributes a block of buffers (its transport chose the memory);
  * every buffer of every block joins one pool per chip. A producer writes records into its
  * current buffer's device view; when it is full the producer publishes it (device-owned
- * header line: fill, first seq, producer) to the ready queue and takes one from the free
- * queue. With no free buffer the writer waits: it spins for PLEXUS_SPIN_NS, then sleeps on
+ * header line: fill, first seq, producer) to the ready queue, waking a sleeping drain once a
+ * batch of buffers is ready (drain.c), and takes one from the free queue. With no free buffer
+ * the orchestration (host side) drains the ready buffers itself unless the drain thread is
+ * draining at that moment; a core, or an orchestration that found the drain busy, waits: it
+ * spins for PLEXUS_SPIN_NS, then sleeps on
  * the free queue's futex word, and counts the wait. Only after PLEXUS_DFX_BACKSTOP_S does it
  * drop the entry (counted per kind, its sequence numbers skipped so the drain sees the gap);
  * it keeps dropping without waiting until a buffer is free again.
@@ -13,6 +16,7 @@
 #include "dfx/dfx_internal.h"
 
 #include <limits.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,7 +106,7 @@ static void dfx_publish(px_dfx *d, px_dfx_prod *pr)
 {
     px_dfx_buf *b = pr->cur;
     px_dfx_bufhdr *h = b->dev;
-    uint32_t fill = (uint32_t)(pr->p.cur - dfx_buf_recs(h));
+    uint32_t fill = (uint32_t)(pr->p.cur - dfx_buf_recs(h)), seq;
 
     dfx_detach(pr);
     if (fill == 0) {
@@ -116,8 +120,14 @@ static void dfx_publish(px_dfx *d, px_dfx_prod *pr)
     h->dev.producer = pr->p.id;
     h->dev.chip = (uint16_t)d->chip_index;
     h->dev.publishes++;
+    b->pub_cpu = sched_getcpu();
+    pr->publishes++;
     px_mpmcq_push(&d->readyq, b);
-    util_bump_wake(&d->ready_seq, &d->drain_sleeping, 1, 0);
+    seq = atomic_fetch_add_explicit(&d->ready_seq, 1, memory_order_seq_cst) + 1;
+    /* a sleeping drain is woken once per batch of ready buffers, not for each one */
+    if ((int32_t)(seq - atomic_load_explicit(&d->taken, memory_order_seq_cst)) >=
+        (int32_t)d->wake_batch)
+        dfx_drain_kick(d, pr);
 }
 
 /* Makes b the producer's current buffer. */
@@ -165,12 +175,17 @@ static px_dfx_buf *dfx_wait_free(px_dfx *d, px_dfx_prod *pr, px_dfx_kind kind)
                    .deadline_ns = d->backstop_ns ? 0 : 1, /* no backstop: past at once */
                    .slice_ns = DFX_WAIT_SLICE_NS};
     px_dfx_buf *b;
+    uint64_t t0;
 
     if (pr->dropping)
         return NULL;
     pr->waits[kind]++;
+    t0 = px_now_ns();
     b = util_wait_run(&w) == PX_OK ? c.b : NULL;
+    pr->wait_ns += px_now_ns() - t0;
+    pr->wait_sleeps += w.sleeps;
     if (b == NULL) {
+        pr->backstops++;
         pr->dropping = 1;
         PX_LOG_WARN("dfx: %s waited %.3g s for a free DFX buffer (PLEXUS_DFX_BACKSTOP_S) and "
                     "drops records until the drain catches up; raise PLEXUS_DFX_BUFFERS",
@@ -191,6 +206,14 @@ px_dfx_rec *px_dfx_next_buffer(px_dfx_producer *p, px_dfx_kind kind, uint32_t ne
     if (need > d->buf_records || need > PX_DFX_MAX_NREC)
         return dfx_drop(pr, kind, need);
     b = px_mpmcq_pop(&d->freeq);
+    if (b == NULL) {
+        /* about to run out: the drain must be awake (it may sleep until a batch is ready);
+         * a host-side writer drains the ready buffers itself rather than wait for a drain
+         * thread that the scheduler keeps off the CPUs */
+        dfx_drain_kick(d, pr);
+        if (pr->host_side && dfx_drain_help(d, pr, 0) > 0)
+            b = px_mpmcq_pop(&d->freeq);
+    }
     if (b == NULL)
         b = dfx_wait_free(d, pr, kind);
     if (b == NULL)

@@ -198,6 +198,7 @@ static px_status dfx_producers_init(px_dfx *d, const char *core_name)
         pr->p.mask = d->enabled;
         pr->p.dfx = d;
         pr->pmu_leader = -1;
+        pr->host_side = i == d->ncores; /* the orchestration */
     }
     for (int i = 0; i < d->ncores; i++) {
         snprintf(name, sizeof(name), "%.40s %d", core_name ? core_name : "core", i);
@@ -377,6 +378,32 @@ uint64_t px_dfx_records_written(const px_dfx *d)
     return n;
 }
 
+/* Fills c with d's counts (zeros for NULL). */
+void px_dfx_counts_get(const px_dfx *d, px_dfx_counts *c)
+{
+    memset(c, 0, sizeof(*c));
+    for (int p = 0; d != NULL && p < d->nprod; p++) {
+        const px_dfx_prod *pr = &d->prods[p];
+
+        c->publishes += pr->publishes;
+        for (int k = 0; k < PX_DFXK_COUNT; k++) {
+            c->writer_waits += pr->waits[k];
+            c->dropped += pr->dropped[k];
+        }
+        c->writer_sleeps += pr->wait_sleeps;
+        c->writer_wait_ns += pr->wait_ns;
+        c->backstops += pr->backstops;
+        c->drain_wakes += pr->drain_wakes;
+        c->writer_drained += pr->helped;
+    }
+    if (d == NULL)
+        return;
+    c->drain_sleeps = d->dwait.sleeps;
+    c->finish_drained = d->finish_drained;
+    c->drained = d->dwait.buffers;
+    c->same_cpu = d->dwait.same_cpu;
+}
+
 /* Returns the transport name of collector bit i, "none" when it is off or invalid. */
 const char *px_dfx_transport_name(const px_dfx *d, int i)
 {
@@ -393,6 +420,7 @@ void px_dfx_destroy(px_dfx *d)
     if (d == NULL)
         return;
     dfx_drain_stop(d);
+    dfx_drain_fini(d);
     for (int i = 0; i < PX_DFX_NCOLLECTORS; i++)
         if (d->state[i] != NULL)
             d->ops[i]->close(d->state[i]);

@@ -65,6 +65,28 @@ px_dfx_producer *px_dfx_producer_of(px_dfx *d, int id);
  * records included), 0 for NULL. */
 uint64_t px_dfx_records_written(const px_dfx *d);
 
+/* Why a run's records cost what they did: the waits of the writers and of the drain. */
+typedef struct px_dfx_counts {
+    uint64_t publishes;     /* buffers the producers published (full or flushed) */
+    uint64_t writer_waits;  /* times a writer found no free buffer and waited */
+    uint64_t writer_sleeps; /* futex waits of those writers */
+    uint64_t writer_wait_ns; /* time the writers spent waiting for free buffers */
+    uint64_t backstops;     /* writer waits that ended at PLEXUS_DFX_BACKSTOP_S (drops) */
+    uint64_t dropped;       /* entries dropped */
+    uint64_t drain_wakes;   /* FUTEX_WAKEs the writers sent the sleeping drain */
+    uint64_t drain_sleeps;  /* futex waits of the drain */
+    uint64_t drained;       /* buffers the drain thread handed to the collectors */
+    uint64_t writer_drained; /* buffers a host-side writer drained itself (no free buffer, the
+                              * drain thread not draining) */
+    uint64_t finish_drained; /* buffers left at the end of the run, drained by the thread
+                              * that finished it rather than by the drain thread */
+    uint64_t same_cpu;      /* of those, drained on the CPU their producer published from:
+                             * the drain took the writer's CPU */
+} px_dfx_counts;
+
+/* Fills c with d's counts (exact once px_dfx_finish() returned: the drain has stopped). */
+void px_dfx_counts_get(const px_dfx *d, px_dfx_counts *c);
+
 /*
  * Ends the run's DFX: flushes partial buffers (the cores' only when quiescent, i.e. every
  * task finished), drains, reconciles `collected + dropped == produced` and sequence gaps,

@@ -52,6 +52,7 @@ typedef struct px_dfx_buf {
     px_dfx_bufhdr *host; /* host view of the same bytes */
     size_t off;          /* offset of the buffer in its block */
     int coll;            /* collector whose block holds it */
+    int pub_cpu;         /* the CPU its producer published it from (-1: unknown) */
 } px_dfx_buf;
 
 /* One producer: the emit.h part first, then what only the slow path touches. */
@@ -60,9 +61,18 @@ typedef struct px_dfx_prod {
     px_dfx_buf *cur;     /* the buffer p.cur writes into */
     uint32_t first_seq;  /* seq of cur's first record */
     int dropping;        /* the backstop fired: drop without waiting until a buffer is free */
+    int host_side;       /* a host thread (the orchestration): with no free buffer it drains
+                          * ready buffers itself when the drain thread is not draining */
     uint64_t waits[PX_DFXK_COUNT];
     uint64_t dropped[PX_DFXK_COUNT];
     uint64_t dropped_records;
+    /* why a run was slow (px_dfx_counts): slow path only */
+    uint64_t wait_sleeps;   /* futex waits while waiting for a free buffer */
+    uint64_t wait_ns;       /* time spent waiting for free buffers */
+    uint64_t backstops;     /* waits that ended at the backstop */
+    uint64_t drain_wakes;   /* FUTEX_WAKEs this producer sent the sleeping drain */
+    uint64_t publishes;     /* buffers published */
+    uint64_t helped;        /* ready buffers this (host-side) writer drained itself */
     /* a core's wait, written by its next task's begin (hooks.c) */
     uint64_t wait_t0;
     px_task_id wait_task;
@@ -84,6 +94,13 @@ typedef struct px_dfx_dstate {
     uint64_t bad;        /* malformed entries or buffers */
     uint64_t backwards;  /* buffers that started before `expect` */
 } px_dfx_dstate;
+
+/* What the drain thread counts about its own waiting (drain thread only; px_dfx_counts). */
+typedef struct px_dfx_dwait {
+    uint64_t sleeps;     /* futex waits */
+    uint64_t buffers;    /* buffers drained */
+    uint64_t same_cpu;   /* of those, drained on the CPU their producer published them from */
+} px_dfx_dwait;
 
 struct px_dfx {
     px_chip *chip;
@@ -115,8 +132,17 @@ struct px_dfx {
     PX_ALIGNED_CL _Atomic uint32_t ready_seq; /* futex: bumped when a buffer is ready */
     _Atomic uint32_t drain_sleeping;
     _Atomic int stop;
+    uint32_t wake_batch;         /* ready buffers that make a publisher wake the drain */
+    PX_ALIGNED_CL _Atomic uint32_t taken; /* ready buffers popped (under drain_lock) */
+    pthread_mutex_t drain_lock;  /* held by whoever drains a buffer: the drain thread, or a
+                                  * host-side writer that found no free buffer */
+    int drain_lock_init;
+    uint64_t finish_drained;     /* buffers the finishing thread drained (under drain_lock) */
+    _Atomic int drain_held;      /* tests (dfx_drain_hold): the drain thread leaves the ready
+                                  * buffers alone, as when the scheduler keeps it off the CPUs */
     PX_ALIGNED_CL pthread_t drain;
     int drain_started;
+    px_dfx_dwait dwait;
     px_status drain_error;       /* first transport failure seen by the drain */
     char drain_msg[256];
 
@@ -157,11 +183,38 @@ static inline px_dfx_rec *dfx_buf_recs(px_dfx_bufhdr *h)
     return (px_dfx_rec *)(void *)(h + 1);
 }
 
+/* drain.c: ready buffers not yet taken by a drainer (may read -1 while a push completes). */
+static inline int32_t dfx_pending(px_dfx *d)
+{
+    return (int32_t)(atomic_load_explicit(&d->ready_seq, memory_order_seq_cst) -
+                     atomic_load_explicit(&d->taken, memory_order_seq_cst));
+}
+
+/* drain.c: wakes the drain thread if it sleeps (a writer is about to run out of buffers). */
+void dfx_drain_kick(px_dfx *d, px_dfx_prod *pr);
+
+/*
+ * drain.c: host-side writer pr found no free buffer (wait 0): unless the drain thread is
+ * draining (it holds the drain lock) or the drain has stopped, drains every ready buffer
+ * itself and recycles them (counted in pr->helped). With pr NULL and wait != 0 (the end of
+ * the run, on the thread that finishes it) it waits for the drain thread's current buffer
+ * instead (counted in d->finish_drained), so the end of a run does not wait for a drain
+ * thread that the scheduler keeps off the CPUs. Returns the buffers it drained.
+ */
+uint32_t dfx_drain_help(px_dfx *d, px_dfx_prod *pr, int wait);
+
+/* drain.c, for tests: on != 0 keeps the drain thread away from the ready buffers until it is
+ * called with 0 or the drain is stopped (it then drains them all). */
+void dfx_drain_hold(px_dfx *d, int on);
+
 /* drain.c: starts the drain thread. PX_OK or PX_ENOMEM. */
 px_status dfx_drain_start(px_dfx *d);
 
 /* drain.c: tells the drain to finish the ready queue and stop, and joins it. */
 void dfx_drain_stop(px_dfx *d);
+
+/* drain.c: frees the drain lock; after dfx_drain_stop. */
+void dfx_drain_fini(px_dfx *d);
 
 /*
  * dfx.c: removes the output files an earlier run left in dir. Called by px_dfx_finish just

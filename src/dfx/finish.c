@@ -247,6 +247,7 @@ px_status px_dfx_finish(px_dfx *d, int quiescent)
     dfx_flush_producer(d, &d->prods[d->ncores]);
     for (int p = 0; quiescent && p < d->ncores; p++)
         dfx_flush_producer(d, &d->prods[p]);
+    dfx_drain_help(d, NULL, 1); /* this thread drains what is left */
     dfx_drain_stop(d);
     d->finished = 1;
     if (d->drain_error != PX_OK)

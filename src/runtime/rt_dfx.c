@@ -103,6 +103,15 @@ static px_status rt_dfx_finish(px_worker *w, int quiescent)
         x->dfx_flush(w->ext.owner);
     rt_dfx_keep(px_dfx_finish(w->dfx, quiescent), &first, msg, sizeof(msg));
     w->last.dfx_records = px_dfx_records_written(w->dfx);
+    {
+        px_dfx_counts k;
+
+        px_dfx_counts_get(w->dfx, &k);
+        w->last.dfx_buffers = k.publishes;
+        w->last.dfx_writer_waits = k.writer_waits;
+        w->last.dfx_writer_drained = k.writer_drained;
+        w->last.dfx_drain_wakes = k.drain_wakes;
+    }
     for (int i = 0; i < w->ncores; i++)
         atomic_store_explicit(&w->cores[i].dfx, NULL, memory_order_relaxed);
     w->orch.dfx = NULL;

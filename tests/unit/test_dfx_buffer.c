@@ -2,7 +2,9 @@
  * test_dfx_buffer.c - the DFX framework below the collectors: record payloads survive
  * encoding, a writer faster than the drain waits instead of dropping (back-pressure), a
  * writer past the backstop drops and every dropped record is accounted for, the end-of-run
- * flush publishes every producer's partial buffer, and a lost buffer is detected.
+ * flush publishes every producer's partial buffer, a lost buffer is detected, the
+ * orchestration drains for itself when the drain thread does not, and a sleeping drain is
+ * woken once per batch of buffers.
  *
  * A counting collector stands in for the real ones (registered as swimlane, consuming every
  * kind), so the counts are the framework's alone. The chain graph of n tasks has n - 1
@@ -11,6 +13,9 @@
  */
 #include "dfx_testgraph.h"
 
+#include <sched.h>
+
+#include "dfx/dfx_internal.h"
 #include "platform/platform.h"
 
 /*
@@ -288,15 +293,19 @@ static void test_backstop_drops_are_accounted(void **state)
     tg_rmdir(dir);
 }
 
-/* Opens a chip and a DFX state with one core producer and the orchestration producer. */
-static px_dfx *open_direct(px_chip **chip, px_config *c, const char *dir)
+/* Opens a chip and a DFX state with one core producer and the orchestration producer, in
+ * buffers of `records` records; backstop_s > 0 replaces PLEXUS_DFX_BACKSTOP_S. */
+static px_dfx *open_direct_with(px_chip **chip, px_config *c, const char *dir,
+                                uint32_t records, double backstop_s)
 {
     px_dfx_params prm = {0};
     px_caps caps;
     px_dfx *d;
 
     tg_config(c, 1, PX_DFX_SWIMLANE, dir, "default", NULL);
-    c->dfx_buffer_records = 16;
+    c->dfx_buffer_records = records;
+    if (backstop_s > 0)
+        c->dfx_backstop_s = backstop_s;
     PX_ASSERT_OK(px_caps_probe_with(c, &caps));
     PX_ASSERT_OK(px_plat_chip_open(&caps, 0, 16 << 20, chip));
     prm.cfg = c;
@@ -307,6 +316,12 @@ static px_dfx *open_direct(px_chip **chip, px_config *c, const char *dir)
     px_dfx_set_collectors(tg_coll_table);
     PX_ASSERT_OK(px_dfx_create(&prm, &d));
     return d;
+}
+
+/* open_direct_with 16-record buffers and the default backstop. */
+static px_dfx *open_direct(px_chip **chip, px_config *c, const char *dir)
+{
+    return open_direct_with(chip, c, dir, 16, 0);
 }
 
 /* Writes one 1-record PHASE entry for task i. */
@@ -365,6 +380,107 @@ static void test_lost_records_detected(void **state)
     tg_rmdir(dir);
 }
 
+/*
+ * A drain thread kept off the buffers (as a scheduler that gives it no CPU would) does not
+ * make the orchestration wait: with no free buffer it drains the ready ones itself, so 64
+ * buffers' worth of entries go through a pool of 16 without a wait or a drop, in order (the
+ * strict reconcile checks every sequence number). A core, the device side, never drains: it
+ * waits, and past a 50 ms backstop drops, every drop accounted for. The end of the run
+ * drains what is left on the finishing thread, not on the held drain thread. Before the
+ * orchestration drained for itself it waited like the core and dropped at the backstop.
+ */
+static void test_orchestration_drains_when_drain_held(void **state)
+{
+    char dir[256];
+    px_dfx_counts k;
+    px_chip *chip;
+    px_config c;
+    px_dfx *d;
+
+    tg_tmpdir(dir, sizeof(dir));
+    d = open_direct_with(&chip, &c, dir, 16, 0.05);
+    assert_int_equal(d->nbufs, 16); /* 4 per producer + 8 */
+    dfx_drain_hold(d, 1);
+    for (int i = 0; i < 64 * 16; i++)
+        emit_one(px_dfx_producer_of(d, 1), (uint64_t)i);
+    PX_ASSERT_OK(px_dfx_finish(d, 1));
+    px_dfx_counts_get(d, &k);
+    assert_int_equal(tg_count.kinds[PX_DFXK_PHASE], 64 * 16);
+    assert_int_equal(k.publishes, 64);
+    assert_int_equal(k.writer_waits, 0);
+    assert_int_equal(k.dropped, 0);
+    assert_true(k.writer_drained >= 64 - 16);     /* all but what the pool held */
+    assert_int_equal(k.writer_drained + k.finish_drained, 64);
+    assert_int_equal(k.drained, 0); /* held: the end of the run drained the rest itself */
+    px_dfx_destroy(d);
+    px_plat_chip_close(chip);
+
+    d = open_direct_with(&chip, &c, dir, 16, 0.05);
+    dfx_drain_hold(d, 1);
+    for (int i = 0; i < 64 * 16; i++)
+        emit_one(px_dfx_producer_of(d, 0), (uint64_t)i);
+    PX_ASSERT_OK(px_dfx_finish(d, 1)); /* drops are counted: it still reconciles */
+    px_dfx_counts_get(d, &k);
+    assert_int_equal(k.writer_drained, 0);
+    assert_int_equal(k.drained, 0);
+    assert_true(k.finish_drained >= 1);
+    assert_true(k.writer_waits >= 1 && k.backstops == 1);
+    assert_true(k.dropped > 0);
+    assert_int_equal(tg_count.kinds[PX_DFXK_PHASE] + k.dropped, 64 * 16);
+    px_dfx_destroy(d);
+    px_plat_chip_close(chip);
+    px_dfx_set_collectors(NULL);
+    tg_rmdir(dir);
+}
+
+/* Waits (bounded) until d's drain thread sleeps on its futex. */
+static void wait_drain_asleep(px_dfx *d)
+{
+    uint64_t until = px_now_ns() + (uint64_t)(10e9 * px_test_slack());
+
+    while (atomic_load_explicit(&d->drain_sleeping, memory_order_seq_cst) == 0) {
+        if (px_now_ns() > until)
+            fail_msg("the drain thread did not go to sleep within 10 s");
+        sched_yield();
+    }
+}
+
+/*
+ * A sleeping drain is woken once per batch of ready buffers, not once per buffer: 100 full
+ * buffers, each written while the drain sleeps, cost at most 100 / wake_batch + 1
+ * FUTEX_WAKEs. Before, every buffer published to a sleeping drain woke it (100 here).
+ */
+static void test_drain_woken_per_batch(void **state)
+{
+    char dir[256];
+    px_dfx_counts k;
+    px_chip *chip;
+    px_config c;
+    px_dfx *d;
+    uint32_t batch;
+
+    tg_tmpdir(dir, sizeof(dir));
+    d = open_direct_with(&chip, &c, dir, 64, 0);
+    batch = d->wake_batch;
+    assert_int_equal(batch, (16 - 2) / 2);
+    for (int b = 0; b < 100; b++) {
+        wait_drain_asleep(d);
+        for (int i = 0; i < 64; i++)
+            emit_one(px_dfx_producer_of(d, 1), (uint64_t)(b * 64 + i));
+    }
+    PX_ASSERT_OK(px_dfx_finish(d, 1));
+    px_dfx_counts_get(d, &k);
+    assert_int_equal(tg_count.kinds[PX_DFXK_PHASE], 100 * 64);
+    assert_int_equal(k.publishes, 100);
+    if (k.drain_wakes > 100 / batch + 1)
+        fail_msg("%llu wake-ups of the drain for 100 buffers, batch %u",
+                 (unsigned long long)k.drain_wakes, batch);
+    px_dfx_destroy(d);
+    px_plat_chip_close(chip);
+    px_dfx_set_collectors(NULL);
+    tg_rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -375,6 +491,8 @@ int main(void)
         cmocka_unit_test(test_backstop_drops_are_accounted),
         cmocka_unit_test(test_flush_partial_buffers),
         cmocka_unit_test(test_lost_records_detected),
+        cmocka_unit_test(test_orchestration_drains_when_drain_held),
+        cmocka_unit_test(test_drain_woken_per_batch),
     };
 
     if (!PX_DFX)
