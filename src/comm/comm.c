@@ -88,7 +88,7 @@ void *comm_scratch(px_comm *c, size_t n)
 
     if (n <= c->scratch_bytes)
         return c->scratch;
-    if (posix_memalign(&p, 64, n) != 0) {
+    if (posix_memalign(&p, PX_COMM_DATA_ALIGN, n) != 0) { /* page aligned: coll_scratch */
         px_set_error(PX_ENOMEM, "domain \"%s\" rank %d: cannot allocate %zu bytes of "
                      "collective scratch", c->name, c->rank, n);
         return NULL;

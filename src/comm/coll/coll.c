@@ -170,14 +170,23 @@ static px_status coll_reduce_range(px_comm *c, size_t off, size_t lo, size_t hi,
     return PX_OK;
 }
 
-/* Scratch for `bytes` of results plus one block for unmapped peers' bytes. */
-static char *coll_scratch(px_comm *c, size_t bytes, char **tmp)
+/*
+ * Scratch for `bytes` of results plus one block for unmapped peers' bytes. The results start
+ * at the same offset in their page as the window bytes at data offset `match` that they are
+ * computed from or copied to (windows are page aligned): a copy or reduction whose source and
+ * destination differ by a little less than a multiple of 4 KiB makes every load wait for an
+ * unrelated store (4K aliasing), which cost the 1 MiB allreduce 40 % depending on where
+ * malloc happened to put the scratch.
+ */
+static char *coll_scratch(px_comm *c, size_t bytes, size_t match, char **tmp)
 {
-    char *s = comm_scratch(c, px_align_up(bytes, 64) + COLL_BLOCK_BYTES);
+    size_t at = match % PX_COMM_DATA_ALIGN;
+    char *s = comm_scratch(c, at + px_align_up(bytes, 64) + COLL_BLOCK_BYTES);
 
-    if (s != NULL)
-        *tmp = s + px_align_up(bytes, 64);
-    return s;
+    if (s == NULL)
+        return NULL;
+    *tmp = s + at + px_align_up(bytes, 64);
+    return s + at;
 }
 
 /* ---- allreduce ---- */
@@ -185,7 +194,7 @@ static char *coll_scratch(px_comm *c, size_t bytes, char **tmp)
 static px_status coll_allreduce_oneshot(px_comm *c, char *buf, size_t off, size_t count,
                                         size_t es, px_dtype dt, px_redop op)
 {
-    char *tmp, *res = coll_scratch(c, count * es, &tmp);
+    char *tmp, *res = coll_scratch(c, count * es, off, &tmp);
     px_status st;
 
     c->last_algo = "oneshot_large";
@@ -210,7 +219,7 @@ static px_status coll_allreduce_slots(px_comm *c, char *buf, size_t count, size_
     px_status st;
 
     c->last_algo = "oneshot";
-    if (coll_scratch(c, 0, &tmp) == NULL)
+    if (coll_scratch(c, 0, 0, &tmp) == NULL)
         return PX_ENOMEM;
     memcpy(c->data[c->rank] + slot, buf, count * es);
     if ((st = comm_barrier_flush(c, 0)) != PX_OK)
@@ -268,7 +277,7 @@ static px_status coll_allreduce_rs_ag(px_comm *c, char *buf, size_t off, size_t 
 
     c->last_algo = "rs_ag";
     coll_chunk(count, c->n, c->rank, &lo, &hi);
-    if ((res = coll_scratch(c, (hi - lo) * es, &tmp)) == NULL)
+    if ((res = coll_scratch(c, (hi - lo) * es, off + lo * es, &tmp)) == NULL)
         return PX_ENOMEM;
     if ((st = comm_barrier_flush(c, 0)) != PX_OK)
         return st;
@@ -330,7 +339,7 @@ static px_status reduce_scatter_impl(px_comm *c, void *buf, size_t count, px_dty
     if (c->n == 1 || count == 0)
         return PX_OK;
     blk = (size_t)c->rank * count;
-    if ((res = coll_scratch(c, count * es, &tmp)) == NULL)
+    if ((res = coll_scratch(c, count * es, off + blk * es, &tmp)) == NULL)
         return PX_ENOMEM;
     if ((st = comm_barrier_flush(c, 0)) != PX_OK)
         return st;
@@ -408,7 +417,7 @@ static px_status alltoall_impl(px_comm *c, void *buf, size_t count, px_dtype dt)
     if (c->n == 1 || count == 0)
         return PX_OK;
     blk = count * es;
-    if ((res = coll_scratch(c, bytes, &tmp)) == NULL)
+    if ((res = coll_scratch(c, bytes, off, &tmp)) == NULL)
         return PX_ENOMEM;
     if ((st = comm_barrier_flush(c, 0)) != PX_OK)
         return st;

@@ -98,6 +98,22 @@ typedef struct stg_peer {
     _Atomic int clock;             /* a thread of this rank carrying out the peer's requests */
 } stg_peer;
 
+/*
+ * A request's bytes sit in its chunk at the offset in a page that they have in the window
+ * (data offset off), so every copy between window, staging memory and a collective's scratch
+ * runs with source and destination at one page offset (no 4K aliasing); a piece is then at
+ * most the chunk less that offset.
+ */
+static inline size_t stg_at(uint64_t off)
+{
+    return (size_t)(off % PX_COMM_DATA_ALIGN);
+}
+
+static inline size_t stg_piece(size_t chunk, uint64_t off, size_t left)
+{
+    return PX_MIN(chunk - stg_at(off), left);
+}
+
 size_t comm_stg_pair_bytes(size_t chunk)
 {
     if (chunk == 0)
@@ -175,15 +191,21 @@ static int stg_do(px_comm *c, const stg_req *rq, char *data, size_t chunk)
     size_t wbytes = c->data_bytes + 2 * (size_t)PX_COMM_SLOT_BYTES, end;
     size_t hbytes = px_comm_area_bytes(c->nsig);
 
+    if (rq->op != STG_SIGNAL && !rq->inl) {
+        if (rq->n > chunk - stg_at(rq->off))
+            return 0;
+        data += stg_at(rq->off);
+    }
     switch (rq->op) {
     case STG_GET_HEAD:
-        if (rq->n > chunk || __builtin_add_overflow(rq->off, rq->n, &end) || end > hbytes)
+        if (__builtin_add_overflow(rq->off, rq->n, &end) || end > hbytes)
             return 0;
         memcpy(data, (char *)a + rq->off, rq->n);
         return 1;
     case STG_PUT:
     case STG_GET:
-        if (rq->n > chunk || __builtin_add_overflow(rq->off, rq->n, &end) || end > wbytes)
+        if ((rq->inl && rq->n > STG_INLINE) || __builtin_add_overflow(rq->off, rq->n, &end) ||
+            end > wbytes)
             return 0;
         if (rq->op == STG_GET) {
             memcpy(data, win + rq->off, rq->n);
@@ -358,7 +380,7 @@ static px_status stg_post(px_comm *c, int peer, stg_peer *p, const stg_req *rq,
     if (q->inl)
         memcpy(q->data, src, rq->n);
     else if (src != NULL)
-        memcpy(p->out_data + (size_t)i * p->chunk, src, rq->n);
+        memcpy(p->out_data + (size_t)i * p->chunk + stg_at(rq->off), src, rq->n);
     PX_TSAN_RELEASE(&q->seq);
     /* A peer's later request may follow from this one (its barrier after our signal): what
      * this rank did so far happens before our own consumers carry that request out. TSan does
@@ -382,9 +404,10 @@ static px_status staged_put(px_comm *c, int peer, size_t off, const void *src, s
     uint32_t idx;
 
     pthread_mutex_lock(&p->plock);
-    for (size_t at = 0; at < n && st == PX_OK; at += p->chunk) {
-        stg_req rq = {.op = STG_PUT, .off = off + at, .n = PX_MIN(p->chunk, n - at)};
+    for (size_t at = 0, m; at < n && st == PX_OK; at += m) {
+        stg_req rq = {.op = STG_PUT, .off = off + at};
 
+        rq.n = m = stg_piece(p->chunk, off + at, n - at);
         st = stg_post(c, peer, p, &rq, (const char *)src + at, &idx, "put");
     }
     pthread_mutex_unlock(&p->plock);
@@ -402,7 +425,7 @@ static px_status staged_put_signal(px_comm *c, int peer, size_t off, const void 
 
     pthread_mutex_lock(&p->plock);
     do {
-        size_t m = PX_MIN(p->chunk, n - at);
+        size_t m = stg_piece(p->chunk, off + at, n - at);
         stg_req rq = {.op = STG_PUT, .off = off + at, .n = m};
 
         if (at + m == n)
@@ -434,7 +457,8 @@ static px_status stg_get(px_comm *c, int peer, uint32_t op, size_t off, size_t n
         /* post while a slot is free of chunks not yet taken out */
         while (st == PX_OK && posted < n &&
                atomic_load_explicit(&r->head, memory_order_relaxed) - next < COMM_STG_SLOTS) {
-            stg_req rq = {.op = op, .off = off + posted, .n = PX_MIN(p->chunk, n - posted)};
+            stg_req rq = {.op = op, .off = off + posted,
+                          .n = stg_piece(p->chunk, off + posted, n - posted)};
 
             st = stg_post(c, peer, p, &rq, NULL, &idx, "get");
             posted += rq.n;
@@ -442,9 +466,10 @@ static px_status stg_get(px_comm *c, int peer, uint32_t op, size_t off, size_t n
         if (st == PX_OK)
             st = stg_wait_done(c, peer, p, next + 1, "get");
         if (st == PX_OK) {
-            size_t m = PX_MIN(p->chunk, n - copied);
+            size_t m = stg_piece(p->chunk, off + copied, n - copied);
 
-            fn(arg, copied, p->out_data + (size_t)(next % COMM_STG_SLOTS) * p->chunk, m);
+            fn(arg, copied, p->out_data + (size_t)(next % COMM_STG_SLOTS) * p->chunk +
+                                stg_at(off + copied), m);
             copied += m;
             next++;
         }
