@@ -69,6 +69,7 @@ static void comm_chip_drop(comm_chip_dom *d)
     if (d->engine != NULL && d->win[d->rank] != NULL)
         px_rt_device_range_remove(d->engine, d->comm.data[d->rank]);
     d->engine = NULL;
+    comm_fini(&d->comm); /* before the unmaps: it reads the staged rings */
     for (int q = 0; q < d->n; q++) {
         if (d->win[q] != NULL)
             munmap(d->win[q], d->win_len);
@@ -77,7 +78,6 @@ static void comm_chip_drop(comm_chip_dom *d)
         d->win[q] = NULL;
         d->stage[q] = NULL;
     }
-    comm_fini(&d->comm);
     atomic_store_explicit(&d->id, 0, memory_order_release);
 }
 

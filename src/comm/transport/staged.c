@@ -172,7 +172,12 @@ void comm_stg_release(px_comm *c)
 {
     for (int i = 0; i < c->nstaged; i++) {
         stg_peer *p = c->tl_state[c->staged[i]];
+        uint32_t bad = p != NULL ? atomic_load_explicit(&p->in->bad, memory_order_relaxed) : 0;
 
+        if (bad > 0)
+            PX_LOG_WARN("comm[%s]: rank %d skipped %u malformed staged requests from rank %d "
+                        "(a defect: requests are checked before they are posted)", c->name,
+                        c->rank, bad, c->staged[i]);
         if (p != NULL)
             pthread_mutex_destroy(&p->plock);
         free(p);
