@@ -341,32 +341,24 @@ px_status comm_wait(px_comm *c, int (*ready)(void *arg), void *arg, _Atomic uint
             break;
     }
     if (c->nstaged > 0)
-        comm_stg_suspend(c); /* asleep, the progress thread carries the requests out */
+        comm_stg_leave(c); /* asleep, the progress thread carries the requests out */
     for (;;) {
         uint32_t w;
 
-        if (ready(arg)) {
-            st = PX_OK;
-            break;
-        }
+        if (ready(arg))
+            return PX_OK;
         if ((st = comm_check_dead(c)) != PX_OK)
-            break;
+            return st;
         now = px_now_ns();
-        if (now >= deadline) {
-            st = ready(arg) ? PX_OK : PX_ETIMEDOUT;
+        if (now >= deadline)
             break;
-        }
         atomic_fetch_add_explicit(sleepers, 1, memory_order_seq_cst);
         w = atomic_load_explicit(word, memory_order_seq_cst);
         if (!ready(arg))
             px_futex_wait(word, w, (int64_t)PX_MIN(deadline - now, PX_COMM_SLICE_NS), 1);
         atomic_fetch_sub_explicit(sleepers, 1, memory_order_relaxed);
     }
-    if (c->nstaged > 0) {
-        comm_stg_resume(c);
-        comm_stg_leave(c);
-    }
-    return st;
+    return ready(arg) ? PX_OK : PX_ETIMEDOUT;
 }
 
 typedef struct comm_slot_wait {
@@ -573,13 +565,6 @@ px_status px_comm_put_signal(px_comm *c, int peer, size_t dst_off, const void *s
 px_status px_comm_barrier(px_comm *c)
 {
     uint64_t t0 = comm_dfx_t0();
-    int staged = c != NULL && c->nstaged > 0;
-    px_status st;
 
-    if (staged) /* polling for the whole barrier, as collectives do (coll.c) */
-        comm_stg_enter(c);
-    st = comm_barrier(c);
-    if (staged)
-        comm_stg_leave(c);
-    return comm_dfx_end(c, PX_DFX_COMM_BARRIER, -1, 0, t0, st);
+    return comm_dfx_end(c, PX_DFX_COMM_BARRIER, -1, 0, t0, comm_barrier(c));
 }

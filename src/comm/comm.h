@@ -187,14 +187,9 @@ void comm_stg_release(px_comm *c);
 /* Carries out the requests that reached this rank over staged (nonzero: some were). */
 int comm_stg_poll(px_comm *c);
 
-/* A thread of this rank starts / stops polling (so requesters need not ring the bell); the
- * sections nest per thread (a collective, then the waits inside it). suspend / resume take
- * the thread out while it sleeps in a wait and put it back after: a sleeper polls nothing,
- * so requesters must ring the progress thread meanwhile. */
+/* A thread of this rank starts / stops polling (so requesters need not ring the bell). */
 void comm_stg_enter(px_comm *c);
 void comm_stg_leave(px_comm *c);
-void comm_stg_suspend(px_comm *c);
-void comm_stg_resume(px_comm *c);
 
 /* Waits until every request this rank posted over staged has been carried out. */
 px_status comm_stg_flush(px_comm *c);

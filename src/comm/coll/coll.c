@@ -513,78 +513,44 @@ static px_status alltoallv_impl(px_comm *c, const void *send, const size_t *send
 
 /* ---- the public calls: the work above, plus a DFX span when recorded ---- */
 
-/*
- * With staged peers a rank counts as polling its incoming rings for the whole collective, not
- * only inside its waits: it will wait (and poll) before the collective ends, so a peer's
- * request that arrives while this rank computes between two waits need not wake its progress
- * thread (a futex wake and a context switch per small collective otherwise). A wait that
- * goes to sleep takes the thread out of the count meanwhile (comm_stg_suspend).
- */
-static void coll_enter(px_comm *c)
-{
-    if (c != NULL && c->nstaged > 0)
-        comm_stg_enter(c);
-}
-
-static void coll_leave(px_comm *c)
-{
-    if (c != NULL && c->nstaged > 0)
-        comm_stg_leave(c);
-}
-
 px_status px_allreduce(px_comm *c, void *buf, size_t count, px_dtype dt, px_redop op)
 {
     uint64_t t0 = comm_dfx_t0();
-    px_status st;
 
-    coll_enter(c);
-    st = allreduce_impl(c, buf, count, dt, op);
-    coll_leave(c);
-    return comm_dfx_end(c, PX_DFX_COMM_ALLREDUCE, -1, count * px_dtype_size(dt), t0, st);
+    return comm_dfx_end(c, PX_DFX_COMM_ALLREDUCE, -1, count * px_dtype_size(dt), t0,
+                        allreduce_impl(c, buf, count, dt, op));
 }
 
 px_status px_reduce_scatter(px_comm *c, void *buf, size_t count, px_dtype dt, px_redop op)
 {
     uint64_t t0 = comm_dfx_t0();
-    px_status st;
 
-    coll_enter(c);
-    st = reduce_scatter_impl(c, buf, count, dt, op);
-    coll_leave(c);
-    return comm_dfx_end(c, PX_DFX_COMM_REDUCE_SCATTER, -1, count * px_dtype_size(dt), t0, st);
+    return comm_dfx_end(c, PX_DFX_COMM_REDUCE_SCATTER, -1, count * px_dtype_size(dt), t0,
+                        reduce_scatter_impl(c, buf, count, dt, op));
 }
 
 px_status px_allgather(px_comm *c, void *buf, size_t count, px_dtype dt)
 {
     uint64_t t0 = comm_dfx_t0();
-    px_status st;
 
-    coll_enter(c);
-    st = allgather_impl(c, buf, count, dt);
-    coll_leave(c);
-    return comm_dfx_end(c, PX_DFX_COMM_ALLGATHER, -1, count * px_dtype_size(dt), t0, st);
+    return comm_dfx_end(c, PX_DFX_COMM_ALLGATHER, -1, count * px_dtype_size(dt), t0,
+                        allgather_impl(c, buf, count, dt));
 }
 
 px_status px_broadcast(px_comm *c, void *buf, size_t count, px_dtype dt, int root)
 {
     uint64_t t0 = comm_dfx_t0();
-    px_status st;
 
-    coll_enter(c);
-    st = broadcast_impl(c, buf, count, dt, root);
-    coll_leave(c);
-    return comm_dfx_end(c, PX_DFX_COMM_BROADCAST, -1, count * px_dtype_size(dt), t0, st);
+    return comm_dfx_end(c, PX_DFX_COMM_BROADCAST, -1, count * px_dtype_size(dt), t0,
+                        broadcast_impl(c, buf, count, dt, root));
 }
 
 px_status px_alltoall(px_comm *c, void *buf, size_t count, px_dtype dt)
 {
     uint64_t t0 = comm_dfx_t0();
-    px_status st;
 
-    coll_enter(c);
-    st = alltoall_impl(c, buf, count, dt);
-    coll_leave(c);
-    return comm_dfx_end(c, PX_DFX_COMM_ALLTOALL, -1, count * px_dtype_size(dt), t0, st);
+    return comm_dfx_end(c, PX_DFX_COMM_ALLTOALL, -1, count * px_dtype_size(dt), t0,
+                        alltoall_impl(c, buf, count, dt));
 }
 
 px_status px_alltoallv(px_comm *c, const void *send, const size_t *send_counts,
@@ -592,11 +558,8 @@ px_status px_alltoallv(px_comm *c, const void *send, const size_t *send_counts,
                        const size_t *recv_offs, px_dtype dt)
 {
     uint64_t t0 = comm_dfx_t0();
-    px_status st;
-
-    coll_enter(c);
-    st = alltoallv_impl(c, send, send_counts, send_offs, recv, recv_counts, recv_offs, dt);
-    coll_leave(c);
+    px_status st = alltoallv_impl(c, send, send_counts, send_offs, recv, recv_counts, recv_offs,
+                                  dt);
     size_t n = 0;
 
     for (int j = 0; t0 != 0 && st == PX_OK && j < c->n; j++)

@@ -289,57 +289,23 @@ int comm_stg_poll(px_comm *c)
     return work;
 }
 
-/* The shared count of one rank's threads polling each incoming ring: up or down by one. */
-static void stg_pollers_add(px_comm *c, int d)
+void comm_stg_enter(px_comm *c)
 {
     for (int i = 0; i < c->nstaged; i++) {
         stg_peer *p = c->tl_state[c->staged[i]];
 
-        atomic_fetch_add_explicit(&p->in->pollers, (uint32_t)d, memory_order_seq_cst);
+        atomic_fetch_add_explicit(&p->in->pollers, 1, memory_order_seq_cst);
     }
-    if (d < 0)
-        (void)comm_stg_poll(c); /* whatever came while requesters saw us polling */
-}
-
-/*
- * A thread counts once in a communicator's pollers however deeply its sections nest (a
- * collective, the waits inside it): this thread's innermost tracked communicator and depth.
- * A section on another communicator meanwhile counts on its own, without nesting.
- */
-static _Thread_local px_comm *stg_tls_comm;
-static _Thread_local int stg_tls_depth;
-
-void comm_stg_enter(px_comm *c)
-{
-    if (stg_tls_comm == c) {
-        stg_tls_depth++;
-        return;
-    }
-    if (stg_tls_comm == NULL) {
-        stg_tls_comm = c;
-        stg_tls_depth = 1;
-    }
-    stg_pollers_add(c, 1);
 }
 
 void comm_stg_leave(px_comm *c)
 {
-    if (stg_tls_comm == c) {
-        if (--stg_tls_depth > 0)
-            return;
-        stg_tls_comm = NULL;
+    for (int i = 0; i < c->nstaged; i++) {
+        stg_peer *p = c->tl_state[c->staged[i]];
+
+        atomic_fetch_sub_explicit(&p->in->pollers, 1, memory_order_seq_cst);
     }
-    stg_pollers_add(c, -1);
-}
-
-void comm_stg_suspend(px_comm *c)
-{
-    stg_pollers_add(c, -1); /* the thread's one share, whatever the nesting */
-}
-
-void comm_stg_resume(px_comm *c)
-{
-    stg_pollers_add(c, 1);
+    (void)comm_stg_poll(c); /* whatever came while requesters saw us polling */
 }
 
 /* ---- the requester's side ---- */
