@@ -12,6 +12,7 @@
  * then.
  */
 #include "comm/domain.h"
+#include "comm/select.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -188,17 +189,16 @@ static int comm_chip_map_direct(hier_chip *chip, comm_chip_dom *d, const comm_cr
                                 int q, char *why, size_t n, px_status *fatal)
 {
     px_worker *eng = hier_chip_engine(chip);
-    int64_t group = px_caps_get(&eng->caps, PX_FACT_PEER_MAP_GROUP);
     int me = hier_chip_index(chip), fd;
+    comm_choice ch;
 
     if ((*fatal = hier_chip_fd_take(chip, comm_fd_tag(m->id, q), &fd)) != PX_OK)
         return 0;
-    if (px_caps_get(&eng->caps, PX_FACT_PEER_MAP_EFFECTIVE) == 0)
-        snprintf(why, n, "chip %d may not map peers' memory (peer_map=0 in profile %s)", me,
-                 eng->cfg.device_profile);
-    else if (group > 0 && m->chips[q] / group != me / group)
-        snprintf(why, n, "chip %d may not map chip %d's memory (peer_map_group=%lld in profile "
-                 "%s)", me, m->chips[q], (long long)group, eng->cfg.device_profile);
+    /* the one rule (select.c) on this chip's own facts: what they forbid is not mapped */
+    comm_choose(&eng->caps, eng->cfg.device_profile, PX_COMM_TL_DIRECT, 0, me, m->chips[q], &ch);
+    if (!ch.accepts[PX_COMM_TL_DIRECT])
+        snprintf(why, n, "chip %d may not map chip %d's memory (%s)", me, m->chips[q],
+                 ch.why[PX_COMM_TL_DIRECT]);
     else if (comm_chip_hook_fails(me, m->chips[q]))
         snprintf(why, n, "chip %d could not map chip %d's window: refused by the test hook "
                  "PX_TEST_COMM_MAP_FAIL", me, m->chips[q]);
