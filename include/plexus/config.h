@@ -33,6 +33,9 @@ typedef struct px_config {
     uint32_t yield_ns;                         /* then poll with sched_yield this long */
     int hugepages;                             /* 0 hides reserved huge pages from the probe */
     int log_level;                             /* 0 error, 1 warn, 2 info, 3 debug */
+    int bind;                                  /* PLEXUS_BIND: 0 none (the OS places the
+                                                * threads), 1 cores (core i on the i-th
+                                                * allowed CPU, the orchestration with core 0) */
     /* DFX (plexus/dfx.h; docs/user-guide.md) */
     uint32_t dfx;                              /* PX_DFX_* collector bits; 0: off (PLEXUS_DFX) */
     char out_dir[256];                         /* DFX output directory (PLEXUS_DFX_OUT) */

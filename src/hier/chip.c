@@ -99,6 +99,7 @@ static px_status px_chip_engine(px_hier *h, px_hier_proc *p, px_worker **out)
     if ((st = px_rt_worker_create(&cfg, 0, &l2)) != PX_OK)
         return st;
     l2->ext.caller_core = 1; /* this process's main thread is core 0: one thread fewer */
+    l2->ext.bind_first = p->index * h->chip_cores; /* PLEXUS_BIND: chips on different CPUs */
     l2->ext.no_wall_time = 1;
     if ((st = px_cores_start(l2)) != PX_OK) {
         px_rt_worker_destroy(l2);

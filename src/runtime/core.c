@@ -89,12 +89,16 @@ static px_task *px_task_release(px_worker *w, px_task *t, int failed)
 
 _Thread_local px_dfx_producer *px_rt_dfx_here __attribute__((tls_model("initial-exec")));
 
-/* Runs t (unless poisoned), releases it; returns the task to run next or NULL. */
-static px_task *px_task_execute(px_core_ctx *ctx, px_task *t)
+/*
+ * Runs t (unless poisoned), releases it; returns the task to run next or NULL. Two copies,
+ * as the submit has (orch.c): dfx 0 has no DFX site, dfx 1 writes to the core's producer.
+ */
+static inline __attribute__((always_inline)) px_task *px_task_execute_t(px_core_ctx *ctx,
+                                                                       px_task *t, const int dfx)
 {
     px_worker *w = ctx->w;
     int failed = atomic_load_explicit(&t->poisoned, memory_order_acquire) != 0, ran = !failed;
-    px_dfx_producer *dp = PX_RT_DFX_PRODUCER(ctx);
+    px_dfx_producer *dp = dfx ? PX_RT_DFX_PRODUCER(ctx) : NULL;
     uint64_t d0 = 0, d1 = 0;
     px_status st = PX_OK;
     px_task *next;
@@ -141,6 +145,19 @@ static px_task *px_task_execute(px_core_ctx *ctx, px_task *t)
     ctx->executed++;
     px_task_finish(t);
     return next;
+}
+
+static __attribute__((noinline)) px_task *px_task_execute_dfx(px_core_ctx *ctx, px_task *t)
+{
+    return px_task_execute_t(ctx, t, 1);
+}
+
+/* The copy the core's producer asks for: none while DFX is off (or compiled out). */
+static inline px_task *px_task_execute(px_core_ctx *ctx, px_task *t)
+{
+    if (PX_UNLIKELY(PX_RT_DFX_PRODUCER(ctx) != NULL))
+        return px_task_execute_dfx(ctx, t);
+    return px_task_execute_t(ctx, t, 0);
 }
 
 /* The state of an idle core's wait (util_wait's arg). */
@@ -245,6 +262,75 @@ int px_core_help(px_worker *w)
     return n;
 }
 
+/* ---- thread placement (PLEXUS_BIND) ---- */
+
+void px_bind_init(px_worker *w)
+{
+    w->bind_ncpu = 0;
+    if (!w->cfg.bind || w->level != 2)
+        return; /* the host side of level 3 mostly waits: its chips are bound */
+    CPU_ZERO(&w->bind_set);
+    if (sched_getaffinity(0, sizeof(w->bind_set), &w->bind_set) != 0) {
+        PX_LOG_WARN("PLEXUS_BIND=cores: cannot read the CPUs this process may use (%s); the "
+                    "threads stay unbound (the OS places them)", strerror(errno));
+        return;
+    }
+    w->bind_ncpu = CPU_COUNT(&w->bind_set);
+}
+
+int px_bind_cpu(const px_worker *w, int core)
+{
+    int k, cpu;
+
+    if (w->bind_ncpu <= 0)
+        return -1;
+    k = (w->ext.bind_first + core) % w->bind_ncpu;
+    for (cpu = 0; cpu < CPU_SETSIZE; cpu++)
+        if (CPU_ISSET(cpu, &w->bind_set) && k-- == 0)
+            return cpu;
+    return -1;
+}
+
+/* Binds thread t (core `index`, or the orchestration when index < 0) to cpu; on failure logs
+ * why (the thread stays unbound). */
+static void px_bind_thread(pthread_t t, int cpu, int index)
+{
+    char who[32] = "the orchestration";
+    cpu_set_t one;
+    int rc;
+
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    rc = pthread_setaffinity_np(t, sizeof(one), &one);
+    if (index >= 0)
+        snprintf(who, sizeof(who), "core %d", index);
+    if (rc != 0)
+        PX_LOG_WARN("PLEXUS_BIND=cores: cannot bind %s to CPU %d (%s); it stays unbound", who,
+                    cpu, strerror(rc));
+}
+
+/* The orchestration's slot: a CPU of its own when there are more CPUs than cores. A chip's
+ * orchestration is its core 0 (ext.caller_core). */
+static int px_bind_orch_slot(const px_worker *w)
+{
+    return w->bind_ncpu > w->ncores && !w->ext.caller_core ? w->ncores : 0;
+}
+
+int px_bind_self(const px_worker *w, cpu_set_t *old)
+{
+    int cpu = px_bind_cpu(w, px_bind_orch_slot(w));
+
+    if (cpu < 0 || pthread_getaffinity_np(pthread_self(), sizeof(*old), old) != 0)
+        return 0;
+    px_bind_thread(pthread_self(), cpu, -1);
+    return 1;
+}
+
+void px_bind_restore(const cpu_set_t *old)
+{
+    (void)pthread_setaffinity_np(pthread_self(), sizeof(*old), old);
+}
+
 px_status px_cores_start(px_worker *w)
 {
     int first = w->ext.caller_core ? 1 : 0;
@@ -258,9 +344,17 @@ px_status px_cores_start(px_worker *w)
     }
     atomic_store_explicit(&w->shutdown, 0, memory_order_relaxed);
     w->cores_started = 1;
+    if (first && px_bind_cpu(w, 0) >= 0) /* core 0 is the calling thread (a chip's main) */
+        px_bind_thread(pthread_self(), px_bind_cpu(w, 0), 0);
+    if (w->bind_ncpu > 0)
+        PX_LOG_INFO("PLEXUS_BIND=cores: %d core%s bound from CPU %d on (%d CPUs allowed), "
+                    "the orchestration on CPU %d", w->ncores, w->ncores > 1 ? "s" : "",
+                    px_bind_cpu(w, 0), w->bind_ncpu, px_bind_cpu(w, px_bind_orch_slot(w)));
     for (int i = first; i < w->ncores; i++) {
         int rc = pthread_create(&w->cores[i].thread, NULL, px_core_main, &w->cores[i]);
 
+        if (rc == 0 && px_bind_cpu(w, i) >= 0)
+            px_bind_thread(w->cores[i].thread, px_bind_cpu(w, i), i);
         if (rc != 0) {
             for (int j = i; j < w->ncores; j++)
                 w->cores[j].joined = 1; /* never started */

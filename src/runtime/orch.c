@@ -231,7 +231,8 @@ static int px_tag_fits(int want, int tag)
     return want == tag;
 }
 
-static px_status px_check_sig(const px_kernel *k, const px_task_args *a)
+static inline __attribute__((always_inline)) px_status px_check_sig(const px_kernel *k,
+                                                                   const px_task_args *a)
 {
     const px_signature *s = &k->sig;
 
@@ -257,9 +258,9 @@ static px_status px_check_sig(const px_kernel *k, const px_task_args *a)
 
 /* Checks a submit; spans[i] receives tensor argument i's bytes (0, 0 when unplaced) and
  * *unplaced the number of OUT tensors to allocate. */
-static px_status px_orch_check(px_orch *o, px_kernel_id kid, const px_task_args *a,
-                               const px_task_id *deps, int ndeps, args_span *spans,
-                               int *unplaced)
+static inline __attribute__((always_inline)) px_status
+px_orch_check(px_orch *o, px_kernel_id kid, const px_task_args *a, const px_task_id *deps,
+              int ndeps, args_span *spans, int *unplaced)
 {
     px_worker *w = o->w;
     const px_kernel *k;
@@ -515,7 +516,8 @@ static __attribute__((noinline)) px_status px_orch_dep_room(px_orch *o)
 
 /* Tensor-map callback: counts the edge and wires it if the producer is still running.
  * Always inline: the tensor map's common case is inline in px_orch_wire, and so this call. */
-static inline __attribute__((always_inline)) int px_orch_dep_cb(void *ctx, px_task_id pid)
+static inline __attribute__((always_inline)) int px_orch_dep_cb_t(void *ctx, px_task_id pid,
+                                                                  const int dfx)
 {
     px_orch *o = ctx;
     px_worker *w = o->w;
@@ -540,7 +542,7 @@ static inline __attribute__((always_inline)) int px_orch_dep_cb(void *ctx, px_ta
         }
     }
     o->stats.edges++;
-    if (PX_DFX_ON(o->dfx, PX_DFX_FOR_EDGE))
+    if (dfx && PX_DFX_ON(o->dfx, PX_DFX_FOR_EDGE))
         px_dfx_edge(o->dfx, pid, t->id);
     if (!live || atomic_load_explicit(&p->state, memory_order_acquire) == PX_TASK_DONE)
         return 0;
@@ -565,13 +567,25 @@ static inline __attribute__((always_inline)) int px_orch_dep_cb(void *ctx, px_ta
     return 0;
 }
 
+/* The callback with DFX on (edges recorded) and without (the sites compiled away). */
+static inline __attribute__((always_inline)) int px_orch_dep_cb_dfx(void *ctx, px_task_id pid)
+{
+    return px_orch_dep_cb_t(ctx, pid, 1);
+}
+
+static inline __attribute__((always_inline)) int px_orch_dep_cb(void *ctx, px_task_id pid)
+{
+    return px_orch_dep_cb_t(ctx, pid, 0);
+}
+
 /*
  * Runs every tracked argument and explicit dependency of t through the tensor map. spans are
  * the argument check's byte spans of the tensors (0, 0 for an output allocated since: its
  * view is made from the tensor).
  */
-static px_status px_orch_wire(px_orch *o, px_task *t, const args_span *spans,
-                              const px_task_id *deps, int ndeps)
+static inline __attribute__((always_inline)) px_status
+px_orch_wire(px_orch *o, px_task *t, const args_span *spans, const px_task_id *deps, int ndeps,
+             const int dfx)
 {
     px_worker *w = o->w;
     px_tm_view v;
@@ -590,13 +604,14 @@ static px_status px_orch_wire(px_orch *o, px_task *t, const args_span *spans,
                                                             spans[i].hi, spans[i].esize)
                                         : !px_tm_view_make(&v, &arg->v.t))
             continue;
-        r = px_tmap_access(&w->tmap, &v, args_tag_writes(arg->tag), t->id, px_orch_dep_cb, o);
+        r = px_tmap_access(&w->tmap, &v, args_tag_writes(arg->tag), t->id,
+                           dfx ? px_orch_dep_cb_dfx : px_orch_dep_cb, o);
         if (r != 0)
             return o->dep_err != PX_OK ? o->dep_err :
                    px_set_error(PX_ENOMEM, "out of host memory in the tensor map");
     }
     for (int i = 0; i < ndeps; i++)
-        if (px_orch_dep_cb(o, deps[i]) != 0)
+        if ((dfx ? px_orch_dep_cb_dfx(o, deps[i]) : px_orch_dep_cb(o, deps[i])) != 0)
             return o->dep_err;
     return PX_OK;
 }
@@ -635,7 +650,8 @@ static __attribute__((noinline)) px_status px_orch_ring_full(px_orch *o)
 }
 
 /* Takes the next task slot, waiting while the task ring is full. */
-static px_status px_orch_take_slot(px_orch *o, px_task **out)
+static inline __attribute__((always_inline)) px_status px_orch_take_slot(px_orch *o,
+                                                                         px_task **out)
 {
     px_worker *w = o->w;
     px_task *t;
@@ -686,9 +702,14 @@ px_status px_rt_submit(px_orch *o, px_kernel_id k, px_task_args *a, const px_tas
     return px_orch_submit(o, k, a, deps, ndeps, id);
 }
 
-/* The submit of an orchestration px_rt_orch_check accepted. */
-static px_status px_orch_submit(px_orch *o, px_kernel_id k, px_task_args *a,
-                                const px_task_id *deps, int ndeps, px_task_id *id)
+/*
+ * The submit of an orchestration px_rt_orch_check accepted, in two copies: dfx 1 has the DFX
+ * sites, dfx 0 has none, so a build with DFX in but off runs the submit of a build without
+ * it, plus the one test in px_orch_submit.
+ */
+static inline __attribute__((always_inline)) px_status
+px_orch_submit_t(px_orch *o, px_kernel_id k, px_task_args *a, const px_task_id *deps, int ndeps,
+                 px_task_id *id, const int dfx)
 {
     px_worker *w;
     px_task *t;
@@ -700,7 +721,7 @@ static px_status px_orch_submit(px_orch *o, px_kernel_id k, px_task_args *a,
     if (a == NULL)
         return px_set_error(PX_EINVAL, "px_submit: args is NULL; pass a px_task_args built "
                             "with px_args_init and px_args_*");
-    d0 = PX_DFX_ON(o->dfx, PX_DFX_FOR_SUBMIT) ? px_dfx_now() : 0;
+    d0 = dfx && PX_DFX_ON(o->dfx, PX_DFX_FOR_SUBMIT) ? px_dfx_now() : 0;
     w = o->w;
     /* Every 8th submit reads completions (a look at every child's counter is a cache miss
      * each time a child posted one); the waits read them on every turn. */
@@ -721,7 +742,7 @@ static px_status px_orch_submit(px_orch *o, px_kernel_id k, px_task_args *a,
     memcpy(t->args.a, a->a, (size_t)a->n * sizeof(a->a[0]));
     o->cur = t;
     wired = o->dep_head;
-    st = px_orch_wire(o, t, spans, deps, ndeps);
+    st = px_orch_wire(o, t, spans, deps, ndeps, dfx);
     if (PX_UNLIKELY(st != PX_OK)) {
         /* Half-wired: let it drain as a failed task so every producer still releases it. */
         atomic_store_explicit(&t->poisoned, 1, memory_order_relaxed);
@@ -746,9 +767,24 @@ static px_status px_orch_submit(px_orch *o, px_kernel_id k, px_task_args *a,
         *id = t->id;
     /* One entry per submit, written last: the edges are known and the span has ended. `a`
      * holds what t->args got (the task may be running already; a is this thread's copy). */
-    if (PX_DFX_ON(o->dfx, PX_DFX_FOR_SUBMIT))
+    if (dfx && PX_DFX_ON(o->dfx, PX_DFX_FOR_SUBMIT))
         px_dfx_submit(o->dfx, d0, px_dfx_now(), t->id, k, a);
     return st;
+}
+
+static __attribute__((noinline)) px_status
+px_orch_submit_dfx(px_orch *o, px_kernel_id k, px_task_args *a, const px_task_id *deps,
+                   int ndeps, px_task_id *id)
+{
+    return px_orch_submit_t(o, k, a, deps, ndeps, id, 1);
+}
+
+static px_status px_orch_submit(px_orch *o, px_kernel_id k, px_task_args *a,
+                                const px_task_id *deps, int ndeps, px_task_id *id)
+{
+    if (PX_DFX && PX_UNLIKELY(o->dfx != NULL))
+        return px_orch_submit_dfx(o, k, a, deps, ndeps, id);
+    return px_orch_submit_t(o, k, a, deps, ndeps, id, 0);
 }
 
 px_status px_submit(px_orch *o, px_kernel_id k, px_task_args *a, px_task_id *id)

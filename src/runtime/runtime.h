@@ -11,6 +11,7 @@
 #define PX_RUNTIME_RUNTIME_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -180,6 +181,8 @@ typedef struct px_rt_ext {
     const px_rt_ext_ops *ops;       /* hooks, or NULL */
     int caller_core;                /* core 0 has no thread: the caller of px_run runs its
                                      * tasks while the orchestration waits (level-3 chips) */
+    int bind_first;                 /* PLEXUS_BIND=cores: the bind slot of core 0 (a level-3
+                                     * chip: its index x its cores, so chips do not share) */
     int no_wall_time;               /* px_run leaves last.wall_ns 0: two TSC reads saved per
                                      * call of a level-3 chip, whose stats nobody reads */
     int dfx_chip;                   /* chip index written into the DFX outputs */
@@ -195,6 +198,8 @@ typedef struct px_rt_ext {
 struct px_worker {
     px_config cfg;
     int level;                      /* 2, or 3 for the host side of a level-3 worker */
+    int bind_ncpu;                  /* PLEXUS_BIND=cores: CPUs in bind_set; 0: no binding */
+    cpu_set_t bind_set;             /* the CPUs the process could use at worker create */
     int cores_started;
     px_rt_ext ext;                  /* what the level above sets (level 3); zero at level 2 */
     px_caps caps;
@@ -314,6 +319,20 @@ int px_core_help(struct px_worker *w);
  * has exited since). Stop on stopped cores returns PX_OK.
  */
 px_status px_cores_start(struct px_worker *w);
+
+/*
+ * core.c, thread placement (PLEXUS_BIND=cores, level 2 and chips): px_bind_init records the
+ * CPUs the process may use (sched_getaffinity) or logs why binding is off; px_bind_cpu returns
+ * the CPU of bind slot `core` (ext.bind_first + core, modulo the CPUs), or -1 when binding is
+ * off. Core i takes slot i; the orchestration takes slot ncores (a CPU of its own) when the
+ * process has more CPUs than cores, else core 0's. px_bind_self binds the calling thread to
+ * the orchestration's CPU and saves its old mask in *old (returns 1), or does nothing
+ * (returns 0); px_bind_restore puts the saved mask back.
+ */
+void px_bind_init(struct px_worker *w);
+int px_bind_cpu(const struct px_worker *w, int core);
+int px_bind_self(const struct px_worker *w, cpu_set_t *old);
+void px_bind_restore(const cpu_set_t *old);
 px_status px_cores_stop(struct px_worker *w, double grace_s);
 
 /* core.c: makes a task runnable (queue + wake). Called by the orchestration and by cores. */

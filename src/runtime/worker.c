@@ -122,6 +122,7 @@ px_status px_rt_worker_create(const px_config *c, int start_cores, px_worker **o
         w->ncores = 1;
     w->spin_ticks = px_ns_to_ticks(w->cfg.spin_ns);
     w->yield_ticks = px_ns_to_ticks(w->cfg.yield_ns);
+    px_bind_init(w);
     if ((st = px_worker_alloc(w)) != PX_OK || (st = px_worker_open_chip(w)) != PX_OK ||
         (st = px_rt_dfx_setup(w)) != PX_OK)
         goto out_free;
@@ -477,7 +478,8 @@ static px_status px_run_ended(px_worker *w, px_status st)
     return st == PX_OK ? PX_OK : px_set_error(st, "%s", msg);
 }
 
-px_status px_run(px_worker *w, px_orch_fn fn, const px_task_args *args, void *user)
+static px_status px_run_here(px_worker *w, px_orch_fn fn, const px_task_args *args,
+                             void *user)
 {
     char msg[PX_ERRMSG_MAX];
     px_status st, dst;
@@ -505,6 +507,20 @@ px_status px_run(px_worker *w, px_orch_fn fn, const px_task_args *args, void *us
     if (st != PX_OK)
         return px_run_ended(w, px_set_error(st, "%s", msg));
     return px_run_ended(w, dst);
+}
+
+/* PLEXUS_BIND=cores: the orchestration runs on core 0's CPU for the run, its thread's own
+ * mask back afterwards (a chip's main thread is core 0, bound once when its cores start). */
+px_status px_run(px_worker *w, px_orch_fn fn, const px_task_args *args, void *user)
+{
+    cpu_set_t old;
+    int bound = w != NULL && fn != NULL && !w->running && !w->ext.caller_core &&
+                px_bind_self(w, &old);
+    px_status st = px_run_here(w, fn, args, user);
+
+    if (bound)
+        px_bind_restore(&old);
+    return st;
 }
 
 px_status px_rt_device_range_add(px_worker *w, const void *lo, size_t n)

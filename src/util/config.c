@@ -104,6 +104,7 @@ static const px_range px_ranges[] = {
     {"PLEXUS_SPIN_NS", PX_RF(spin_ns), PX_R_U32, 0, 1000000, 0},
     {"PLEXUS_YIELD_NS", PX_RF(yield_ns), PX_R_U32, 0, 1000000, 0},
     {"PLEXUS_HUGEPAGES", PX_RF(hugepages), PX_R_INT, 0, 1, 0},
+    {"PLEXUS_BIND", PX_RF(bind), PX_R_INT, 0, 1, 0},
     {"PLEXUS_DFX_ARGS_LEVEL", PX_RF(dfx_args_level), PX_R_INT, 1, 3, 0},
     {"PLEXUS_DFX_ARGS_ARENA", PX_RF(dfx_args_arena), PX_R_U64, 1, INT64_MAX, 0},
     {"PLEXUS_DFX_STRICT", PX_RF(dfx_strict), PX_R_INT, 0, 1, 0},
@@ -242,6 +243,15 @@ static px_status px_knob_comm_tl(void *field, const char *name, const char *text
         }
     }
     return px_bad_value(name, text, "auto, direct or staged");
+}
+
+static px_status px_knob_bind(void *field, const char *name, const char *text)
+{
+    if (strcmp(text, "none") == 0 || strcmp(text, "cores") == 0) {
+        *(int *)field = text[0] == 'c';
+        return PX_OK;
+    }
+    return px_bad_value(name, text, "none or cores");
 }
 
 static px_status px_knob_int(void *field, const char *name, const char *text, const char *form)
@@ -494,6 +504,9 @@ static const px_knob px_knobs[] = {
      "after spinning, how long a waiter polls with sched_yield before sleeping"},
     {"PLEXUS_HUGEPAGES", PX_F(hugepages), "1", "0 or 1", px_knob_bool,
      "0 hides reserved huge pages from the probe (can only remove a capability)"},
+    {"PLEXUS_BIND", PX_F(bind), "none", "none or cores", px_knob_bind,
+     "thread placement: none (the OS decides) or cores (core i on the i-th allowed CPU, the "
+     "orchestration on core 0's)"},
     {"PLEXUS_DFX", PX_F(dfx), "0", "collector list", px_knob_dfx,
      "DFX collectors: all, 0, or swimlane,hosttrace,depgen,argsdump,pmu,scopestats"},
     {"PLEXUS_DFX_OUT", PX_F(out_dir), "plexus-dfx", "directory", px_knob_dir,
@@ -684,6 +697,8 @@ static void px_knob_format(const px_config *c, const px_knob *k, char *buf, size
         int v = *(const int *)f;
 
         snprintf(buf, n, "%s", v == 1 ? "direct" : v == 2 ? "staged" : "auto");
+    } else if (k->parse == px_knob_bind) {
+        snprintf(buf, n, "%s", *(const int *)f ? "cores" : "none");
     } else if (k->parse == px_knob_dfx) {
         px_dfx_format_bits(*(const uint32_t *)f, buf, n);
     } else if (k->parse == px_knob_bytes) {
