@@ -14,7 +14,8 @@
  *             every repetition (case=enabled_rep)
  *   disabled  the `chain` graph of bench_tasks (dfx_chain.c) with DFX off in this build
  *             against the same graph in a build with DFX compiled out (bench_dfx_off, built
- *             with PX_DFX=0); both run as child processes, interleaved
+ *             with PX_DFX=0); both run as child processes, interleaved, in alternating
+ *             order
  *   timeline  the chain with swimlane, hosttrace, depgen and scopestats on against off, in
  *             this process, interleaved; every run's outputs are validated (dfx.json counts
  *             reconcile; trace.json and deps.json hold every task and edge); also the 32-byte
@@ -330,7 +331,12 @@ static void bd_disabled(const bd_sizes *sz)
         return;
     }
     for (int r = 0; r < sz->chain_reps; r++) {
-        double on = bd_child(self, sz->chain), out = bd_child(off, sz->chain);
+        /* the order alternates, so neither build always runs first after the other */
+        double on = r % 2 == 0 ? bd_child(self, sz->chain) : -1;
+        double out = bd_child(off, sz->chain);
+
+        if (r % 2 != 0)
+            on = bd_child(self, sz->chain);
 
         if (on < 0 || out <= 0)
             return;
@@ -545,10 +551,11 @@ static void bd_config(const bd_sizes *sz, bench_mode mode)
         px_dfx_plan(&caps, &c, PX_DFX_ALL, DFX_CHAIN_CORES + 1, ch) == PX_OK)
         tp = ch[0].transport;
     bench_line(BD, "config transport=%s profile=%s records=%" PRIu64 " buffer_records=%u "
-               "reps=%d chain_tasks=%" PRIu64 " chain_reps=%d cores=%d clock=%s mode=%s",
-               tp >= 0 ? px_dfx_transport_get(tp)->name : "none", c.device_profile,
+               "reps=%d chain_tasks=%" PRIu64 " chain_reps=%d cores=%d bind=%s clock=%s "
+               "mode=%s", tp >= 0 ? px_dfx_transport_get(tp)->name : "none", c.device_profile,
                sz->records, sz->buf_records, sz->reps, sz->chain, sz->chain_reps,
-               DFX_CHAIN_CORES, px_caps_get(&caps, PX_FACT_TSC_INVARIANT) ? "tsc" : "monotonic",
+               DFX_CHAIN_CORES, c.bind ? "cores" : "none",
+               px_caps_get(&caps, PX_FACT_TSC_INVARIANT) ? "tsc" : "monotonic",
                bench_mode_name(mode));
 }
 
@@ -586,6 +593,11 @@ int main(int argc, char **argv)
         bench_fail(BD, "cannot create a temporary directory %s", bd_out);
         return bench_finish();
     }
+    /* The chain compares workers and processes: their threads must sit on the same CPUs in
+     * every one of them (unbound, the OS's placement alone moved the chain by 2x; see
+     * docs/benchmarks.md): its core on the first CPU, the orchestration on the second. The
+     * children inherit it; PLEXUS_BIND=none in the environment wins. */
+    setenv("PLEXUS_BIND", "cores", 0);
     bd_config(sz, mode);
     bd_records(sz, records_only);
     if (!records_only) {

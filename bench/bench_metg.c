@@ -20,9 +20,10 @@
  * The sweep halves `iter` from 16384, where every system is near 100 %, down to 1, where every
  * system is far below 50 % (a task is then 192 flops). Running the whole range rather than
  * stopping at the first points below 50 % keeps a burst of load from other processes from
- * ending the sweep early; the small points are cheap. Each point runs every system `reps`
- * times (plexus and OpenMP interleaved, then each StarPU scheduler in one StarPU session);
- * a point's wall time is the median. Efficiency = flop rate at the point / the system's peak,
+ * ending the sweep early; the small points are cheap. The sweep runs in `reps` rounds, each
+ * running every point once on every system (plexus and OpenMP interleaved, then each StarPU
+ * scheduler in one StarPU session per round), the points' order reversed every other round;
+ * a point's wall time is the median of its rounds. Efficiency = flop rate at the point / the system's peak,
  * the best (median) flop rate of any point of its sweep on that graph (printed). METG is
  * picked as Task Bench's scripts pick it: the smallest granularity at or above 50 %,
  * interpolated linearly at exactly 50 % towards the next point of the sweep when that one is
@@ -499,15 +500,17 @@ static double bm_sp_rep(const bm_case *c, const char *sched, int rep)
 }
 
 /*
- * Runs c reps times on StarPU with scheduler sched, between one starpu_init and
- * starpu_shutdown (outside the timed regions; they cost 20-45 ms, which over every run of a
- * sweep would take most of --quick's minute). Writes each run's wall time in ns, or -1, to ns.
+ * Runs one round of a sweep on StarPU with scheduler sched: each point of cases once, in the
+ * order of `order`, between one starpu_init and starpu_shutdown (outside the timed regions;
+ * they cost 20-45 ms, so a session per run would take most of --quick's minute). Writes each
+ * run's wall time in ns, or -1, to ns[point].
  */
-static void bm_sp_session(const bm_case *c, const char *sched, int reps, double *ns)
+static void bm_sp_round(const bm_case *cases, const int *order, int n, const char *sched,
+                        int rep, double *ns)
 {
     int ret;
 
-    for (int k = 0; k < reps; k++)
+    for (int k = 0; k < n; k++)
         ns[k] = -1;
     setenv("STARPU_SCHED", sched, 1);
     ret = starpu_init(NULL);
@@ -519,8 +522,8 @@ static void bm_sp_session(const bm_case *c, const char *sched, int reps, double 
     if (starpu_cpu_worker_get_count() != BM_THREADS)
         bench_fail(BM_NAME, "StarPU started %u CPU workers, the benchmark pins %d "
                    "(STARPU_NCPU)", starpu_cpu_worker_get_count(), BM_THREADS);
-    for (int k = 0; k < reps; k++)
-        ns[k] = bm_sp_rep(c, sched, k);
+    for (int k = 0; k < n; k++)
+        ns[order[k]] = bm_sp_rep(&cases[order[k]], sched, rep);
     starpu_shutdown();
 }
 
@@ -640,30 +643,50 @@ static const char *bm_runner_name(int r)
 }
 
 /*
- * Measures one point: plexus and OpenMP `reps` times, interleaved (rep k runs each in turn),
- * then each StarPU scheduler `reps` times in one StarPU session.
+ * Measures every point of cases `reps` times, in rounds: round k runs each point once on
+ * plexus, then each once on OpenMP, then each once per StarPU scheduler (one session per
+ * scheduler and round), the points in falling granularity on even rounds and rising on odd
+ * ones. A point's median then draws on runs spread over the whole sweep, so a machine whose
+ * speed drifts over seconds (this VM's does, by up to 2x) no longer hands one point the slow
+ * minute and its neighbour the fast one. The systems take turns by pass, not by run: after
+ * an OpenMP run libgomp's idle thread spins for milliseconds (GOMP_SPINCOUNT) before it
+ * sleeps, which took a CPU from a plexus run started right after it (a quarter of the time
+ * at 7 us tasks); the anchors keep their own defaults.
  */
-static void bm_measure_point(const bm_plexus *px, const bm_case *c, int reps, bm_point *pt)
+static void bm_measure_rounds(const bm_plexus *px, const bm_case *cases, int n, int reps,
+                              bm_point *pts)
 {
-    double ns[BM_RUNNERS][BM_MAX_REPS];
+    static double ns[BM_MAX_POINTS][BM_RUNNERS][BM_MAX_REPS];
+    int order[BM_MAX_POINTS];
 
-    pt->iter = c->iter;
-    for (int r = 0; r < BM_RUNNERS; r++)
-        for (int k = 0; k < reps; k++)
-            ns[r][k] = -1;
+    for (int p = 0; p < n; p++) {
+        pts[p].iter = cases[p].iter;
+        for (int r = 0; r < BM_RUNNERS; r++)
+            for (int k = 0; k < reps; k++)
+                ns[p][r][k] = -1;
+    }
     for (int k = 0; k < reps; k++) {
-        if (bm_runner_on(px, BM_PX))
-            ns[BM_PX][k] = bm_px_rep(px, c, k);
+        for (int q = 0; q < n; q++)
+            order[q] = k % 2 == 0 ? q : n - 1 - q;
+        for (int q = 0; q < n && bm_runner_on(px, BM_PX); q++)
+            ns[order[q]][BM_PX][k] = bm_px_rep(px, &cases[order[q]], k);
 #ifdef PX_HAVE_OPENMP
-        ns[BM_OMP][k] = bm_omp_rep(c, k);
+        for (int q = 0; q < n; q++)
+            ns[order[q]][BM_OMP][k] = bm_omp_rep(&cases[order[q]], k);
+#endif
+#ifdef PX_HAVE_STARPU
+        for (int sc = 0; sc < BM_NSCHED; sc++) {
+            double round[BM_MAX_POINTS];
+
+            bm_sp_round(cases, order, n, bm_sched_names[sc], k, round);
+            for (int p = 0; p < n; p++)
+                ns[p][BM_SP0 + sc][k] = round[p];
+        }
 #endif
     }
-#ifdef PX_HAVE_STARPU
-    for (int s = 0; s < BM_NSCHED; s++)
-        bm_sp_session(c, bm_sched_names[s], reps, ns[BM_SP0 + s]);
-#endif
-    for (int r = 0; r < BM_RUNNERS; r++)
-        pt->wall_ns[r] = bench_median_ok(ns[r], reps);
+    for (int p = 0; p < n; p++)
+        for (int r = 0; r < BM_RUNNERS; r++)
+            pts[p].wall_ns[r] = bench_median_ok(ns[p][r], reps);
 }
 
 /* Returns the flop rate of runner r at point p (from the median), or -1. */
@@ -729,25 +752,25 @@ static void bm_analyse(bm_sweep *sw)
     }
 }
 
-/* Runs the sweep of graph g. */
+/* Runs the sweep of graph g: the points, halving iter from the start, then their rounds. */
 static void bm_sweep_run(const bm_plexus *px, const bm_params *prm, bm_graph g, bm_sweep *sw)
 {
+    static bm_case cases[BM_MAX_POINTS];
     uint64_t iter = prm->iter_start;
 
     memset(sw, 0, sizeof(*sw));
     sw->graph = g;
     for (;;) {
-        bm_case c = bm_case_make(g, prm->steps, iter);
-
-        sw->ntasks = c.ntasks;
-        sw->flops_at[sw->n] = c.flops;
-        bm_measure_point(px, &c, prm->reps, &sw->pt[sw->n]);
+        cases[sw->n] = bm_case_make(g, prm->steps, iter);
+        sw->ntasks = cases[sw->n].ntasks;
+        sw->flops_at[sw->n] = cases[sw->n].flops;
         sw->n++;
         if (iter <= 1 || sw->n >= BM_MAX_POINTS ||
             (prm->fixed_points > 0 && sw->n >= prm->fixed_points))
             break;
         iter /= 2;
     }
+    bm_measure_rounds(px, cases, sw->n, prm->reps, sw->pt);
     bm_analyse(sw);
 }
 

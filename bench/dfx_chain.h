@@ -1,7 +1,11 @@
 /*
  * dfx_chain.h - the `chain` graph of bench_tasks, for bench_dfx: N empty tasks, task i
- * INOUT on T[i mod 8] (8 chains, N - 8 edges), 2 core threads. Kernels check a sequence
- * number in their tensor, so a missing edge is counted; every run is verified.
+ * INOUT on T[i mod 8] (8 chains, N - 8 edges), one core thread. Kernels check a sequence
+ * number in their tensor, so a missing edge is counted; every run is verified. One core,
+ * with bench_dfx's PLEXUS_BIND=cores, puts the core and the orchestration on a CPU each of a
+ * 2-CPU machine in every run: with 2 cores on 2 CPUs the chain ran at 0.09 or at 0.18 us per
+ * task from one run to the next (which core took the tasks, the one sharing the
+ * orchestration's CPU or the other), so comparing two runs compared modes, not DFX.
  *
  * The same source is built twice: into bench_dfx (the library with DFX compiled in) and into
  * bench_dfx_off (the library built with PX_DFX=0), whose main() is dfx_chain_main().
@@ -16,7 +20,7 @@
 
 #include <plexus/plexus.h>
 
-#define DFX_CHAIN_CORES 2
+#define DFX_CHAIN_CORES 1
 #define DFX_CHAIN_CHAINS 8
 
 typedef struct dfx_chain {
@@ -24,7 +28,8 @@ typedef struct dfx_chain {
     px_kernel_id k;
 } dfx_chain;
 
-/* Creates a worker from cfg (cores forced to 2) with the chain kernel. 0, or -1 with why. */
+/* Creates a worker from cfg (cores forced to DFX_CHAIN_CORES) with the chain kernel. 0, or -1
+ * with why. */
 int dfx_chain_open(dfx_chain *c, const px_config *cfg, char *why, size_t n);
 
 /*
