@@ -308,6 +308,7 @@ static void dfx_settings(px_dfx *d, const px_dfx_params *prm)
     d->enabled = c->dfx & PX_DFX_ALL;
     d->ncores = prm->ncores;
     d->nprod = prm->ncores + 1;
+    d->drain_cpu = prm->drain_bind ? prm->drain_cpu : -1;
     d->strict = c->dfx_strict;
     d->args_level = c->dfx_args_level;
     d->args_arena = c->dfx_args_arena;

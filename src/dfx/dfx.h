@@ -36,6 +36,9 @@ typedef struct px_dfx_params {
                                       * directory; the components after it are plexus's own
                                       * (a level-3 chip's chips/chip<i>): each must be a real
                                       * directory, a symbolic link planted there is refused */
+    int drain_bind;                  /* 1: the drain thread is bound to CPU drain_cpu (the
+                                      * runtime's PLEXUS_BIND=cores); 0: unbound */
+    int drain_cpu;
 } px_dfx_params;
 
 /* The output directory of cfg: cfg->out_dir, or "plexus-dfx" when it is empty. */

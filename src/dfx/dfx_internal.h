@@ -143,6 +143,7 @@ struct px_dfx {
     PX_ALIGNED_CL pthread_t drain;
     int drain_started;
     px_dfx_dwait dwait;
+    int drain_cpu;               /* >= 0: bind the drain thread there (px_dfx_params) */
     px_status drain_error;       /* first transport failure seen by the drain */
     char drain_msg[256];
 

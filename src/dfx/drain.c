@@ -245,6 +245,19 @@ px_status dfx_drain_start(px_dfx *d)
                                                           : 1;
         rc = pthread_create(&d->drain, NULL, dfx_drain_main, d);
     }
+    if (rc == 0)
+        pthread_setname_np(d->drain, "px-dfx-drain"); /* for top, perf and the tests */
+    if (rc == 0 && d->drain_cpu >= 0) {
+        cpu_set_t one;
+        int brc;
+
+        CPU_ZERO(&one);
+        CPU_SET(d->drain_cpu, &one);
+        brc = pthread_setaffinity_np(d->drain, sizeof(one), &one);
+        if (brc != 0)
+            PX_LOG_WARN("PLEXUS_BIND=cores: cannot bind the DFX drain of chip %d to CPU %d (%s); "
+                        "it stays unbound", d->chip_index, d->drain_cpu, strerror(brc));
+    }
     if (rc != 0)
         return px_set_error(PX_ENOMEM, "dfx: cannot start the drain thread of chip %d: %s",
                             d->chip_index, strerror(rc));

@@ -228,6 +228,16 @@ typedef struct px_dfx_task_span {
 
 void px_dfx_task_end(px_dfx_producer *p, const px_dfx_task_span *s, const px_task_args *a);
 
+/*
+ * The same in two steps, for a core whose release lies between them: px_dfx_task_outputs at
+ * the kernel's end ts (PMU deltas and written args' data, which the consumers may overwrite
+ * once released), px_dfx_task_record after the release (the TASK entry, so that core.release
+ * [t1, t2) covers it).
+ */
+void px_dfx_task_outputs(px_dfx_producer *p, uint64_t ts, px_task_id id, int core,
+                         const px_task_args *a);
+void px_dfx_task_record(px_dfx_producer *p, const px_dfx_task_span *s);
+
 /* Scope occupancy at a scope's begin or end (scopestats). */
 typedef struct px_dfx_occupancy {
     uint64_t tasks_live;    /* tasks submitted and not yet behind the watermark */

@@ -198,18 +198,32 @@ static void dfx_task_entry(px_dfx_prod *pr, const px_dfx_task_span *s, uint64_t 
                         t2 > t1 ? t2 - t1 : 0, flags);
 }
 
+void px_dfx_task_outputs(px_dfx_producer *p, uint64_t ts, px_task_id id, int core,
+                         const px_task_args *a)
+{
+    px_dfx_prod *pr = (px_dfx_prod *)p;
+
+    if ((p->mask & PX_DFX_FOR_PMU) && pr->pmu_tried)
+        dfx_pmu_end(pr, ts, id, core);
+    if ((p->mask & PX_DFX_FOR_ARGDATA) && p->dfx->args_level >= 2)
+        dfx_args_dump(pr, ts, id, a, 1);
+}
+
+void px_dfx_task_record(px_dfx_producer *p, const px_dfx_task_span *s)
+{
+    if (p->mask & PX_DFX_FOR_TASK)
+        dfx_task_entry((px_dfx_prod *)p, s, s->t2 ? s->t2 : px_dfx_now());
+}
+
 /* The TASK entry, the PMU deltas, then argument data of written args. */
 void px_dfx_task_end(px_dfx_producer *p, const px_dfx_task_span *s, const px_task_args *a)
 {
-    px_dfx_prod *pr = (px_dfx_prod *)p;
     uint64_t t2 = s->t2 ? s->t2 : px_dfx_now();
+    px_dfx_task_span at = *s;
 
-    if (p->mask & PX_DFX_FOR_TASK)
-        dfx_task_entry(pr, s, t2);
-    if ((p->mask & PX_DFX_FOR_PMU) && pr->pmu_tried)
-        dfx_pmu_end(pr, t2, s->id, s->core);
-    if ((p->mask & PX_DFX_FOR_ARGDATA) && p->dfx->args_level >= 2)
-        dfx_args_dump(pr, t2, s->id, a, 1);
+    at.t2 = t2;
+    px_dfx_task_record(p, &at);
+    px_dfx_task_outputs(p, t2, s->id, s->core, a);
 }
 
 /* Writes one SCOPE entry. */

@@ -137,11 +137,14 @@ static inline __attribute__((always_inline)) px_task *px_task_execute_t(px_core_
                            px_last_error()[0] ? px_last_error() : px_status_str(st));
         }
     }
-    /* End records first: argsdump copies the task's outputs, which its consumers may
-     * overwrite as soon as they are released. */
+    /* Outputs first: argsdump copies the task's outputs, which its consumers may overwrite as
+     * soon as they are released; the TASK entry after the release, so that core.release
+     * covers it, and before the finish, so that every record of the task precedes it. */
     if (PX_DFX_ON(dp, PX_DFX_FOR_CORE))
-        px_rt_dfx_task_end(dp, ctx, t, d0, ran ? d1 : d0, st, ran);
+        px_rt_dfx_task_outputs(dp, ctx, t, ran ? d1 : d0);
     next = px_task_release(w, t, failed);
+    if (PX_DFX_ON(dp, PX_DFX_FOR_CORE))
+        px_rt_dfx_task_record(dp, ctx, t, d0, ran ? d1 : d0, st, ran);
     ctx->executed++;
     px_task_finish(t);
     return next;
@@ -228,8 +231,12 @@ static void *px_core_main(void *arg)
         if (t == NULL) {
             /* Only tested, never dereferenced: the run may end, and free it, meanwhile. */
             px_dfx_producer *dp = PX_RT_DFX_PRODUCER(ctx);
-            uint64_t w0 = PX_DFX && dp != NULL ? px_dfx_now() : 0;
+            uint64_t w0 = 0;
             int slept = 0;
+
+            if (PX_DFX && dp != NULL) /* the wait starts where the last TASK entry ended */
+                w0 = ctx->dfx_t2 ? ctx->dfx_t2 : px_dfx_now();
+            ctx->dfx_t2 = 0;
 
             t = px_core_wait(ctx, &slept);
             dp = PX_RT_DFX_PRODUCER(ctx);
@@ -314,6 +321,14 @@ static void px_bind_thread(pthread_t t, int cpu, int index)
 static int px_bind_orch_slot(const px_worker *w)
 {
     return w->bind_ncpu > w->ncores && !w->ext.caller_core ? w->ncores : 0;
+}
+
+int px_bind_drain_cpu(const px_worker *w)
+{
+    int slot = w->bind_ncpu > w->ncores + 1 && !w->ext.caller_core ? w->ncores + 1
+                                                                    : w->ncores - 1;
+
+    return px_bind_cpu(w, slot > 0 ? slot : 0);
 }
 
 int px_bind_self(const px_worker *w, cpu_set_t *old)

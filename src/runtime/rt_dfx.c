@@ -71,6 +71,8 @@ px_status px_rt_dfx_begin(px_worker *w)
     prm.ncores = w->ncores;
     prm.nkernels = w->nkernels;
     prm.kernel_names = names;
+    prm.drain_cpu = px_bind_drain_cpu(w);
+    prm.drain_bind = prm.drain_cpu >= 0;
     if ((st = px_dfx_create(&prm, &w->dfx)) != PX_OK)
         return st;
     for (int i = 0; i < w->ncores; i++)
@@ -170,6 +172,7 @@ uint64_t px_rt_dfx_task_begin(px_dfx_producer *p, px_core_ctx *ctx, const px_tas
     if (p->mask & (PX_DFX_FOR_PMU | PX_DFX_FOR_ARGDATA))
         px_dfx_task_begin(p, ts, t->id, t->kernel, ctx->index, &t->args);
     ctx->dfx_t0 = ts;
+    ctx->dfx_t2 = 0; /* set again by the task's record (not by an async end) */
     ctx->dfx_handed_off = 0;
     return ts;
 }
@@ -204,6 +207,27 @@ void px_rt_dfx_task_end(px_dfx_producer *p, px_core_ctx *ctx, const px_task *t, 
                           .release = 1};
 
     px_dfx_task_end(p, &s, &t->args);
+}
+
+/* Before the release: the PMU deltas and the data of written args, at the kernel's end t1. */
+void px_rt_dfx_task_outputs(px_dfx_producer *p, px_core_ctx *ctx, const px_task *t,
+                            uint64_t t1)
+{
+    if (p->mask & (PX_DFX_FOR_PMU | PX_DFX_FOR_ARGDATA))
+        px_dfx_task_outputs(p, t1 ? t1 : px_dfx_now(), t->id, ctx->index, &t->args);
+}
+
+/* After the release: the TASK entry, release [t1, now); now is kept for the core's next wait,
+ * which starts there (one clock read fewer per task). */
+void px_rt_dfx_task_record(px_dfx_producer *p, px_core_ctx *ctx, const px_task *t, uint64_t t0,
+                           uint64_t t1, px_status st, int ran)
+{
+    px_dfx_task_span s = {.t0 = t0, .t1 = t1, .t2 = px_dfx_now(), .id = t->id,
+                          .kernel = t->kernel, .core = ctx->index, .status = st, .ran = ran,
+                          .release = 1};
+
+    px_dfx_task_record(p, &s);
+    ctx->dfx_t2 = s.t2;
 }
 
 /* Writes the scope occupancy of o at depth. */

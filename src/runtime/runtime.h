@@ -101,6 +101,8 @@ struct px_core_ctx {
     uint64_t executed;
     _Atomic(px_dfx_producer *) dfx; /* DFX producer of the current run, or NULL (rt_dfx.c) */
     uint64_t dfx_t0;                /* DFX time stamp of the current task's begin (rt_dfx.c) */
+    uint64_t dfx_t2;                /* the last TASK entry's release end, 0 once used: the
+                                     * start of the core's next wait (core.c) */
     int dfx_handed_off;             /* an async kernel wrote its end records (or had none to
                                      * write): the core leaves the DFX state alone after it */
 } PX_ALIGNED_CL;
@@ -333,6 +335,11 @@ void px_bind_init(struct px_worker *w);
 int px_bind_cpu(const struct px_worker *w, int core);
 int px_bind_self(const struct px_worker *w, cpu_set_t *old);
 void px_bind_restore(const cpu_set_t *old);
+
+/* core.c: the CPU for the DFX drain under PLEXUS_BIND=cores, -1 when binding is off: a CPU of
+ * its own after the cores' and the orchestration's when there is one, else the last core's
+ * (the orchestration, the serial part of a run, keeps its CPU to itself or to core 0). */
+int px_bind_drain_cpu(const struct px_worker *w);
 px_status px_cores_stop(struct px_worker *w, double grace_s);
 
 /* core.c: makes a task runnable (queue + wake). Called by the orchestration and by cores. */
@@ -376,6 +383,16 @@ uint64_t px_rt_dfx_task_begin(px_dfx_producer *p, px_core_ctx *ctx, const px_tas
 /* Core: the task's one TASK entry (run [t0, t1) when ran, release [t1, now)), PMU, data. */
 void px_rt_dfx_task_end(px_dfx_producer *p, px_core_ctx *ctx, const px_task *t, uint64_t t0,
                         uint64_t t1, px_status st, int ran);
+
+/*
+ * Core, the same split around the release (px_dfx_task_outputs / _record): outputs at the
+ * kernel's end t1 before the consumers are released, the TASK entry after, its release end
+ * kept in ctx->dfx_t2 as the start of the core's next wait.
+ */
+void px_rt_dfx_task_outputs(px_dfx_producer *p, px_core_ctx *ctx, const px_task *t,
+                            uint64_t t1);
+void px_rt_dfx_task_record(px_dfx_producer *p, px_core_ctx *ctx, const px_task *t, uint64_t t0,
+                           uint64_t t1, px_status st, int ran);
 
 /*
  * Core, inside a kernel that will return PX_TASK_ASYNC, before it lets another thread complete

@@ -10,9 +10,13 @@
  */
 #include "testutil.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define BIND_CORES 3   /* more cores than a 2-CPU machine has: slots wrap */
 #define BIND_TASKS 64
@@ -146,6 +150,76 @@ static void test_bind_orchestration_own_cpu(void **state)
     assert_true(CPU_ISSET(bind_nth(&before, 1), &g_orch_mask));
 }
 
+static cpu_set_t g_drain_mask;
+static _Atomic int g_drain_found;
+
+/* Finds this process's DFX drain thread by name and reads its mask. */
+static px_status drain_probe_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    DIR *dir = opendir("/proc/self/task");
+    struct dirent *e;
+
+    (void)ctx;
+    (void)a;
+    while (dir != NULL && (e = readdir(dir)) != NULL) {
+        char path[300], comm[32] = "";
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+        if ((f = fopen(path, "r")) == NULL)
+            continue;
+        if (fgets(comm, sizeof(comm), f) != NULL && strncmp(comm, "px-dfx-drain", 12) == 0) {
+            CPU_ZERO(&g_drain_mask);
+            if (sched_getaffinity(atoi(e->d_name), sizeof(g_drain_mask), &g_drain_mask) == 0)
+                atomic_store(&g_drain_found, 1);
+        }
+        fclose(f);
+    }
+    if (dir != NULL)
+        closedir(dir);
+    return PX_OK;
+}
+
+static px_status drain_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    px_task_args a;
+
+    (void)args;
+    px_args_init(&a);
+    return px_submit(o, *(px_kernel_id *)user, &a, NULL);
+}
+
+/* DFX on: the drain is bound too, to the last core's CPU when no CPU is left over for it
+ * (one core on two CPUs: the core's, not the orchestration's), else to a CPU of its own. */
+static void test_bind_dfx_drain(void **state)
+{
+    char dir[] = "/tmp/px_test_bind_XXXXXX", cmd[64];
+    cpu_set_t before;
+    px_config cfg;
+    px_worker *w;
+    px_kernel_id k;
+    int n;
+
+    (void)state;
+    bind_mask(&before);
+    n = CPU_COUNT(&before);
+    assert_non_null(mkdtemp(dir));
+    atomic_store(&g_drain_found, 0);
+    px_test_config(&cfg, 1);
+    PX_ASSERT_OK(px_config_set(&cfg, "PLEXUS_BIND", "cores"));
+    PX_ASSERT_OK(px_config_set(&cfg, "PLEXUS_DFX", "swimlane"));
+    PX_ASSERT_OK(px_config_set(&cfg, "PLEXUS_DFX_OUT", dir));
+    PX_ASSERT_OK(px_worker_create(&cfg, &w));
+    PX_ASSERT_OK(px_kernel_register(w, "bind.drain", drain_probe_kernel, NULL, &k));
+    PX_ASSERT_OK(px_run(w, drain_orch, NULL, &k));
+    PX_ASSERT_OK(px_worker_destroy(w));
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(atomic_load(&g_drain_found), 1);
+    assert_int_equal(CPU_COUNT(&g_drain_mask), 1);
+    assert_true(CPU_ISSET(bind_nth(&before, n > 2 ? 2 : 0), &g_drain_mask));
+}
+
 /* none (the default): every thread keeps the process's mask. */
 static void test_bind_none(void **state)
 {
@@ -209,6 +283,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bind_cores),
         cmocka_unit_test(test_bind_orchestration_own_cpu),
+        cmocka_unit_test(test_bind_dfx_drain),
         cmocka_unit_test(test_bind_none),
         cmocka_unit_test(test_bind_restricted),
         cmocka_unit_test(test_bind_knob),
