@@ -19,7 +19,8 @@
  *   timeline  the chain with swimlane, hosttrace, depgen and scopestats on against off, in
  *             this process, interleaved; every run's outputs are validated (dfx.json counts
  *             reconcile; trace.json and deps.json hold every task and edge); also the 32-byte
- *             records the run wrote per task (px_run_stats.dfx_records)
+ *             records the run wrote per task (px_run_stats.dfx_records), and the
+ *             orchestration thread's CPU time per task over its submits, off and on
  *   pmu, argsdump  added microseconds per task of the pmu collector and of argsdump level 2
  *
  * Run times are px_run_stats.wall_ns, which ends before the DFX files are written; the time
@@ -445,13 +446,16 @@ static double bd_chain_rep(dfx_chain *c, uint64_t n, double *total_us)
 typedef int (*bd_check_fn)(uint64_t n, int rep);
 
 static int bd_pairs(const bd_sizes *sz, dfx_chain *off, dfx_chain *on, double *t_off,
-                    double *t_on, double *write_ms, bd_check_fn chk)
+                    double *t_on, double *write_ms, bd_check_fn chk, double *cpu_off,
+                    double *cpu_on)
 {
     double total;
 
     for (int r = 0; r < sz->chain_reps; r++) {
         t_off[r] = bd_chain_rep(off, sz->chain, &total);
+        cpu_off[r] = (double)off->orch_cpu_ns / (double)sz->chain;
         t_on[r] = bd_chain_rep(on, sz->chain, &total);
+        cpu_on[r] = (double)on->orch_cpu_ns / (double)sz->chain;
         if (t_off[r] < 0 || t_on[r] < 0 || chk(sz->chain, r) != 0)
             return -1;
         write_ms[r] = total / 1e3 - t_on[r] * (double)sz->chain / 1e3;
@@ -504,6 +508,7 @@ static void bd_collectors(const bd_sizes *sz)
         {"argsdump", PX_DFX_ARGSDUMP, 2, bd_check_args},
     };
     double t_off[BD_MAX_REPS], t_on[BD_MAX_REPS], w[BD_MAX_REPS], v[BD_MAX_REPS];
+    double c_off[BD_MAX_REPS], c_on[BD_MAX_REPS], c_pct[BD_MAX_REPS];
     dfx_chain off, on;
 
     if (bd_chain_open(&off, 0, 1, "off") != 0)
@@ -511,7 +516,7 @@ static void bd_collectors(const bd_sizes *sz)
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         if (bd_chain_open(&on, cases[k].dfx, cases[k].level, cases[k].name) != 0)
             break;
-        if (bd_pairs(sz, &off, &on, t_off, t_on, w, cases[k].chk) == 0) {
+        if (bd_pairs(sz, &off, &on, t_off, t_on, w, cases[k].chk, c_off, c_on) == 0) {
             for (int r = 0; r < sz->chain_reps; r++)
                 v[r] = k == 0 ? (t_on[r] - t_off[r]) / t_off[r] * 100.0 : t_on[r] - t_off[r];
             if (k == 0) {
@@ -519,6 +524,12 @@ static void bd_collectors(const bd_sizes *sz)
 
                 bench_line(BD, "case=timeline slowdown_pct=%.2f",
                            bench_median(v, sz->chain_reps));
+                for (int r = 0; r < sz->chain_reps; r++)
+                    c_pct[r] = (c_on[r] - c_off[r]) / c_off[r] * 100.0;
+                bench_line(BD, "case=timeline_orch_cpu off_ns_per_task=%.1f on_ns_per_task=%.1f "
+                           "added_pct=%.2f", bench_median(c_off, sz->chain_reps),
+                           bench_median(c_on, sz->chain_reps),
+                           bench_median(c_pct, sz->chain_reps));
                 if (px_run_stats_get(on.w, &rs) == PX_OK) {
                     bench_line(BD, "case=timeline_records records_per_task=%.2f",
                                (double)rs.dfx_records / (double)sz->chain);

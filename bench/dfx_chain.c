@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 
 #define DFX_CHAIN_PAD 8 /* int64 slots per tensor: one cache line each */
@@ -52,9 +53,18 @@ int dfx_chain_open(dfx_chain *c, const px_config *cfg, char *why, size_t n)
 }
 
 typedef struct dfx_chain_run_arg {
-    const dfx_chain *c;
+    dfx_chain *c;
     uint64_t ntasks;
 } dfx_chain_run_arg;
+
+/* The calling thread's CPU time in ns. */
+static uint64_t dfx_chain_thread_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static px_status dfx_chain_orch(px_orch *o, const px_task_args *args, void *user)
 {
@@ -64,8 +74,11 @@ static px_status dfx_chain_orch(px_orch *o, const px_task_args *args, void *user
     const int64_t one[1] = {1};
     px_status st = PX_OK;
 
+    uint64_t cpu0;
+
     for (int k = 0; k < DFX_CHAIN_CHAINS && st == PX_OK; k++)
         st = px_tensor_view(block, 1, one, NULL, (int64_t)k * DFX_CHAIN_PAD, &v[k]);
+    cpu0 = dfx_chain_thread_ns();
     for (uint64_t t = 0; t < r->ntasks && st == PX_OK; t++) {
         px_task_args a;
 
@@ -76,6 +89,7 @@ static px_status dfx_chain_orch(px_orch *o, const px_task_args *args, void *user
         px_args_scalar_u64(&a, t / DFX_CHAIN_CHAINS);
         st = px_submit(o, r->c->k, &a, NULL);
     }
+    r->c->orch_cpu_ns = dfx_chain_thread_ns() - cpu0;
     return st;
 }
 

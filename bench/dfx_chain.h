@@ -26,6 +26,7 @@
 typedef struct dfx_chain {
     px_worker *w;
     px_kernel_id k;
+    uint64_t orch_cpu_ns; /* the orchestration thread's CPU time over the last run's submits */
 } dfx_chain;
 
 /* Creates a worker from cfg (cores forced to DFX_CHAIN_CORES) with the chain kernel. 0, or -1
