@@ -220,10 +220,12 @@ struct px_worker {
     int ndispatch;                  /* kernels with a dispatch function (level-3 host) */
     px_readyq readyq;
 
-    /* idle cores sleep on wake_seq; pushers wake them only when sleepers > 0 */
+    /* idle cores sleep on wake_seq; pushers wake them only when sleepers > 0. Every push
+     * reads sleepers: it shares no line with spinning, which an idle core changes twice per
+     * wait, so that a push does not miss on a line the core just wrote. */
     PX_ALIGNED_CL _Atomic uint32_t wake_seq;
     _Atomic uint32_t sleepers;
-    _Atomic uint32_t spinning;      /* idle cores spinning on the ready queue */
+    PX_ALIGNED_CL _Atomic uint32_t spinning; /* idle cores spinning on the ready queue */
     _Atomic int shutdown;
     uint64_t spin_ticks;            /* busy-wait budget of a waiter (PLEXUS_SPIN_NS) */
     uint64_t yield_ticks;           /* then polling with sched_yield (PLEXUS_YIELD_NS) */
