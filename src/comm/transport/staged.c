@@ -262,6 +262,11 @@ static int stg_consume(px_comm *c, stg_peer *p)
             PX_TSAN_ACQUIRE(c->area[c->rank]);
             if (!stg_do(c, &r->req[i], p->in_data + (size_t)i * p->chunk, p->chunk))
                 atomic_fetch_add_explicit(&r->bad, 1, memory_order_relaxed);
+            /* A later request, carried out by another thread of this rank, may follow from
+             * this one through other processes (the requester's get done, its barrier, a
+             * third rank's put): TSan sees none of that, so it is told here, with the word
+             * every consumer acquires. */
+            PX_TSAN_RELEASE(c->area[c->rank]);
             PX_TSAN_RELEASE(&r->done);
             atomic_store_explicit(&r->done, ++done, memory_order_seq_cst);
             if (atomic_load_explicit(&r->req_sleep, memory_order_seq_cst) != 0)
