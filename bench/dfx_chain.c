@@ -13,7 +13,12 @@
 
 #define DFX_CHAIN_PAD 8 /* int64 slots per tensor: one cache line each */
 
-static int64_t dfx_chain_t[DFX_CHAIN_CHAINS * DFX_CHAIN_PAD] __attribute__((aligned(64)));
+/* Page-aligned, so the chain's tensors sit at the same page offset in bench_dfx and
+ * bench_dfx_off: at 64-byte alignment their address modulo 4 KiB differed between the two
+ * binaries, and the chain (whose pace is cache-line hand-offs) ran 5-10 % apart with equal
+ * instruction counts, which `disabled` then reported as DFX's cost. */
+
+static int64_t dfx_chain_t[DFX_CHAIN_CHAINS * DFX_CHAIN_PAD] __attribute__((aligned(4096)));
 static uint64_t dfx_chain_bad;
 
 /* Task t is the (t / 8)-th writer of its tensor: checks and bumps the sequence number. */
