@@ -461,8 +461,9 @@ static void comm_pair_set(px_domain *d, int a, int b, int tl, const char *why)
     int n = d->msg.n;
 
     d->tl[a][b] = d->tl[b][a] = (uint8_t)tl;
-    snprintf(d->why[a * n + b], COMM_WHY_MAX, "%s", why);
-    snprintf(d->why[b * n + a], COMM_WHY_MAX, "%s", why);
+    /* the precision bounds the copy (a reason is cut at COMM_WHY_MAX - 1 bytes) */
+    snprintf(d->why[a * n + b], COMM_WHY_MAX, "%.*s", COMM_WHY_MAX - 1, why);
+    snprintf(d->why[b * n + a], COMM_WHY_MAX, "%.*s", COMM_WHY_MAX - 1, why);
     if (tl == PX_COMM_TL_STAGED) {
         d->msg.staged[a] |= 1ull << b;
         d->msg.staged[b] |= 1ull << a;

@@ -58,7 +58,8 @@ static void comm_choice_explain(comm_choice *ch, int forced)
         }
         if (forced == ch->tl) {
             snprintf(ch->reason, COMM_WHY_MAX, "forced by PLEXUS_COMM_TRANSPORT=%s (%s would "
-                     "work: %s)", comm_tl_name(forced), comm_tl_name(t), ch->why[t]);
+                     "work: %.*s)", comm_tl_name(forced), comm_tl_name(t), COMM_WHY_MAX - 64,
+                     ch->why[t]); /* the precision: the reason may be cut, never overrun */
             return;
         }
     }

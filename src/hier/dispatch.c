@@ -328,7 +328,7 @@ static int px_finish_part(px_hier *h, px_task_id id, px_status *st, char *msg, s
     g->remaining--;
     if (*st != PX_OK && g->st == PX_OK) {
         g->st = *st;
-        snprintf(g->msg, sizeof(g->msg), "%s", msg);
+        snprintf(g->msg, sizeof(g->msg), "%.*s", (int)sizeof(g->msg) - 1, msg);
     }
     if (g->remaining != 0 || g->finished)
         return 0;

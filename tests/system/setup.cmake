@@ -16,6 +16,14 @@ add_test(NAME setup.install
                  ${CMAKE_CURRENT_BINARY_DIR}/setup-install "${px_setup_cflags}")
 set_tests_properties(setup.install PROPERTIES TIMEOUT 600 PASS_REGULAR_EXPRESSION "\nPASS\n"
                      FAIL_REGULAR_EXPRESSION "FAIL: " RESOURCE_LOCK build_dir)
+# Each of CMake's build types other than the default (RelWithDebInfo) compiles the library
+# and the command line with warnings as errors (a minute on 2 CPUs; runs in `make test`).
+add_test(NAME setup.build_types
+         COMMAND sh ${PX_SETUP_SH} build-types ${CMAKE_SOURCE_DIR}
+                 ${CMAKE_CURRENT_BINARY_DIR}/setup-build-types)
+set_tests_properties(setup.build_types PROPERTIES TIMEOUT 900 RUN_SERIAL TRUE
+                     PASS_REGULAR_EXPRESSION "\nPASS\n"
+                     FAIL_REGULAR_EXPRESSION "FAIL: ")
 add_test(NAME setup.fresh
          COMMAND sh ${PX_SETUP_SH} fresh ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/setup-fresh)
 set_tests_properties(setup.fresh PROPERTIES TIMEOUT 5400 LABELS setup SKIP_RETURN_CODE 77

@@ -6,6 +6,11 @@
 #                                     sanitizer of a sanitizer build) and run
 #   setup.sh fresh SRC WORK           a clean build folder WORK/build: `make test`, then
 #                                     `make bench-quick` after the StarPU anchor appeared
+#   setup.sh build-types SRC WORK     the library and the command line configured with each
+#                                     of CMake's other build types (Release, Debug,
+#                                     MinSizeRel), warnings as errors as always: each
+#                                     optimisation level inlines differently, and GCC's
+#                                     format-truncation check then sees different bounds
 # install: the guide's program is the first ```c block after "## Writing your own program" in
 # docs/user-guide.md, so the test checks what users copy; its expected line is the one the
 # guide's own comment gives (y[3] = 12; 2 tasks, 1 edges). Nothing may be installed outside
@@ -81,6 +86,19 @@ fresh)
         fail "the build did not reconfigure: StarPU is still missing from its cache"
     grep -q "^BENCH tasks config .*starpu=[0-9]" "$work/bench.log" ||
         fail "bench-quick ran without the StarPU anchor"
+    echo PASS
+    ;;
+build-types)
+    work=$1
+    rm -rf "$work" && mkdir -p "$work" || fail "cannot make $work"
+    for bt in Release Debug MinSizeRel; do
+        cmake -S "$src" -B "$work/$bt" -DCMAKE_BUILD_TYPE=$bt > "$work/$bt.log" 2>&1 &&
+            cmake --build "$work/$bt" -j 2 --target plexus_shared plexus \
+                >> "$work/$bt.log" 2>&1 ||
+            { grep -E "error|warning" "$work/$bt.log" | head -20; fail "CMAKE_BUILD_TYPE=$bt does not build"; }
+        echo "CMAKE_BUILD_TYPE=$bt builds"
+    done
+    rm -rf "$work"
     echo PASS
     ;;
 *)
