@@ -21,9 +21,9 @@
  * system is far below 50 % (a task is then 192 flops). Running the whole range rather than
  * stopping at the first points below 50 % keeps a burst of load from other processes from
  * ending the sweep early; the small points are cheap. The sweep runs in `reps` rounds, each
- * running every point once on every system (plexus and OpenMP interleaved, then each StarPU
- * scheduler in one StarPU session per round), the points' order reversed every other round;
- * a point's wall time is the median of its rounds. Efficiency = flop rate at the point / the system's peak,
+ * a pass over every point per system (plexus, then OpenMP, then each StarPU scheduler in one
+ * StarPU session per round), the points' order reversed every other round; a point's wall
+ * time is the median of its rounds. Efficiency = flop rate at the point / the system's peak,
  * the best (median) flop rate of any point of its sweep on that graph (printed). METG is
  * picked as Task Bench's scripts pick it: the smallest granularity at or above 50 %,
  * interpolated linearly at exactly 50 % towards the next point of the sweep when that one is

@@ -600,12 +600,18 @@ px_orch_wire(px_orch *o, px_task *t, const args_span *spans, const px_task_id *d
 
         if (arg->tag == PX_TAG_SCALAR || arg->tag == PX_TAG_NO_DEP)
             continue;
-        if (PX_LIKELY(spans[i].hi != 0) ? !px_tm_view_span(&v, &arg->v.t, spans[i].lo,
-                                                            spans[i].hi, spans[i].esize)
-                                        : !px_tm_view_make(&v, &arg->v.t))
+        if (PX_LIKELY(spans[i].hi != 0)) {
+            if (spans[i].lo == spans[i].hi)
+                continue; /* an empty tensor: nothing to track */
+            r = px_tmap_access_span(&w->tmap, &arg->v.t, spans[i].lo, spans[i].hi,
+                                    spans[i].esize, args_tag_writes(arg->tag), t->id,
+                                    dfx ? px_orch_dep_cb_dfx : px_orch_dep_cb, o, &v);
+        } else if (!px_tm_view_make(&v, &arg->v.t)) {
             continue;
-        r = px_tmap_access(&w->tmap, &v, args_tag_writes(arg->tag), t->id,
-                           dfx ? px_orch_dep_cb_dfx : px_orch_dep_cb, o);
+        } else {
+            r = px_tmap_access(&w->tmap, &v, args_tag_writes(arg->tag), t->id,
+                               dfx ? px_orch_dep_cb_dfx : px_orch_dep_cb, o);
+        }
         if (r != 0)
             return o->dep_err != PX_OK ? o->dep_err :
                    px_set_error(PX_ENOMEM, "out of host memory in the tensor map");

@@ -110,12 +110,18 @@ void px_tmap_clear(px_tmap *m);
 
 /* ---- the access; its common case is inline (below), the search in tensormap.c ---- */
 
-/* The exact-view cache slot of v: a hash of its first byte and its end. */
-static inline uint32_t px_tm_cache_slot(const px_tm_view *v)
+/* The exact-view cache slot of a view whose first byte is start and whose end is hi. */
+static inline uint32_t px_tm_cache_slot_of(uintptr_t start, uintptr_t hi)
 {
-    uint64_t h = ((uint64_t)v->start ^ ((uint64_t)v->hi << 17)) * 0x9E3779B97F4A7C15ull;
+    uint64_t h = ((uint64_t)start ^ ((uint64_t)hi << 17)) * 0x9E3779B97F4A7C15ull;
 
     return (uint32_t)(h >> 40) & (PX_TM_CACHE - 1);
+}
+
+/* The exact-view cache slot of v. */
+static inline uint32_t px_tm_cache_slot(const px_tm_view *v)
+{
+    return px_tm_cache_slot_of(v->start, v->hi);
 }
 
 /* Returns 1 when a and b are the same view (bytes, element size, shape and byte strides). */
@@ -201,6 +207,50 @@ static inline int px_tmap_access(px_tmap *m, const px_tm_view *v, int write, px_
             return r;
         return px_tm_record(e, write, id);
     }
+    return px_tmap_access_slow(m, v, write, id, cb, ctx);
+}
+
+/*
+ * 1 when view v is the view px_tm_view_span would make of tensor t with bytes [lo, hi) and
+ * element size es (the same fields, the byte strides with the same overflow rule), without
+ * making it.
+ */
+static inline int px_tm_view_is_span(const px_tm_view *v, const px_tensor *t, uintptr_t lo,
+                                     uintptr_t hi, uint32_t es)
+{
+    if (v->start != lo || v->hi != hi || v->esize != es || v->ndim != t->ndim)
+        return 0;
+    for (int d = 0; d < t->ndim; d++) {
+        int64_t bs;
+
+        if (__builtin_mul_overflow(t->stride[d], (int64_t)es, &bs))
+            bs = 0;
+        if (v->shape[d] != t->shape[d] || v->bstride[d] != bs)
+            return 0;
+    }
+    return 1;
+}
+
+/*
+ * px_tmap_access for tensor t with the argument check's span [lo, hi) (lo < hi) and element
+ * size es: a cache hit is answered from the tensor itself, so the common case makes no view;
+ * otherwise the view is made in *v and px_tmap_access_slow runs. Same results as making the
+ * view with px_tm_view_span and calling px_tmap_access.
+ */
+static inline int px_tmap_access_span(px_tmap *m, const px_tensor *t, uintptr_t lo,
+                                      uintptr_t hi, uint32_t es, int write, px_task_id id,
+                                      px_tm_dep_cb cb, void *ctx, px_tm_view *v)
+{
+    px_tm_entry *e = m->cache[px_tm_cache_slot_of(lo, hi)]; /* a span view starts at lo */
+    int r;
+
+    if (e != NULL && e->isolated && px_tm_view_is_span(&e->v, t, lo, hi, es)) {
+        m->cache_hits++;
+        if ((r = px_tm_report(e, write, id, cb, ctx)) != 0)
+            return r;
+        return px_tm_record(e, write, id);
+    }
+    (void)px_tm_view_span(v, t, lo, hi, es); /* lo < hi: not empty */
     return px_tmap_access_slow(m, v, write, id, cb, ctx);
 }
 

@@ -95,7 +95,8 @@ build-types)
         cmake -S "$src" -B "$work/$bt" -DCMAKE_BUILD_TYPE=$bt > "$work/$bt.log" 2>&1 &&
             cmake --build "$work/$bt" -j 2 --target plexus_shared plexus \
                 >> "$work/$bt.log" 2>&1 ||
-            { grep -E "error|warning" "$work/$bt.log" | head -20; fail "CMAKE_BUILD_TYPE=$bt does not build"; }
+            { grep -E "error|warning" "$work/$bt.log" | head -20
+              fail "CMAKE_BUILD_TYPE=$bt does not build"; }
         echo "CMAKE_BUILD_TYPE=$bt builds"
     done
     rm -rf "$work"

@@ -264,6 +264,74 @@ static void test_cache_inserted_over(void **state)
     px_tmap_fini(&m);
 }
 
+/* Sorts d's ids (insertion sort; a handful). */
+static void deps_sort(deps *d)
+{
+    for (int i = 1; i < d->n; i++)
+        for (int j = i; j > 0 && d->ids[j - 1] > d->ids[j]; j--) {
+            px_task_id x = d->ids[j];
+            d->ids[j] = d->ids[j - 1];
+            d->ids[j - 1] = x;
+        }
+}
+
+/*
+ * px_tmap_access_span (the submit's path: a cache hit answered from the tensor, no view made)
+ * reports what px_tm_view_span + px_tmap_access report, access for access: 3000 accesses,
+ * reads and writes, drawn from a pool of 24 views (1-D strided, 2-D blocks, repeated so the
+ * cache hits, overlapping so it misses and entries stop being isolated).
+ */
+static void test_access_span_same_as_view(void **state)
+{
+    px_tensor pool[24];
+    px_tmap a, b;
+    uint64_t x = 12345;
+
+    for (int i = 0; i < 24; i++) {
+        int64_t shape[2];
+
+        if (i % 3 != 2) {
+            shape[0] = 8 + (i * 7) % 40;
+            px_tensor_make(&pool[i], buf, PX_F64, 1, shape);
+            pool[i].offset = (i * 37) % 900;
+            pool[i].stride[0] = 1 + i % 3;
+        } else {
+            shape[0] = 4 + i % 5;
+            shape[1] = 6 + i % 4;
+            px_tensor_make(&pool[i], buf, PX_F64, 2, shape);
+            pool[i].offset = (i * 53) % 800;
+            pool[i].stride[0] = 32;
+            pool[i].stride[1] = 1;
+        }
+    }
+    assert_int_equal(px_tmap_init(&a), 0);
+    assert_int_equal(px_tmap_init(&b), 0);
+    for (px_task_id id = 1; id <= 3000; id++) {
+        px_tm_view made, span, scratch;
+        deps da = {.n = 0}, db = {.n = 0};
+        const px_tensor *t;
+        int write;
+
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        t = &pool[(x >> 33) % 24];
+        write = (x >> 20) % 3 == 0;
+        assert_int_equal(px_tm_view_make(&made, t), 1);
+        assert_int_equal(px_tm_view_span(&span, t, made.lo, made.hi, 8), 1);
+        assert_int_equal(px_tmap_access_span(&a, t, made.lo, made.hi, 8, write, id, collect_cb,
+                                             &da, &scratch), 0);
+        assert_int_equal(px_tmap_access(&b, &span, write, id, collect_cb, &db), 0);
+        deps_sort(&da);
+        deps_sort(&db);
+        assert_int_equal(da.n, db.n);
+        for (int k = 0; k < da.n; k++)
+            assert_int_equal(da.ids[k], db.ids[k]);
+    }
+    assert_true(a.cache_hits > 0);
+    assert_int_equal(a.cache_hits, b.cache_hits);
+    px_tmap_fini(&a);
+    px_tmap_fini(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -272,6 +340,7 @@ int main(void)
         cmocka_unit_test(test_strided_columns),   cmocka_unit_test(test_self_clear_forget),
         cmocka_unit_test(test_many_entries),      cmocka_unit_test(test_cache_isolated),
         cmocka_unit_test(test_cache_inserted_over),
+        cmocka_unit_test(test_access_span_same_as_view),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
