@@ -149,11 +149,9 @@ typedef struct bd_sched {
 /* The calling thread's CPU time (ns) and involuntary context switches. */
 static void bd_thread_use(uint64_t *cpu_ns, long *nivcsw)
 {
-    struct timespec ts;
     struct rusage ru;
 
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    *cpu_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    *cpu_ns = dfx_chain_thread_ns();
     *nivcsw = getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nivcsw : 0;
 }
 

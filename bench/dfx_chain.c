@@ -62,8 +62,7 @@ typedef struct dfx_chain_run_arg {
     uint64_t ntasks;
 } dfx_chain_run_arg;
 
-/* The calling thread's CPU time in ns. */
-static uint64_t dfx_chain_thread_ns(void)
+uint64_t dfx_chain_thread_ns(void)
 {
     struct timespec ts;
 

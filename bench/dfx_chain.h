@@ -29,6 +29,9 @@ typedef struct dfx_chain {
     uint64_t orch_cpu_ns; /* the orchestration thread's CPU time over the last run's submits */
 } dfx_chain;
 
+/* The calling thread's CPU time in ns (CLOCK_THREAD_CPUTIME_ID). */
+uint64_t dfx_chain_thread_ns(void);
+
 /* Creates a worker from cfg (cores forced to DFX_CHAIN_CORES) with the chain kernel. 0, or -1
  * with why. */
 int dfx_chain_open(dfx_chain *c, const px_config *cfg, char *why, size_t n);

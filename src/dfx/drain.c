@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "util/clock.h"
+#include "util/cpu.h"
 #include "util/wait.h"
 #include "util/log.h"
 
@@ -248,15 +249,10 @@ px_status dfx_drain_start(px_dfx *d)
     if (rc == 0)
         pthread_setname_np(d->drain, "px-dfx-drain"); /* for top, perf and the tests */
     if (rc == 0 && d->drain_cpu >= 0) {
-        cpu_set_t one;
-        int brc;
+        char who[48];
 
-        CPU_ZERO(&one);
-        CPU_SET(d->drain_cpu, &one);
-        brc = pthread_setaffinity_np(d->drain, sizeof(one), &one);
-        if (brc != 0)
-            PX_LOG_WARN("PLEXUS_BIND=cores: cannot bind the DFX drain of chip %d to CPU %d (%s); "
-                        "it stays unbound", d->chip_index, d->drain_cpu, strerror(brc));
+        snprintf(who, sizeof(who), "the DFX drain of chip %d", d->chip_index);
+        util_bind_thread(d->drain, d->drain_cpu, who);
     }
     if (rc != 0)
         return px_set_error(PX_ENOMEM, "dfx: cannot start the drain thread of chip %d: %s",

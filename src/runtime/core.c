@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "util/clock.h"
+#include "util/cpu.h"
 #include "util/log.h"
 #include "util/wait.h"
 
@@ -234,9 +235,10 @@ static void *px_core_main(void *arg)
             uint64_t w0 = 0;
             int slept = 0;
 
-            if (PX_DFX && dp != NULL) /* the wait starts where the last TASK entry ended */
+            if (PX_DFX && dp != NULL) { /* the wait starts where the last TASK entry ended */
                 w0 = ctx->dfx_t2 ? ctx->dfx_t2 : px_dfx_now();
-            ctx->dfx_t2 = 0;
+                ctx->dfx_t2 = 0;
+            }
 
             t = px_core_wait(ctx, &slept);
             dp = PX_RT_DFX_PRODUCER(ctx);
@@ -298,22 +300,14 @@ int px_bind_cpu(const px_worker *w, int core)
     return -1;
 }
 
-/* Binds thread t (core `index`, or the orchestration when index < 0) to cpu; on failure logs
- * why (the thread stays unbound). */
+/* Binds thread t (core `index`, or the orchestration when index < 0) to cpu. */
 static void px_bind_thread(pthread_t t, int cpu, int index)
 {
     char who[32] = "the orchestration";
-    cpu_set_t one;
-    int rc;
 
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    rc = pthread_setaffinity_np(t, sizeof(one), &one);
     if (index >= 0)
         snprintf(who, sizeof(who), "core %d", index);
-    if (rc != 0)
-        PX_LOG_WARN("PLEXUS_BIND=cores: cannot bind %s to CPU %d (%s); it stays unbound", who,
-                    cpu, strerror(rc));
+    util_bind_thread(t, cpu, who);
 }
 
 /* The orchestration's slot: a CPU of its own when there are more CPUs than cores. A chip's

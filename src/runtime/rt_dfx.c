@@ -198,13 +198,20 @@ void px_rt_dfx_async_handoff(px_core_ctx *ctx)
     px_dfx_task_end(p, &s, &t->args);
 }
 
+/* The span of task t on ctx's core: run [t0, t1), release [t1, now). */
+static px_dfx_task_span rt_dfx_span(const px_core_ctx *ctx, const px_task *t, uint64_t t0,
+                                    uint64_t t1, px_status st, int ran)
+{
+    return (px_dfx_task_span){.t0 = t0, .t1 = t1, .t2 = px_dfx_now(), .id = t->id,
+                              .kernel = t->kernel, .core = ctx->index, .status = st,
+                              .ran = ran, .release = 1};
+}
+
 /* Writes the task's one TASK entry (run [t0, t1), release [t1, now)) and its end records. */
 void px_rt_dfx_task_end(px_dfx_producer *p, px_core_ctx *ctx, const px_task *t, uint64_t t0,
                         uint64_t t1, px_status st, int ran)
 {
-    px_dfx_task_span s = {.t0 = t0, .t1 = t1, .t2 = px_dfx_now(), .id = t->id,
-                          .kernel = t->kernel, .core = ctx->index, .status = st, .ran = ran,
-                          .release = 1};
+    px_dfx_task_span s = rt_dfx_span(ctx, t, t0, t1, st, ran);
 
     px_dfx_task_end(p, &s, &t->args);
 }
@@ -222,9 +229,7 @@ void px_rt_dfx_task_outputs(px_dfx_producer *p, px_core_ctx *ctx, const px_task 
 void px_rt_dfx_task_record(px_dfx_producer *p, px_core_ctx *ctx, const px_task *t, uint64_t t0,
                            uint64_t t1, px_status st, int ran)
 {
-    px_dfx_task_span s = {.t0 = t0, .t1 = t1, .t2 = px_dfx_now(), .id = t->id,
-                          .kernel = t->kernel, .core = ctx->index, .status = st, .ran = ran,
-                          .release = 1};
+    px_dfx_task_span s = rt_dfx_span(ctx, t, t0, t1, st, ran);
 
     px_dfx_task_record(p, &s);
     ctx->dfx_t2 = s.t2;

@@ -183,6 +183,18 @@ static inline int px_tm_record(px_tm_entry *e, int write, px_task_id id)
     return 0;
 }
 
+/* The cache's answer for cached, isolated entry e: its reports, then the access recorded. */
+static inline int px_tm_cache_answer(px_tmap *m, px_tm_entry *e, int write, px_task_id id,
+                                     px_tm_dep_cb cb, void *ctx)
+{
+    int r;
+
+    m->cache_hits++;
+    if ((r = px_tm_report(e, write, id, cb, ctx)) != 0)
+        return r;
+    return px_tm_record(e, write, id);
+}
+
 /* tensormap.c: px_tmap_access for a view the cache does not answer: search, report, insert,
  * drop what a write covers. */
 int px_tmap_access_slow(px_tmap *m, const px_tm_view *v, int write, px_task_id id,
@@ -199,14 +211,9 @@ static inline int px_tmap_access(px_tmap *m, const px_tm_view *v, int write, px_
                                  px_tm_dep_cb cb, void *ctx)
 {
     px_tm_entry *e = m->cache[px_tm_cache_slot(v)];
-    int r;
 
-    if (e != NULL && e->isolated && px_tm_same_view(&e->v, v)) {
-        m->cache_hits++;
-        if ((r = px_tm_report(e, write, id, cb, ctx)) != 0)
-            return r;
-        return px_tm_record(e, write, id);
-    }
+    if (e != NULL && e->isolated && px_tm_same_view(&e->v, v))
+        return px_tm_cache_answer(m, e, write, id, cb, ctx);
     return px_tmap_access_slow(m, v, write, id, cb, ctx);
 }
 
@@ -242,14 +249,9 @@ static inline int px_tmap_access_span(px_tmap *m, const px_tensor *t, uintptr_t 
                                       px_tm_dep_cb cb, void *ctx, px_tm_view *v)
 {
     px_tm_entry *e = m->cache[px_tm_cache_slot_of(lo, hi)]; /* a span view starts at lo */
-    int r;
 
-    if (e != NULL && e->isolated && px_tm_view_is_span(&e->v, t, lo, hi, es)) {
-        m->cache_hits++;
-        if ((r = px_tm_report(e, write, id, cb, ctx)) != 0)
-            return r;
-        return px_tm_record(e, write, id);
-    }
+    if (e != NULL && e->isolated && px_tm_view_is_span(&e->v, t, lo, hi, es))
+        return px_tm_cache_answer(m, e, write, id, cb, ctx);
     (void)px_tm_view_span(v, t, lo, hi, es); /* lo < hi: not empty */
     return px_tmap_access_slow(m, v, write, id, cb, ctx);
 }

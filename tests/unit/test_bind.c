@@ -193,7 +193,7 @@ static px_status drain_orch(px_orch *o, const px_task_args *args, void *user)
  * (one core on two CPUs: the core's, not the orchestration's), else to a CPU of its own. */
 static void test_bind_dfx_drain(void **state)
 {
-    char dir[] = "/tmp/px_test_bind_XXXXXX", cmd[64];
+    char dir[256];
     cpu_set_t before;
     px_config cfg;
     px_worker *w;
@@ -203,7 +203,7 @@ static void test_bind_dfx_drain(void **state)
     (void)state;
     bind_mask(&before);
     n = CPU_COUNT(&before);
-    assert_non_null(mkdtemp(dir));
+    px_test_mkdtemp(dir, sizeof(dir), "px_test_bind");
     atomic_store(&g_drain_found, 0);
     px_test_config(&cfg, 1);
     PX_ASSERT_OK(px_config_set(&cfg, "PLEXUS_BIND", "cores"));
@@ -213,8 +213,7 @@ static void test_bind_dfx_drain(void **state)
     PX_ASSERT_OK(px_kernel_register(w, "bind.drain", drain_probe_kernel, NULL, &k));
     PX_ASSERT_OK(px_run(w, drain_orch, NULL, &k));
     PX_ASSERT_OK(px_worker_destroy(w));
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    px_test_rmtree(dir);
     assert_int_equal(atomic_load(&g_drain_found), 1);
     assert_int_equal(CPU_COUNT(&g_drain_mask), 1);
     assert_true(CPU_ISSET(bind_nth(&before, n > 2 ? 2 : 0), &g_drain_mask));
