@@ -163,9 +163,13 @@ static bm_case bm_case_make(bm_graph g, int steps, uint64_t iter)
 /*
  * The compute-bound kernel: iter rounds of a[k] = a[k] * m + c over 64 doubles (2 flops
  * each), then their sum (64 flops). Its result depends on iter only, so the producer's result
- * is known to every consumer. Not inlined, so every system runs the same machine code.
+ * is known to every consumer. Not inlined, so every system runs the same machine code, and
+ * aligned to 64 bytes, so that code runs at the same speed in every build: its inner loop
+ * then sits in one 32-byte fetch block. Where the link happened to place that loop across
+ * two, the kernel ran at half speed on the AMD EPYC VMs this was measured on, and the peak and
+ * every point's granularity moved with unrelated changes elsewhere in the binary.
  */
-__attribute__((noinline)) static double bm_compute(uint64_t iter)
+__attribute__((noinline, aligned(64))) static double bm_compute(uint64_t iter)
 {
     double a[BM_LANES], s = 0.0;
 

@@ -220,42 +220,6 @@ static px_status px_orch_aborted(px_worker *w)
 /* ---- argument checks ---- */
 
 /* Returns 1 when an argument tagged `tag` may fill a parameter declared `want`. */
-static int px_tag_fits(int want, int tag)
-{
-    if (want == PX_TAG_SCALAR || tag == PX_TAG_SCALAR)
-        return want == tag;
-    if (tag == PX_TAG_NO_DEP || want == PX_TAG_NO_DEP)
-        return 1;
-    if (want == PX_TAG_OUT || want == PX_TAG_OUTPUT_EXISTING)
-        return tag == PX_TAG_OUT || tag == PX_TAG_OUTPUT_EXISTING;
-    return want == tag;
-}
-
-static inline __attribute__((always_inline)) px_status px_check_sig(const px_kernel *k,
-                                                                   const px_task_args *a)
-{
-    const px_signature *s = &k->sig;
-
-    if (a->n != s->nargs)
-        return px_set_error(PX_EINVAL, "kernel \"%s\" expects %d arguments, got %d", k->name,
-                            s->nargs, a->n);
-    for (int i = 0; i < a->n; i++) {
-        const px_arg *arg = &a->a[i];
-
-        if (PX_UNLIKELY(s->params[i].tag != arg->tag) &&
-            !px_tag_fits(s->params[i].tag, arg->tag))
-            return px_set_error(PX_EINVAL, "kernel \"%s\" argument %d: expected tag %s, got %s",
-                                k->name, i, px_tag_name(s->params[i].tag),
-                                px_tag_name(arg->tag));
-        if (arg->tag != PX_TAG_SCALAR && !arg->null_tensor &&
-            s->params[i].dtype != PX_DTYPE_ANY && s->params[i].dtype != arg->v.t.dtype)
-            return px_set_error(PX_EINVAL, "kernel \"%s\" argument %d: expected dtype %s, got "
-                                "%s", k->name, i, px_dtype_name(s->params[i].dtype),
-                                px_dtype_name(arg->v.t.dtype));
-    }
-    return PX_OK;
-}
-
 /* Checks a submit; spans[i] receives tensor argument i's bytes (0, 0 when unplaced) and
  * *unplaced the number of OUT tensors to allocate. */
 static inline __attribute__((always_inline)) px_status
@@ -271,10 +235,7 @@ px_orch_check(px_orch *o, px_kernel_id kid, const px_task_args *a, const px_task
                             "worker", (int)kid, w->nkernels);
     k = &w->kernels[kid];
     o->rules.name = k->name; /* the rest is the run's (px_orch_begin) */
-    if ((st = args_check_count(a, &o->rules)) != PX_OK)
-        return st;
-    if (k->has_sig && (st = px_check_sig(k, a)) != PX_OK)
-        return st;
+    o->rules.sig = k->has_sig ? &k->sig : NULL;
     if ((st = args_check(a, &o->rules, spans, unplaced)) != PX_OK)
         return st;
     if (ndeps < 0 || (ndeps > 0 && deps == NULL))
@@ -579,6 +540,36 @@ static inline __attribute__((always_inline)) int px_orch_dep_cb(void *ctx, px_ta
 }
 
 /*
+ * One tensor argument through the tensor map, for the argument check's span s. A tensor the
+ * argument cache holds carries there the entry of its view (aux, with the entry's gen in
+ * aux_tag): while that entry is current the access is its cache answer, with no hash and no
+ * view compare; otherwise the map's own access runs and the slot keeps the entry it used.
+ * The slot is the tensor's while its ver is the span's: two arguments of one submit whose
+ * tensors share a slot leave it to the later one, and the earlier takes the map's path.
+ */
+static inline __attribute__((always_inline)) int
+px_orch_access(px_orch *o, const px_arg *arg, const args_span *s, px_task_id id, const int dfx)
+{
+    px_tmap *m = &o->w->tmap;
+    px_tm_dep_cb cb = dfx ? px_orch_dep_cb_dfx : px_orch_dep_cb;
+    int write = args_tag_writes(arg->tag), r;
+    args_cache_slot *k = s->slot;
+    px_tm_entry *e;
+    px_tm_view v;
+
+    if (PX_LIKELY(k != NULL) && k->ver != s->ver)
+        k = NULL; /* a later argument of this submit took the slot */
+    if (PX_LIKELY(k != NULL) && (e = k->aux) != NULL && px_tm_entry_current(e, k->aux_tag))
+        return px_tm_cache_answer(m, e, write, id, cb, o);
+    r = px_tmap_access_span(m, &arg->v.t, s->lo, s->hi, s->esize, write, id, cb, o, &v, &e);
+    if (r == 0 && k != NULL) {
+        k->aux = e;
+        k->aux_tag = e->gen;
+    }
+    return r;
+}
+
+/*
  * Runs every tracked argument and explicit dependency of t through the tensor map. spans are
  * the argument check's byte spans of the tensors (0, 0 for an output allocated since: its
  * view is made from the tensor).
@@ -603,9 +594,7 @@ px_orch_wire(px_orch *o, px_task *t, const args_span *spans, const px_task_id *d
         if (PX_LIKELY(spans[i].hi != 0)) {
             if (spans[i].lo == spans[i].hi)
                 continue; /* an empty tensor: nothing to track */
-            r = px_tmap_access_span(&w->tmap, &arg->v.t, spans[i].lo, spans[i].hi,
-                                    spans[i].esize, args_tag_writes(arg->tag), t->id,
-                                    dfx ? px_orch_dep_cb_dfx : px_orch_dep_cb, o, &v);
+            r = px_orch_access(o, arg, &spans[i], t->id, dfx);
         } else if (!px_tm_view_make(&v, &arg->v.t)) {
             continue;
         } else {

@@ -132,26 +132,30 @@ void px_tmap_fini(px_tmap *m)
     memset(m, 0, sizeof(*m));
 }
 
-/* Moves e out of the map to the spare list (or frees it when that list cannot grow). */
+/* Moves e out of the map to the spare list, which has room for every entry (nalloc). */
 static void px_tm_recycle(px_tmap *m, px_tm_entry *e)
 {
     e->isolated = 0; /* a cache slot may still name it: it never passes the fast path */
-    if (m->nspare == m->spare_cap) {
+    m->spare[m->nspare++] = e;
+}
+
+/* A new entry, with room for it in the spare list first; NULL when out of memory. */
+static px_tm_entry *px_tm_entry_new(px_tmap *m)
+{
+    px_tm_entry *e;
+
+    if (m->nalloc == m->spare_cap) {
         uint32_t cap = m->spare_cap ? m->spare_cap * 2 : 64;
         px_tm_entry **s = realloc(m->spare, cap * sizeof(*s));
 
-        if (s == NULL) {
-            uint32_t slot = px_tm_cache_slot(&e->v);
-
-            if (m->cache[slot] == e)
-                m->cache[slot] = NULL;
-            px_tm_entry_free(e);
-            return;
-        }
+        if (s == NULL)
+            return NULL;
         m->spare = s;
         m->spare_cap = cap;
     }
-    m->spare[m->nspare++] = e;
+    if ((e = calloc(1, sizeof(*e))) != NULL)
+        m->nalloc++;
+    return e;
 }
 
 void px_tmap_clear(px_tmap *m)
@@ -199,14 +203,12 @@ static px_tm_entry *px_tm_insert(px_tmap *m, const px_tm_view *v)
         m->keys = k;
         m->cap = cap;
     }
-    if (m->nspare > 0) {
+    if (m->nspare > 0)
         e = m->spare[--m->nspare];
-    } else {
-        e = calloc(1, sizeof(*e));
-        if (e == NULL)
-            return NULL;
-    }
+    else if ((e = px_tm_entry_new(m)) == NULL)
+        return NULL;
     e->v = *v;
+    e->gen = ++m->gen;
     e->writer = PX_TASK_NONE;
     e->nreaders = 0;
     pos = px_tm_lower_bound(m, v->lo);
@@ -286,11 +288,14 @@ static void px_tm_drop_covered(px_tmap *m, const px_tm_view *v, const px_tm_entr
 }
 
 int px_tmap_access_slow(px_tmap *m, const px_tm_view *v, int write, px_task_id id,
-                        px_tm_dep_cb cb, void *ctx)
+                        px_tm_dep_cb cb, void *ctx, px_tm_entry **out)
 {
     uint32_t slot = px_tm_cache_slot(v), first;
     px_tm_entry *self = NULL;
     int nh, r;
+
+    if (out != NULL)
+        *out = NULL;
 
     if ((nh = px_tm_find(m, v, &first)) < 0)
         return -1;
@@ -308,6 +313,8 @@ int px_tmap_access_slow(px_tmap *m, const px_tm_view *v, int write, px_task_id i
         self->isolated = nh == 0;
     }
     m->cache[slot] = self;
+    if (out != NULL)
+        *out = self;
     if (nh == 0 || (nh == 1 && m->hits[0] == self))
         return px_tm_record(self, write, id);
     /* Every entry found may overlap v, and so self: none of them is isolated any more. */

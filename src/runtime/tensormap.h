@@ -40,6 +40,8 @@ typedef struct px_tm_entry {
     uint32_t cap;
     uint8_t isolated; /* in the map, and no other entry there may overlap it since its insert
                        * (0 once one might: the flag is never set again; 0 when recycled) */
+    uint64_t gen;     /* which insert put it in the map (px_tmap.gen then): a reference kept
+                       * elsewhere with its gen names this entry while gen is unchanged */
 } px_tm_entry;
 
 /* Slots of the exact-view cache (a power of two). */
@@ -51,6 +53,9 @@ typedef struct px_tmap {
     uint32_t n, cap;
     px_tm_entry **spare; /* recycled entries (their reader arrays kept) */
     uint32_t nspare, spare_cap;
+    uint32_t nalloc;     /* entries allocated: spare_cap >= nalloc, so recycling never frees
+                          * one and a reference kept elsewhere never dangles (px_tmap_fini) */
+    uint64_t gen;        /* inserts so far */
     px_tm_entry **hits; /* scratch for one access */
     uint32_t hit_cap;
     uint64_t max_len; /* longest entry span since the last clear */
@@ -196,9 +201,10 @@ static inline int px_tm_cache_answer(px_tmap *m, px_tm_entry *e, int write, px_t
 }
 
 /* tensormap.c: px_tmap_access for a view the cache does not answer: search, report, insert,
- * drop what a write covers. */
+ * drop what a write covers. *self (when self is not NULL) receives the entry of v, or NULL
+ * when the access did not complete. */
 int px_tmap_access_slow(px_tmap *m, const px_tm_view *v, int write, px_task_id id,
-                        px_tm_dep_cb cb, void *ctx);
+                        px_tm_dep_cb cb, void *ctx, px_tm_entry **self);
 
 /*
  * Records access v (write: OUT/INOUT, else read) by task id, first reporting dependencies on
@@ -214,7 +220,7 @@ static inline int px_tmap_access(px_tmap *m, const px_tm_view *v, int write, px_
 
     if (e != NULL && e->isolated && px_tm_same_view(&e->v, v))
         return px_tm_cache_answer(m, e, write, id, cb, ctx);
-    return px_tmap_access_slow(m, v, write, id, cb, ctx);
+    return px_tmap_access_slow(m, v, write, id, cb, ctx, NULL);
 }
 
 /*
@@ -242,18 +248,33 @@ static inline int px_tm_view_is_span(const px_tm_view *v, const px_tensor *t, ui
  * px_tmap_access for tensor t with the argument check's span [lo, hi) (lo < hi) and element
  * size es: a cache hit is answered from the tensor itself, so the common case makes no view;
  * otherwise the view is made in *v and px_tmap_access_slow runs. Same results as making the
- * view with px_tm_view_span and calling px_tmap_access.
+ * view with px_tm_view_span and calling px_tmap_access. *self receives the view's entry (NULL
+ * when the access did not complete).
  */
 static inline int px_tmap_access_span(px_tmap *m, const px_tensor *t, uintptr_t lo,
                                       uintptr_t hi, uint32_t es, int write, px_task_id id,
-                                      px_tm_dep_cb cb, void *ctx, px_tm_view *v)
+                                      px_tm_dep_cb cb, void *ctx, px_tm_view *v,
+                                      px_tm_entry **self)
 {
     px_tm_entry *e = m->cache[px_tm_cache_slot_of(lo, hi)]; /* a span view starts at lo */
 
-    if (e != NULL && e->isolated && px_tm_view_is_span(&e->v, t, lo, hi, es))
+    if (e != NULL && e->isolated && px_tm_view_is_span(&e->v, t, lo, hi, es)) {
+        *self = e;
         return px_tm_cache_answer(m, e, write, id, cb, ctx);
+    }
     (void)px_tm_view_span(v, t, lo, hi, es); /* lo < hi: not empty */
-    return px_tmap_access_slow(m, v, write, id, cb, ctx);
+    return px_tmap_access_slow(m, v, write, id, cb, ctx, self);
+}
+
+/*
+ * 1 when entry e, kept elsewhere with gen (its gen when it was the entry of some view V),
+ * still answers an access to V as the cache would: still that insert, still isolated. An
+ * isolated entry is the only one V can overlap, so px_tm_cache_answer on it is the access.
+ * e is never freed before px_tmap_fini (see nalloc), so reading it is safe.
+ */
+static inline int px_tm_entry_current(const px_tm_entry *e, uint64_t gen)
+{
+    return e->gen == gen && e->isolated;
 }
 
 /* Drops entries lying inside [lo, hi): freshly allocated memory has no history. */

@@ -34,6 +34,26 @@ px_status args_count_error(const px_task_args *a, const args_rules *r)
                         args_prefix(r, p, sizeof(p)), a->n, a->overflow, PX_MAX_ARGS);
 }
 
+/* The message of a refusal by r->sig: the count (i < 0), or argument i's tag or dtype. */
+__attribute__((noinline, cold)) static px_status args_sig_error(const px_task_args *a, int i,
+                                                                const args_rules *r)
+{
+    const px_param *want = &r->sig->params[i < 0 ? 0 : i];
+    const px_arg *arg = &a->a[i < 0 ? 0 : i];
+    char p[96];
+
+    if (i < 0)
+        return px_set_error(PX_EINVAL, "%s expects %d arguments, got %d",
+                            args_prefix(r, p, sizeof(p)), r->sig->nargs, a->n);
+    if (!args_tag_fits(want->tag, arg->tag))
+        return px_set_error(PX_EINVAL, "%s argument %d: expected tag %s, got %s",
+                            args_prefix(r, p, sizeof(p)), i, px_tag_name(want->tag),
+                            px_tag_name(arg->tag));
+    return px_set_error(PX_EINVAL, "%s argument %d: expected dtype %s, got %s",
+                        args_prefix(r, p, sizeof(p)), i, px_dtype_name(want->dtype),
+                        px_dtype_name(arg->v.t.dtype));
+}
+
 /* Checks tensor argument i; fills *s with its absolute bytes and element size. */
 static inline px_status args_check_tensor(const px_arg *arg, int i, const args_rules *r,
                                           args_span *s)
@@ -44,6 +64,7 @@ static inline px_status args_check_tensor(const px_arg *arg, int i, const args_r
     char p[96];
 
     s->lo = s->hi = 0;
+    s->slot = NULL;
     if (PX_UNLIKELY(arg->null_tensor))
         return px_set_error(PX_EINVAL, "%s argument %d (%s): NULL tensor pointer given to "
                             "px_args_*", args_prefix(r, p, sizeof(p)), i, px_tag_name(arg->tag));
@@ -82,40 +103,66 @@ static inline px_status args_check_tensor(const px_arg *arg, int i, const args_r
 }
 
 /* Keeps tensor argument arg, just accepted with span s, in r's cache when the cache may hold
- * it: placed, not dependency-only, and inside [base, base + size) (not accepted by `also`). */
-static void args_cache_keep(const args_rules *r, const px_arg *arg, const args_span *s)
+ * it: placed, not dependency-only, and inside [base, base + size) (not accepted by `also`).
+ * s->slot then names the slot. */
+static void args_cache_keep(const args_rules *r, const px_arg *arg, args_span *s)
 {
     args_cache_slot *k;
 
     if (arg->v.t.addr == NULL || arg->dep_only || r->size == 0 || s->lo < r->base ||
         s->hi - r->base > r->size)
         return;
-    k = args_cache_slot_of(r->cache, &arg->v.t);
+    k = args_cache_set_of(r->cache, &arg->v.t);
+    if (k[0].t.addr != NULL) {
+        if (k[1].t.addr != NULL) { /* way 0's tensor moves to way 1, whose is dropped */
+            uint32_t ver = k[1].ver + 1;
+
+            k[1] = k[0];
+            k[1].ver = ver;
+            k[1].s.slot = &k[1];
+            k[1].s.ver = ver;
+        } else {
+            k++; /* way 1 is free */
+        }
+    }
+    s->slot = k;
+    s->ver = ++k->ver;
     k->t = arg->v.t;
     k->s = *s;
+    k->aux = NULL;
+    k->aux_tag = 0;
 }
 
 px_status args_check(const px_task_args *a, const args_rules *r, args_span *spans,
                      int *unplaced)
 {
     px_status st = args_check_count(a, r);
-    const args_span *hit;
+    const px_signature *sig = r->sig;
+    args_cache_slot *hit;
     int nun = 0;
     char p[96];
 
     if (st != PX_OK)
         return st;
+    if (sig != NULL && PX_UNLIKELY(a->n != sig->nargs))
+        return args_sig_error(a, -1, r);
     for (int i = 0; i < a->n; i++) {
         const px_arg *arg = &a->a[i];
         args_span s;
 
+        if (sig != NULL && PX_UNLIKELY(sig->params[i].tag != arg->tag) &&
+            !args_tag_fits(sig->params[i].tag, arg->tag))
+            return args_sig_error(a, i, r);
         if (arg->tag == PX_TAG_SCALAR)
             continue;
+        if (sig != NULL && !arg->null_tensor && sig->params[i].dtype != PX_DTYPE_ANY &&
+            PX_UNLIKELY(sig->params[i].dtype != arg->v.t.dtype))
+            return args_sig_error(a, i, r);
         if (PX_UNLIKELY(!args_tag_is_tensor(arg->tag)))
             return px_set_error(PX_EINVAL, "%s argument %d: invalid tag %d; build args with "
                                 "px_args_*", args_prefix(r, p, sizeof(p)), i, arg->tag);
         if (r->cache != NULL && (hit = args_cache_find(r->cache, arg)) != NULL) {
-            s = *hit; /* accepted before, unchanged: the same answer without the check */
+            s = hit->s; /* accepted before, unchanged: the same answer without the check */
             r->cache->hits++;
         } else {
             if (PX_UNLIKELY((st = args_check_tensor(arg, i, r, &s)) != PX_OK))

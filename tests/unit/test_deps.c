@@ -23,6 +23,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "util/argcheck.h"
+
 #define DEPS_SLOTS 16
 #define DEPS_GATE_S 10.0 /* how long a gated task waits for its gate (times slack) */
 #define DEPS_NONE (-1)
@@ -719,6 +721,78 @@ static void test_many_producers(void **state)
     deps_assert_stats(&st, 11, 10);
 }
 
+/*
+ * Three element views whose tensors share a set of the submit's argument cache (two ways),
+ * which also keeps each tensor's tensor-map entry: writers of a, b, c (slots 0-2); a reader
+ * of a, b and c in one submit (3: each takes way 0 in turn, so slots change hands inside the
+ * submit); a reader of c (4); a writer of c (5); a reader of b (6); a writer of b (7). Task 5
+ * depends on 2 (WAW), 3 and 4 (WAR); task 7 on 1, 3 and 6. An entry kept for one tensor in a
+ * slot that another took would record a reader on the wrong view, and a writer would miss
+ * it. Edges 3 + 1 + 3 + 1 + 3.
+ */
+static px_status orch_slot_clash(px_orch *o, const px_task_args *args, void *user)
+{
+    const px_tensor *t = px_arg_tensor(args, 0);
+    static args_cache probe;
+    px_tensor e[256];
+    int x[3] = {-1, -1, -1}, found = 0;
+    px_status st = PX_OK;
+
+    (void)user;
+    for (int a = 0; a < 256 && !found; a++)
+        e[a] = deps_view1(t, a, 1);
+    for (int a = 0; a < 256 && !found; a++) {
+        int n = 0;
+
+        for (int b = a; b < 256 && n < 3; b++)
+            if (args_cache_set_of(&probe, &e[a]) == args_cache_set_of(&probe, &e[b]))
+                x[n++] = b;
+        found = n == 3;
+    }
+    assert_true(found); /* 256 views in 64 sets: some three share one */
+    {
+        deps_targ w[3], r3[3], rc = {PX_TAG_IN, &e[x[2]]}, rb = {PX_TAG_IN, &e[x[1]]};
+        deps_targ wc = {PX_TAG_INOUT, &e[x[2]]}, wb = {PX_TAG_INOUT, &e[x[1]]};
+
+        for (int k = 0; k < 3; k++) {
+            w[k] = (deps_targ){PX_TAG_OUT, &e[x[k]]};
+            r3[k] = (deps_targ){PX_TAG_IN, &e[x[k]]};
+        }
+        for (int k = 0; k < 3 && st == PX_OK; k++)
+            st = deps_submit(o, k, k + 1, DEPS_NONE, &w[k], 1, NULL, 0, NULL);
+        if (st == PX_OK)
+            st = deps_submit(o, 3, 0, DEPS_NONE, r3, 3, NULL, 0, NULL);
+        if (st == PX_OK)
+            st = deps_submit(o, 4, 0, DEPS_NONE, &rc, 1, NULL, 0, NULL);
+        if (st == PX_OK)
+            st = deps_submit(o, 5, 7, DEPS_NONE, &wc, 1, NULL, 0, NULL);
+        if (st == PX_OK)
+            st = deps_submit(o, 6, 0, DEPS_NONE, &rb, 1, NULL, 0, NULL);
+        if (st == PX_OK)
+            st = deps_submit(o, 7, 8, DEPS_NONE, &wb, 1, NULL, 0, NULL);
+    }
+    return st;
+}
+
+static void test_cache_slot_clash(void **state)
+{
+    int32_t buf[256];
+    px_tensor host = deps_host(buf, 256, 0);
+    px_run_stats st;
+
+    deps_reset();
+    deps_run(orch_slot_clash, &host, &st);
+    for (int k = 0; k < 3; k++)
+        deps_assert_after(3, k);
+    deps_assert_after(4, 2);
+    deps_assert_after(5, 3);
+    deps_assert_after(5, 4);
+    deps_assert_after(6, 1);
+    deps_assert_after(7, 3);
+    deps_assert_after(7, 6);
+    deps_assert_stats(&st, 8, 11);
+}
+
 /* Ten writers as above, then 70 tasks without tensors (so that with a ring of 64 slots the
  * writers' slots are taken again), then the same reader. */
 static px_status orch_many_producers_reused(px_orch *o, const px_task_args *args, void *user)
@@ -795,6 +869,7 @@ int main(void)
         cmocka_unit_test(test_chain_counts),
         cmocka_unit_test(test_many_producers),
         cmocka_unit_test(test_many_producers_reused),
+        cmocka_unit_test(test_cache_slot_clash),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -279,12 +279,18 @@ static void deps_sort(deps *d)
  * px_tmap_access_span (the submit's path: a cache hit answered from the tensor, no view made)
  * reports what px_tm_view_span + px_tmap_access report, access for access: 3000 accesses,
  * reads and writes, drawn from a pool of 24 views (1-D strided, 2-D blocks, repeated so the
- * cache hits, overlapping so it misses and entries stop being isolated).
+ * cache hits, overlapping so it misses and entries stop being isolated). A third map takes
+ * the orchestration's path: each pool view keeps the entry its last access used, with that
+ * entry's gen, and an access whose kept entry is current (px_tm_entry_current) is that entry's
+ * cache answer. Every 500 accesses all three maps forget a range, and every 1000 they are
+ * cleared, so kept entries go stale, are recycled and come back for other views.
  */
 static void test_access_span_same_as_view(void **state)
 {
     px_tensor pool[24];
-    px_tmap a, b;
+    px_tm_entry *kept[24] = {NULL};
+    uint64_t kept_gen[24] = {0}, kept_hits = 0;
+    px_tmap a, b, c;
     uint64_t x = 12345;
 
     for (int i = 0; i < 24; i++) {
@@ -306,30 +312,61 @@ static void test_access_span_same_as_view(void **state)
     }
     assert_int_equal(px_tmap_init(&a), 0);
     assert_int_equal(px_tmap_init(&b), 0);
+    assert_int_equal(px_tmap_init(&c), 0);
     for (px_task_id id = 1; id <= 3000; id++) {
         px_tm_view made, span, scratch;
-        deps da = {.n = 0}, db = {.n = 0};
+        deps da = {.n = 0}, db = {.n = 0}, dc = {.n = 0};
+        px_tm_entry *self;
         const px_tensor *t;
-        int write;
+        int write, p;
 
+        if (id % 1000 == 0) {
+            px_tmap_clear(&a);
+            px_tmap_clear(&b);
+            px_tmap_clear(&c);
+        } else if (id % 500 == 0) {
+            uintptr_t lo = (uintptr_t)buf + 800, hi = (uintptr_t)buf + 4000;
+
+            px_tmap_forget(&a, lo, hi);
+            px_tmap_forget(&b, lo, hi);
+            px_tmap_forget(&c, lo, hi);
+        }
         x = x * 6364136223846793005ull + 1442695040888963407ull;
-        t = &pool[(x >> 33) % 24];
+        p = (int)((x >> 33) % 24);
+        t = &pool[p];
         write = (x >> 20) % 3 == 0;
         assert_int_equal(px_tm_view_make(&made, t), 1);
         assert_int_equal(px_tm_view_span(&span, t, made.lo, made.hi, 8), 1);
         assert_int_equal(px_tmap_access_span(&a, t, made.lo, made.hi, 8, write, id, collect_cb,
-                                             &da, &scratch), 0);
+                                             &da, &scratch, &self), 0);
+        assert_non_null(self);
+        assert_true(px_tm_same_view(&self->v, &span));
         assert_int_equal(px_tmap_access(&b, &span, write, id, collect_cb, &db), 0);
+        if (kept[p] != NULL && px_tm_entry_current(kept[p], kept_gen[p])) {
+            assert_true(px_tm_same_view(&kept[p]->v, &span));
+            assert_int_equal(px_tm_cache_answer(&c, kept[p], write, id, collect_cb, &dc), 0);
+            kept_hits++;
+        } else {
+            assert_int_equal(px_tmap_access_span(&c, t, made.lo, made.hi, 8, write, id,
+                                                 collect_cb, &dc, &scratch, &kept[p]), 0);
+            kept_gen[p] = kept[p]->gen;
+        }
         deps_sort(&da);
         deps_sort(&db);
+        deps_sort(&dc);
         assert_int_equal(da.n, db.n);
-        for (int k = 0; k < da.n; k++)
+        assert_int_equal(dc.n, db.n);
+        for (int k = 0; k < da.n; k++) {
             assert_int_equal(da.ids[k], db.ids[k]);
+            assert_int_equal(dc.ids[k], db.ids[k]);
+        }
     }
     assert_true(a.cache_hits > 0);
     assert_int_equal(a.cache_hits, b.cache_hits);
+    assert_true(kept_hits > 0);
     px_tmap_fini(&a);
     px_tmap_fini(&b);
+    px_tmap_fini(&c);
 }
 
 int main(void)
