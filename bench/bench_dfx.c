@@ -21,6 +21,8 @@
  *             reconcile; trace.json and deps.json hold every task and edge); also the 32-byte
  *             records the run wrote per task (px_run_stats.dfx_records), and the
  *             orchestration thread's CPU time per task over its submits, off and on
+ *   timeline_serial  the same collectors' cost with the two threads apart: the submits
+ *             while a gate task holds the core, then the core's run of the whole chain
  *   pmu, argsdump  added microseconds per task of the pmu collector and of argsdump level 2
  *
  * Run times are px_run_stats.wall_ns, which ends before the DFX files are written; the time
@@ -57,11 +59,12 @@ typedef struct bd_sizes {
     int reps;             /* floor and enabled repetitions */
     uint64_t chain;       /* chain tasks */
     int chain_reps;       /* chain repetition pairs */
+    uint64_t serial;      /* timeline_serial's chain (below the default task ring's 4096) */
 } bd_sizes;
 
-static const bd_sizes bd_full = {1024 * 1024, 1024, 9, 100000, 9};
-static const bd_sizes bd_quick = {256 * 1024, 1024, 5, 20000, 5};
-static const bd_sizes bd_smoke = {6400, 64, 1, 200, 1};
+static const bd_sizes bd_full = {1024 * 1024, 1024, 9, 100000, 9, 4000};
+static const bd_sizes bd_quick = {256 * 1024, 1024, 5, 20000, 5, 4000};
+static const bd_sizes bd_smoke = {6400, 64, 1, 200, 1, 200};
 
 static char bd_out[200];
 
@@ -461,12 +464,20 @@ static int bd_pairs(const bd_sizes *sz, dfx_chain *off, dfx_chain *on, double *t
     return 0;
 }
 
+/* Where the timeline case's worker writes. */
+static const char *bd_timeline_dir(void)
+{
+    static char dir[300];
+
+    snprintf(dir, sizeof(dir), "%s/timeline", bd_out);
+    return dir;
+}
+
 static int bd_check_timeline(uint64_t n, int rep)
 {
     static const char *const colls[] = {"swimlane", "hosttrace", "depgen", "scopestats"};
-    char dir[300];
+    const char *dir = bd_timeline_dir();
 
-    snprintf(dir, sizeof(dir), "%s/timeline", bd_out);
     for (size_t i = 0; i < sizeof(colls) / sizeof(colls[0]); i++)
         if (bd_check_json(dir, colls[i], 0) != 0)
             return -1;
@@ -489,6 +500,45 @@ static int bd_check_args(uint64_t n, int rep)
 
     snprintf(dir, sizeof(dir), "%s/argsdump", bd_out);
     return bd_check_json(dir, "argsdump", 2.0 * (double)n);
+}
+
+/*
+ * The timeline's cost with the chain's two sides apart (dfx_chain_run_serial): the submits
+ * while a gate task holds the core, then the core's run of the whole chain. Neither side
+ * waits for the other, so each part is that thread's own work per task, and the on/off
+ * difference is what the collectors add to it; the chain's own timing instead follows how the
+ * two threads hand cache lines back and forth, which DFX perturbs in either direction. The
+ * drain runs on the core's CPU (bind=cores keeps it off the orchestration's): during the
+ * submits it is free, during the execution it is counted.
+ */
+static void bd_serial(const bd_sizes *sz, dfx_chain *off, dfx_chain *on)
+{
+    double so[BD_MAX_REPS], sn[BD_MAX_REPS], eo[BD_MAX_REPS], en[BD_MAX_REPS];
+    double pct[BD_MAX_REPS];
+    uint64_t n = sz->serial;
+    char why[1024];
+
+    for (int r = 0; r < sz->chain_reps; r++) {
+        dfx_chain *c[2] = {r % 2 ? on : off, r % 2 ? off : on};
+
+        for (int k = 0; k < 2; k++)
+            if (dfx_chain_run_serial(c[k], n, why, sizeof(why)) != 0) {
+                bench_fail(BD, "timeline_serial: %s", why);
+                return;
+            }
+        if (bd_check_json(bd_timeline_dir(), "swimlane", 0) != 0)
+            return;
+        so[r] = (double)off->submit_ns / (double)n;
+        sn[r] = (double)on->submit_ns / (double)n;
+        eo[r] = (double)off->exec_ns / (double)n;
+        en[r] = (double)on->exec_ns / (double)n;
+        pct[r] = (sn[r] + en[r] - so[r] - eo[r]) / (so[r] + eo[r]) * 100.0;
+    }
+    bench_line(BD, "case=timeline_serial tasks=%" PRIu64 " submit_off_ns=%.1f submit_on_ns=%.1f "
+               "exec_off_ns=%.1f exec_on_ns=%.1f added_pct=%.2f", n,
+               bench_median(so, sz->chain_reps), bench_median(sn, sz->chain_reps),
+               bench_median(eo, sz->chain_reps), bench_median(en, sz->chain_reps),
+               bench_median(pct, sz->chain_reps));
 }
 
 /* The three in-process cases. */
@@ -538,6 +588,7 @@ static void bd_collectors(const bd_sizes *sz)
                 }
                 bench_line(BD, "case=timeline_files ms_to_write=%.2f",
                            bench_median(w, sz->chain_reps));
+                bd_serial(sz, &off, &on);
             } else {
                 bench_line(BD, "case=%s us_per_task_added=%.3f", cases[k].name,
                            bench_median(v, sz->chain_reps));

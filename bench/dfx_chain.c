@@ -21,6 +21,21 @@
 static int64_t dfx_chain_t[DFX_CHAIN_CHAINS * DFX_CHAIN_PAD] __attribute__((aligned(4096)));
 static uint64_t dfx_chain_bad;
 
+/* dfx_chain_run_serial: the gate, when the core left it, the task whose kernel end is timed
+ * (UINT64_MAX: none) and that end. */
+static int dfx_chain_open_gate;
+static uint64_t dfx_chain_gate_left_ns, dfx_chain_last, dfx_chain_last_ns;
+
+#define DFX_CHAIN_GATE_S 30 /* the gate's deadline */
+
+static uint64_t dfx_chain_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* Task t is the (t / 8)-th writer of its tensor: checks and bumps the sequence number. */
 static px_status dfx_chain_kernel(px_core_ctx *ctx, const px_task_args *a)
 {
@@ -30,6 +45,27 @@ static px_status dfx_chain_kernel(px_core_ctx *ctx, const px_task_args *a)
     if (*x != (int64_t)expect)
         __atomic_fetch_add(&dfx_chain_bad, 1, __ATOMIC_RELAXED);
     *x = (int64_t)expect + 1;
+    if (__builtin_expect(px_arg_u64(a, 1) == dfx_chain_last, 0))
+        dfx_chain_last_ns = dfx_chain_now_ns();
+    return PX_OK;
+}
+
+/* Holds the core until the orchestration opens the gate, sleeping 20 us at a time; fails
+ * after DFX_CHAIN_GATE_S. */
+static px_status dfx_chain_gate_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    const struct timespec step = {0, 20000};
+    uint64_t deadline = dfx_chain_now_ns() + DFX_CHAIN_GATE_S * 1000000000ull;
+
+    while (!__atomic_load_n(&dfx_chain_open_gate, __ATOMIC_ACQUIRE)) {
+        if (dfx_chain_now_ns() > deadline) {
+            fprintf(stderr, "dfx_chain: the gate was not opened within %d s\n",
+                    DFX_CHAIN_GATE_S);
+            return PX_ETIMEDOUT;
+        }
+        nanosleep(&step, NULL);
+    }
+    dfx_chain_gate_left_ns = dfx_chain_now_ns();
     return PX_OK;
 }
 
@@ -45,9 +81,12 @@ int dfx_chain_open(dfx_chain *c, const px_config *cfg, char *why, size_t n)
     sig.params[2] = (px_param){PX_TAG_SCALAR, PX_DTYPE_ANY};
     k.cores = DFX_CHAIN_CORES;
     memset(c, 0, sizeof(*c));
+    c->ring = k.task_ring;
     st = px_worker_create(&k, &c->w);
     if (st == PX_OK)
         st = px_kernel_register(c->w, "chain", dfx_chain_kernel, &sig, &c->k);
+    if (st == PX_OK)
+        st = px_kernel_register(c->w, "chain_gate", dfx_chain_gate_kernel, NULL, &c->gate);
     if (st != PX_OK) {
         snprintf(why, n, "chain setup failed: %s: %s", px_status_name(st), px_last_error());
         px_worker_destroy(c->w);
@@ -60,6 +99,7 @@ int dfx_chain_open(dfx_chain *c, const px_config *cfg, char *why, size_t n)
 typedef struct dfx_chain_run_arg {
     dfx_chain *c;
     uint64_t ntasks;
+    int serial; /* a gate first; the submits timed; the gate opened after them */
 } dfx_chain_run_arg;
 
 uint64_t dfx_chain_thread_ns(void)
@@ -80,8 +120,17 @@ static px_status dfx_chain_orch(px_orch *o, const px_task_args *args, void *user
 
     uint64_t cpu0;
 
+    uint64_t t0 = 0;
+
     for (int k = 0; k < DFX_CHAIN_CHAINS && st == PX_OK; k++)
         st = px_tensor_view(block, 1, one, NULL, (int64_t)k * DFX_CHAIN_PAD, &v[k]);
+    if (r->serial && st == PX_OK) {
+        px_task_args g;
+
+        px_args_init(&g);
+        st = px_submit(o, r->c->gate, &g, NULL);
+        t0 = dfx_chain_now_ns();
+    }
     cpu0 = dfx_chain_thread_ns();
     for (uint64_t t = 0; t < r->ntasks && st == PX_OK; t++) {
         px_task_args a;
@@ -94,11 +143,17 @@ static px_status dfx_chain_orch(px_orch *o, const px_task_args *args, void *user
         st = px_submit(o, r->c->k, &a, NULL);
     }
     r->c->orch_cpu_ns = dfx_chain_thread_ns() - cpu0;
+    if (r->serial) {
+        r->c->submit_ns = dfx_chain_now_ns() - t0;
+        __atomic_store_n(&dfx_chain_open_gate, 1, __ATOMIC_RELEASE); /* also after a failure */
+    }
     return st;
 }
 
-/* Verifies the tensors and the run's statistics. 0, or -1 with why. */
-static int dfx_chain_verify(const dfx_chain *c, uint64_t ntasks, char *why, size_t n)
+/* Verifies the tensors and the run's statistics (`extra` tasks besides the chain's). 0, or
+ * -1 with why. */
+static int dfx_chain_verify(const dfx_chain *c, uint64_t ntasks, uint64_t extra, char *why,
+                            size_t n)
 {
     px_run_stats rs;
 
@@ -112,8 +167,8 @@ static int dfx_chain_verify(const dfx_chain *c, uint64_t ntasks, char *why, size
             return -1;
         }
     }
-    if (dfx_chain_bad != 0 || px_run_stats_get(c->w, &rs) != PX_OK || rs.tasks != ntasks ||
-        rs.edges != ntasks - DFX_CHAIN_CHAINS) {
+    if (dfx_chain_bad != 0 || px_run_stats_get(c->w, &rs) != PX_OK ||
+        rs.tasks != ntasks + extra || rs.edges != ntasks - DFX_CHAIN_CHAINS) {
         snprintf(why, n, "chain of %" PRIu64 " tasks: %" PRIu64 " order violations, stats "
                  "tasks %" PRIu64 " edges %" PRIu64 " (expected %" PRIu64 ")", ntasks,
                  dfx_chain_bad, rs.tasks, rs.edges, ntasks - DFX_CHAIN_CHAINS);
@@ -122,30 +177,63 @@ static int dfx_chain_verify(const dfx_chain *c, uint64_t ntasks, char *why, size
     return 0;
 }
 
-/* Returns us per task of the verified run (px_run_stats.wall_ns), or -1 with why. */
-double dfx_chain_run(dfx_chain *c, uint64_t ntasks, char *why, size_t n)
+/* Runs and verifies the chain as r says. 0, or -1 with why. */
+static int dfx_chain_go(dfx_chain_run_arg *r, char *why, size_t n)
 {
     const int64_t shape[1] = {DFX_CHAIN_CHAINS * DFX_CHAIN_PAD};
-    dfx_chain_run_arg r = {c, ntasks};
     px_task_args args;
     px_tensor host;
-    px_run_stats rs;
     px_status st;
 
     memset(dfx_chain_t, 0, sizeof(dfx_chain_t));
     dfx_chain_bad = 0;
+    __atomic_store_n(&dfx_chain_open_gate, 0, __ATOMIC_RELAXED);
+    dfx_chain_last = r->serial ? r->ntasks - 1 : UINT64_MAX;
+    dfx_chain_last_ns = dfx_chain_gate_left_ns = 0;
     px_tensor_make(&host, dfx_chain_t, PX_I64, 1, shape);
     px_args_init(&args);
     px_args_inout(&args, &host);
-    st = px_run(c->w, dfx_chain_orch, &args, &r);
+    st = px_run(r->c->w, dfx_chain_orch, &args, r);
     if (st != PX_OK) {
         snprintf(why, n, "px_run of the chain failed: %s: %s", px_status_name(st),
                  px_last_error());
         return -1;
     }
-    if (dfx_chain_verify(c, ntasks, why, n) != 0 || px_run_stats_get(c->w, &rs) != PX_OK)
+    return dfx_chain_verify(r->c, r->ntasks, r->serial ? 1 : 0, why, n);
+}
+
+/* Returns us per task of the verified run (px_run_stats.wall_ns), or -1 with why. */
+double dfx_chain_run(dfx_chain *c, uint64_t ntasks, char *why, size_t n)
+{
+    dfx_chain_run_arg r = {c, ntasks, 0};
+    px_run_stats rs;
+
+    if (dfx_chain_go(&r, why, n) != 0 || px_run_stats_get(c->w, &rs) != PX_OK)
         return -1;
     return (double)rs.wall_ns / 1e3 / (double)ntasks; /* ends before DFX writes its files */
+}
+
+/* Returns 0 or -1 with why (see dfx_chain.h). */
+int dfx_chain_run_serial(dfx_chain *c, uint64_t ntasks, char *why, size_t n)
+{
+    dfx_chain_run_arg r = {c, ntasks, 1};
+
+    if (ntasks <= DFX_CHAIN_CHAINS || ntasks >= c->ring) {
+        snprintf(why, n, "serial chain of %llu tasks: needs more than %d and fewer than the "
+                 "task ring's %u slots (the gate holds one, and a full ring would wait for "
+                 "the held core)", (unsigned long long)ntasks, DFX_CHAIN_CHAINS, c->ring);
+        return -1;
+    }
+    if (dfx_chain_go(&r, why, n) != 0)
+        return -1;
+    if (dfx_chain_last_ns < dfx_chain_gate_left_ns || dfx_chain_gate_left_ns == 0) {
+        snprintf(why, n, "serial chain: the last task's end (%llu) is not after the gate's "
+                 "opening (%llu)", (unsigned long long)dfx_chain_last_ns,
+                 (unsigned long long)dfx_chain_gate_left_ns);
+        return -1;
+    }
+    c->exec_ns = dfx_chain_last_ns - dfx_chain_gate_left_ns;
+    return 0;
 }
 
 /* Destroys the chain's worker; returns nothing. */

@@ -26,7 +26,11 @@
 typedef struct dfx_chain {
     px_worker *w;
     px_kernel_id k;
+    px_kernel_id gate;    /* dfx_chain_run_serial's first task: holds the core */
+    uint32_t ring;        /* the worker's task ring slots */
     uint64_t orch_cpu_ns; /* the orchestration thread's CPU time over the last run's submits */
+    uint64_t submit_ns;   /* dfx_chain_run_serial: wall time of the submits, core held */
+    uint64_t exec_ns;     /* ... and of the tasks' execution, from the gate's opening */
 } dfx_chain;
 
 /* The calling thread's CPU time in ns (CLOCK_THREAD_CPUTIME_ID). */
@@ -42,6 +46,16 @@ int dfx_chain_open(dfx_chain *c, const px_config *cfg, char *why, size_t n);
  * the reason in why.
  */
 double dfx_chain_run(dfx_chain *c, uint64_t ntasks, char *why, size_t n);
+
+/*
+ * The chain of ntasks with its two sides apart, so that neither waits for the other: a gate
+ * task holds the one core (sleeping in 20 us steps) while the orchestration submits the whole
+ * chain, then the core runs it back to back. c->submit_ns gets the wall time of the submits,
+ * c->exec_ns the time from the core's leaving the gate to the end of the last task's kernel.
+ * ntasks must leave the gate room in the task ring (ntasks < ring). Verified as
+ * dfx_chain_run. Returns 0, or -1 with the reason in why.
+ */
+int dfx_chain_run_serial(dfx_chain *c, uint64_t ntasks, char *why, size_t n);
 
 /* Destroys the worker. */
 void dfx_chain_close(dfx_chain *c);

@@ -265,6 +265,7 @@ int px_core_help(px_worker *w)
      * must refuse them as they refuse kernels on core threads. */
     o = px_rt_orch_here;
     px_rt_orch_here = NULL;
+    ctx->dfx_t2 = 0; /* the last TASK entry of this ctx ended before the orchestration's work */
     for (; t != NULL; n++)
         t = px_task_execute(ctx, t);
     px_rt_orch_here = o;

@@ -102,7 +102,8 @@ struct px_core_ctx {
     _Atomic(px_dfx_producer *) dfx; /* DFX producer of the current run, or NULL (rt_dfx.c) */
     uint64_t dfx_t0;                /* DFX time stamp of the current task's begin (rt_dfx.c) */
     uint64_t dfx_t2;                /* the last TASK entry's release end, 0 once used: the
-                                     * start of the core's next wait (core.c) */
+                                     * start of the core's next wait (core.c), or the begin
+                                     * of the task it runs next without one (rt_dfx.c) */
     int dfx_handed_off;             /* an async kernel wrote its end records (or had none to
                                      * write): the core leaves the DFX state alone after it */
 } PX_ALIGNED_CL;
@@ -389,7 +390,7 @@ void px_rt_dfx_task_end(px_dfx_producer *p, px_core_ctx *ctx, const px_task *t, 
 /*
  * Core, the same split around the release (px_dfx_task_outputs / _record): outputs at the
  * kernel's end t1 before the consumers are released, the TASK entry after, its release end
- * kept in ctx->dfx_t2 as the start of the core's next wait.
+ * kept in ctx->dfx_t2 as the start of the core's next wait, or of its next task.
  */
 void px_rt_dfx_task_outputs(px_dfx_producer *p, px_core_ctx *ctx, const px_task *t,
                             uint64_t t1);
