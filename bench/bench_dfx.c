@@ -511,10 +511,29 @@ static int bd_check_args(uint64_t n, int rep)
  * drain runs on the core's CPU (bind=cores keeps it off the orchestration's): during the
  * submits it is free, during the execution it is counted.
  */
+/* dir/dfx.json's drain_cpu_ns, or -1 (with a failure recorded). */
+static double bd_drain_cpu_ns(const char *dir)
+{
+    char path[400];
+    dfxc_json *j = NULL;
+    double v;
+
+    snprintf(path, sizeof(path), "%s/dfx.json", dir);
+    if (dfxc_json_load(path, &j) != PX_OK) {
+        bench_fail(BD, "%s", px_last_error());
+        return -1;
+    }
+    v = dfxc_json_num(j, "drain_cpu_ns", -1);
+    dfxc_json_free(j);
+    if (v < 0)
+        bench_fail(BD, "%s has no drain_cpu_ns", path);
+    return v;
+}
+
 static void bd_serial(const bd_sizes *sz, dfx_chain *off, dfx_chain *on)
 {
     double so[BD_MAX_REPS], sn[BD_MAX_REPS], eo[BD_MAX_REPS], en[BD_MAX_REPS];
-    double pct[BD_MAX_REPS];
+    double pct[BD_MAX_REPS], dr[BD_MAX_REPS];
     uint64_t n = sz->serial;
     char why[1024];
 
@@ -526,8 +545,10 @@ static void bd_serial(const bd_sizes *sz, dfx_chain *off, dfx_chain *on)
                 bench_fail(BD, "timeline_serial: %s", why);
                 return;
             }
-        if (bd_check_json(bd_timeline_dir(), "swimlane", 0) != 0)
+        if (bd_check_json(bd_timeline_dir(), "swimlane", 0) != 0 ||
+            (dr[r] = bd_drain_cpu_ns(bd_timeline_dir())) < 0)
             return;
+        dr[r] /= (double)n;
         so[r] = (double)off->submit_ns / (double)n;
         sn[r] = (double)on->submit_ns / (double)n;
         eo[r] = (double)off->exec_ns / (double)n;
@@ -535,10 +556,10 @@ static void bd_serial(const bd_sizes *sz, dfx_chain *off, dfx_chain *on)
         pct[r] = (sn[r] + en[r] - so[r] - eo[r]) / (so[r] + eo[r]) * 100.0;
     }
     bench_line(BD, "case=timeline_serial tasks=%" PRIu64 " submit_off_ns=%.1f submit_on_ns=%.1f "
-               "exec_off_ns=%.1f exec_on_ns=%.1f added_pct=%.2f", n,
+               "exec_off_ns=%.1f exec_on_ns=%.1f added_pct=%.2f drain_cpu_ns=%.1f", n,
                bench_median(so, sz->chain_reps), bench_median(sn, sz->chain_reps),
                bench_median(eo, sz->chain_reps), bench_median(en, sz->chain_reps),
-               bench_median(pct, sz->chain_reps));
+               bench_median(pct, sz->chain_reps), bench_median(dr, sz->chain_reps));
 }
 
 /* The three in-process cases. */

@@ -138,6 +138,7 @@ struct px_dfx {
                                   * host-side writer that found no free buffer */
     int drain_lock_init;
     uint64_t finish_drained;     /* buffers the finishing thread drained (under drain_lock) */
+    uint64_t drain_cpu_ns;       /* the drain thread's CPU time, set as it exits (dfx.json) */
     _Atomic int drain_held;      /* tests (dfx_drain_hold): the drain thread leaves the ready
                                   * buffers alone, as when the scheduler keeps it off the CPUs */
     PX_ALIGNED_CL pthread_t drain;

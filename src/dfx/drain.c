@@ -18,6 +18,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "util/clock.h"
 #include "util/cpu.h"
@@ -231,6 +232,12 @@ static void *dfx_drain_main(void *arg)
         } else {
             px_cpu_relax(); /* an earlier push is still completing (mpmcq.h) */
         }
+    }
+    {
+        struct timespec ts;
+
+        if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) /* read after the join */
+            d->drain_cpu_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
     }
     return NULL;
 }
