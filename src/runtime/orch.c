@@ -219,7 +219,6 @@ static px_status px_orch_aborted(px_worker *w)
 
 /* ---- argument checks ---- */
 
-/* Returns 1 when an argument tagged `tag` may fill a parameter declared `want`. */
 /* Checks a submit; spans[i] receives tensor argument i's bytes (0, 0 when unplaced) and
  * *unplaced the number of OUT tensors to allocate. */
 static inline __attribute__((always_inline)) px_status
