@@ -918,6 +918,48 @@ static void test_buf_format(void **state)
     dfxc_buf_free(&b);
 }
 
+/*
+ * Appends that grow the buffer many times (the inline path, and the call that grows) keep
+ * every byte; dfxc_buf_u64 writes what "%llu" writes at every digit count and for 20000
+ * pseudo-random values.
+ */
+static void test_buf_appends(void **state)
+{
+    uint64_t x = 88172645463325252ull, v;
+    char ref[32];
+    dfxc_buf b;
+
+    dfxc_buf_init(&b);
+    for (int i = 0; i < 30000; i++) {
+        dfxc_buf_put(&b, "abc", (size_t)(i % 4));
+        dfxc_buf_put(&b, NULL, 0);
+    }
+    assert_false(b.oom);
+    assert_int_equal(b.len, 30000 / 4 * 6);
+    for (size_t i = 0, at = 0; i < 30000; i++)
+        for (size_t k = 0; k < i % 4; k++, at++)
+            assert_int_equal(b.p[at], "abc"[k]);
+    assert_int_equal(b.p[b.len], '\0');
+    for (int i = 0; i < 20040; i++) {
+        if (i < 40) { /* 10^k - 1 and 10^k, k = 0 .. 19 */
+            v = 1;
+            for (int k = 0; k < i / 2; k++)
+                v *= 10;
+            v -= (uint64_t)(i % 2 == 0);
+        } else {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            v = x >> (x % 64);
+        }
+        b.len = 0;
+        dfxc_buf_u64(&b, v);
+        snprintf(ref, sizeof(ref), "%llu", (unsigned long long)v);
+        assert_string_equal(b.p, ref);
+    }
+    dfxc_buf_free(&b);
+}
+
 /* Numbers read back equal strtod's value, on the fast path and off it (exponent, 16+ digits). */
 static void test_json_numbers(void **state)
 {
@@ -1004,7 +1046,7 @@ int main(void)
         cmocka_unit_test(test_json_reader),
         cmocka_unit_test(test_json_numbers),
         cmocka_unit_test(test_json_each),
-        cmocka_unit_test(test_buf_format),
+        cmocka_unit_test(test_buf_format), cmocka_unit_test(test_buf_appends),
         cmocka_unit_test(test_raw_store),
         cmocka_unit_test(test_trace_swimlane_hosttrace),
         cmocka_unit_test(test_trace_flows),

@@ -49,7 +49,7 @@ static int dfxc_buf_reserve(dfxc_buf *b, size_t more)
     return 0;
 }
 
-void dfxc_buf_put(dfxc_buf *b, const void *s, size_t n)
+void dfxc_buf_put_grow(dfxc_buf *b, const void *s, size_t n)
 {
     if (dfxc_buf_reserve(b, n) != 0)
         return;
@@ -66,11 +66,6 @@ void dfxc_buf_fill(dfxc_buf *b, int c, size_t n)
     memset(b->p + b->len, c, n);
     b->len += n;
     b->p[b->len] = '\0';
-}
-
-void dfxc_buf_puts(dfxc_buf *b, const char *s)
-{
-    dfxc_buf_put(b, s, strlen(s));
 }
 
 /* Formats into the free space first; only text longer than that is formatted twice. */
@@ -98,15 +93,30 @@ void dfxc_buf_printf(dfxc_buf *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
+/* "00" .. "99": two digits per division in dfxc_buf_u64 (time stamps have 10-13). */
+static const char dfxc_digits2[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
 void dfxc_buf_u64(dfxc_buf *b, uint64_t v)
 {
     char tmp[20];
     size_t n = 0;
 
-    do {
-        tmp[sizeof(tmp) - ++n] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
+    while (v >= 100) {
+        const char *d = &dfxc_digits2[(v % 100) * 2];
+
+        v /= 100;
+        tmp[sizeof(tmp) - ++n] = d[1];
+        tmp[sizeof(tmp) - ++n] = d[0];
+    }
+    if (v >= 10) {
+        tmp[sizeof(tmp) - ++n] = dfxc_digits2[v * 2 + 1];
+        tmp[sizeof(tmp) - ++n] = dfxc_digits2[v * 2];
+    } else {
+        tmp[sizeof(tmp) - ++n] = (char)('0' + v);
+    }
     dfxc_buf_put(b, tmp + sizeof(tmp) - n, n);
 }
 

@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <plexus/status.h>
 
 #include "dfx/collector.h"
@@ -27,10 +28,31 @@ typedef struct dfxc_buf {
 void dfxc_buf_init(dfxc_buf *b);
 /* Frees b's memory and makes it empty. */
 void dfxc_buf_free(dfxc_buf *b);
-/* Appends n bytes (n may be 0: the buffer is then allocated, p is never NULL after it). */
-void dfxc_buf_put(dfxc_buf *b, const void *s, size_t n);
+/* out.c: dfxc_buf_put when the buffer must grow first (or is in oom). */
+void dfxc_buf_put_grow(dfxc_buf *b, const void *s, size_t n);
+
+/*
+ * Appends n bytes (n may be 0: the buffer is then allocated, p is never NULL after it). Inline
+ * with the room check first: the files of a run are built from millions of appends of a few
+ * bytes, where a call to grow and a call to memcpy each cost more than the copy.
+ */
+static inline void dfxc_buf_put(dfxc_buf *b, const void *s, size_t n)
+{
+    if (__builtin_expect(b->len + n < b->cap, 1)) { /* room for n and the NUL; cap 0: none */
+        if (n > 0) /* s may be NULL with n 0 */
+            memcpy(b->p + b->len, s, n);
+        b->len += n;
+        b->p[b->len] = '\0';
+        return;
+    }
+    dfxc_buf_put_grow(b, s, n);
+}
+
 /* Appends the string s. */
-void dfxc_buf_puts(dfxc_buf *b, const char *s);
+static inline void dfxc_buf_puts(dfxc_buf *b, const char *s)
+{
+    dfxc_buf_put(b, s, strlen(s));
+}
 /* Appends n bytes of value c. */
 void dfxc_buf_fill(dfxc_buf *b, int c, size_t n);
 /* Appends printf-formatted text. */
