@@ -34,6 +34,16 @@ px_status args_count_error(const px_task_args *a, const args_rules *r)
                         args_prefix(r, p, sizeof(p)), a->n, a->overflow, PX_MAX_ARGS);
 }
 
+/* The refusal of argument i's tag, which no px_args_* builder writes. */
+__attribute__((noinline, cold)) static px_status args_tag_error(const px_arg *arg, int i,
+                                                                const args_rules *r)
+{
+    char p[96];
+
+    return px_set_error(PX_EINVAL, "%s argument %d: invalid tag %d; build args with px_args_*",
+                        args_prefix(r, p, sizeof(p)), i, arg->tag);
+}
+
 /* The message of a refusal by r->sig: the count (i < 0), or argument i's tag or dtype. */
 __attribute__((noinline, cold)) static px_status args_sig_error(const px_task_args *a, int i,
                                                                 const args_rules *r)
@@ -45,6 +55,8 @@ __attribute__((noinline, cold)) static px_status args_sig_error(const px_task_ar
     if (i < 0)
         return px_set_error(PX_EINVAL, "%s expects %d arguments, got %d",
                             args_prefix(r, p, sizeof(p)), r->sig->nargs, a->n);
+    if (arg->tag != PX_TAG_SCALAR && !args_tag_is_tensor(arg->tag))
+        return args_tag_error(arg, i, r);
     if (!args_tag_fits(want->tag, arg->tag))
         return px_set_error(PX_EINVAL, "%s argument %d: expected tag %s, got %s",
                             args_prefix(r, p, sizeof(p)), i, px_tag_name(want->tag),
@@ -140,7 +152,6 @@ px_status args_check(const px_task_args *a, const args_rules *r, args_span *span
     const px_signature *sig = r->sig;
     args_cache_slot *hit;
     int nun = 0;
-    char p[96];
 
     if (st != PX_OK)
         return st;
@@ -159,8 +170,7 @@ px_status args_check(const px_task_args *a, const args_rules *r, args_span *span
             PX_UNLIKELY(sig->params[i].dtype != arg->v.t.dtype))
             return args_sig_error(a, i, r);
         if (PX_UNLIKELY(!args_tag_is_tensor(arg->tag)))
-            return px_set_error(PX_EINVAL, "%s argument %d: invalid tag %d; build args with "
-                                "px_args_*", args_prefix(r, p, sizeof(p)), i, arg->tag);
+            return args_tag_error(arg, i, r);
         if (r->cache != NULL && (hit = args_cache_find(r->cache, arg)) != NULL) {
             s = hit->s; /* accepted before, unchanged: the same answer without the check */
             r->cache->hits++;

@@ -349,6 +349,15 @@ static px_status orch_signature(px_orch *o, const px_task_args *args, void *user
     check_typed(o, cc, PX_TAG_IN, f0, PX_TAG_OUTPUT_EXISTING, f1, NULL); /* 3: ok */
     check_typed(o, cc, PX_TAG_NO_DEP, f0, PX_TAG_OUT, f1, NULL);         /* 4: ok */
     check_typed(o, cc, PX_TAG_IN, f0, PX_TAG_OUT, f1, f1);               /* 5: count 3 */
+    {
+        px_task_args a; /* 6: a tag no builder writes, where the signature has IN */
+
+        px_args_init(&a);
+        px_args_in(&a, f0);
+        px_args_out(&a, f1);
+        a.a[0].tag = 200;
+        check_record(cc, px_submit(o, g_typed, &a, NULL));
+    }
     return PX_OK;
 }
 
@@ -356,8 +365,9 @@ static px_status orch_signature(px_orch *o, const px_task_args *args, void *user
  * Signature checks for typed(IN f32, OUT f32): one argument (count) -> PX_EINVAL; IN where
  * OUT is expected (tag, argument 1) -> PX_EINVAL naming argument 1; an i32 tensor as
  * argument 0 (dtype) -> PX_EINVAL naming argument 0; OUTPUT_EXISTING for OUT and NO_DEP for
- * IN are accepted; three arguments (count) -> PX_EINVAL. Rejected submits are user mistakes:
- * the run still succeeds, with the 2 accepted tasks.
+ * IN are accepted; three arguments (count) -> PX_EINVAL; a tag no builder writes (200) ->
+ * PX_EINVAL saying so, with the value. Rejected submits are user mistakes: the run still
+ * succeeds, with the 2 accepted tasks.
  */
 static void test_signature_mismatch(void **state)
 {
@@ -378,7 +388,7 @@ static void test_signature_mismatch(void **state)
     PX_ASSERT_OK(px_run(w, orch_signature, &a, &cc));
     for (int i = 0; i < cc.n; i++)
         print_message("case %d: %s: %s\n", i, px_status_name(cc.st[i]), cc.msg[i]);
-    assert_int_equal(cc.n, 6);
+    assert_int_equal(cc.n, 7);
     assert_int_equal(cc.st[0], PX_EINVAL);
     assert_true(cc.msg[0][0] != '\0');
     assert_int_equal(cc.st[1], PX_EINVAL);
@@ -389,6 +399,8 @@ static void test_signature_mismatch(void **state)
     assert_int_equal(cc.st[4], PX_OK);
     assert_int_equal(cc.st[5], PX_EINVAL);
     assert_true(cc.msg[5][0] != '\0');
+    assert_int_equal(cc.st[6], PX_EINVAL);
+    assert_non_null(strstr(cc.msg[6], "argument 0: invalid tag 200"));
     PX_ASSERT_OK(px_run_stats_get(w, &st));
     assert_int_equal(st.tasks, 2);
     PX_ASSERT_OK(px_worker_destroy(w));
