@@ -349,8 +349,10 @@ static void bd_disabled(const bd_sizes *sz)
 
 /* ---- timeline, pmu, argsdump: the chain in this process ---- */
 
-/* Checks dir/dfx.json: collector name reconciled, nothing dropped, `want` entries if > 0. */
-static int bd_check_json(const char *dir, const char *name, double want)
+/* Checks dir/dfx.json: collector name reconciled, nothing dropped, `want` entries if > 0;
+ * *drain_ns (when not NULL) receives its drain_cpu_ns, which must be there. */
+static int bd_check_json_drain(const char *dir, const char *name, double want,
+                               double *drain_ns)
 {
     char path[400];
     dfxc_json *j = NULL;
@@ -369,8 +371,17 @@ static int bd_check_json(const char *dir, const char *name, double want)
     if (!ok)
         bench_fail(BD, "%s: collector %s does not reconcile or has %.0f entries, expected %.0f",
                    path, name, c ? dfxc_json_num(c, "produced", -1) : -1, want);
+    if (ok && drain_ns != NULL && (*drain_ns = dfxc_json_num(j, "drain_cpu_ns", -1)) < 0) {
+        bench_fail(BD, "%s has no drain_cpu_ns", path);
+        ok = 0;
+    }
     dfxc_json_free(j);
     return ok ? 0 : -1;
+}
+
+static int bd_check_json(const char *dir, const char *name, double want)
+{
+    return bd_check_json_drain(dir, name, want, NULL);
 }
 
 /* Checks trace.json (n task slices, n - 8 flows) and deps.json (n tasks, n - 8 edges). */
@@ -511,25 +522,6 @@ static int bd_check_args(uint64_t n, int rep)
  * drain runs on the core's CPU (bind=cores keeps it off the orchestration's): during the
  * submits it is free, during the execution it is counted.
  */
-/* dir/dfx.json's drain_cpu_ns, or -1 (with a failure recorded). */
-static double bd_drain_cpu_ns(const char *dir)
-{
-    char path[400];
-    dfxc_json *j = NULL;
-    double v;
-
-    snprintf(path, sizeof(path), "%s/dfx.json", dir);
-    if (dfxc_json_load(path, &j) != PX_OK) {
-        bench_fail(BD, "%s", px_last_error());
-        return -1;
-    }
-    v = dfxc_json_num(j, "drain_cpu_ns", -1);
-    dfxc_json_free(j);
-    if (v < 0)
-        bench_fail(BD, "%s has no drain_cpu_ns", path);
-    return v;
-}
-
 static void bd_serial(const bd_sizes *sz, dfx_chain *off, dfx_chain *on)
 {
     double so[BD_MAX_REPS], sn[BD_MAX_REPS], eo[BD_MAX_REPS], en[BD_MAX_REPS];
@@ -545,8 +537,7 @@ static void bd_serial(const bd_sizes *sz, dfx_chain *off, dfx_chain *on)
                 bench_fail(BD, "timeline_serial: %s", why);
                 return;
             }
-        if (bd_check_json(bd_timeline_dir(), "swimlane", 0) != 0 ||
-            (dr[r] = bd_drain_cpu_ns(bd_timeline_dir())) < 0)
+        if (bd_check_json_drain(bd_timeline_dir(), "swimlane", 0, &dr[r]) != 0)
             return;
         dr[r] /= (double)n;
         so[r] = (double)off->submit_ns / (double)n;

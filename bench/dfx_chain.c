@@ -28,12 +28,17 @@ static uint64_t dfx_chain_gate_left_ns, dfx_chain_last, dfx_chain_last_ns;
 
 #define DFX_CHAIN_GATE_S 30 /* the gate's deadline */
 
-static uint64_t dfx_chain_now_ns(void)
+static uint64_t dfx_chain_clock_ns(clockid_t id)
 {
     struct timespec ts;
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t dfx_chain_now_ns(void)
+{
+    return dfx_chain_clock_ns(CLOCK_MONOTONIC);
 }
 
 /* Task t is the (t / 8)-th writer of its tensor: checks and bumps the sequence number. */
@@ -104,10 +109,7 @@ typedef struct dfx_chain_run_arg {
 
 uint64_t dfx_chain_thread_ns(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return dfx_chain_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 }
 
 static px_status dfx_chain_orch(px_orch *o, const px_task_args *args, void *user)

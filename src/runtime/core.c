@@ -343,7 +343,7 @@ void px_bind_restore(const cpu_set_t *old)
 
 px_status px_cores_start(px_worker *w)
 {
-    int first = w->ext.caller_core ? 1 : 0;
+    int first = w->ext.caller_core ? 1 : 0, cpu;
 
     if (w->cores_started)
         return PX_OK;
@@ -354,8 +354,8 @@ px_status px_cores_start(px_worker *w)
     }
     atomic_store_explicit(&w->shutdown, 0, memory_order_relaxed);
     w->cores_started = 1;
-    if (first && px_bind_cpu(w, 0) >= 0) /* core 0 is the calling thread (a chip's main) */
-        px_bind_thread(pthread_self(), px_bind_cpu(w, 0), 0);
+    if (first && (cpu = px_bind_cpu(w, 0)) >= 0) /* core 0 is the calling thread (a chip's) */
+        px_bind_thread(pthread_self(), cpu, 0);
     if (w->bind_ncpu > 0)
         PX_LOG_INFO("PLEXUS_BIND=cores: %d core%s bound from CPU %d on (%d CPUs allowed), "
                     "the orchestration on CPU %d", w->ncores, w->ncores > 1 ? "s" : "",
@@ -363,8 +363,8 @@ px_status px_cores_start(px_worker *w)
     for (int i = first; i < w->ncores; i++) {
         int rc = pthread_create(&w->cores[i].thread, NULL, px_core_main, &w->cores[i]);
 
-        if (rc == 0 && px_bind_cpu(w, i) >= 0)
-            px_bind_thread(w->cores[i].thread, px_bind_cpu(w, i), i);
+        if (rc == 0 && (cpu = px_bind_cpu(w, i)) >= 0)
+            px_bind_thread(w->cores[i].thread, cpu, i);
         if (rc != 0) {
             for (int j = i; j < w->ncores; j++)
                 w->cores[j].joined = 1; /* never started */

@@ -509,8 +509,9 @@ static px_status px_run_here(px_worker *w, px_orch_fn fn, const px_task_args *ar
     return px_run_ended(w, dst);
 }
 
-/* PLEXUS_BIND=cores: the orchestration runs on core 0's CPU for the run, its thread's own
- * mask back afterwards (a chip's main thread is core 0, bound once when its cores start). */
+/* PLEXUS_BIND=cores: the orchestration runs on its bind slot's CPU for the run (its own CPU
+ * when there are more CPUs than cores, else core 0's; px_bind_self), its thread's own mask
+ * back afterwards (a chip's main thread is core 0, bound once when its cores start). */
 px_status px_run(px_worker *w, px_orch_fn fn, const px_task_args *args, void *user)
 {
     cpu_set_t old;
