@@ -82,7 +82,7 @@ static double bc_slowest(px_comm *c, double v, px_status *st)
     double *t = px_comm_buffer(c, "t", NULL);
 
     t[0] = v;
-    *st = px_allreduce(c, t, 1, PX_F64, PX_OP_MAX);
+    *st = px_comm_allreduce(c, t, 1, PX_F64, PX_OP_MAX);
     return t[0];
 }
 
@@ -94,7 +94,7 @@ static uint64_t bc_check_one(px_comm *c, float *x, size_t count, px_status *st)
 
     for (size_t i = 0; i < count; i++)
         x[i] = (float)(i % 97 + 100 * (size_t)r);
-    if ((*st = px_allreduce(c, x, count, PX_F32, PX_OP_SUM)) != PX_OK)
+    if ((*st = px_comm_allreduce(c, x, count, PX_F32, PX_OP_SUM)) != PX_OK)
         return 1;
     for (size_t i = 0; i < count; i++)
         bad += x[i] != (float)((size_t)n * (i % 97) + 100 * (size_t)(n * (n - 1) / 2));
@@ -110,7 +110,7 @@ static double bc_time_size(px_comm *c, float *x, size_t count, int reps, px_stat
     if ((*st = px_comm_barrier(c)) != PX_OK)
         return -1;
     t0 = bench_now_ns();
-    *st = px_allreduce(c, x, count, PX_F32, PX_OP_SUM);
+    *st = px_comm_allreduce(c, x, count, PX_F32, PX_OP_SUM);
     one = bc_slowest(c, (double)(bench_now_ns() - t0), st);
     if (*st != PX_OK)
         return -1;
@@ -121,7 +121,7 @@ static double bc_time_size(px_comm *c, float *x, size_t count, int reps, px_stat
             return -1;
         t0 = bench_now_ns();
         for (uint64_t k = 0; k < iters && *st == PX_OK; k++)
-            *st = px_allreduce(c, x, count, PX_F32, PX_OP_SUM);
+            *st = px_comm_allreduce(c, x, count, PX_F32, PX_OP_SUM);
         us[rep] = bc_slowest(c, (double)(bench_now_ns() - t0), st) / 1e3 / (double)iters;
         if (*st != PX_OK)
             return -1;
@@ -181,7 +181,7 @@ static px_status bc_sweep_kernel(px_core_ctx *ctx, const px_task_args *a)
     /* warm-up, untimed: the first allreduces of a fresh process pay for page faults and
      * wake-ups that no later one does (the anchor warms up the same way) */
     for (int k = 0; k < BC_WARMUP && st == PX_OK; k++)
-        st = px_allreduce(c, x, 2, PX_F32, PX_OP_SUM);
+        st = px_comm_allreduce(c, x, 2, PX_F32, PX_OP_SUM);
     for (int s = 0; s < g_plan.nsizes && st == PX_OK; s++) {
         size_t count = g_plan.bytes[s] / sizeof(float);
 

@@ -17,9 +17,9 @@
  *   1. n copy tasks write each rank's tokens into tok;
  *   2. group task moe.route: counts per expert into scnt and cnt, tokens sorted into send;
  *   3. px_submit_alltoall on cnt (one i64 per peer): afterwards cnt[j] is what rank j sends;
- *   4. group task moe.dispatch: px_alltoallv send -> recv with per-peer counts scnt / cnt,
+ *   4. group task moe.dispatch: px_comm_alltoallv send -> recv with per-peer counts scnt / cnt,
  *      then the rank's expert turns recv into eout;
- *   5. group task moe.combine: px_alltoallv eout -> back (the counts reversed), then every
+ *   5. group task moe.combine: px_comm_alltoallv eout -> back (the counts reversed), then every
  *      token's result is put back at its original place in res;
  *   6. n copy tasks read res of each rank into the iteration's row of the output.
  * The check compares every result with the same routing and experts computed in this one
@@ -173,7 +173,7 @@ static px_status moe_dispatch_kernel(px_core_ctx *ctx, const px_task_args *a)
         return px_set_error(PX_EKERNEL, "moe.dispatch: rank %d would receive %zu elements, room "
                             "for %zu: the exchanged counts are wrong", b.r, got,
                             b.t * MOE_H * (size_t)b.n);
-    if ((st = px_alltoallv(b.c, b.send, sc, so, b.recv, rc, ro, PX_F32)) != PX_OK)
+    if ((st = px_comm_alltoallv(b.c, b.send, sc, so, b.recv, rc, ro, PX_F32)) != PX_OK)
         return st;
     e = (float)b.r;
     for (size_t i = 0; i < got; i++)
@@ -193,7 +193,7 @@ static px_status moe_combine_kernel(px_core_ctx *ctx, const px_task_args *a)
         return st;
     moe_counts(b.scnt, b.n, sc, so);
     moe_counts(b.cnt, b.n, rc, ro);
-    if ((st = px_alltoallv(b.c, b.eout, rc, ro, b.back, sc, so, PX_F32)) != PX_OK)
+    if ((st = px_comm_alltoallv(b.c, b.eout, rc, ro, b.back, sc, so, PX_F32)) != PX_OK)
         return st;
     for (size_t t = 0; t < b.t; t++) {
         int e = moe_expert(b.r, (int64_t)t, b.n);

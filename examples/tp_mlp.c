@@ -8,7 +8,7 @@
  * holds columns [r TP_F, (r + 1) TP_F) of W1 and the same rows of W2. One domain "tp" has
  * the buffers x, w1, w2, h, y on every rank. Per iteration the host writes X, the rank's W1
  * slice and its W2 slice into each rank's window, one group task on the domain runs
- * "tp_mlp.rank" on every rank (h = relu(x w1), y = h w2, then px_allreduce of y inside the
+ * "tp_mlp.rank" on every rank (h = relu(x w1), y = h w2, then px_comm_allreduce of y inside the
  * kernel, as a real tensor-parallel layer fuses it), and the host reads y back from every
  * rank into its own row of the output.
  *
@@ -119,7 +119,7 @@ static px_status tp_rank_kernel(px_core_ctx *ctx, const px_task_args *a)
             y[i * TP_N + col] = acc;
         }
     }
-    return px_allreduce(c, y, m * TP_N, PX_F32, PX_OP_SUM);
+    return px_comm_allreduce(c, y, m * TP_N, PX_F32, PX_OP_SUM);
 }
 
 static px_status tp_rank_callable(px_orch *o, const px_task_args *args, void *user)

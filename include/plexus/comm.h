@@ -121,31 +121,32 @@ PX_API px_status px_comm_barrier(px_comm *c);
 PX_API void *px_comm_peer_ptr(px_comm *c, int peer, const void *local);
 
 /* Every rank's buf[0 .. count) becomes the reduction (op) of all ranks' buf. */
-PX_API px_status px_allreduce(px_comm *c, void *buf, size_t count, px_dtype dt, px_redop op);
+PX_API px_status px_comm_allreduce(px_comm *c, void *buf, size_t count, px_dtype dt, px_redop op);
 
 /* buf holds size * count elements; rank r's contribution is block r; afterwards every rank
  * holds every block. */
-PX_API px_status px_allgather(px_comm *c, void *buf, size_t count, px_dtype dt);
+PX_API px_status px_comm_allgather(px_comm *c, void *buf, size_t count, px_dtype dt);
 
 /* buf holds size * count elements on every rank; afterwards block r of rank r holds the
  * reduction of every rank's block r (the other blocks are left as they were). */
-PX_API px_status px_reduce_scatter(px_comm *c, void *buf, size_t count, px_dtype dt,
-                                   px_redop op);
+PX_API px_status px_comm_reduce_scatter(px_comm *c, void *buf, size_t count, px_dtype dt,
+                                        px_redop op);
 
 /* Every rank's buf[0 .. count) becomes root's. */
-PX_API px_status px_broadcast(px_comm *c, void *buf, size_t count, px_dtype dt, int root);
+PX_API px_status px_comm_broadcast(px_comm *c, void *buf, size_t count, px_dtype dt, int root);
 
 /* buf holds size blocks of count elements; block j of rank r goes to block r of rank j. */
-PX_API px_status px_alltoall(px_comm *c, void *buf, size_t count, px_dtype dt);
+PX_API px_status px_comm_alltoall(px_comm *c, void *buf, size_t count, px_dtype dt);
 
 /*
  * Per-peer counts: rank r sends send_counts[j] elements from send + send_offs[j] to rank j,
  * where they land at recv + recv_offs[r] of rank j (whose recv_counts[r] must equal it).
  * send and recv are inside the window and must not overlap; offsets are in elements.
  */
-PX_API px_status px_alltoallv(px_comm *c, const void *send, const size_t *send_counts,
-                              const size_t *send_offs, void *recv, const size_t *recv_counts,
-                              const size_t *recv_offs, px_dtype dt);
+PX_API px_status px_comm_alltoallv(px_comm *c, const void *send, const size_t *send_counts,
+                                   const size_t *send_offs, void *recv,
+                                   const size_t *recv_counts, const size_t *recv_offs,
+                                   px_dtype dt);
 
 /* The algorithm the last collective on c used ("oneshot", "rs_ag", ...); "" before any. */
 PX_API const char *px_comm_last_algorithm(const px_comm *c);

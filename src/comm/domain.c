@@ -127,15 +127,15 @@ static px_status comm_coll_kernel(px_core_ctx *ctx, const px_task_args *a)
     buf = c->data[c->rank] + c->buffers[b].off;
     switch (op) {
     case COMM_OP_ALLREDUCE:
-        return px_allreduce(c, buf, count, dt, (px_redop)x);
+        return px_comm_allreduce(c, buf, count, dt, (px_redop)x);
     case COMM_OP_ALLGATHER:
-        return px_allgather(c, buf, count, dt);
+        return px_comm_allgather(c, buf, count, dt);
     case COMM_OP_REDUCE_SCATTER:
-        return px_reduce_scatter(c, buf, count, dt, (px_redop)x);
+        return px_comm_reduce_scatter(c, buf, count, dt, (px_redop)x);
     case COMM_OP_BROADCAST:
-        return px_broadcast(c, buf, count, dt, (int)x);
+        return px_comm_broadcast(c, buf, count, dt, (int)x);
     case COMM_OP_ALLTOALL:
-        return px_alltoall(c, buf, count, dt);
+        return px_comm_alltoall(c, buf, count, dt);
     }
     return px_set_error(PX_EINVAL, "comm.coll: unknown collective %llu", (unsigned long long)op);
 }

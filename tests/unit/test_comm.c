@@ -232,7 +232,7 @@ static int tc_body_allreduce(px_comm *c, void *arg)
 
         for (size_t i = 0; i < count; i++)
             tc_store(buf, i, dt, tc_input(r, i, op));
-        st = px_allreduce(c, buf, count, dt, op);
+        st = px_comm_allreduce(c, buf, count, dt, op);
         if (st != PX_OK) {
             print_error("rank %d allreduce count %zu %s op %d: %s: %s\n", r, count,
                         px_dtype_name(dt), op, px_status_name(st), px_last_error());
@@ -298,7 +298,7 @@ static int tc_body_64(px_comm *c, void *arg)
 
         for (size_t i = 0; i < cnt; i++)
             tc_store(buf, i, dt, tc_input(r, i, PX_OP_SUM));
-        if (px_allreduce(c, buf, cnt, dt, PX_OP_SUM) != PX_OK)
+        if (px_comm_allreduce(c, buf, cnt, dt, PX_OP_SUM) != PX_OK)
             return print_error("rank %d: %s\n", r, px_last_error()), 1;
         for (size_t i = 0; i < cnt && !f; i++)
             f += tc_load(buf, i, dt) != tc_expected(n, i, PX_OP_SUM);
@@ -353,7 +353,7 @@ static int tc_body_moves(px_comm *c, void *arg)
     for (int b = 0; b < n; b++)
         for (size_t i = 0; i < cnt; i++)
             buf[(size_t)b * cnt + i] = b == r ? tc_mv(r, b, i) : -1;
-    if ((st = px_allgather(c, buf, cnt, PX_I64)) != PX_OK)
+    if ((st = px_comm_allgather(c, buf, cnt, PX_I64)) != PX_OK)
         return print_error("allgather: %s\n", px_last_error()), 1;
     for (int b = 0; b < n && !f; b++)
         for (size_t i = 0; i < cnt && !f; i++)
@@ -363,7 +363,7 @@ static int tc_body_moves(px_comm *c, void *arg)
     for (int root = n - 1; root >= 0 && !f; root = root == 0 ? -1 : 0) {
         for (size_t i = 0; i < cnt; i++)
             buf[i] = tc_mv(r, 7, i);
-        if ((st = px_broadcast(c, buf, cnt, PX_I64, root)) != PX_OK)
+        if ((st = px_comm_broadcast(c, buf, cnt, PX_I64, root)) != PX_OK)
             return print_error("broadcast: %s\n", px_last_error()), f + 1;
         for (size_t i = 0; i < cnt && !f; i++)
             f += tc_check_i64(buf, i, tc_mv(root, 7, i), "broadcast", r);
@@ -373,7 +373,7 @@ static int tc_body_moves(px_comm *c, void *arg)
     for (int b = 0; b < n; b++)
         for (size_t i = 0; i < cnt; i++)
             buf[(size_t)b * cnt + i] = tc_mv(r, b, i);
-    if ((st = px_alltoall(c, buf, cnt, PX_I64)) != PX_OK)
+    if ((st = px_comm_alltoall(c, buf, cnt, PX_I64)) != PX_OK)
         return print_error("alltoall: %s\n", px_last_error()), f + 1;
     for (int b = 0; b < n && !f; b++)
         for (size_t i = 0; i < cnt && !f; i++)
@@ -389,7 +389,7 @@ static int tc_body_moves(px_comm *c, void *arg)
         for (int b = 0; b < n; b++)
             for (size_t i = 0; i < cnt; i++)
                 tc_store(vb, (size_t)b * cnt + i, dt, tc_input(r, i + (size_t)b, op));
-        if ((st = px_reduce_scatter(c, vb, cnt, dt, op)) != PX_OK)
+        if ((st = px_comm_reduce_scatter(c, vb, cnt, dt, op)) != PX_OK)
             return print_error("reduce_scatter %s op %d: %s\n", px_dtype_name(dt), op,
                                px_last_error()), f + 1;
         for (size_t i = 0; i < cnt && !f; i++) {
@@ -411,7 +411,7 @@ static int tc_body_moves(px_comm *c, void *arg)
     for (int b = 0; b < n; b++)
         for (size_t i = 0; i < cnt; i++)
             buf[(size_t)b * cnt + i] = tc_mv(r, b, i);
-    if ((st = px_reduce_scatter(c, buf, cnt, PX_I64, PX_OP_SUM)) != PX_OK)
+    if ((st = px_comm_reduce_scatter(c, buf, cnt, PX_I64, PX_OP_SUM)) != PX_OK)
         return print_error("reduce_scatter: %s\n", px_last_error()), f + 1;
     for (size_t i = 0; i < cnt && !f; i++) {
         int64_t want = 0;
@@ -470,7 +470,7 @@ static int tc_body_a2av(px_comm *c, void *arg)
         o += rc[j] + 1; /* a gap that must stay untouched */
         recv[o - 1] = -7;
     }
-    if (px_alltoallv(c, send, sc, so, recv, rc, ro, PX_I64) != PX_OK)
+    if (px_comm_alltoallv(c, send, sc, so, recv, rc, ro, PX_I64) != PX_OK)
         return print_error("alltoallv: %s\n", px_last_error()), 1;
     for (int j = 0; j < n && !f; j++) {
         for (size_t i = 0; i < rc[j] && !f; i++)
@@ -483,7 +483,7 @@ static int tc_body_a2av(px_comm *c, void *arg)
 
         if (r == 0)
             rc[n - 1]++;
-        st = px_alltoallv(c, send, sc, so, recv, rc, ro, PX_I64);
+        st = px_comm_alltoallv(c, send, sc, so, recv, rc, ro, PX_I64);
         if (r == 0 && (st != PX_EINVAL || strstr(px_last_error(), "which expects") == NULL)) {
             print_error("mismatch: %s: %s\n", px_status_name(st), px_last_error());
             f++;
@@ -514,11 +514,11 @@ static int tc_body_algo(px_comm *c, void *arg)
     int f = 0;
 
     memset(buf, 0, 4096 * sizeof(float));
-    f += px_allreduce(c, buf, 4096, PX_F32, PX_OP_SUM) != PX_OK;
+    f += px_comm_allreduce(c, buf, 4096, PX_F32, PX_OP_SUM) != PX_OK;
     f += strcmp(px_comm_last_algorithm(c), "oneshot") != 0;
-    f += px_allreduce(c, buf, TC_BIG, PX_F32, PX_OP_SUM) != PX_OK;
+    f += px_comm_allreduce(c, buf, TC_BIG, PX_F32, PX_OP_SUM) != PX_OK;
     f += strcmp(px_comm_last_algorithm(c), "rs_ag") != 0;
-    f += px_allreduce(c, buf, 3, PX_F32, PX_OP_SUM) != PX_OK; /* fewer elements than ranks */
+    f += px_comm_allreduce(c, buf, 3, PX_F32, PX_OP_SUM) != PX_OK; /* fewer elements than ranks */
     f += strcmp(px_comm_last_algorithm(c), "oneshot") != 0;
     return f;
 }
@@ -530,7 +530,7 @@ static int tc_body_algo_large(px_comm *c, void *arg)
 
     for (size_t i = 0; i < TC_BIG; i++)
         buf[i] = (float)(i % 101 + (size_t)r);
-    f += px_allreduce(c, buf, TC_BIG, PX_F32, PX_OP_SUM) != PX_OK;
+    f += px_comm_allreduce(c, buf, TC_BIG, PX_F32, PX_OP_SUM) != PX_OK;
     f += strcmp(px_comm_last_algorithm(c), "oneshot_large") != 0;
     for (size_t i = 0; i < TC_BIG && !f; i++)
         f += buf[i] != (float)(4 * (i % 101) + 6); /* ranks 0..3 add 0 + 1 + 2 + 3 */
@@ -760,14 +760,14 @@ static void test_bad_input(void **state)
     assert_int_equal(px_comm_signal(c, 1, TC_NSIG, PX_SIG_SET, 1), PX_EINVAL);
     assert_int_equal(px_comm_signal(c, 1, 0, (px_sig_op)7, 1), PX_EINVAL);
     assert_int_equal(px_comm_wait_until(c, 0, (px_cmp)9, 1, 1), PX_EINVAL);
-    assert_int_equal(px_allreduce(c, outside, 4, PX_F32, PX_OP_SUM), PX_EINVAL);
+    assert_int_equal(px_comm_allreduce(c, outside, 4, PX_F32, PX_OP_SUM), PX_EINVAL);
     assert_non_null(strstr(px_last_error(), "not inside this rank's window"));
-    assert_int_equal(px_allreduce(c, buf, 4096, PX_F32, PX_OP_SUM), PX_EINVAL);
-    assert_int_equal(px_allreduce(c, buf, 4, PX_U8, PX_OP_SUM), PX_EINVAL);
-    assert_int_equal(px_allreduce(c, buf, 4, PX_F32, (px_redop)9), PX_EINVAL);
-    assert_int_equal(px_allgather(c, buf, SIZE_MAX / 2, PX_F64), PX_EINVAL);
-    assert_int_equal(px_broadcast(c, buf, 4, PX_F32, 2), PX_EINVAL);
-    assert_int_equal(px_allreduce(NULL, buf, 4, PX_F32, PX_OP_SUM), PX_EINVAL);
+    assert_int_equal(px_comm_allreduce(c, buf, 4096, PX_F32, PX_OP_SUM), PX_EINVAL);
+    assert_int_equal(px_comm_allreduce(c, buf, 4, PX_U8, PX_OP_SUM), PX_EINVAL);
+    assert_int_equal(px_comm_allreduce(c, buf, 4, PX_F32, (px_redop)9), PX_EINVAL);
+    assert_int_equal(px_comm_allgather(c, buf, SIZE_MAX / 2, PX_F64), PX_EINVAL);
+    assert_int_equal(px_comm_broadcast(c, buf, 4, PX_F32, 2), PX_EINVAL);
+    assert_int_equal(px_comm_allreduce(NULL, buf, 4, PX_F32, PX_OP_SUM), PX_EINVAL);
     assert_int_equal(px_comm_barrier(NULL), PX_EINVAL);
     assert_int_equal(px_comm_rank(NULL), -1);
     tc_group_fini(&g);

@@ -97,7 +97,7 @@ static px_status die_kernel(px_core_ctx *ctx, const px_task_args *a)
     if (px_comm_rank(c) == 1)
         _exit(9);
     x = px_comm_buffer(c, "x", NULL);
-    return px_allreduce(c, x, 16, PX_F32, PX_OP_SUM);
+    return px_comm_allreduce(c, x, 16, PX_F32, PX_OP_SUM);
 }
 
 static px_status die_callable(px_orch *o, const px_task_args *args, void *user)
@@ -343,7 +343,7 @@ static px_status td_bits_and_moves(px_comm *c, void *buf)
             else
                 ((float *)buf)[i] = (float)td_noise(r, i);
         }
-        if ((st = px_allreduce(c, buf, cnt, f64 ? PX_F64 : PX_F32, PX_OP_SUM)) != PX_OK)
+        if ((st = px_comm_allreduce(c, buf, cnt, f64 ? PX_F64 : PX_F32, PX_OP_SUM)) != PX_OK)
             return st;
         for (size_t i = 0; i < cnt; i++) {
             double wd = td_noise(0, i);
@@ -362,7 +362,7 @@ static px_status td_bits_and_moves(px_comm *c, void *buf)
     }
     for (size_t i = 0; i < blk * (size_t)n; i++)
         ((double *)buf)[i] = td_noise(r, i);
-    if ((st = px_reduce_scatter(c, buf, blk, PX_F64, PX_OP_SUM)) != PX_OK)
+    if ((st = px_comm_reduce_scatter(c, buf, blk, PX_F64, PX_OP_SUM)) != PX_OK)
         return st;
     for (size_t i = (size_t)r * blk; i < (size_t)(r + 1) * blk; i++) {
         double w = td_noise(0, i);
@@ -375,7 +375,7 @@ static px_status td_bits_and_moves(px_comm *c, void *buf)
     }
     for (size_t i = 0; i < blk; i++)
         ((int64_t *)buf)[(size_t)r * blk + i] = r * 7919 + (int64_t)i;
-    if ((st = px_allgather(c, buf, blk, PX_I64)) != PX_OK)
+    if ((st = px_comm_allgather(c, buf, blk, PX_I64)) != PX_OK)
         return st;
     for (int q = 0; q < n; q++)
         for (size_t i = 0; i < blk; i++)
@@ -384,7 +384,7 @@ static px_status td_bits_and_moves(px_comm *c, void *buf)
                                     q, i);
     for (size_t i = 0; i < blk; i++)
         ((int64_t *)buf)[i] = r == n - 1 ? 5 * (int64_t)i + 3 : -1;
-    if ((st = px_broadcast(c, buf, blk, PX_I64, n - 1)) != PX_OK)
+    if ((st = px_comm_broadcast(c, buf, blk, PX_I64, n - 1)) != PX_OK)
         return st;
     for (size_t i = 0; i < blk; i++)
         if (((int64_t *)buf)[i] != 5 * (int64_t)i + 3)
@@ -404,7 +404,7 @@ static px_status td_bits_and_moves(px_comm *c, void *buf)
             ro[j] = p;
             p += rc[j];
         }
-        if ((st = px_alltoallv(c, send, sc, so, recv, rc, ro, PX_I64)) != PX_OK)
+        if ((st = px_comm_alltoallv(c, send, sc, so, recv, rc, ro, PX_I64)) != PX_OK)
             return st;
         for (int j = 0; j < n; j++)
             for (size_t i = 0; i < rc[j]; i++)
@@ -438,7 +438,7 @@ static px_status matrix_kernel(px_core_ctx *ctx, const px_task_args *a)
 
         for (size_t i = 0; i < cnt; i++)
             td_put(buf, i, dt, td_in(r, i, op));
-        if ((st = px_allreduce(c, buf, cnt, dt, op)) != PX_OK)
+        if ((st = px_comm_allreduce(c, buf, cnt, dt, op)) != PX_OK)
             return st;
         for (size_t i = 0; i < cnt; i++) {
             int64_t want = td_in(0, i, op), have = td_get(buf, i, dt);
@@ -460,7 +460,7 @@ static px_status matrix_kernel(px_core_ctx *ctx, const px_task_args *a)
     for (int b = 0; b < n; b++)
         for (size_t i = 0; i < 1000; i++)
             ((int64_t *)buf)[(size_t)b * 1000 + i] = r * 100000 + b * 1000 + (int64_t)i;
-    if ((st = px_alltoall(c, buf, 1000, PX_I64)) != PX_OK)
+    if ((st = px_comm_alltoall(c, buf, 1000, PX_I64)) != PX_OK)
         return st;
     for (int b = 0; b < n; b++)
         for (size_t i = 0; i < 1000; i++)
@@ -739,7 +739,7 @@ static px_status sum_kernel(px_core_ctx *ctx, const px_task_args *a)
 {
     px_comm *c = px_arg_comm(a, 1);
 
-    return c != NULL ? px_allreduce(c, px_arg_data(a, 0), TD_CHAIN_N, PX_F32, PX_OP_SUM)
+    return c != NULL ? px_comm_allreduce(c, px_arg_data(a, 0), TD_CHAIN_N, PX_F32, PX_OP_SUM)
                      : PX_EINVAL;
 }
 

@@ -299,13 +299,13 @@ static px_status coll_allreduce_rs_ag(px_comm *c, char *buf, size_t off, size_t 
 
 static px_status allreduce_impl(px_comm *c, void *buf, size_t count, px_dtype dt, px_redop op)
 {
-    size_t es = coll_esize(c, dt, 1, "px_allreduce"), bytes, off;
+    size_t es = coll_esize(c, dt, 1, "px_comm_allreduce"), bytes, off;
     px_status st;
 
     if (es == 0)
         return PX_EINVAL;
-    if ((st = coll_check_op(c, op, "px_allreduce")) != PX_OK ||
-        (st = coll_span(c, buf, count, 1, es, "px_allreduce", &bytes, &off)) != PX_OK)
+    if ((st = coll_check_op(c, op, "px_comm_allreduce")) != PX_OK ||
+        (st = coll_span(c, buf, count, 1, es, "px_comm_allreduce", &bytes, &off)) != PX_OK)
         return st;
     if (c->n == 1 || count == 0) {
         c->last_algo = "local";
@@ -325,14 +325,14 @@ static px_status allreduce_impl(px_comm *c, void *buf, size_t count, px_dtype dt
 
 static px_status reduce_scatter_impl(px_comm *c, void *buf, size_t count, px_dtype dt, px_redop op)
 {
-    size_t es = coll_esize(c, dt, 1, "px_reduce_scatter"), bytes, off, blk;
+    size_t es = coll_esize(c, dt, 1, "px_comm_reduce_scatter"), bytes, off, blk;
     char *tmp, *res;
     px_status st;
 
     if (es == 0)
         return PX_EINVAL;
-    if ((st = coll_check_op(c, op, "px_reduce_scatter")) != PX_OK ||
-        (st = coll_span(c, buf, count, (size_t)c->n, es, "px_reduce_scatter", &bytes, &off)) !=
+    if ((st = coll_check_op(c, op, "px_comm_reduce_scatter")) != PX_OK ||
+        (st = coll_span(c, buf, count, (size_t)c->n, es, "px_comm_reduce_scatter", &bytes, &off)) !=
             PX_OK)
         return st;
     c->last_algo = "pull";
@@ -353,12 +353,12 @@ static px_status reduce_scatter_impl(px_comm *c, void *buf, size_t count, px_dty
 
 static px_status allgather_impl(px_comm *c, void *buf, size_t count, px_dtype dt)
 {
-    size_t es = coll_esize(c, dt, 0, "px_allgather"), bytes, off;
+    size_t es = coll_esize(c, dt, 0, "px_comm_allgather"), bytes, off;
     px_status st;
 
     if (es == 0)
         return PX_EINVAL;
-    if ((st = coll_span(c, buf, count, (size_t)c->n, es, "px_allgather", &bytes, &off)) !=
+    if ((st = coll_span(c, buf, count, (size_t)c->n, es, "px_comm_allgather", &bytes, &off)) !=
         PX_OK)
         return st;
     c->last_algo = "pull";
@@ -379,15 +379,15 @@ static px_status allgather_impl(px_comm *c, void *buf, size_t count, px_dtype dt
 
 static px_status broadcast_impl(px_comm *c, void *buf, size_t count, px_dtype dt, int root)
 {
-    size_t es = coll_esize(c, dt, 0, "px_broadcast"), bytes, off;
+    size_t es = coll_esize(c, dt, 0, "px_comm_broadcast"), bytes, off;
     px_status st;
 
     if (es == 0)
         return PX_EINVAL;
     if (root < 0 || root >= c->n)
-        return px_set_error(PX_EINVAL, "px_broadcast: domain \"%s\": root %d is not a rank "
+        return px_set_error(PX_EINVAL, "px_comm_broadcast: domain \"%s\": root %d is not a rank "
                             "(0..%d)", c->name, root, c->n - 1);
-    if ((st = coll_span(c, buf, count, 1, es, "px_broadcast", &bytes, &off)) != PX_OK)
+    if ((st = coll_span(c, buf, count, 1, es, "px_comm_broadcast", &bytes, &off)) != PX_OK)
         return st;
     c->last_algo = "pull";
     if (c->n == 1 || count == 0)
@@ -405,13 +405,14 @@ static px_status broadcast_impl(px_comm *c, void *buf, size_t count, px_dtype dt
 
 static px_status alltoall_impl(px_comm *c, void *buf, size_t count, px_dtype dt)
 {
-    size_t es = coll_esize(c, dt, 0, "px_alltoall"), bytes, off, blk;
+    size_t es = coll_esize(c, dt, 0, "px_comm_alltoall"), bytes, off, blk;
     char *tmp, *res;
     px_status st;
 
     if (es == 0)
         return PX_EINVAL;
-    if ((st = coll_span(c, buf, count, (size_t)c->n, es, "px_alltoall", &bytes, &off)) != PX_OK)
+    if ((st = coll_span(c, buf, count, (size_t)c->n, es, "px_comm_alltoall", &bytes, &off)) !=
+        PX_OK)
         return st;
     c->last_algo = "pull";
     if (c->n == 1 || count == 0)
@@ -438,7 +439,7 @@ static px_status coll_v_range(px_comm *c, const void *base, size_t eoff, size_t 
 
     if (__builtin_mul_overflow(eoff, es, &b) || __builtin_mul_overflow(count, es, &n) ||
         (uintptr_t)base + b < (uintptr_t)base)
-        return px_set_error(PX_EINVAL, "px_alltoallv: domain \"%s\": %s offset %zu or count "
+        return px_set_error(PX_EINVAL, "px_comm_alltoallv: domain \"%s\": %s offset %zu or count "
                             "%zu overflows", c->name, what, eoff, count);
     return px_comm_offset(c, (const char *)base + b, n, off);
 }
@@ -447,7 +448,7 @@ static px_status alltoallv_impl(px_comm *c, const void *send, const size_t *send
                                 const size_t *send_offs, void *recv, const size_t *recv_counts,
                                 const size_t *recv_offs, px_dtype dt)
 {
-    size_t es = coll_esize(c, dt, 0, "px_alltoallv"), off;
+    size_t es = coll_esize(c, dt, 0, "px_comm_alltoallv"), off;
     px_comm_area *me;
     px_status st = PX_OK, bad = PX_OK;
     char msg[256] = "";
@@ -456,7 +457,7 @@ static px_status alltoallv_impl(px_comm *c, const void *send, const size_t *send
         return PX_EINVAL;
     if (send == NULL || recv == NULL || send_counts == NULL || send_offs == NULL ||
         recv_counts == NULL || recv_offs == NULL)
-        return px_set_error(PX_EINVAL, "px_alltoallv: domain \"%s\": buffers, counts and "
+        return px_set_error(PX_EINVAL, "px_comm_alltoallv: domain \"%s\": buffers, counts and "
                             "offsets are required", c->name);
     me = c->area[c->rank];
     for (int j = 0; j < c->n; j++) {
@@ -506,14 +507,14 @@ static px_status alltoallv_impl(px_comm *c, const void *send, const size_t *send
     if (st == PX_OK)
         st = comm_barrier_flush(c, 0);
     if (st == PX_OK && bad != PX_OK)
-        st = px_set_error(bad, "px_alltoallv: domain \"%s\": %s; every rank's recv_counts[j] "
+        st = px_set_error(bad, "px_comm_alltoallv: domain \"%s\": %s; every rank's recv_counts[j] "
                           "must equal rank j's send_counts for it", c->name, msg);
     return st;
 }
 
 /* ---- the public calls: the work above, plus a DFX span when recorded ---- */
 
-px_status px_allreduce(px_comm *c, void *buf, size_t count, px_dtype dt, px_redop op)
+px_status px_comm_allreduce(px_comm *c, void *buf, size_t count, px_dtype dt, px_redop op)
 {
     uint64_t t0 = comm_dfx_t0();
 
@@ -521,7 +522,7 @@ px_status px_allreduce(px_comm *c, void *buf, size_t count, px_dtype dt, px_redo
                         allreduce_impl(c, buf, count, dt, op));
 }
 
-px_status px_reduce_scatter(px_comm *c, void *buf, size_t count, px_dtype dt, px_redop op)
+px_status px_comm_reduce_scatter(px_comm *c, void *buf, size_t count, px_dtype dt, px_redop op)
 {
     uint64_t t0 = comm_dfx_t0();
 
@@ -529,7 +530,7 @@ px_status px_reduce_scatter(px_comm *c, void *buf, size_t count, px_dtype dt, px
                         reduce_scatter_impl(c, buf, count, dt, op));
 }
 
-px_status px_allgather(px_comm *c, void *buf, size_t count, px_dtype dt)
+px_status px_comm_allgather(px_comm *c, void *buf, size_t count, px_dtype dt)
 {
     uint64_t t0 = comm_dfx_t0();
 
@@ -537,7 +538,7 @@ px_status px_allgather(px_comm *c, void *buf, size_t count, px_dtype dt)
                         allgather_impl(c, buf, count, dt));
 }
 
-px_status px_broadcast(px_comm *c, void *buf, size_t count, px_dtype dt, int root)
+px_status px_comm_broadcast(px_comm *c, void *buf, size_t count, px_dtype dt, int root)
 {
     uint64_t t0 = comm_dfx_t0();
 
@@ -545,7 +546,7 @@ px_status px_broadcast(px_comm *c, void *buf, size_t count, px_dtype dt, int roo
                         broadcast_impl(c, buf, count, dt, root));
 }
 
-px_status px_alltoall(px_comm *c, void *buf, size_t count, px_dtype dt)
+px_status px_comm_alltoall(px_comm *c, void *buf, size_t count, px_dtype dt)
 {
     uint64_t t0 = comm_dfx_t0();
 
@@ -553,9 +554,9 @@ px_status px_alltoall(px_comm *c, void *buf, size_t count, px_dtype dt)
                         alltoall_impl(c, buf, count, dt));
 }
 
-px_status px_alltoallv(px_comm *c, const void *send, const size_t *send_counts,
-                       const size_t *send_offs, void *recv, const size_t *recv_counts,
-                       const size_t *recv_offs, px_dtype dt)
+px_status px_comm_alltoallv(px_comm *c, const void *send, const size_t *send_counts,
+                            const size_t *send_offs, void *recv, const size_t *recv_counts,
+                            const size_t *recv_offs, px_dtype dt)
 {
     uint64_t t0 = comm_dfx_t0();
     px_status st = alltoallv_impl(c, send, send_counts, send_offs, recv, recv_counts, recv_offs,
