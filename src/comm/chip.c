@@ -283,7 +283,7 @@ static px_status comm_chip_ready(hier_chip *chip, void *arg, const void *payload
 {
     const comm_create_msg *m = payload;
     px_worker *eng = hier_chip_engine(chip);
-    const px_comm_tl *tl[PX_COMM_MAX_RANKS];
+    const px_comm_tl *tl[PX_COMM_MAX_RANKS], **pairs;
     comm_chip_dom *d;
     char what[64];
     px_status st = PX_OK;
@@ -305,15 +305,24 @@ static px_status comm_chip_ready(hier_chip *chip, void *arg, const void *payload
             st = px_set_error(PX_ESTATE, "%s: comm.ready: rank %d is not mapped (%s)", what, q,
                               staged ? "staged" : "direct");
     }
+    /* The domain's pair table as every member got it (the collectives choose from it). */
+    if (st == PX_OK && (pairs = calloc((size_t)m->n * (size_t)m->n, sizeof(*pairs))) == NULL)
+        st = px_set_error(PX_ENOMEM, "%s: comm.ready: out of memory for the pair table", what);
+    for (int a = 0; st == PX_OK && a < m->n; a++)
+        for (int b = 0; b < m->n; b++)
+            pairs[a * m->n + b] = (m->staged[a] >> b & 1) ? &px_comm_tl_staged
+                                                          : &px_comm_tl_direct;
     if (st == PX_OK) {
         px_comm_spec s = {.name = m->name, .id = m->id, .rank = d->rank, .n = m->n,
                           .data_bytes = m->data_bytes, .nsig = m->nsig, .windows = d->win,
-                          .tl = tl, .deaths = hier_chip_deaths(chip), .member = m->chips,
+                          .tl = tl, .pairs = pairs, .deaths = hier_chip_deaths(chip),
+                          .member = m->chips,
                           .timeout_s = m->timeout_s, .spin_ns = m->spin_ns,
                           .yield_ns = m->yield_ns, .oneshot_max = m->oneshot_max,
                           .buffers = m->buffers, .nbuffers = m->nbuffers};
 
         st = comm_build(&d->comm, &s);
+        free(pairs);
     }
     for (int q = 0; st == PX_OK && q < m->n; q++)
         if (q != d->rank && (m->staged[d->rank] >> q & 1))

@@ -58,6 +58,21 @@ px_status comm_build(px_comm *c, const px_comm_spec *s)
             c->data[q] = (char *)s->windows[q] + px_comm_area_bytes(s->nsig);
         }
     }
+    if (s->n > 1 && s->pairs == NULL)
+        return px_set_error(PX_EINVAL, "comm: rank %d of %d: the domain's pair table is "
+                            "required (collectives choose from it)", s->rank, s->n);
+    c->all_in_place = 1;
+    for (int a = 0; a < s->n * (s->n > 1); a++) {
+        for (int b = 0; b < s->n; b++) {
+            const px_comm_tl *t = s->pairs[a * s->n + b];
+
+            if (a != b && t == NULL)
+                return px_set_error(PX_EINVAL, "comm: the pair table names no transport "
+                                    "for ranks %d and %d", a, b);
+            if (a != b && t->peer_ptr == NULL)
+                c->all_in_place = 0;
+        }
+    }
     c->deaths = s->deaths;
     for (int q = 0; q < s->n; q++)
         c->member[q] = s->member != NULL ? s->member[q] : (int8_t)q;
@@ -484,11 +499,180 @@ static px_status comm_put_signal_impl(px_comm *c, int peer, size_t dst_off, cons
     return st;
 }
 
+/* ---- collectives' signatures and failures ---- */
+
+/* A barrier slot's failure mark: bit 63 set (never in a barrier value: the signature's bit
+ * 31 is 0), the failed call's status in bits 32-39, in the low half the last epoch whose
+ * barrier the failed rank passed (a peer still waiting for that one from it may go on: it
+ * was announced, and the mark only overwrote it). */
+#define COMM_BAR_FAILED (1ull << 63)
+
+static const char *const comm_coll_names[] = {
+    "?", "px_comm_barrier", "px_comm_allreduce", "px_comm_allgather", "px_comm_reduce_scatter",
+    "px_comm_broadcast", "px_comm_alltoall", "px_comm_alltoallv",
+};
+static const char *const comm_op_names[] = {"sum", "prod", "min", "max"};
+
+/* Signature bits: kind 28-30, dtype 24-27, op 22-23, the sequence number's low 6 bits 16-21,
+ * a hash of the count and the root 0-15 (two calls that differ only there collide with a
+ * chance of 1 in 65536). */
+static uint32_t comm_sig_hash(size_t count, int root)
+{
+    uint64_t h = ((uint64_t)count ^ (uint64_t)(uint32_t)root << 48) * 0x9E3779B97F4A7C15ull;
+
+    return (uint32_t)(h >> 48);
+}
+
+static uint32_t comm_sig_make(int kind, size_t count, px_dtype dt, int op, int root,
+                              uint64_t seq)
+{
+    return (uint32_t)(kind & 7) << 28 | ((uint32_t)dt & 15) << 24 | ((uint32_t)op & 3) << 22 |
+           (uint32_t)(seq & 63) << 16 | comm_sig_hash(count, root);
+}
+
+/* Writes what signature s names, as far as its bits tell; mine: the call itself, which names
+ * its count and root (a peer's signature: whether they equal this rank's, from the hash). */
+static void comm_sig_text(uint32_t s, const px_comm *c, int mine, char *buf, size_t n)
+{
+    int kind = (int)(s >> 28 & 7), dt = (int)(s >> 24 & 15), op = (int)(s >> 22 & 3);
+    int red = kind == COMM_COLL_ALLREDUCE || kind == COMM_COLL_REDUCE_SCATTER;
+    int counted = kind != COMM_COLL_BARRIER && kind != COMM_COLL_ALLTOALLV;
+    char cnt[64] = "";
+
+    if (counted && mine)
+        snprintf(cnt, sizeof(cnt), kind == COMM_COLL_BROADCAST ? ", count %zu, root %d" :
+                 ", count %zu", c->coll_count, c->coll_root);
+    else if (counted)
+        snprintf(cnt, sizeof(cnt), ", %s count%s", (s & 0xffff) == (c->coll_sig & 0xffff) ?
+                 "the same" : "another", kind == COMM_COLL_BROADCAST ? " or root" : "");
+    snprintf(buf, n, "%s(%s%s%s%s) as its call %u (mod 64)", comm_coll_names[kind],
+             kind == COMM_COLL_BARRIER ? "" : px_dtype_name((px_dtype)dt), red ? ", " : "",
+             red ? comm_op_names[op] : "", cnt, s >> 16 & 63);
+}
+
+px_status comm_coll_begin(px_comm *c, int kind, size_t count, px_dtype dt, int op, int root)
+{
+    if (c->failed)
+        return px_set_error(PX_ESTATE, "domain \"%s\" rank %d: %s refused: %s; the domain's "
+                            "barriers are out of step since, so every later collective and "
+                            "barrier of it is refused: release the domain and allocate a new "
+                            "one", c->name, c->rank, comm_coll_names[kind], c->failed_why);
+    c->coll_kind = kind;
+    c->coll_count = count;
+    c->coll_root = root;
+    c->coll_sig = comm_sig_make(kind, count, dt, op, root, c->coll_seq++);
+    c->in_coll = 1;
+    return PX_OK;
+}
+
+/* 1 when rank q is on the deaths board. */
+static int comm_peer_is_dead(const px_comm *c, int q)
+{
+    int b = c->member[q];
+
+    return c->deaths != NULL && b >= 0 && b < HIER_DEATHS_MAX &&
+           (atomic_load_explicit(&c->deaths->mask, memory_order_acquire) >> b & 1);
+}
+
+px_status comm_coll_end(px_comm *c, px_status st)
+{
+    char msg[1024];
+
+    if (c == NULL || !c->in_coll)
+        return st;
+    c->in_coll = 0;
+    if (st == PX_OK)
+        return st;
+    snprintf(msg, sizeof(msg), "%s", px_last_error());
+    c->failed = 1;
+    snprintf(c->failed_why, sizeof(c->failed_why), "call %llu (%s) failed with %s: %.120s",
+             (unsigned long long)(c->coll_seq - 1), comm_coll_names[c->coll_kind],
+             px_status_name(st), msg);
+    /* Tell every live peer: its barriers waiting on this rank fail at once. */
+    for (int i = 1; i < c->n; i++) {
+        int q = (c->rank + i) % c->n;
+
+        if (!comm_peer_is_dead(c, q))
+            (void)c->tl[q]->signal(c, q, (uint32_t)c->rank, PX_SIG_SET,
+                                   COMM_BAR_FAILED | (uint64_t)(uint8_t)(int8_t)st << 32 |
+                                   (uint32_t)c->epoch_done);
+    }
+    return px_set_error(st, "%s", msg); /* the signals may have written messages of their own */
+}
+
 /* ---- barrier ---- */
+
+typedef struct comm_bar_wait {
+    _Atomic uint64_t *s;
+    uint32_t e;
+} comm_bar_wait;
+
+/* A peer's slot is ready at epoch e or e + 1 (it passed e already: it cannot pass e + 1
+ * without this rank), compared modulo 2^32, or when it holds the failure mark. */
+static int comm_bar_ready(void *arg)
+{
+    comm_bar_wait *w = arg;
+    uint64_t v = atomic_load_explicit(w->s, memory_order_acquire);
+
+    return (v & COMM_BAR_FAILED) != 0 || (uint32_t)((uint32_t)v - w->e) <= 1;
+}
+
+/* Waits for rank q's barrier e and checks what it carries. */
+static px_status comm_bar_wait_peer(px_comm *c, int q, uint64_t e)
+{
+    px_comm_area *a = c->area[c->rank];
+    comm_bar_wait w = {comm_slot(a, (uint32_t)q), (uint32_t)e};
+    uint64_t t0 = px_now_ns(), v;
+    px_status st = comm_wait(c, comm_bar_ready, &w, &a->wake, &a->sleepers, 0);
+    char mine[96], theirs[96];
+
+    v = atomic_load_explicit(w.s, memory_order_acquire);
+    if (st == PX_ETIMEDOUT)
+        return px_set_error(PX_ETIMEDOUT, "domain \"%s\" rank %d: waited %.3g s in %s (call "
+                            "%llu) for rank %d, which has not reached it (its last barrier "
+                            "is %llu of %llu). A rank that skipped the call, or is still busy: "
+                            "raise the deadline (PLEXUS_COMM_TIMEOUT_S, now %g s) only if it "
+                            "is slow", c->name, c->rank, (double)(px_now_ns() - t0) / 1e9,
+                            comm_coll_names[c->coll_kind],
+                            (unsigned long long)(c->coll_seq - 1), q,
+                            (unsigned long long)(uint32_t)v, (unsigned long long)e,
+                            c->timeout_s);
+    if (st != PX_OK)
+        return st;
+    if ((v & COMM_BAR_FAILED) != 0 && (uint32_t)((uint32_t)e - (uint32_t)v) - 1 >= 1u << 31)
+        return PX_OK; /* it passed barrier e, then failed: e was announced */
+    if ((v & COMM_BAR_FAILED) != 0) { /* the peer's status */
+        px_status pst = (px_status)(int8_t)(uint8_t)(v >> 32);
+
+        comm_sig_text(c->coll_sig, c, 1, mine, sizeof(mine));
+        if (pst == PX_EINVAL) /* after the arguments' checks: only a mismatch it saw */
+            return px_set_error(PX_EINVAL, "domain \"%s\": mismatched collectives: rank %d "
+                                "called %s; rank %d found calls that do not match (its error "
+                                "names both); every rank must call the same collectives with "
+                                "the same count, dtype, op and root, in the same order",
+                                c->name, c->rank, mine, q);
+        return px_set_error(pst, "domain \"%s\" rank %d: %s failed because rank %d's "
+                            "collective call of this domain failed with %s (its error says "
+                            "why)", c->name, c->rank, mine, q, px_status_name(pst));
+    }
+    if ((uint32_t)v == (uint32_t)e && (uint32_t)(v >> 32) != c->coll_sig) {
+        comm_sig_text(c->coll_sig, c, 1, mine, sizeof(mine));
+        comm_sig_text((uint32_t)(v >> 32), c, 0, theirs, sizeof(theirs));
+        return px_set_error(PX_EINVAL, "domain \"%s\": mismatched collectives: rank %d "
+                            "called %s, rank %d called %s; every rank must call the same "
+                            "collectives with the same count, dtype, op and root, in the same "
+                            "order", c->name, c->rank, mine, q, theirs);
+    }
+    return PX_OK;
+}
 
 px_status comm_barrier(px_comm *c)
 {
-    return comm_barrier_flush(c, 1);
+    px_status st = comm_check_peer(c, c ? c->rank : 0, "px_comm_barrier");
+
+    if (st == PX_OK && (st = comm_coll_begin(c, COMM_COLL_BARRIER, 0, 0, 0, 0)) == PX_OK)
+        st = comm_coll_end(c, comm_barrier_flush(c, 1));
+    return st;
 }
 
 px_status comm_barrier_flush(px_comm *c, int flush)
@@ -506,19 +690,15 @@ px_status comm_barrier_flush(px_comm *c, int flush)
     for (int i = 1; i < c->n; i++) {
         int q = (c->rank + i) % c->n; /* not everybody at rank 0 first */
 
-        st = c->tl[q]->signal(c, q, (uint32_t)c->rank, PX_SIG_SET, e);
+        st = c->tl[q]->signal(c, q, (uint32_t)c->rank, PX_SIG_SET,
+                              (uint64_t)c->coll_sig << 32 | (uint32_t)e);
         if (st != PX_OK)
             return st;
     }
-    for (int i = 1; i < c->n; i++) {
-        int q = (c->rank + c->n - i) % c->n;
-        char what[48];
-
-        snprintf(what, sizeof(what), "barrier %llu of rank %d", (unsigned long long)e, q);
-        st = comm_wait_slot(c, (uint32_t)q, PX_CMP_GE, e, 0, what);
-        if (st != PX_OK)
+    for (int i = 1; i < c->n; i++)
+        if ((st = comm_bar_wait_peer(c, (c->rank + c->n - i) % c->n, e)) != PX_OK)
             return st;
-    }
+    c->epoch_done = e;
     return PX_OK;
 }
 

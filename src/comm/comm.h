@@ -89,11 +89,26 @@ struct px_comm {
     int8_t member[PX_COMM_MAX_RANKS];         /* rank q's bit on the board (its chip) */
     double timeout_s;                         /* default deadline of waits */
     uint64_t spin_ns, yield_ns;               /* wait budgets before sleeping */
-    uint64_t epoch;                           /* barriers passed (the same on every rank) */
+    uint64_t epoch;                           /* barriers entered (the same on every rank) */
+    uint64_t epoch_done;                      /* ... and passed */
     uint64_t small_seq;                       /* slot collectives so far (parity: the slot) */
     px_comm_buffer_desc buffers[PX_COMM_MAX_BUFFERS];
     int nbuffers;
     size_t oneshot_max;                       /* allreduce: one-shot up to this many bytes */
+    int all_in_place;                         /* every pair of the domain (not only this
+                                               * rank's) reads peers' bytes in place
+                                               * (peer_ptr): from the agreed pair table, the
+                                               * same on every rank, so collectives may
+                                               * choose their algorithm from it */
+    uint64_t coll_seq;                        /* collectives and barriers entered so far */
+    uint32_t coll_sig;                        /* the signature the current one's barriers
+                                               * carry (comm_coll_begin) */
+    int coll_kind, coll_root;                 /* ... its kind (COMM_COLL_*), root, count */
+    size_t coll_count;
+    int in_coll;                              /* between comm_coll_begin and _end */
+    int failed;                               /* a collective or barrier failed: the epochs
+                                               * are out of step; later ones are refused */
+    char failed_why[200];                     /* ... and why */
     int nstaged;                              /* peers reached through staged */
     int8_t staged[PX_COMM_MAX_RANKS];         /* ... and which (nstaged of them) */
     void *scratch;                            /* private, grown by collectives */
@@ -221,6 +236,8 @@ typedef struct px_comm_spec {
     uint32_t nsig;
     void *const *windows;          /* n windows (head + data); NULL where not reachable */
     const px_comm_tl *const *tl;   /* n transports (tl[rank] is used for self-access) */
+    const px_comm_tl *const *pairs; /* n x n: the transport of every pair (a * n + b), the
+                                     * table every member was sent; required when n > 1 */
     const hier_deaths *deaths;     /* or NULL */
     const int8_t *member;          /* n board indices (chips); NULL: rank q is bit q */
     double timeout_s;
@@ -269,10 +286,33 @@ void comm_dfx_span(const px_comm *c, int op, int peer, size_t bytes, uint64_t t0
 px_status comm_dfx_end(const px_comm *c, int op, int peer, size_t bytes, uint64_t t0,
                        px_status st);
 
-/* Collectives' internals: the algorithm name is kept for px_comm_last_algorithm. */
-size_t comm_dtype_ok(px_comm *c, px_dtype dt, const char *what);
-px_status comm_check_buf(const px_comm *c, const void *buf, size_t bytes, const char *what,
-                         size_t *off);
+/*
+ * Collective signatures. Every barrier of a collective (and px_comm_barrier itself) carries
+ * the signature of the call it belongs to in the high half of its slot value (the epoch in
+ * the low half): the kind, dtype, op, root, a hash of the count and the call's sequence
+ * number on the communicator. A rank that finds a peer's barrier of the same epoch with
+ * another signature fails with PX_EINVAL naming both, and so does every other rank (the
+ * failure is announced, below). So mismatched collectives (another count, dtype, op or root,
+ * another collective, a lone extra barrier) fail everywhere instead of returning wrong data.
+ */
+enum { COMM_COLL_BARRIER = 1, COMM_COLL_ALLREDUCE, COMM_COLL_ALLGATHER,
+       COMM_COLL_REDUCE_SCATTER, COMM_COLL_BROADCAST, COMM_COLL_ALLTOALL, COMM_COLL_ALLTOALLV };
+
+/*
+ * Enters a collective of `kind` on c after its arguments were checked (count: elements, 0
+ * where the count is not the same on every rank; op and root: 0 where none): refuses it with
+ * PX_ESTATE when an earlier collective of c failed, else sets the signature its barriers
+ * carry. Every collective ends with comm_coll_end.
+ */
+px_status comm_coll_begin(px_comm *c, int kind, size_t count, px_dtype dt, int op, int root);
+
+/*
+ * Ends the collective that comm_coll_begin entered and returns st. When st is an error, the
+ * barriers' epochs are out of step: c is marked failed (later collectives and barriers are
+ * refused at once, naming this failure) and every peer's slot of this rank is set to the
+ * failure mark, so peers waiting in a barrier of c fail at once instead of at their deadline.
+ */
+px_status comm_coll_end(px_comm *c, px_status st);
 
 /* coll/reduce.c: dst[i] = dst[i] op src[i] for count elements of dt (f32 f64 i32 i64). */
 void comm_reduce(void *dst, const void *src, size_t count, px_dtype dt, px_redop op);

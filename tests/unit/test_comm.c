@@ -3,7 +3,10 @@
  * first argument names: "direct" (default: the ranks share their windows, what mapped windows
  * give chip processes), "staged" (no rank sees another's window: every pair shares staging
  * memory with small 16 KiB chunks, so large transfers are cut up, and every rank has its
- * progress thread) or "mixed" (direct inside ranks 0-1, 2-3, ..., staged across them).
+ * progress thread), "mixed" (direct inside ranks 0-1, 2-3, ..., staged across them), or the
+ * fallbacks, where some ranks have no staged peer at all while others do, as after a direct
+ * mapping failed on a chip: "fallback1" (only the last pair, n-2 and n-1, is staged) and
+ * "fallback2" (pairs 0 and n-1, 1 and n-1).
  *
  * Checks every collective at 1, 2, 3, 4 and 8 ranks with counts 1, 7, 4096 and 262147, every
  * reduction dtype and op (and an allreduce at 64 ranks, the most a domain has), against values
@@ -19,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "comm/comm.h"
 #include "util/util.h"
@@ -39,17 +43,28 @@ typedef struct tc_group {
     void *pair[TC_GROUP_MAX][TC_GROUP_MAX];  /* staging memory of ranks a < b */
     comm_stg_bell bell[TC_GROUP_MAX];
     comm_progress *prog[TC_GROUP_MAX];
+    const px_comm_tl *pairs[TC_GROUP_MAX * TC_GROUP_MAX]; /* the pair table every rank gets */
 } tc_group;
 
-enum { TC_DIRECT, TC_STAGED, TC_MIXED };
+enum { TC_DIRECT, TC_STAGED, TC_MIXED, TC_FALLBACK1, TC_FALLBACK2 };
 static int tc_mode = TC_DIRECT;
 
 #define TC_STG_CHUNK (16u << 10)
 
 /* 1 when ranks a and b talk through staged in this run's mode. */
-static int tc_staged(int a, int b)
+static int tc_staged(int a, int b, int n)
 {
-    return a != b && (tc_mode == TC_STAGED || (tc_mode == TC_MIXED && a / 2 != b / 2));
+    int lo = a < b ? a : b, hi = a < b ? b : a;
+
+    if (a == b)
+        return 0;
+    switch (tc_mode) {
+    case TC_STAGED: return 1;
+    case TC_MIXED: return a / 2 != b / 2;
+    case TC_FALLBACK1: return hi == n - 1 && lo == n - 2; /* the last pair fell back */
+    case TC_FALLBACK2: return n > 2 && hi == n - 1 && lo < 2; /* 0-(n-1) and 1-(n-1) did */
+    default: return 0;
+    }
 }
 
 typedef struct tc_thread {
@@ -81,27 +96,30 @@ static void tc_group_init_with(tc_group *g, int n, size_t data_bytes, double tim
     }
     for (int a = 0; a < n; a++) {
         for (int b = a + 1; b < n; b++) {
-            if (!tc_staged(a, b))
+            if (!tc_staged(a, b, n))
                 continue;
             g->pair[a][b] = calloc(1, comm_stg_pair_bytes(TC_STG_CHUNK));
             assert_non_null(g->pair[a][b]);
             comm_stg_pair_init(g->pair[a][b], TC_STG_CHUNK);
         }
     }
+    for (int a = 0; a < n; a++)
+        for (int b = 0; b < n; b++)
+            g->pairs[a * n + b] = tc_staged(a, b, n) ? &px_comm_tl_staged : &px_comm_tl_direct;
     for (int r = 0; r < n; r++) {
         void *win[TC_GROUP_MAX];
         px_comm_spec s = {.name = "test", .rank = r, .n = n, .data_bytes = data_bytes,
-                          .nsig = TC_NSIG, .windows = win, .tl = tc_tl,
+                          .nsig = TC_NSIG, .windows = win, .tl = tc_tl, .pairs = g->pairs,
                           .deaths = &g->deaths, .timeout_s = timeout_s, .spin_ns = 2000,
                           .yield_ns = 20000, .oneshot_max = oneshot_max, .buffers = &buf,
                           .nbuffers = 1};
         int staged = 0;
 
         for (int q = 0; q < n; q++) /* a staged peer's window is out of reach */
-            win[q] = tc_staged(r, q) ? NULL : g->win[q];
+            win[q] = tc_staged(r, q, n) ? NULL : g->win[q];
         PX_ASSERT_OK(comm_build(&g->comm[r], &s));
         for (int q = 0; q < n; q++) {
-            if (tc_staged(r, q)) {
+            if (tc_staged(r, q, n)) {
                 PX_ASSERT_OK(comm_stg_connect(&g->comm[r], q, g->pair[PX_MIN(r, q)][PX_MAX(r, q)],
                                               &g->bell[q]));
                 staged++;
@@ -601,12 +619,12 @@ static void test_put_signal_ordering(void **state)
     assert_int_equal(tc_run(&g, tc_body_order, NULL), 0);
     /* direct maps peers: rank 1 reaches rank 0's buffer through a peer pointer; staged
      * maps nothing of the peer's */
-    if (tc_staged(0, 1))
+    if (tc_staged(0, 1, 2))
         assert_null(px_comm_peer_ptr(&g.comm[1], 0, g.comm[1].data[1] + 8));
     else
         assert_ptr_equal(px_comm_peer_ptr(&g.comm[1], 0, g.comm[1].data[1] + 8),
                          g.comm[0].data[0] + 8);
-    assert_string_equal(px_comm_transport(&g.comm[1], 0), tc_staged(0, 1) ? "staged" : "direct");
+    assert_string_equal(px_comm_transport(&g.comm[1], 0), tc_staged(0, 1, 2) ? "staged" : "direct");
     assert_null(px_comm_peer_ptr(&g.comm[1], 2, g.comm[1].data[1]));
     tc_group_fini(&g);
 }
@@ -739,6 +757,95 @@ static void test_death_ends_wait(void **state)
     tc_group_fini(&g);
 }
 
+/* ---- mismatched collectives (issue 20) ---- */
+
+/* What the odd rank (the last) calls instead of the others' allreduce(16, f32, sum). */
+enum { TC_MM_COUNT, TC_MM_DTYPE, TC_MM_OP, TC_MM_KIND, TC_MM_BARRIER, TC_MM_ROOT,
+       TC_MM_ZERO, TC_MM_NCASES };
+
+typedef struct tc_mm {
+    int kase;
+    double secs[TC_GROUP_MAX];  /* how long each rank's failing call took */
+    px_status st[TC_GROUP_MAX], later[TC_GROUP_MAX];
+    char msg[TC_GROUP_MAX][256];
+} tc_mm;
+
+static int tc_body_mismatch(px_comm *c, void *arg)
+{
+    tc_mm *m = arg;
+    int r = px_comm_rank(c), odd = r == px_comm_size(c) - 1, f = 0;
+    float *buf = px_comm_buffer(c, "buf", NULL);
+    struct timespec t0, t1;
+    px_status st;
+
+    for (int i = 0; i < 64; i++)
+        buf[i] = (float)(r + i);
+    /* a matched call first: the domain works until the mismatch */
+    f += px_comm_allreduce(c, buf, 16, PX_F32, PX_OP_SUM) != PX_OK;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (!odd && m->kase == TC_MM_ROOT)
+        st = px_comm_broadcast(c, buf, 16, PX_F32, 0);
+    else if (!odd)
+        st = px_comm_allreduce(c, buf, 16, PX_F32, PX_OP_SUM);
+    else if (m->kase == TC_MM_COUNT)
+        st = px_comm_allreduce(c, buf, 17, PX_F32, PX_OP_SUM);
+    else if (m->kase == TC_MM_DTYPE)
+        st = px_comm_allreduce(c, buf, 16, PX_I32, PX_OP_SUM);
+    else if (m->kase == TC_MM_OP)
+        st = px_comm_allreduce(c, buf, 16, PX_F32, PX_OP_MAX);
+    else if (m->kase == TC_MM_KIND)
+        st = px_comm_allgather(c, buf, 4, PX_F32);
+    else if (m->kase == TC_MM_BARRIER) /* a lone extra barrier before the allreduce */
+        st = px_comm_barrier(c);
+    else if (m->kase == TC_MM_ROOT)
+        st = px_comm_broadcast(c, buf, 16, PX_F32, 1);
+    else
+        st = px_comm_allreduce(c, buf, 0, PX_F32, PX_OP_SUM);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    m->st[r] = st;
+    m->secs[r] = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    snprintf(m->msg[r], sizeof(m->msg[r]), "%s", px_last_error());
+    /* the domain is out of step now: a later collective is refused at once, saying why */
+    m->later[r] = px_comm_allreduce(c, buf, 16, PX_F32, PX_OP_SUM);
+    if (f > 0) print_error("case %d n %d rank %d first call failed: %s\n", m->kase, px_comm_size(c), r, px_last_error());
+    if (m->later[r] != PX_ESTATE || strstr(px_last_error(), "release the domain") == NULL) {
+        print_error("rank %d: later call: %s: %s\n", r, px_status_name(m->later[r]),
+                    px_last_error());
+        f++;
+    }
+    return f;
+}
+
+/* Every way of calling another collective than the peers (count, dtype, op, kind, a lone
+ * barrier, root, count 0) fails on every rank with PX_EINVAL naming both calls, well before
+ * the deadline, and later calls are refused; at 2, 3 and 4 ranks. */
+static void test_mismatch(void **state)
+{
+    static const int ranks[] = {2, 3, 4};
+
+    for (size_t ri = 0; ri < sizeof(ranks) / sizeof(ranks[0]); ri++) {
+        for (int k = 0; k < TC_MM_NCASES; k++) {
+            tc_group g;
+            tc_mm m = {.kase = k};
+            int n = ranks[ri];
+
+            tc_group_init(&g, n, 4096, 20.0);
+            assert_int_equal(tc_run(&g, tc_body_mismatch, &m), 0);
+            for (int r = 0; r < n; r++) {
+                if (m.st[r] != PX_EINVAL || strstr(m.msg[r], "mismatched collectives") == NULL ||
+                    m.secs[r] > 10.0) {
+                    print_error("%d ranks, case %d, rank %d: %s after %.3f s: %s\n", n, k, r,
+                                px_status_name(m.st[r]), m.secs[r], m.msg[r]);
+                    fail();
+                }
+            }
+            if (n == 2 && k == TC_MM_COUNT) /* both calls named, as far as each knows */
+                assert_non_null(strstr(m.msg[1], "px_comm_allreduce(f32, sum, count 17)"));
+            tc_group_fini(&g);
+        }
+    }
+}
+
 /* Bad peers, signals, ranges, buffers outside the window, dtypes and ops: PX_EINVAL. */
 static void test_bad_input(void **state)
 {
@@ -781,8 +888,13 @@ int main(int argc, char **argv)
         tc_mode = TC_STAGED;
     else if (strcmp(mode, "mixed") == 0)
         tc_mode = TC_MIXED;
+    else if (strcmp(mode, "fallback1") == 0)
+        tc_mode = TC_FALLBACK1;
+    else if (strcmp(mode, "fallback2") == 0)
+        tc_mode = TC_FALLBACK2;
     else if (strcmp(mode, "direct") != 0)
-        return fprintf(stderr, "test_comm: transport %s: use direct, staged or mixed\n", mode), 2;
+        return fprintf(stderr, "test_comm: transport %s: use direct, staged, mixed, fallback1 "
+                       "or fallback2\n", mode), 2;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_allreduce_matrix),
         cmocka_unit_test(test_allreduce_64_ranks),
@@ -794,6 +906,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_wait_times_out),
         cmocka_unit_test(test_death_ends_wait),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_mismatch),
     };
 
     return _cmocka_run_group_tests(mode, tests, sizeof(tests) / sizeof(tests[0]), NULL, NULL);

@@ -307,11 +307,18 @@ static px_status allreduce_impl(px_comm *c, void *buf, size_t count, px_dtype dt
     if ((st = coll_check_op(c, op, "px_comm_allreduce")) != PX_OK ||
         (st = coll_span(c, buf, count, 1, es, "px_comm_allreduce", &bytes, &off)) != PX_OK)
         return st;
-    if (c->n == 1 || count == 0) {
+    if (c->n == 1) {
         c->last_algo = "local";
         return PX_OK;
     }
-    if (c->nstaged > 0 && bytes <= PX_COMM_SLOT_BYTES / (size_t)c->n &&
+    if ((st = comm_coll_begin(c, COMM_COLL_ALLREDUCE, count, dt, op, 0)) != PX_OK)
+        return st;
+    if (count == 0) { /* nothing to reduce, but the call is checked against the peers' */
+        c->last_algo = "local";
+        return comm_barrier_flush(c, 0);
+    }
+    /* From the domain's pair table, so every rank takes the same algorithm. */
+    if (!c->all_in_place && bytes <= PX_COMM_SLOT_BYTES / (size_t)c->n &&
         (bytes <= c->oneshot_max || count < (size_t)c->n))
         return coll_allreduce_push(c, buf, count, es, dt, op);
     if (bytes <= PX_COMM_SLOT_BYTES && (bytes <= c->oneshot_max || count < (size_t)c->n))
@@ -336,8 +343,12 @@ static px_status reduce_scatter_impl(px_comm *c, void *buf, size_t count, px_dty
             PX_OK)
         return st;
     c->last_algo = "pull";
-    if (c->n == 1 || count == 0)
+    if (c->n == 1)
         return PX_OK;
+    if ((st = comm_coll_begin(c, COMM_COLL_REDUCE_SCATTER, count, dt, op, 0)) != PX_OK)
+        return st;
+    if (count == 0)
+        return comm_barrier_flush(c, 0);
     blk = (size_t)c->rank * count;
     if ((res = coll_scratch(c, count * es, off + blk * es, &tmp)) == NULL)
         return PX_ENOMEM;
@@ -362,9 +373,11 @@ static px_status allgather_impl(px_comm *c, void *buf, size_t count, px_dtype dt
         PX_OK)
         return st;
     c->last_algo = "pull";
-    if (c->n == 1 || count == 0)
+    if (c->n == 1)
         return PX_OK;
-    if ((st = comm_barrier_flush(c, 0)) != PX_OK)
+    if ((st = comm_coll_begin(c, COMM_COLL_ALLGATHER, count, dt, 0, 0)) != PX_OK)
+        return st;
+    if ((st = comm_barrier_flush(c, 0)) != PX_OK || count == 0)
         return st;
     for (int i = 1; st == PX_OK && i < c->n; i++) {
         int q = (c->rank + i) % c->n;
@@ -390,9 +403,11 @@ static px_status broadcast_impl(px_comm *c, void *buf, size_t count, px_dtype dt
     if ((st = coll_span(c, buf, count, 1, es, "px_comm_broadcast", &bytes, &off)) != PX_OK)
         return st;
     c->last_algo = "pull";
-    if (c->n == 1 || count == 0)
+    if (c->n == 1)
         return PX_OK;
-    if ((st = comm_barrier_flush(c, 0)) != PX_OK)
+    if ((st = comm_coll_begin(c, COMM_COLL_BROADCAST, count, dt, 0, root)) != PX_OK)
+        return st;
+    if ((st = comm_barrier_flush(c, 0)) != PX_OK || count == 0)
         return st;
     if (c->rank != root)
         st = coll_pull(c, root, off, buf, bytes);
@@ -415,8 +430,12 @@ static px_status alltoall_impl(px_comm *c, void *buf, size_t count, px_dtype dt)
         PX_OK)
         return st;
     c->last_algo = "pull";
-    if (c->n == 1 || count == 0)
+    if (c->n == 1)
         return PX_OK;
+    if ((st = comm_coll_begin(c, COMM_COLL_ALLTOALL, count, dt, 0, 0)) != PX_OK)
+        return st;
+    if (count == 0)
+        return comm_barrier_flush(c, 0);
     blk = count * es;
     if ((res = coll_scratch(c, bytes, off, &tmp)) == NULL)
         return PX_ENOMEM;
@@ -470,6 +489,8 @@ static px_status alltoallv_impl(px_comm *c, const void *send, const size_t *send
         atomic_store_explicit(&me->a2av[j].count, send_counts[j], memory_order_relaxed);
     }
     c->last_algo = "pull";
+    if (c->n > 1 && (st = comm_coll_begin(c, COMM_COLL_ALLTOALLV, 0, dt, 0, 0)) != PX_OK)
+        return st;
     if ((st = comm_barrier_flush(c, 0)) != PX_OK) /* the barrier's release publishes the table */
         return st;
     for (int i = 0; i < c->n; i++) {
@@ -506,9 +527,12 @@ static px_status alltoallv_impl(px_comm *c, const void *send, const size_t *send
     }
     if (st == PX_OK)
         st = comm_barrier_flush(c, 0);
-    if (st == PX_OK && bad != PX_OK)
+    if (st == PX_OK && bad != PX_OK) {
+        c->in_coll = 0; /* every barrier passed: the domain stays in step, only this rank's
+                         * counts were wrong (the others' calls returned PX_OK) */
         st = px_set_error(bad, "px_comm_alltoallv: domain \"%s\": %s; every rank's recv_counts[j] "
                           "must equal rank j's send_counts for it", c->name, msg);
+    }
     return st;
 }
 
@@ -519,7 +543,7 @@ px_status px_comm_allreduce(px_comm *c, void *buf, size_t count, px_dtype dt, px
     uint64_t t0 = comm_dfx_t0();
 
     return comm_dfx_end(c, PX_DFX_COMM_ALLREDUCE, -1, count * px_dtype_size(dt), t0,
-                        allreduce_impl(c, buf, count, dt, op));
+                        comm_coll_end(c, allreduce_impl(c, buf, count, dt, op)));
 }
 
 px_status px_comm_reduce_scatter(px_comm *c, void *buf, size_t count, px_dtype dt, px_redop op)
@@ -527,7 +551,7 @@ px_status px_comm_reduce_scatter(px_comm *c, void *buf, size_t count, px_dtype d
     uint64_t t0 = comm_dfx_t0();
 
     return comm_dfx_end(c, PX_DFX_COMM_REDUCE_SCATTER, -1, count * px_dtype_size(dt), t0,
-                        reduce_scatter_impl(c, buf, count, dt, op));
+                        comm_coll_end(c, reduce_scatter_impl(c, buf, count, dt, op)));
 }
 
 px_status px_comm_allgather(px_comm *c, void *buf, size_t count, px_dtype dt)
@@ -535,7 +559,7 @@ px_status px_comm_allgather(px_comm *c, void *buf, size_t count, px_dtype dt)
     uint64_t t0 = comm_dfx_t0();
 
     return comm_dfx_end(c, PX_DFX_COMM_ALLGATHER, -1, count * px_dtype_size(dt), t0,
-                        allgather_impl(c, buf, count, dt));
+                        comm_coll_end(c, allgather_impl(c, buf, count, dt)));
 }
 
 px_status px_comm_broadcast(px_comm *c, void *buf, size_t count, px_dtype dt, int root)
@@ -543,7 +567,7 @@ px_status px_comm_broadcast(px_comm *c, void *buf, size_t count, px_dtype dt, in
     uint64_t t0 = comm_dfx_t0();
 
     return comm_dfx_end(c, PX_DFX_COMM_BROADCAST, -1, count * px_dtype_size(dt), t0,
-                        broadcast_impl(c, buf, count, dt, root));
+                        comm_coll_end(c, broadcast_impl(c, buf, count, dt, root)));
 }
 
 px_status px_comm_alltoall(px_comm *c, void *buf, size_t count, px_dtype dt)
@@ -551,7 +575,7 @@ px_status px_comm_alltoall(px_comm *c, void *buf, size_t count, px_dtype dt)
     uint64_t t0 = comm_dfx_t0();
 
     return comm_dfx_end(c, PX_DFX_COMM_ALLTOALL, -1, count * px_dtype_size(dt), t0,
-                        alltoall_impl(c, buf, count, dt));
+                        comm_coll_end(c, alltoall_impl(c, buf, count, dt)));
 }
 
 px_status px_comm_alltoallv(px_comm *c, const void *send, const size_t *send_counts,
@@ -559,8 +583,8 @@ px_status px_comm_alltoallv(px_comm *c, const void *send, const size_t *send_cou
                             const size_t *recv_offs, px_dtype dt)
 {
     uint64_t t0 = comm_dfx_t0();
-    px_status st = alltoallv_impl(c, send, send_counts, send_offs, recv, recv_counts, recv_offs,
-                                  dt);
+    px_status st = comm_coll_end(c, alltoallv_impl(c, send, send_counts, send_offs, recv,
+                                                   recv_counts, recv_offs, dt));
     size_t n = 0;
 
     for (int j = 0; t0 != 0 && st == PX_OK && j < c->n; j++)
