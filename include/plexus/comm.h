@@ -103,6 +103,7 @@ PX_API px_status px_comm_put_signal(px_comm *c, int peer, size_t dst_off, const 
 /*
  * Waits until this rank's signal sig compares to v as cmp says. Returns PX_OK, PX_ETIMEDOUT
  * after timeout_s seconds (<= 0: PLEXUS_COMM_TIMEOUT_S), or PX_EPEERDEAD when a member died.
+ * A timeout above 10000000 s, infinite or NaN is refused with PX_EINVAL.
  */
 PX_API px_status px_comm_wait_until(px_comm *c, int sig, px_cmp cmp, uint64_t v,
                                     double timeout_s);
@@ -120,7 +121,13 @@ PX_API px_status px_comm_barrier(px_comm *c);
  */
 PX_API void *px_comm_peer_ptr(px_comm *c, int peer, const void *local);
 
-/* Every rank's buf[0 .. count) becomes the reduction (op) of all ranks' buf. */
+/*
+ * Every rank's buf[0 .. count) becomes the reduction (op) of all ranks' buf. The reductions
+ * (allreduce, reduce_scatter) need buf aligned to its element size. Every collective must be
+ * called by every rank with the same arguments in the same order; a mismatch fails with
+ * PX_EINVAL on every rank, and any failed collective leaves the domain failed (later ones
+ * return PX_ESTATE: release it).
+ */
 PX_API px_status px_comm_allreduce(px_comm *c, void *buf, size_t count, px_dtype dt, px_redop op);
 
 /* buf holds size * count elements; rank r's contribution is block r; afterwards every rank
@@ -141,7 +148,8 @@ PX_API px_status px_comm_alltoall(px_comm *c, void *buf, size_t count, px_dtype 
 /*
  * Per-peer counts: rank r sends send_counts[j] elements from send + send_offs[j] to rank j,
  * where they land at recv + recv_offs[r] of rank j (whose recv_counts[r] must equal it).
- * send and recv are inside the window and must not overlap; offsets are in elements.
+ * send and recv are inside the window and must not overlap (an overlap is refused with
+ * PX_EINVAL); offsets are in elements.
  */
 PX_API px_status px_comm_alltoallv(px_comm *c, const void *send, const size_t *send_counts,
                                    const size_t *send_offs, void *recv,

@@ -23,6 +23,7 @@
 #include "util/util.h"
 
 #define PX_COMM_SLICE_NS (50 * 1000 * 1000) /* a sleep's slice: deaths seen within it */
+#define PX_COMM_WAIT_MAX_S 10000000          /* the longest wait (as PLEXUS_COMM_TIMEOUT_S) */
 
 static const char *const comm_cmp_names[] = {"==", "!=", ">", ">=", "<", "<="};
 
@@ -199,7 +200,7 @@ void *px_comm_peer_ptr(px_comm *c, int peer, const void *local)
 
     if (c == NULL || peer < 0 || peer >= c->n || c->tl[peer]->peer_ptr == NULL)
         return NULL;
-    if (px_comm_offset(c, local, 0, &off) != PX_OK)
+    if (px_comm_offset(c, local, 1, &off) != PX_OK) /* one past the end maps nothing */
         return NULL;
     return c->tl[peer]->peer_ptr(c, peer, off);
 }
@@ -256,6 +257,29 @@ px_status comm_check_dead(const px_comm *c)
                                 c->deaths->why[b][0] ? c->deaths->why[b] : "no reason known");
     }
     return PX_OK;
+}
+
+/* 1 when rank q is on the deaths board. */
+static int comm_peer_is_dead(const px_comm *c, int q)
+{
+    int b = c->member[q];
+
+    return c->deaths != NULL && b >= 0 && b < HIER_DEATHS_MAX &&
+           (atomic_load_explicit(&c->deaths->mask, memory_order_acquire) >> b & 1);
+}
+
+/* A one-sided call to a dead peer fails on every transport alike (a direct mapping of a dead
+ * chip's window would still take the bytes, or hand back stale ones). */
+static px_status comm_check_alive(const px_comm *c, int peer, const char *what)
+{
+    int b = c->member[peer];
+
+    if (!comm_peer_is_dead(c, peer))
+        return PX_OK;
+    return px_set_error(PX_EPEERDEAD, "%s: domain \"%s\" rank %d: rank %d is dead: %s; "
+                        "every call to it fails now: end the run and destroy the worker", what,
+                        c->name, c->rank, peer,
+                        c->deaths->why[b][0] ? c->deaths->why[b] : "no reason known");
 }
 
 /* ---- DFX ---- */
@@ -415,6 +439,8 @@ static px_status comm_signal_impl(px_comm *c, int peer, int sig, px_sig_op op, u
 
     if (st == PX_OK)
         st = comm_check_sig(c, sig, "px_comm_signal");
+    if (st == PX_OK)
+        st = comm_check_alive(c, peer, "px_comm_signal");
     if (st == PX_OK && op != PX_SIG_SET && op != PX_SIG_ADD)
         st = px_set_error(PX_EINVAL, "px_comm_signal: op %d is neither PX_SIG_SET nor "
                           "PX_SIG_ADD", (int)op);
@@ -433,6 +459,11 @@ static px_status comm_wait_until_impl(px_comm *c, int sig, px_cmp cmp, uint64_t 
     if (st == PX_OK && (cmp < PX_CMP_EQ || cmp > PX_CMP_LE))
         st = px_set_error(PX_EINVAL, "px_comm_wait_until: comparison %d is not a px_cmp",
                           (int)cmp);
+    if (st == PX_OK && !(timeout_s <= PX_COMM_WAIT_MAX_S)) /* NaN too */
+        st = px_set_error(PX_EINVAL, "px_comm_wait_until: domain \"%s\" rank %d: timeout %g "
+                          "s is out of range: pass a number of seconds up to %g, or 0 for the "
+                          "domain's deadline (PLEXUS_COMM_TIMEOUT_S)", c->name, c->rank,
+                          timeout_s, (double)PX_COMM_WAIT_MAX_S);
     if (st != PX_OK)
         return st;
     snprintf(what, sizeof(what), "signal %d", sig);
@@ -454,6 +485,8 @@ static px_status comm_put_impl(px_comm *c, int peer, size_t dst_off, const void 
     px_status st = comm_check_peer(c, peer, "px_comm_put");
 
     if (st == PX_OK)
+        st = comm_check_alive(c, peer, "px_comm_put");
+    if (st == PX_OK)
         st = comm_check_range(c, dst_off, n, "px_comm_put");
     if (st == PX_OK && src == NULL && n > 0)
         st = px_set_error(PX_EINVAL, "px_comm_put: the source is NULL");
@@ -466,6 +499,8 @@ static px_status comm_get_impl(px_comm *c, int peer, size_t src_off, void *dst, 
 {
     px_status st = comm_check_peer(c, peer, "px_comm_get");
 
+    if (st == PX_OK)
+        st = comm_check_alive(c, peer, "px_comm_get");
     if (st == PX_OK)
         st = comm_check_range(c, src_off, n, "px_comm_get");
     if (st == PX_OK && dst == NULL && n > 0)
@@ -480,23 +515,25 @@ static px_status comm_put_signal_impl(px_comm *c, int peer, size_t dst_off, cons
 {
     px_status st = comm_check_peer(c, peer, "px_comm_put_signal");
 
+    /* the same checks and messages whichever transport carries it */
     if (st == PX_OK)
         st = comm_check_sig(c, sig, "px_comm_put_signal");
-    if (st == PX_OK && c->tl[peer]->put_signal != NULL) {
-        if ((st = comm_check_range(c, dst_off, n, "px_comm_put_signal")) == PX_OK &&
-            src == NULL && n > 0)
-            st = px_set_error(PX_EINVAL, "px_comm_put_signal: the source is NULL");
-        if (st == PX_OK && op != PX_SIG_SET && op != PX_SIG_ADD)
-            st = px_set_error(PX_EINVAL, "px_comm_put_signal: op %d is neither PX_SIG_SET nor "
-                              "PX_SIG_ADD", (int)op);
-        return st != PX_OK ? st : c->tl[peer]->put_signal(c, peer, dst_off, src, n,
-                                                          PX_COMM_SLOT_SIG(sig), op, v);
-    }
     if (st == PX_OK)
-        st = comm_put_impl(c, peer, dst_off, src, n);
+        st = comm_check_alive(c, peer, "px_comm_put_signal");
     if (st == PX_OK)
-        st = comm_signal_impl(c, peer, sig, op, v);
-    return st;
+        st = comm_check_range(c, dst_off, n, "px_comm_put_signal");
+    if (st == PX_OK && src == NULL && n > 0)
+        st = px_set_error(PX_EINVAL, "px_comm_put_signal: the source is NULL");
+    if (st == PX_OK && op != PX_SIG_SET && op != PX_SIG_ADD)
+        st = px_set_error(PX_EINVAL, "px_comm_put_signal: op %d is neither PX_SIG_SET nor "
+                          "PX_SIG_ADD", (int)op);
+    if (st != PX_OK)
+        return st;
+    if (c->tl[peer]->put_signal != NULL)
+        return c->tl[peer]->put_signal(c, peer, dst_off, src, n, PX_COMM_SLOT_SIG(sig), op, v);
+    if (n > 0 && (st = c->tl[peer]->put(c, peer, dst_off, src, n)) != PX_OK)
+        return st;
+    return c->tl[peer]->signal(c, peer, PX_COMM_SLOT_SIG(sig), op, v);
 }
 
 /* ---- collectives' signatures and failures ---- */
@@ -563,15 +600,6 @@ px_status comm_coll_begin(px_comm *c, int kind, size_t count, px_dtype dt, int o
     c->coll_sig = comm_sig_make(kind, count, dt, op, root, c->coll_seq++);
     c->in_coll = 1;
     return PX_OK;
-}
-
-/* 1 when rank q is on the deaths board. */
-static int comm_peer_is_dead(const px_comm *c, int q)
-{
-    int b = c->member[q];
-
-    return c->deaths != NULL && b >= 0 && b < HIER_DEATHS_MAX &&
-           (atomic_load_explicit(&c->deaths->mask, memory_order_acquire) >> b & 1);
 }
 
 px_status comm_coll_end(px_comm *c, px_status st)

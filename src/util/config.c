@@ -84,7 +84,8 @@ typedef struct px_range {
     const char *field;  /* its field in px_config */
     size_t offset;      /* of that field */
     px_range_kind kind; /* the field's type */
-    int64_t lo, hi;     /* inclusive; for PX_R_DBL: lo 0 means "above 0" */
+    int64_t lo, hi;     /* inclusive; for PX_R_DBL: lo is in thousandths, 0 meaning
+                         * "above 0" */
     int pow2;           /* the value must also be a power of two */
 } px_range;
 
@@ -111,7 +112,8 @@ static const px_range px_ranges[] = {
     {"PLEXUS_DFX_BACKSTOP_S", PX_RF(dfx_backstop_s), PX_R_DBL, 0, 10000000, 0},
     {"PLEXUS_DFX_BUFFER_RECORDS", PX_RF(dfx_buffer_records), PX_R_U32, 8, 1 << 20, 0},
     {"PLEXUS_DFX_BUFFERS", PX_RF(dfx_buffers), PX_R_U32, 0, 65536, 0},
-    {"PLEXUS_COMM_TIMEOUT_S", PX_RF(comm_timeout_s), PX_R_DBL, 0, 10000000, 0},
+    /* 10 ms at least: a shorter deadline fails waits that are merely descheduled */
+    {"PLEXUS_COMM_TIMEOUT_S", PX_RF(comm_timeout_s), PX_R_DBL, 10, 10000000, 0},
     {"PLEXUS_COMM_ONESHOT_MAX", PX_RF(comm_oneshot_max), PX_R_U64, 1, 1 << 30, 0},
     {"PLEXUS_COMM_TRANSPORT", PX_RF(comm_transport), PX_R_INT, 0, 2, 0},
     {"PLEXUS_TEST_SLACK", "", (size_t)-1, PX_R_DBL, 0, 10000000, 0}, /* no field: PX_NOFIELD */
@@ -129,7 +131,18 @@ static const px_range *px_range_of(const char *name)
 /* 1 when the double v lies in r (above 0 when r->lo is 0, at most r->hi). */
 static int px_range_has_dbl(const px_range *r, double v)
 {
-    return isfinite(v) && (r->lo == 0 ? v > 0 : v >= (double)r->lo) && v <= (double)r->hi;
+    return isfinite(v) && (r->lo == 0 ? v > 0 : v >= (double)r->lo / 1000) &&
+           v <= (double)r->hi;
+}
+
+/* "above 0 and at most" or "from 0.01 to": a PX_R_DBL range in words, up to its high end. */
+static const char *px_range_dbl_low(const px_range *r, char *buf, size_t n)
+{
+    if (r->lo == 0)
+        snprintf(buf, n, "above 0 and at most");
+    else
+        snprintf(buf, n, "from %g to", (double)r->lo / 1000);
+    return buf;
 }
 
 /* Checks field r of c; returns PX_OK or PX_EINVAL naming the field, value, range and knob. */
@@ -144,9 +157,11 @@ static px_status px_range_check(const px_config *c, const px_range *r)
 
         if (px_range_has_dbl(r, d))
             return PX_OK;
-        return px_set_error(PX_EINVAL, "config %s %g is out of range: expected a positive "
-                            "number of at most %lld (what %s accepts)", field, d,
-                            (long long)r->hi, r->name);
+        char low[32];
+
+        return px_set_error(PX_EINVAL, "config %s %g is out of range: expected a number %s "
+                            "%lld (what %s accepts)", field, d,
+                            px_range_dbl_low(r, low, sizeof(low)), (long long)r->hi, r->name);
     }
     if (r->kind == PX_R_U64) {
         uint64_t u = *(const uint64_t *)(const void *)f;
@@ -297,10 +312,10 @@ static px_status px_knob_bytes(void *field, const char *name, const char *text)
     uint64_t v;
 
     if (px_parse_size(text, &v) != PX_OK || v < (uint64_t)r->lo || v > (uint64_t)r->hi) {
-        char form[160];
+        char form[192];
 
         snprintf(form, sizeof(form), "a decimal byte size %llu..%llu, optionally with K, M or G "
-                 "(powers of 1024), such as 1048576, 64K, 256M or 1G",
+                 "(powers of 1024; also k, KB, KiB), such as 1048576, 64K, 256M or 1G",
                  (unsigned long long)r->lo, (unsigned long long)r->hi);
         return px_bad_value(name, text, form);
     }
@@ -343,17 +358,18 @@ static px_status px_knob_ns(void *field, const char *name, const char *text)
 
 static px_status px_knob_seconds(void *field, const char *name, const char *text)
 {
-    char *end;
+    const px_range *r = px_range_of(name);
+    char *end, low[32], form[128];
     double v;
 
+    snprintf(form, sizeof(form), "seconds, a decimal number %s %lld (such as 30, 0.5 or "
+             "1e3)", px_range_dbl_low(r, low, sizeof(low)), (long long)r->hi);
     if (!px_is_decimal_real(text))
-        return px_bad_value(name, text, "seconds, a decimal number above 0 and at most "
-                            "10000000 (such as 30, 0.5 or 1e3)");
+        return px_bad_value(name, text, form);
     errno = 0;
     v = strtod(text, &end);
-    if (errno || end == text || *end != '\0' || !px_range_has_dbl(px_range_of(name), v))
-        return px_bad_value(name, text, "seconds, a decimal number above 0 and at most "
-                            "10000000 (such as 30, 0.5 or 1e3)");
+    if (errno || end == text || *end != '\0' || !px_range_has_dbl(r, v))
+        return px_bad_value(name, text, form);
     if (field)
         *(double *)field = v;
     return PX_OK;

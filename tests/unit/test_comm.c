@@ -18,6 +18,8 @@
  */
 #include "testutil.h"
 
+#include <float.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -710,6 +712,15 @@ static void test_wait_times_out(void **state)
     took = (double)(px_test_now_ns() - t0) / 1e9;
     assert_true(took >= 0.19 && took < 2.0 * px_test_slack());
     assert_non_null(strstr(px_last_error(), "signal 5 to be >= 9; it is 3"));
+    /* deadlines that overflowed to "at once" (seconds to nanoseconds) are refused */
+    assert_int_equal(px_comm_wait_until(&g.comm[0], 5, PX_CMP_GE, 9, INFINITY), PX_EINVAL);
+    assert_non_null(strstr(px_last_error(), "timeout inf s is out of range"));
+    assert_int_equal(px_comm_wait_until(&g.comm[0], 5, PX_CMP_GE, 9, DBL_MAX), PX_EINVAL);
+    assert_int_equal(px_comm_wait_until(&g.comm[0], 5, PX_CMP_GE, 9, 1e12), PX_EINVAL);
+    assert_int_equal(px_comm_wait_until(&g.comm[0], 5, PX_CMP_GE, 9, NAN), PX_EINVAL);
+    /* the longest one allowed is a real wait: it ends by the signal, not at once */
+    PX_ASSERT_OK(px_comm_signal(&g.comm[1], 0, 5, PX_SIG_SET, 9));
+    PX_ASSERT_OK(px_comm_wait_until(&g.comm[0], 5, PX_CMP_GE, 9, 1e7));
     tc_group_fini(&g);
 }
 
@@ -746,14 +757,77 @@ static void test_death_ends_wait(void **state)
     tc_group_init(&g, 3, 4096, 30.0);
     assert_int_equal(pthread_create(&t, NULL, tc_death_waiter, &d), 0);
     assert_int_equal(px_test_wait_flag(&d.waiting, 10.0), 0);
+    /* it really sleeps (announced on its area), not just "probably, after a while" */
     t0 = px_test_now_ns();
-    while (px_test_now_ns() - t0 < 100000000ull) /* let it fall asleep: 100 ms */
+    while (atomic_load(&g.comm[0].area[0]->sleepers) == 0 && px_test_now_ns() - t0 < 10e9)
         sched_yield();
+    assert_int_not_equal(atomic_load(&g.comm[0].area[0]->sleepers), 0);
     snprintf(g.deaths.why[2], sizeof(g.deaths.why[2]), "chip 5 (pid 1) killed by signal 9");
     atomic_fetch_or(&g.deaths.mask, 1ull << 2);
     pthread_join(t, NULL);
     assert_int_equal(d.st, PX_EPEERDEAD);
     assert_true(d.took < 1.1 + 0.1 * px_test_slack());
+    tc_group_fini(&g);
+}
+
+/* One-sided calls to a dead rank fail with PX_EPEERDEAD on every transport alike (direct
+ * took the bytes and returned PX_OK, its get stale bytes); calls to live ranks still work. */
+static void test_dead_peer_one_sided(void **state)
+{
+    tc_group g;
+    px_comm *c;
+    char b[64] = {0};
+
+    tc_group_init(&g, 3, 4096, 5.0);
+    c = &g.comm[0];
+    snprintf(g.deaths.why[2], sizeof(g.deaths.why[2]), "chip 5 (pid 1) killed by signal 9");
+    atomic_fetch_or(&g.deaths.mask, 1ull << 2);
+    assert_int_equal(px_comm_put(c, 2, 0, b, sizeof(b)), PX_EPEERDEAD);
+    assert_non_null(strstr(px_last_error(), "px_comm_put: domain \"test\" rank 0: rank 2 is "
+                                            "dead: chip 5 (pid 1) killed by signal 9"));
+    assert_int_equal(px_comm_get(c, 2, 0, b, sizeof(b)), PX_EPEERDEAD);
+    assert_int_equal(px_comm_signal(c, 2, 0, PX_SIG_SET, 1), PX_EPEERDEAD);
+    assert_int_equal(px_comm_put_signal(c, 2, 0, b, 8, 0, PX_SIG_SET, 1), PX_EPEERDEAD);
+    assert_non_null(strstr(px_last_error(), "px_comm_put_signal: domain \"test\" rank 0: "
+                                            "rank 2 is dead"));
+    PX_ASSERT_OK(px_comm_put(c, 1, 0, b, sizeof(b)));
+    PX_ASSERT_OK(px_comm_signal(c, 1, 0, PX_SIG_SET, 1));
+    tc_group_fini(&g);
+}
+
+/* Misuse that returned PX_OK with wrong bytes or read out of bounds (issue 20): an
+ * overlapping put to self, a misaligned reduction buffer, alltoallv with send == recv, a
+ * peer pointer one past the window, put_signal's messages on every transport. */
+static void test_small_misuse(void **state)
+{
+    tc_group g;
+    px_comm *c;
+    char *d;
+    size_t cnt[2] = {4, 4}, offs[2] = {0, 4};
+
+    tc_group_init(&g, 2, 4096, 5.0);
+    c = &g.comm[0];
+    d = px_comm_buffer(c, "buf", NULL);
+    for (int i = 0; i < 128; i++)
+        d[i] = (char)i;
+    PX_ASSERT_OK(px_comm_put(c, 0, 8, d, 64)); /* to self, overlapping */
+    for (int i = 0; i < 64; i++)
+        assert_int_equal(d[8 + i], i);
+    PX_ASSERT_OK(px_comm_get(c, 0, 0, d + 4, 64)); /* from self, overlapping */
+    assert_int_equal(d[4], 0);
+    assert_int_equal(d[67], 55); /* the old d[63], which the put made 55 */
+    assert_int_equal(px_comm_allreduce(c, d + 2, 4, PX_F32, PX_OP_SUM), PX_EINVAL);
+    assert_non_null(strstr(px_last_error(), "not aligned to its 4-byte elements"));
+    assert_int_equal(px_comm_reduce_scatter(c, d + 4, 2, PX_F64, PX_OP_SUM), PX_EINVAL);
+    assert_int_equal(px_comm_alltoallv(c, d, cnt, offs, d, cnt, offs, PX_I32), PX_EINVAL);
+    assert_non_null(strstr(px_last_error(), "overlaps the recv block"));
+    assert_null(px_comm_peer_ptr(c, 1, d + 4096));
+    if (!tc_staged(0, 1, 2))
+        assert_non_null(px_comm_peer_ptr(c, 1, d + 4095));
+    assert_int_equal(px_comm_put_signal(c, 1, 4090, d, 64, 0, PX_SIG_SET, 1), PX_EINVAL);
+    assert_non_null(strstr(px_last_error(), "px_comm_put_signal: "));
+    assert_int_equal(px_comm_put_signal(c, 1, 0, d, 8, 0, (px_sig_op)7, 1), PX_EINVAL);
+    assert_non_null(strstr(px_last_error(), "px_comm_put_signal: op 7"));
     tc_group_fini(&g);
 }
 
@@ -905,8 +979,10 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_one_sided_progress),
         cmocka_unit_test(test_wait_times_out),
         cmocka_unit_test(test_death_ends_wait),
+        cmocka_unit_test(test_dead_peer_one_sided),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_mismatch),
+        cmocka_unit_test(test_small_misuse),
     };
 
     return _cmocka_run_group_tests(mode, tests, sizeof(tests) / sizeof(tests[0]), NULL, NULL);

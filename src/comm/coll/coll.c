@@ -69,11 +69,17 @@ static px_status coll_span(const px_comm *c, const void *buf, size_t count, size
     return px_comm_offset(c, buf, *bytes, off);
 }
 
-static px_status coll_check_op(const px_comm *c, px_redop op, const char *what)
+/* A reduction's op, and its buffer aligned to the element (the reductions load elements). */
+static px_status coll_check_op(const px_comm *c, px_redop op, const void *buf, size_t es,
+                               const char *what)
 {
     if (op < PX_OP_SUM || op > PX_OP_MAX)
         return px_set_error(PX_EINVAL, "%s: domain \"%s\": reduction %d is not a px_redop",
                             what, c->name, (int)op);
+    if ((uintptr_t)buf % es != 0)
+        return px_set_error(PX_EINVAL, "%s: domain \"%s\": the buffer at %p is not aligned to "
+                            "its %zu-byte elements; pass an element-aligned offset inside the "
+                            "window", what, c->name, buf, es);
     return PX_OK;
 }
 
@@ -304,7 +310,7 @@ static px_status allreduce_impl(px_comm *c, void *buf, size_t count, px_dtype dt
 
     if (es == 0)
         return PX_EINVAL;
-    if ((st = coll_check_op(c, op, "px_comm_allreduce")) != PX_OK ||
+    if ((st = coll_check_op(c, op, buf, es, "px_comm_allreduce")) != PX_OK ||
         (st = coll_span(c, buf, count, 1, es, "px_comm_allreduce", &bytes, &off)) != PX_OK)
         return st;
     if (c->n == 1) {
@@ -338,7 +344,7 @@ static px_status reduce_scatter_impl(px_comm *c, void *buf, size_t count, px_dty
 
     if (es == 0)
         return PX_EINVAL;
-    if ((st = coll_check_op(c, op, "px_comm_reduce_scatter")) != PX_OK ||
+    if ((st = coll_check_op(c, op, buf, es, "px_comm_reduce_scatter")) != PX_OK ||
         (st = coll_span(c, buf, count, (size_t)c->n, es, "px_comm_reduce_scatter", &bytes, &off)) !=
             PX_OK)
         return st;
@@ -463,6 +469,29 @@ static px_status coll_v_range(px_comm *c, const void *base, size_t eoff, size_t 
     return px_comm_offset(c, (const char *)base + b, n, off);
 }
 
+/* PX_OK when no block of send overlaps a block of recv (empty blocks overlap nothing). */
+static px_status coll_v_disjoint(px_comm *c, const void *send, const size_t *sc,
+                                 const size_t *so, const void *recv, const size_t *rc,
+                                 const size_t *ro, size_t es)
+{
+    uintptr_t s0 = (uintptr_t)send, r0 = (uintptr_t)recv;
+
+    for (int i = 0; i < c->n; i++) {
+        uintptr_t slo = s0 + so[i] * es, shi = slo + sc[i] * es;
+
+        for (int j = 0; j < c->n && sc[i] > 0; j++) {
+            uintptr_t rlo = r0 + ro[j] * es, rhi = rlo + rc[j] * es;
+
+            if (rc[j] > 0 && slo < rhi && rlo < shi)
+                return px_set_error(PX_EINVAL, "px_comm_alltoallv: domain \"%s\" rank %d: the "
+                                    "send block for rank %d overlaps the recv block from rank "
+                                    "%d; send and recv must not overlap (use two buffers, or "
+                                    "px_comm_alltoall in place)", c->name, c->rank, i, j);
+        }
+    }
+    return PX_OK;
+}
+
 static px_status alltoallv_impl(px_comm *c, const void *send, const size_t *send_counts,
                                 const size_t *send_offs, void *recv, const size_t *recv_counts,
                                 const size_t *recv_offs, px_dtype dt)
@@ -485,6 +514,12 @@ static px_status alltoallv_impl(px_comm *c, const void *send, const size_t *send
             (st = coll_v_range(c, send, send_offs[j], send_counts[j], es, "send", &off)) !=
             PX_OK)
             return st; /* off: where block j of send starts */
+    }
+    if ((st = coll_v_disjoint(c, send, send_counts, send_offs, recv, recv_counts, recv_offs,
+                              es)) != PX_OK)
+        return st;
+    for (int j = 0; j < c->n; j++) {
+        (void)coll_v_range(c, send, send_offs[j], send_counts[j], es, "send", &off);
         atomic_store_explicit(&me->a2av[j].off, off, memory_order_relaxed);
         atomic_store_explicit(&me->a2av[j].count, send_counts[j], memory_order_relaxed);
     }
