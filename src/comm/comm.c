@@ -2,15 +2,16 @@
  * comm.c - the kernel-side communication API: argument checks, signals and their waits,
  * barriers, offsets; the bytes themselves move through each peer's transport (transport/).
  *
- * A wait looks at one slot of this rank's own area. It spins briefly, polls with
- * sched_yield, then sleeps on the area's wake word in slices of at most PX_COMM_SLICE_NS,
- * checking the deadline and the domain's deaths between slices, so a dead member is noticed
- * within a slice and nothing ever waits without an end.
+ * A wait looks at one slot of this rank's own area. It is the one bounded wait
+ * (util/wait.h, util_wait_run): it spins briefly, polls with sched_yield, then sleeps on the
+ * area's wake word in slices of at most PX_COMM_SLICE_NS, checking the deadline and the
+ * domain's deaths at every turn, so a dead member is noticed within a slice and nothing ever
+ * waits without an end. While it spins or yields it carries out its rank's incoming staged
+ * requests (the wait's progress hook); asleep, the progress thread does.
  */
 #include "comm/comm.h"
 
 #include <limits.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +20,8 @@
 #include "dfx/records.h"
 #include "runtime/runtime.h"
 #include "util/clock.h"
-#include "util/futex.h"
 #include "util/util.h"
+#include "util/wait.h"
 
 #define PX_COMM_SLICE_NS (50 * 1000 * 1000) /* a sleep's slice: deaths seen within it */
 #define PX_COMM_WAIT_MAX_S 10000000          /* the longest wait (as PLEXUS_COMM_TIMEOUT_S) */
@@ -325,11 +326,8 @@ void comm_dfx_span(const px_comm *c, int op, int peer, size_t bytes, uint64_t t0
 
 void comm_wake(px_comm_area *a)
 {
-    atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&a->sleepers, memory_order_relaxed) != 0) {
-        atomic_fetch_add_explicit(&a->wake, 1, memory_order_release);
-        px_futex_wake(&a->wake, INT_MAX, 1);
-    }
+    atomic_thread_fence(memory_order_seq_cst); /* the slot's store before the announcement */
+    util_bump_wake_sleepers(&a->wake, &a->sleepers, INT_MAX, 1);
 }
 
 static int comm_holds(uint64_t x, px_cmp cmp, uint64_t v)
@@ -351,53 +349,74 @@ static int comm_holds(uint64_t x, px_cmp cmp, uint64_t v)
     return 0;
 }
 
+/* comm_wait's state for util_wait's hooks: the caller's condition, the deaths, staged polling. */
+typedef struct comm_waiting {
+    px_comm *c;
+    int (*ready)(void *arg);
+    void *arg;
+    int dead;     /* a member died: the wait is over (with PX_EPEERDEAD) */
+    int polling;  /* this thread polls c's incoming staged rings (comm_stg_enter) */
+} comm_waiting;
+
+static int comm_waiting_ready(void *arg)
+{
+    comm_waiting *w = arg;
+
+    if (w->ready(w->arg))
+        return 1;
+    /* one load of the board (read-mostly) per turn: a death ends the wait within a slice */
+    if (w->c->deaths != NULL &&
+        atomic_load_explicit(&w->c->deaths->mask, memory_order_acquire) != 0 &&
+        comm_check_dead(w->c) != PX_OK)
+        return w->dead = 1;
+    return 0;
+}
+
+/* Spinning or yielding, this thread carries out the requests that reached its rank over
+ * staged (nonzero: it did, so the spin starts again); asleep, the progress thread does. */
+static int comm_waiting_progress(void *arg, int asleep)
+{
+    comm_waiting *w = arg;
+
+    return !asleep && w->polling && comm_stg_poll(w->c) > 0;
+}
+
+static void comm_waiting_sleep(void *arg, int asleep)
+{
+    comm_waiting *w = arg;
+
+    if (asleep && w->polling) { /* asleep, the progress thread carries the requests out */
+        comm_stg_leave(w->c);
+        w->polling = 0;
+    }
+}
+
 px_status comm_wait(px_comm *c, int (*ready)(void *arg), void *arg, _Atomic uint32_t *word,
                     _Atomic uint32_t *sleepers, double timeout_s)
 {
-    uint64_t t0 = px_now_ns(), deadline, now, spin_from = t0;
+    comm_waiting cw = {.c = c, .ready = ready, .arg = arg};
+    util_wait w = {.ready = comm_waiting_ready, .arg = &cw, .word = word, .sleeping = sleepers,
+                   .count_sleepers = 1, .shared = 1, .spin_ticks = px_ns_to_ticks(c->spin_ns),
+                   .yield_ticks = px_ns_to_ticks(c->yield_ns), .slice_ns = PX_COMM_SLICE_NS,
+                   .progress = comm_waiting_progress, .sleep_cb = comm_waiting_sleep};
     px_status st;
 
     if (ready(arg))
         return PX_OK;
     if (timeout_s <= 0)
         timeout_s = c->timeout_s;
-    deadline = t0 + (uint64_t)(timeout_s * 1e9);
-    if (c->nstaged > 0)
+    w.deadline_ns = px_now_ns() + (uint64_t)(timeout_s * 1e9);
+    if (c->nstaged > 0) {
         comm_stg_enter(c);
-    for (now = t0; now - spin_from < c->spin_ns + c->yield_ns; now = px_now_ns()) {
-        if (c->nstaged > 0 && comm_stg_poll(c) > 0)
-            spin_from = now; /* it carried requests out: keep polling */
-        if (ready(arg)) {
-            if (c->nstaged > 0)
-                comm_stg_leave(c);
-            return PX_OK;
-        }
-        if (now - spin_from < c->spin_ns)
-            px_cpu_relax();
-        else
-            sched_yield();
-        if (now >= deadline)
-            break;
+        cw.polling = 1;
     }
-    if (c->nstaged > 0)
-        comm_stg_leave(c); /* asleep, the progress thread carries the requests out */
-    for (;;) {
-        uint32_t w;
-
-        if (ready(arg))
-            return PX_OK;
-        if ((st = comm_check_dead(c)) != PX_OK)
-            return st;
-        now = px_now_ns();
-        if (now >= deadline)
-            break;
-        atomic_fetch_add_explicit(sleepers, 1, memory_order_seq_cst);
-        w = atomic_load_explicit(word, memory_order_seq_cst);
-        if (!ready(arg))
-            px_futex_wait(word, w, (int64_t)PX_MIN(deadline - now, PX_COMM_SLICE_NS), 1);
-        atomic_fetch_sub_explicit(sleepers, 1, memory_order_relaxed);
-    }
-    return ready(arg) ? PX_OK : PX_ETIMEDOUT;
+    st = util_wait_run(&w);
+    if (cw.polling)
+        comm_stg_leave(c);
+    atomic_fetch_add_explicit(&c->wait_sleeps, w.sleeps, memory_order_relaxed);
+    if (cw.dead && !ready(arg))
+        return comm_check_dead(c); /* its message names the dead member */
+    return st == PX_OK || ready(arg) ? PX_OK : PX_ETIMEDOUT;
 }
 
 typedef struct comm_slot_wait {

@@ -89,6 +89,7 @@ struct px_comm {
     int8_t member[PX_COMM_MAX_RANKS];         /* rank q's bit on the board (its chip) */
     double timeout_s;                         /* default deadline of waits */
     uint64_t spin_ns, yield_ns;               /* wait budgets before sleeping */
+    _Atomic uint64_t wait_sleeps;             /* futex waits its waits made (tests) */
     uint64_t epoch;                           /* barriers entered (the same on every rank) */
     uint64_t epoch_done;                      /* ... and passed */
     uint64_t small_seq;                       /* slot collectives so far (parity: the slot) */

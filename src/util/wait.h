@@ -137,6 +137,19 @@ static inline void util_bump_wake(_Atomic uint32_t *word, _Atomic uint32_t *slee
     util_wake(word, sleeping, n, shared);
 }
 
+/* Bumps the sequence word and wakes, both only when a sleeper announced itself in *sleeping
+ * (a wake with nobody asleep: one load, no store, no system call). The waiter announces, then
+ * reads the word, then re-checks its condition, all seq_cst, so one that announced after this
+ * load sees the caller's change in its re-check. */
+static inline void util_bump_wake_sleepers(_Atomic uint32_t *word, _Atomic uint32_t *sleeping,
+                                           int n, int shared)
+{
+    if (atomic_load_explicit(sleeping, memory_order_seq_cst) != 0) {
+        atomic_fetch_add_explicit(word, 1, memory_order_seq_cst);
+        px_futex_wake(word, n, shared);
+    }
+}
+
 /* Publishes this thread's CPU in *self (written only when it changed; NULL: not published).
  * Returns the CPU, or -1. */
 int util_note_cpu(_Atomic int32_t *self);

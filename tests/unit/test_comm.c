@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "comm/comm.h"
+#include "util/futex.h"
 #include "util/util.h"
 
 #define TC_MAX_RANKS 8
@@ -770,6 +771,61 @@ static void test_death_ends_wait(void **state)
     tc_group_fini(&g);
 }
 
+/* A waiter that really slept (its futex waits counted) and the signal that woke it. */
+typedef struct tc_sleeper {
+    px_comm *c;
+    _Atomic int started;
+    px_status st;
+    uint64_t sleeps;
+} tc_sleeper;
+
+static void *tc_sleeper_main(void *arg)
+{
+    tc_sleeper *t = arg;
+    uint64_t before = atomic_load(&t->c->wait_sleeps);
+
+    atomic_store(&t->started, 1);
+    t->st = px_comm_wait_until(t->c, 3, PX_CMP_EQ, 1, 20.0);
+    t->sleeps = atomic_load(&t->c->wait_sleeps) - before;
+    return NULL;
+}
+
+/* The wait is util_wait's (issue 19): a signal to a rank nobody waits on makes no futex call
+ * (direct: the signalling thread does it all); one to a rank whose waiter announced its sleep
+ * makes exactly the one wake, and the waiter, which really slept (its futex waits counted,
+ * not assumed after a pause), returns PX_OK. */
+static void test_wake_only_sleepers(void **state)
+{
+    tc_group g;
+    tc_sleeper t = {0};
+    px_futex_counts a, b;
+    pthread_t th;
+    uint64_t t0;
+
+    tc_group_init(&g, 2, 4096, 30.0);
+    px_futex_counts_get(&a);
+    for (int i = 0; i < 100; i++)
+        PX_ASSERT_OK(px_comm_signal(&g.comm[1], 0, 2, PX_SIG_ADD, 1));
+    px_futex_counts_get(&b);
+    if (!tc_staged(0, 1, 2)) /* staged: the progress thread of rank 0 changes the slot */
+        assert_int_equal(b.wakes - a.wakes, 0);
+    t.c = &g.comm[0];
+    assert_int_equal(pthread_create(&th, NULL, tc_sleeper_main, &t), 0);
+    t0 = px_test_now_ns();
+    while (atomic_load(&g.comm[0].area[0]->sleepers) == 0 && px_test_now_ns() - t0 < 10e9)
+        sched_yield();
+    assert_int_not_equal(atomic_load(&g.comm[0].area[0]->sleepers), 0);
+    px_futex_counts_get(&a);
+    PX_ASSERT_OK(px_comm_signal(&g.comm[1], 0, 3, PX_SIG_SET, 1));
+    px_futex_counts_get(&b);
+    if (!tc_staged(0, 1, 2))
+        assert_int_equal(b.wakes - a.wakes, 1);
+    pthread_join(th, NULL);
+    PX_ASSERT_OK(t.st);
+    assert_true(t.sleeps >= 1);
+    tc_group_fini(&g);
+}
+
 /* One-sided calls to a dead rank fail with PX_EPEERDEAD on every transport alike (direct
  * took the bytes and returned PX_OK, its get stale bytes); calls to live ranks still work. */
 static void test_dead_peer_one_sided(void **state)
@@ -980,6 +1036,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_wait_times_out),
         cmocka_unit_test(test_death_ends_wait),
         cmocka_unit_test(test_dead_peer_one_sided),
+        cmocka_unit_test(test_wake_only_sleepers),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_mismatch),
         cmocka_unit_test(test_small_misuse),

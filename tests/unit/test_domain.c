@@ -30,8 +30,8 @@
  * forces it or its profile has no peer mapping, NULL (not checked) for profile pairs. */
 static const char *td_expect_tl = "direct";
 
-static px_kernel_id k_ring, k_die, k_matrix, k_busy;
-static px_callable_id c_ring, c_die, c_matrix, c_busy;
+static px_kernel_id k_ring, k_die, k_matrix, k_busy, k_mism;
+static px_callable_id c_ring, c_die, c_matrix, c_busy, c_mism;
 static px_status matrix_kernel(px_core_ctx *ctx, const px_task_args *a);
 static px_status matrix_callable(px_orch *o, const px_task_args *args, void *user);
 static px_status busy_kernel(px_core_ctx *ctx, const px_task_args *a);
@@ -107,6 +107,26 @@ static px_status die_callable(px_orch *o, const px_task_args *args, void *user)
     return px_submit(o, k_die, &a, NULL);
 }
 
+/* The last rank calls allreduce with one element more than the others: a mismatch. */
+static px_status mism_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    px_comm *c = px_arg_comm(a, px_arg_count(a) - 1);
+    float *x;
+
+    if (c == NULL)
+        return PX_EINVAL;
+    x = px_comm_buffer(c, "x", NULL);
+    return px_comm_allreduce(c, x, px_comm_rank(c) == px_comm_size(c) - 1 ? 17 : 16, PX_F32,
+                             PX_OP_SUM);
+}
+
+static px_status mism_callable(px_orch *o, const px_task_args *args, void *user)
+{
+    px_task_args a = *args;
+
+    return px_submit(o, k_mism, &a, NULL);
+}
+
 static px_worker *td_worker(int chips)
 {
     px_config c;
@@ -127,6 +147,8 @@ static px_worker *td_worker(int chips)
     PX_ASSERT_OK(px_kernel_register(w, "td.busy", busy_kernel, NULL, &k_busy));
     PX_ASSERT_OK(px_callable_register(w, "td.busy", busy_callable, &c_busy));
     PX_ASSERT_OK(px_callable_register(w, "td.matrix", matrix_callable, &c_matrix));
+    PX_ASSERT_OK(px_kernel_register(w, "td.mism", mism_kernel, NULL, &k_mism));
+    PX_ASSERT_OK(px_callable_register(w, "td.mism", mism_callable, &c_mism));
     PX_ASSERT_OK(px_worker_init(w));
     return w;
 }
@@ -888,6 +910,36 @@ static void test_domain_across_runs(void **state)
     PX_ASSERT_OK(px_worker_destroy(w));
 }
 
+/* Run 2 of a kept domain: the group task's ranks call mismatched allreduces. */
+static px_status td_mism_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    return px_submit_domain_task(o, *(px_domain **)user, c_mism, NULL, NULL);
+}
+
+/* A collective that fails (here: mismatched) in one run fails at once, on every rank, with
+ * PX_EINVAL naming the mismatch; a later run's collective on the kept domain is refused at
+ * once (it timed out after the full deadline before, its barriers out of step), saying to
+ * release it; releasing it works. The deadline is the default 60 s: each run must take far
+ * less. */
+static void test_failed_collective_across_runs(void **state)
+{
+    px_worker *w = td_worker(3);
+    px_domain *d = NULL;
+    uint64_t t0;
+
+    PX_ASSERT_OK(px_run(w, td_keep_orch, NULL, &d)); /* run 1: allocate, keep */
+    t0 = px_test_now_ns();
+    assert_int_equal(px_run(w, td_mism_orch, NULL, &d), PX_EINVAL);
+    assert_non_null(strstr(px_last_error(), "mismatched collectives"));
+    assert_true(px_test_now_ns() - t0 < 10000000000ull);
+    t0 = px_test_now_ns();
+    assert_int_not_equal(px_run(w, td_keep_orch, NULL, &d), PX_OK);
+    assert_non_null(strstr(px_last_error(), "release the domain"));
+    assert_true(px_test_now_ns() - t0 < 10000000000ull);
+    PX_ASSERT_OK(px_domain_release(d));
+    PX_ASSERT_OK(px_worker_destroy(w));
+}
+
 /* ---- transports per pair ---- */
 
 typedef struct td_sel {
@@ -1135,6 +1187,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_dfx_comm_spans_and_domains),
         cmocka_unit_test(test_window_buffer_as_device_tensor),
         cmocka_unit_test(test_domain_across_runs),
+        cmocka_unit_test(test_failed_collective_across_runs),
         cmocka_unit_test(test_transport_per_pair),
         cmocka_unit_test(test_direct_failure_falls_back),
         cmocka_unit_test(test_one_sided_progress),
