@@ -10,6 +10,7 @@
  * like a wrong number.
  */
 #include "cli.h"
+#include "comm/tl_list.h"
 
 #include <string.h>
 #include <sys/stat.h>
@@ -37,7 +38,7 @@ static void run_print_header(const px_example *ex, const px_example_opts *eo,
         printf(", op %s, dtype %s", eo->op ? eo->op : "sum", eo->dtype ? eo->dtype : "f32");
     printf(", cores %d, profile %s", r->cores, c->device_profile);
     if (ex->level == 3 && c->comm_transport != 0) /* forced: said, as every override is */
-        printf(", comm transport %s", c->comm_transport == 1 ? "direct" : "staged");
+        printf(", comm transport %s", px_comm_tl_name(c->comm_transport));
     printf("\n");
 }
 

@@ -310,14 +310,13 @@ px_status comm_dfx_end(const px_comm *c, int op, int peer, size_t bytes, uint64_
 void comm_dfx_span(const px_comm *c, int op, int peer, size_t bytes, uint64_t t0)
 {
     static const char *const algos[PX_DFX_COMM_NALGOS] = PX_DFX_COMM_ALGOS;
-    static const char *const tls[PX_DFX_COMM_NTRANSPORTS] = PX_DFX_COMM_TRANSPORTS;
     px_dfx_producer *p = px_rt_dfx_here;
     int coll = op >= PX_DFX_COMM_ALLREDUCE, tl;
 
     if (!PX_DFX || p == NULL || t0 == 0 || c == NULL)
         return;
-    tl = comm_dfx_index(tls, PX_DFX_COMM_NTRANSPORTS,
-                        c->tl[peer >= 0 && peer < c->n ? peer : (c->rank + 1) % c->n]->name);
+    /* the record carries the transport's id of the one list (tl_list.h), no name lookup */
+    tl = c->tl[peer >= 0 && peer < c->n ? peer : (c->rank + 1) % c->n]->id;
     px_dfx_comm(p, op, coll ? comm_dfx_index(algos, PX_DFX_COMM_NALGOS, c->last_algo) : 0, tl,
                 peer < 0 ? 0xff : peer, t0, px_dfx_now(), bytes, c->id);
 }

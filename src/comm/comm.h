@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <plexus/caps.h>
 #include <plexus/comm.h>
 
 #include "hier/ext.h" /* hier_deaths: where deaths of chips are announced */
@@ -118,14 +119,29 @@ struct px_comm {
 };
 
 /*
- * The contract every comm transport fills (one file each under transport/). Operations on
- * peer q act on q's window. Slots are numbered from the area's bar[0]: 0 .. 63 are barrier
+ * The facts the selection rule gives a transport's accept(): the host's capabilities (one
+ * host today: every chip of a level-3 worker has the same), the profile's name for the words,
+ * and the pair's chips.
+ */
+typedef struct comm_pair_facts {
+    const px_caps *caps;
+    const char *profile;
+    int ca, cb;
+} comm_pair_facts;
+
+/*
+ * The contract every comm transport fills (one file each under transport/, one row in
+ * tl_list.h). accept() says whether the transport may carry a pair under the facts, and why
+ * (the words of logs, errors, doctor and dfx.json); it decides nothing else (the rule in
+ * select.c takes the first transport that accepts). Operations on peer q act on q's window. Slots are numbered from the area's bar[0]: 0 .. 63 are barrier
  * slots, 64 + s is user signal s. signal() must make its slot change visible after every
  * byte of the caller's earlier puts to q, then wake q if it sleeps. An operation a transport
  * cannot do returns PX_ENOTSUP; peer_ptr returns NULL when it maps nothing.
  */
 typedef struct px_comm_tl {
     const char *name;
+    int id;                               /* its PX_COMM_TL_* of tl_list.h */
+    int (*accept)(const comm_pair_facts *f, char *why, size_t n);
     px_status (*put)(px_comm *c, int peer, size_t off, const void *src, size_t n);
     px_status (*get)(px_comm *c, int peer, size_t off, void *dst, size_t n);
     /* n bytes of peer's head (px_comm_area) at off, e.g. its alltoallv table */

@@ -7,43 +7,14 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-const char *comm_tl_name(int tl)
-{
-    return tl == PX_COMM_TL_DIRECT ? "direct" : tl == PX_COMM_TL_STAGED ? "staged" : "none";
-}
+/* The contracts by id, from the one list. */
+#define COMM_TL_ROW_(id, name, tl) [id] = &tl,
+static const px_comm_tl *const comm_tls[PX_COMM_TL_COUNT] = {PX_COMM_TL_MAP(COMM_TL_ROW_)};
+#undef COMM_TL_ROW_
 
-/* direct: each chip maps the other's window: peer mapping effective, both in one group. */
-static int comm_accept_direct(const px_caps *caps, const char *prof, int ca, int cb, char *why,
-                              size_t n)
+const px_comm_tl *comm_tl_of(int id)
 {
-    int64_t group = px_caps_get(caps, PX_FACT_PEER_MAP_GROUP);
-
-    if (px_caps_get(caps, PX_FACT_PEER_MAP_EFFECTIVE) == 0) {
-        snprintf(why, n, "%s in profile %s",
-                 px_caps_get(caps, PX_FACT_PEER_MAP) ? "peer_map=1 but memfd=0" : "peer_map=0",
-                 prof);
-        return 0;
-    }
-    if (group > 0 && ca / group != cb / group) {
-        snprintf(why, n, "peer_map_group=%lld in profile %s: chips map each other only inside "
-                 "groups of %lld (0-%lld, %lld-%lld, ...)", (long long)group, prof,
-                 (long long)group, (long long)group - 1, (long long)group,
-                 2 * (long long)group - 1);
-        return 0;
-    }
-    snprintf(why, n, "peer_map=1 in profile %s", prof);
-    return 1;
-}
-
-/* staged: host memory both chips map (a memfd); the chips of one worker share the host. */
-static int comm_accept_staged(const px_caps *caps, const char *prof, char *why, size_t n)
-{
-    if (px_caps_get(caps, PX_FACT_MEMFD) == 0) {
-        snprintf(why, n, "memfd=0 on this host: no shared staging memory");
-        return 0;
-    }
-    snprintf(why, n, "same host, host staging memory (memfd=1)");
-    return 1;
+    return id > 0 && id < PX_COMM_TL_COUNT ? comm_tls[id] : NULL;
 }
 
 /* Fills ch->reason for the chosen ch->tl under forced (comm_choice_reason's rule). */
@@ -71,17 +42,19 @@ void comm_choose(const px_caps *caps, const char *profile, int forced, int need_
 {
     const char *prof = profile != NULL ? profile : "?";
 
+    comm_pair_facts f = {.caps = caps, .profile = prof, .ca = ca, .cb = cb};
+
     out->tl = PX_COMM_TL_NONE;
     out->accepts[PX_COMM_TL_NONE] = 0;
     snprintf(out->why[PX_COMM_TL_NONE], COMM_WHY_MAX, "no transport");
-    out->accepts[PX_COMM_TL_DIRECT] =
-        comm_accept_direct(caps, prof, ca, cb, out->why[PX_COMM_TL_DIRECT], COMM_WHY_MAX);
-    out->accepts[PX_COMM_TL_STAGED] =
-        comm_accept_staged(caps, prof, out->why[PX_COMM_TL_STAGED], COMM_WHY_MAX);
-    if (need_peer_ptr) { /* whatever else staged lacks, it never gives peer pointers */
-        out->accepts[PX_COMM_TL_STAGED] = 0;
-        snprintf(out->why[PX_COMM_TL_STAGED], COMM_WHY_MAX, "the domain needs peer pointers "
-                 "(need_peer_ptr) and staged maps no peer window");
+    for (int t = 1; t < PX_COMM_TL_COUNT; t++) {
+        out->accepts[t] = comm_tls[t]->accept(&f, out->why[t], COMM_WHY_MAX);
+        if (need_peer_ptr && comm_tls[t]->peer_ptr == NULL) {
+            /* whatever else it lacks, it never gives peer pointers */
+            out->accepts[t] = 0;
+            snprintf(out->why[t], COMM_WHY_MAX, "the domain needs peer pointers "
+                     "(need_peer_ptr) and %s maps no peer window", comm_tls[t]->name);
+        }
     }
     for (int t = PX_COMM_TL_DIRECT; t < PX_COMM_TL_COUNT && out->tl == PX_COMM_TL_NONE; t++)
         if (out->accepts[t] && (forced == PX_COMM_TL_AUTO || forced == t))

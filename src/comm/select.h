@@ -1,7 +1,8 @@
 /*
  * select.h - the one rule that picks the transport of a pair of ranks (DESIGN 3.2, 3.5).
  *
- * Transports are tried in the order of px_comm_tl_id (direct, then staged); the first that
+ * Transports are tried in the order of the one list (tl_list.h: direct, then staged); each
+ * says through its contract's accept() whether it may carry the pair, and the first that
  * accepts wins unless PLEXUS_COMM_TRANSPORT forces one. Every transport's verdict keeps its
  * reason, so the logs, errors, `plexus doctor --comm` and dfx.json all say the same words.
  * The parent applies the rule once per pair to the facts of the host (every chip of a
@@ -14,13 +15,19 @@
 
 #include <plexus/caps.h>
 
-enum { PX_COMM_TL_NONE = 0, PX_COMM_TL_DIRECT = 1, PX_COMM_TL_STAGED = 2, PX_COMM_TL_COUNT };
+#include "comm/comm.h"
+#include "comm/tl_list.h"
 
-#define PX_COMM_TL_AUTO 0 /* a forced value of 0: no transport forced */
 #define COMM_WHY_MAX 192
 
 /* "direct", "staged" ("none" for PX_COMM_TL_NONE, "auto" is not a transport). */
-const char *comm_tl_name(int tl);
+static inline const char *comm_tl_name(int tl)
+{
+    return px_comm_tl_name(tl);
+}
+
+/* The contract of transport id (NULL for PX_COMM_TL_NONE or an unknown id). */
+const px_comm_tl *comm_tl_of(int id);
 
 typedef struct comm_choice {
     int tl;                                /* the chosen transport, or PX_COMM_TL_NONE */

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/tl_list.h" /* the transports' names: data only */
 #include "log.h"
 #include "util.h"
 
@@ -115,7 +116,7 @@ static const px_range px_ranges[] = {
     /* 10 ms at least: a shorter deadline fails waits that are merely descheduled */
     {"PLEXUS_COMM_TIMEOUT_S", PX_RF(comm_timeout_s), PX_R_DBL, 10, 10000000, 0},
     {"PLEXUS_COMM_ONESHOT_MAX", PX_RF(comm_oneshot_max), PX_R_U64, 1, 1 << 30, 0},
-    {"PLEXUS_COMM_TRANSPORT", PX_RF(comm_transport), PX_R_INT, 0, 2, 0},
+    {"PLEXUS_COMM_TRANSPORT", PX_RF(comm_transport), PX_R_INT, 0, PX_COMM_TL_COUNT - 1, 0},
     {"PLEXUS_TEST_SLACK", "", (size_t)-1, PX_R_DBL, 0, 10000000, 0}, /* no field: PX_NOFIELD */
 };
 
@@ -246,18 +247,15 @@ static px_status px_knob_profile(void *field, const char *name, const char *text
     return PX_OK;
 }
 
-/* PLEXUS_COMM_TRANSPORT: auto, direct or staged (the PX_COMM_TL_* order). */
+/* PLEXUS_COMM_TRANSPORT: auto or a transport of the one list (comm/tl_list.h). */
 static px_status px_knob_comm_tl(void *field, const char *name, const char *text)
 {
-    static const char *const names[] = {"auto", "direct", "staged"};
+    int id = px_comm_tl_parse(text);
 
-    for (int i = 0; i < 3; i++) {
-        if (strcmp(text, names[i]) == 0) {
-            *(int *)field = i;
-            return PX_OK;
-        }
-    }
-    return px_bad_value(name, text, "auto, direct or staged");
+    if (id < 0)
+        return px_bad_value(name, text, "one of " PX_COMM_TL_CHOICES);
+    *(int *)field = id;
+    return PX_OK;
 }
 
 static px_status px_knob_bind(void *field, const char *name, const char *text)
@@ -545,7 +543,7 @@ static const px_knob px_knobs[] = {
      "default deadline of a communication wait (signals, barriers, collectives)"},
     {"PLEXUS_COMM_ONESHOT_MAX", PX_F(comm_oneshot_max), "64K", "bytes", px_knob_bytes,
      "allreduce: one-shot up to this size, reduce-scatter + allgather above"},
-    {"PLEXUS_COMM_TRANSPORT", PX_F(comm_transport), "auto", "auto, direct or staged",
+    {"PLEXUS_COMM_TRANSPORT", PX_F(comm_transport), "auto", PX_COMM_TL_CHOICES,
      px_knob_comm_tl, "comm transport of every rank pair: auto (direct, else staged) or forced"},
     {"PLEXUS_TEST_SLACK", PX_NOFIELD, "1", "seconds factor", px_knob_seconds,
      "tests: multiplies every deadline (raised under sanitizers)"},
@@ -712,7 +710,7 @@ static void px_knob_format(const px_config *c, const px_knob *k, char *buf, size
     } else if (k->parse == px_knob_comm_tl) {
         int v = *(const int *)f;
 
-        snprintf(buf, n, "%s", v == 1 ? "direct" : v == 2 ? "staged" : "auto");
+        snprintf(buf, n, "%s", v == PX_COMM_TL_AUTO ? "auto" : px_comm_tl_name(v));
     } else if (k->parse == px_knob_bind) {
         snprintf(buf, n, "%s", *(const int *)f ? "cores" : "none");
     } else if (k->parse == px_knob_dfx) {

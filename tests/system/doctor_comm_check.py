@@ -2,7 +2,7 @@
 """doctor_comm_check.py PLEXUS STAGED_BUILT - checks `plexus doctor --comm --json`.
 
 Runs the doctor under the profiles default (every pair direct), a2a3-pcie (no peer mapping:
-staged once built, else no transport), pairs (direct only inside 0-1, 2-3) and a forced
+staged, else no transport), pairs (direct only inside 0-1, 2-3) and a forced
 direct under a2a3-pcie (refused: the error names the force, peer_map=0, the profile and the
 alternative), and checks each document against those expectations, worked out from the
 profiles' documented facts. STAGED_BUILT is 1 once the staged data path is built.

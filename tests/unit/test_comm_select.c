@@ -36,7 +36,7 @@ static void assert_has(const char *haystack, const char *needle)
 }
 
 /* default: every pair direct with peer_map=1 and the profile in the reason; staged is the
- * fallback the rule would also accept (once built). */
+ * fallback the rule would also accept. */
 static void test_default_direct(void **state)
 {
     px_caps caps;
@@ -69,7 +69,7 @@ static void test_a2a3_auto(void **state)
 }
 
 /* Forced direct under a2a3-pcie: refused; the error names the force, peer_map=0 and the
- * profile, and staged as the alternative that would work (once built; before, its refusal). */
+ * profile, and staged as the alternative that would work. */
 static void test_forced_direct_a2a3(void **state)
 {
     px_caps caps;
@@ -87,7 +87,7 @@ static void test_forced_direct_a2a3(void **state)
     assert_has(err, "set PLEXUS_COMM_TRANSPORT=auto (or --comm-transport auto)");
 }
 
-/* Forced staged where direct works: staged taken (once built), the reason says it was forced
+/* Forced staged where direct works: staged taken, the reason says it was forced
  * and that direct would work; a force never takes a transport that refuses. */
 static void test_forced_staged_default(void **state)
 {
@@ -130,7 +130,7 @@ static void test_need_peer_ptr(void **state)
 }
 
 /* pairs: chips 0,1 and 2,3 direct; 0,2 and 1,3 not (the group size and the profile in the
- * reason), so they go staged (once built). */
+ * reason), so they go staged. */
 static void test_pairs_profile(void **state)
 {
     static const int expect_direct[4][4] = {

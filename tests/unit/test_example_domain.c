@@ -4,9 +4,9 @@
  * each transport, and one line per distinct reason of the pairs not on direct (not one per
  * pair), for all-direct, all-staged and mixed domains, and the cap on reason lines.
  *
- * The pairs come from tables here (px_example_pairs), so the staged and mixed shapes are
- * checked before the staged transport can run a real domain; the all-direct shape on a real
- * domain is checked by the command-line tests (cli.demo_comm, cli.run_allreduce_*).
+ * The pairs come from tables here (px_example_pairs), so every shape is checked without
+ * chips; real domains of each shape are checked by the command-line tests (cli.demo_comm,
+ * cli.run_allreduce_*, cli.run_*_a2a3_log, cli.run_allreduce_fallback_*).
  */
 #include "testutil.h"
 

@@ -9,7 +9,10 @@
  */
 #include "comm/comm.h"
 
+#include <stdio.h>
 #include <string.h>
+
+#include "comm/tl_list.h"
 
 /* To or from this rank's own window the bytes may overlap (a put to self): memmove. */
 static px_status direct_put(px_comm *c, int peer, size_t off, const void *src, size_t n)
@@ -54,8 +57,32 @@ static void *direct_peer_ptr(px_comm *c, int peer, size_t off)
     return c->data[peer] + off;
 }
 
+/* direct: each chip maps the other's window: peer mapping effective, both in one group. */
+static int direct_accept(const comm_pair_facts *f, char *why, size_t n)
+{
+    int64_t group = px_caps_get(f->caps, PX_FACT_PEER_MAP_GROUP);
+
+    if (px_caps_get(f->caps, PX_FACT_PEER_MAP_EFFECTIVE) == 0) {
+        snprintf(why, n, "%s in profile %s",
+                 px_caps_get(f->caps, PX_FACT_PEER_MAP) ? "peer_map=1 but memfd=0" :
+                 "peer_map=0", f->profile);
+        return 0;
+    }
+    if (group > 0 && f->ca / group != f->cb / group) {
+        snprintf(why, n, "peer_map_group=%lld in profile %s: chips map each other only inside "
+                 "groups of %lld (0-%lld, %lld-%lld, ...)", (long long)group, f->profile,
+                 (long long)group, (long long)group - 1, (long long)group,
+                 2 * (long long)group - 1);
+        return 0;
+    }
+    snprintf(why, n, "peer_map=1 in profile %s", f->profile);
+    return 1;
+}
+
 const px_comm_tl px_comm_tl_direct = {
     .name = "direct",
+    .id = PX_COMM_TL_DIRECT,
+    .accept = direct_accept,
     .put = direct_put,
     .get = direct_get,
     .get_head = direct_get_head,

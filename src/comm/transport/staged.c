@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/tl_list.h"
 #include "util/clock.h"
 #include "util/futex.h"
 #include "util/log.h"
@@ -538,8 +539,21 @@ px_status comm_stg_flush(px_comm *c)
     return st;
 }
 
+/* staged: host memory both chips map (a memfd); the chips of one worker share the host. */
+static int staged_accept(const comm_pair_facts *f, char *why, size_t n)
+{
+    if (px_caps_get(f->caps, PX_FACT_MEMFD) == 0) {
+        snprintf(why, n, "memfd=0 on this host: no shared staging memory");
+        return 0;
+    }
+    snprintf(why, n, "same host, host staging memory (memfd=1)");
+    return 1;
+}
+
 const px_comm_tl px_comm_tl_staged = {
     .name = "staged",
+    .id = PX_COMM_TL_STAGED,
+    .accept = staged_accept,
     .put = staged_put,
     .get = staged_get,
     .get_head = staged_get_head,
