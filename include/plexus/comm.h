@@ -14,10 +14,23 @@
  * member of the domain dies every wait returns PX_EPEERDEAD naming it, within a second.
  *
  * Collectives are called by every rank of the domain with the same arguments, in the same
- * order, and work in place on a buffer inside the window. A rank's collectives and barriers
- * on one communicator come from one thread at a time (they count their steps); one-sided
- * calls and waits may come from several. Every rank ends with bit-identical
+ * order, and work in place on a buffer inside the window. Every rank ends with bit-identical
  * results: reductions combine ranks in order 0, 1, ..., n-1 whatever the algorithm.
+ *
+ * Threads: a rank's collectives and barriers on one communicator come from one thread at a
+ * time (they count their steps: two kernels of one rank in collectives of the same domain at
+ * once is a mismatch at best); one-sided calls (put, get, signal, put_signal, signal_read)
+ * and waits on a communicator may come from several kernels of the rank at once, and calls on
+ * different communicators never interfere. The orchestration side (px_domain_*,
+ * px_submit_*) follows plexus/worker.h: only inside the orchestration px_run runs, on its
+ * thread.
+ *
+ * Lifetimes: the px_comm a kernel gets from px_arg_comm is valid until that kernel returns
+ * (the same pointer comes back to later kernels of the domain on that chip, but do not keep
+ * it: it is freed when the domain is). Pointers from px_comm_buffer, px_comm_buffer_tensor and
+ * px_comm_peer_ptr are valid while the domain lives (until px_domain_release takes effect
+ * after the tasks submitted before it); the bytes behind them are the window's, shared with
+ * the peers' one-sided calls, so order them with signals or barriers.
  */
 #ifndef PLEXUS_COMM_H
 #define PLEXUS_COMM_H

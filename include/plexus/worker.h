@@ -5,6 +5,12 @@
  * of its args into device memory, calls the orchestration on the caller's thread (it submits
  * tasks while cores execute earlier ones), waits for the graph to drain, and copies OUT and
  * INOUT tensors back.
+ *
+ * Threads: different workers may be used from different threads at once. One worker is used
+ * by one thread at a time: px_run on a worker while a run is active on it (nested, or from a
+ * second thread) returns PX_ESTATE; create, init and destroy must not overlap any other call
+ * on the same worker. Kernels run on the worker's core threads and may call only what their
+ * own headers allow (px_set_error, the px_arg_* accessors, plexus/comm.h's kernel side).
  */
 #ifndef PLEXUS_WORKER_H
 #define PLEXUS_WORKER_H
