@@ -14,6 +14,9 @@
  * extra on x86). busbw = algbw * 2 (n - 1) / n (NCCL's definition), algbw = bytes / time.
  * put_signal: rank 0 puts 8 bytes with a signal to rank 1, which checks them and answers the
  * same way; half round trip = time / round trips / 2.
+ * case=domain_alloc: px_domain_alloc of a domain over every chip of a worker of 2, 4, 8, 16
+ * and 64 chips (one allocation per run; the median of the runs after an untimed one), and the
+ * ratio of 64 to 4 ranks, which set-up linear in the ranks keeps at 16 or below.
  *
  * The anchor is Open MPI (bench/mpi_anchor.c runs bench/comm_mpi_anchor.c under mpirun with
  * pinned options): MPI_Allreduce in place and MPI_Put + MPI_Win_flush on a shared window. The
@@ -347,6 +350,87 @@ static void bc_print(int n, const bc_result *res, const int *have, const bench_m
                    bc_row(rows, nrows, BENCH_MPI_PUT_SIGNAL, 0)->us);
 }
 
+/* ---- case=domain_alloc: the set-up of a domain over every chip ---- */
+
+#define BC_DA_MAX 64
+
+typedef struct bc_da {
+    int n;
+    double us;
+} bc_da;
+
+/* One run: allocate a domain of all n chips (timed), release it (freed at the run's end). */
+static px_status bc_da_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    bc_da *r = user;
+    int chips[BC_DA_MAX];
+    px_domain_buffer b = {"x", 4096};
+    px_domain_spec s = {.name = "alloc", .chips = chips, .nchips = r->n, .window_bytes = 4096,
+                        .buffers = &b, .nbuffers = 1, .nsignals = 2};
+    px_domain *d;
+    uint64_t t0;
+    px_status st;
+
+    for (int i = 0; i < r->n; i++)
+        chips[i] = i;
+    t0 = bench_now_ns();
+    st = px_domain_alloc(o, &s, &d);
+    r->us = (double)(bench_now_ns() - t0) / 1e3;
+    return st == PX_OK ? px_domain_release(d) : st;
+}
+
+/* Median microseconds of px_domain_alloc on a level-3 worker of n chips (one core each),
+ * after one untimed allocation; -1 after bench_fail. */
+static double bc_domain_alloc(int n, int reps)
+{
+    double us[BC_MAX_REPS];
+    px_config cfg;
+    px_worker *w = NULL;
+    bc_da r = {.n = n};
+    px_status st = px_config_default(&cfg);
+
+    if (st == PX_OK) {
+        cfg.level = 3;
+        cfg.chips = n;
+        cfg.cores = 1;
+        cfg.device_mem = 16ull << 20;
+        cfg.heap_ring = 4ull << 20;
+        st = px_worker_create(&cfg, &w);
+    }
+    if (st == PX_OK)
+        st = px_worker_init(w);
+    for (int k = -1; st == PX_OK && k < reps; k++) {
+        st = px_run(w, bc_da_orch, NULL, &r);
+        if (k >= 0)
+            us[k] = r.us;
+    }
+    if (st != PX_OK)
+        bench_fail(BC_NAME, "case=domain_alloc on %d chips: %s: %s", n, px_status_name(st),
+                   px_last_error());
+    if (w != NULL)
+        px_worker_destroy(w);
+    return st == PX_OK ? bench_median(us, reps) : -1;
+}
+
+/* Prints case=domain_alloc at 2, 4, 8, 16 and 64 ranks (2 and 4 in --smoke), and the ratio of
+ * 64 to 4 ranks (linear in ranks: 16). */
+static void bc_domain_alloc_case(bench_mode mode)
+{
+    static const int ns[5] = {2, 4, 8, 16, 64};
+    int count = mode == BENCH_SMOKE ? 2 : 5, reps = mode == BENCH_FULL ? 5 : 3;
+    double us[5] = {0};
+
+    bench_line(BC_NAME, "config case=domain_alloc window_bytes=4096 buffers=1 signals=2 "
+               "cores_per_chip=1 reps=%d transport=auto", reps);
+    for (int i = 0; i < count; i++) {
+        if ((us[i] = bc_domain_alloc(ns[i], reps)) < 0)
+            return;
+        bench_line(BC_NAME, "case=domain_alloc ranks=%d us=%.1f", ns[i], us[i]);
+    }
+    if (count == 5 && us[1] > 0)
+        bench_line(BC_NAME, "case=domain_alloc ranks_64_over_4=%.1f linear=16", us[4] / us[1]);
+}
+
 int main(int argc, char **argv)
 {
     static const int ranks[2] = {2, 4};
@@ -395,5 +479,6 @@ int main(int argc, char **argv)
         }
         bc_print(ranks[i], res, have, rows, nrows, i == 0);
     }
+    bc_domain_alloc_case(mode);
     return bench_finish();
 }
