@@ -305,14 +305,35 @@ static double bc_busbw(uint64_t bytes, double us, int n)
     return us > 0 ? (double)bytes / (us * 1e3) * 2.0 * (n - 1) / n : 0;
 }
 
-/* Prints every line for n ranks: each transport's rows, Open MPI's beside direct's, and the
- * time of staged and mixed over direct's in the same run. */
-static void bc_print(int n, const bc_result *res, const int *have, const bench_mpi_row *rows,
-                     int nrows, int ping)
+/* Open MPI's two runs (as installed, and with glibc's malloc tuned) and the better of the two
+ * per size, which is what plexus is compared with. */
+typedef struct bc_mpi {
+    bench_mpi_row rows[2][BENCH_MPI_MAX_ROWS];
+    int nrows[2];
+} bc_mpi;
+
+static const char *const bc_mpi_names[2] = {"openmpi_default", "openmpi_malloc"};
+
+/* The better (faster) of the two runs' rows for op and bytes, and which it was; NULL when
+ * neither has one. */
+static const bench_mpi_row *bc_best(const bc_mpi *m, bench_mpi_op op, uint64_t bytes,
+                                    int *which)
+{
+    const bench_mpi_row *a = bc_row(m->rows[0], m->nrows[0], op, bytes);
+    const bench_mpi_row *b = bc_row(m->rows[1], m->nrows[1], op, bytes);
+
+    *which = b != NULL && (a == NULL || b->us < a->us);
+    return *which ? b : a;
+}
+
+/* Prints every line for n ranks: each transport's rows, Open MPI's (both runs and the better
+ * one) beside direct's, and the time of staged and mixed over direct's in the same run. */
+static void bc_print(int n, const bc_result *res, const int *have, const bc_mpi *mpi, int ping)
 {
     for (int s = 0; s < g_plan.nsizes; s++) {
         uint64_t b = g_plan.bytes[s];
-        const bench_mpi_row *m = bc_row(rows, nrows, BENCH_MPI_ALLREDUCE, b);
+        int which;
+        const bench_mpi_row *m = bc_best(mpi, BENCH_MPI_ALLREDUCE, b, &which);
         double pbw = bc_busbw(b, res[BC_DIRECT].us[s], n), floor = bench_memcpy_floor((size_t)b);
         char ratio[48] = "plexus_over_openmpi=skipped";
 
@@ -323,9 +344,18 @@ static void bc_print(int n, const bc_result *res, const int *have, const bench_m
                            bc_busbw(b, res[t].us[s], n), res[t].us[s]);
         if (!have[BC_DIRECT])
             continue;
+        for (int v = 0; v < 2; v++) {
+            const bench_mpi_row *mv = bc_row(mpi->rows[v], mpi->nrows[v], BENCH_MPI_ALLREDUCE, b);
+
+            if (mv != NULL)
+                bench_line(BC_NAME, "op=allreduce ranks=%d bytes=%" PRIu64 " transport=openmpi "
+                           "system=%s busbw_gbs=%.3f us=%.3f", n, b, bc_mpi_names[v],
+                           mv->busbw_gbs, mv->us);
+        }
         if (m != NULL) {
             bench_line(BC_NAME, "op=allreduce ranks=%d bytes=%" PRIu64 " transport=openmpi "
-                       "system=openmpi busbw_gbs=%.3f us=%.3f", n, b, m->busbw_gbs, m->us);
+                       "system=openmpi busbw_gbs=%.3f us=%.3f best_of=%s", n, b, m->busbw_gbs,
+                       m->us, bc_mpi_names[which]);
             snprintf(ratio, sizeof(ratio), "plexus_over_openmpi=%.2f",
                      m->busbw_gbs > 0 ? pbw / m->busbw_gbs : 0);
         }
@@ -345,9 +375,19 @@ static void bc_print(int n, const bc_result *res, const int *have, const bench_m
     if (have[BC_DIRECT] && have[BC_STAGED] && res[BC_DIRECT].half_rtt_us > 0)
         bench_line(BC_NAME, "op=put_signal staged_over_direct=%.2f",
                    res[BC_STAGED].half_rtt_us / res[BC_DIRECT].half_rtt_us);
-    if (bc_row(rows, nrows, BENCH_MPI_PUT_SIGNAL, 0) != NULL)
-        bench_line(BC_NAME, "op=put_signal transport=openmpi system=openmpi half_rtt_us=%.3f",
-                   bc_row(rows, nrows, BENCH_MPI_PUT_SIGNAL, 0)->us);
+    for (int v = 0; v < 2; v++)
+        if (bc_row(mpi->rows[v], mpi->nrows[v], BENCH_MPI_PUT_SIGNAL, 0) != NULL)
+            bench_line(BC_NAME, "op=put_signal transport=openmpi system=%s half_rtt_us=%.3f",
+                       bc_mpi_names[v],
+                       bc_row(mpi->rows[v], mpi->nrows[v], BENCH_MPI_PUT_SIGNAL, 0)->us);
+    {
+        int which;
+        const bench_mpi_row *m = bc_best(mpi, BENCH_MPI_PUT_SIGNAL, 0, &which);
+
+        if (m != NULL)
+            bench_line(BC_NAME, "op=put_signal transport=openmpi system=openmpi half_rtt_us=%.3f "
+                       "best_of=%s", m->us, bc_mpi_names[which]);
+    }
 }
 
 /* ---- case=domain_alloc: the set-up of a domain over every chip ---- */
@@ -458,26 +498,29 @@ int main(int argc, char **argv)
         bench_line(BC_NAME, "system=openmpi skipped=%s", "openmpi_not_installed");
     }
     for (int i = 0; i < 2; i++) {
-        bench_mpi_row rows[BENCH_MPI_MAX_ROWS];
+        static bc_mpi mpi;
         bc_result res[BC_NTL];
-        int nrows = 0, have[BC_NTL] = {0};
+        int have[BC_NTL] = {0};
 
         for (int t = 0; t < BC_NTL; t++)
             if (t != BC_MIXED || ranks[i] == 4) /* mixed needs two groups of chips */
                 have[t] = bc_plexus(ranks[i], t, &res[t]) == 0;
         if (!have[BC_DIRECT])
             continue;
-        if (have_mpi) {
-            nrows = bench_mpi_anchor(ranks[i], mode, BENCH_MPI_ALL, rows, BENCH_MPI_MAX_ROWS,
-                                     cfg, sizeof(cfg));
-            if (nrows < 0) {
-                bench_fail(BC_NAME, "the Open MPI anchor failed on %d ranks", ranks[i]);
-                nrows = 0;
+        memset(&mpi, 0, sizeof(mpi));
+        for (int v = 0; have_mpi && v < 2; v++) { /* as installed, then with malloc tuned */
+            mpi.nrows[v] = bench_mpi_anchor_variant(ranks[i], mode, BENCH_MPI_ALL, v,
+                                                    mpi.rows[v], BENCH_MPI_MAX_ROWS, cfg,
+                                                    sizeof(cfg));
+            if (mpi.nrows[v] < 0) {
+                bench_fail(BC_NAME, "the Open MPI anchor (%s) failed on %d ranks",
+                           bc_mpi_names[v], ranks[i]);
+                mpi.nrows[v] = 0;
             } else if (i == 0) {
-                bench_line(BC_NAME, "config openmpi %s", cfg);
+                bench_line(BC_NAME, "config %s %s", bc_mpi_names[v], cfg);
             }
         }
-        bc_print(ranks[i], res, have, rows, nrows, i == 0);
+        bc_print(ranks[i], res, have, &mpi, i == 0);
     }
     bc_domain_alloc_case(mode);
     return bench_finish();

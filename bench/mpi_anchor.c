@@ -160,7 +160,16 @@ typedef struct mpi_anchor_job {
     int argc;
     pid_t pid;
     int out_fd; /* the job's stdout */
+    int variant; /* BENCH_MPI_DEFAULT or BENCH_MPI_MALLOC */
 } mpi_anchor_job;
+
+/* BENCH_MPI_MALLOC's environment: glibc keeps large blocks on the heap instead of mapping a
+ * fresh one per call (its mmap threshold stops growing at 32 MiB, so Open MPI's 64 MiB
+ * allreduce temporary was a new mapping, and its page faults, on every call). */
+static const char *const mpi_anchor_malloc_env[] = {
+    "MALLOC_MMAP_THRESHOLD_=1073741824", "MALLOC_TRIM_THRESHOLD_=4294967296",
+    "MALLOC_TOP_PAD_=268435456", NULL,
+};
 
 /* Appends one argument; returns 0 or -1 (too many: a programming error, reported). */
 static int mpi_anchor_arg(mpi_anchor_job *j, const char *a)
@@ -197,6 +206,10 @@ static int mpi_anchor_argv(mpi_anchor_job *j, int ranks, bench_mode mode, unsign
             rc |= mpi_anchor_arg(j, "-x");
             rc |= mpi_anchor_arg(j, fwd[i]);
         }
+    }
+    for (int i = 0; j->variant == BENCH_MPI_MALLOC && mpi_anchor_malloc_env[i] != NULL; i++) {
+        rc |= mpi_anchor_arg(j, "-x"); /* NAME=VALUE: mpirun sets it in every rank */
+        rc |= mpi_anchor_arg(j, mpi_anchor_malloc_env[i]);
     }
     rc |= mpi_anchor_arg(j, "-np");
     rc |= mpi_anchor_arg(j, j->np);
@@ -642,6 +655,13 @@ static int mpi_anchor_run(mpi_anchor_job *j, mpi_anchor_out *o, long timeout_ms)
 int bench_mpi_anchor(int ranks, bench_mode mode, unsigned ops, bench_mpi_row *rows, int max_rows,
                      char *cfg, size_t cfgn)
 {
+    return bench_mpi_anchor_variant(ranks, mode, ops, BENCH_MPI_DEFAULT, rows, max_rows, cfg,
+                                    cfgn);
+}
+
+int bench_mpi_anchor_variant(int ranks, bench_mode mode, unsigned ops, int variant,
+                             bench_mpi_row *rows, int max_rows, char *cfg, size_t cfgn)
+{
     mpi_anchor_job *j = NULL;
     mpi_anchor_out *o = NULL;
     char why[PATH_MAX + 128];
@@ -673,6 +693,7 @@ int bench_mpi_anchor(int ranks, bench_mode mode, unsigned ops, bench_mpi_row *ro
     }
     if (mpi_anchor_scratch(j->scratch, sizeof(j->scratch)) != 0)
         goto out_free;
+    j->variant = variant;
     if (mpi_anchor_argv(j, ranks, mode, ops) != 0)
         goto out_rmdir;
     o->rows = rows;

@@ -63,6 +63,16 @@ int bench_mpi_available(char *why, size_t whyn);
 int bench_mpi_anchor(int ranks, bench_mode mode, unsigned ops, bench_mpi_row *rows, int max_rows,
                      char *cfg, size_t cfgn);
 
+/* How the anchor's ranks run: as installed, or with glibc's malloc tuned (BENCH_MPI_MALLOC:
+ * MALLOC_MMAP_THRESHOLD_=1 GiB, MALLOC_TRIM_THRESHOLD_=4 GiB, MALLOC_TOP_PAD_=256 MiB given
+ * to every rank with mpirun -x), which keeps Open MPI's large temporaries off fresh mappings. */
+enum { BENCH_MPI_DEFAULT = 0, BENCH_MPI_MALLOC = 1 };
+
+/* bench_mpi_anchor with the ranks' environment of `variant` (the command line in cfg shows
+ * its -x options). bench_mpi_anchor() is the BENCH_MPI_DEFAULT variant. */
+int bench_mpi_anchor_variant(int ranks, bench_mode mode, unsigned ops, int variant,
+                             bench_mpi_row *rows, int max_rows, char *cfg, size_t cfgn);
+
 /*
  * Returns the single-thread memcpy bandwidth for bytes-sized copies in GB/s (1e9 bytes per
  * second): buffers allocated and touched beforehand, enough copies per repetition to run at
