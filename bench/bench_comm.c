@@ -26,10 +26,15 @@
 #include "benchutil.h"
 #include "mpi_anchor.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <plexus/plexus.h>
 
@@ -390,6 +395,102 @@ static void bc_print(int n, const bc_result *res, const int *have, const bc_mpi 
     }
 }
 
+/* ---- case=loaded: small and 1 MiB allreduces beside a busy process ---- */
+
+static void *bc_hog_spin(void *arg)
+{
+    volatile uint64_t *x = arg;
+
+    for (;;)
+        (*x)++;
+    return NULL;
+}
+
+/* Starts a process with one busy thread per online CPU (it ends itself after 300 s, should
+ * this one die first); returns its pid, or -1 after bench_fail. */
+static pid_t bc_hog_start(void)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    pid_t pid;
+
+    fflush(NULL);
+    if ((pid = fork()) < 0) {
+        bench_fail(BC_NAME, "case=loaded: fork: %s", strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        static volatile uint64_t counts[64 * 8];
+        pthread_t t;
+
+        alarm(300);
+        for (long i = 1; i < ncpu && i < 64; i++)
+            if (pthread_create(&t, NULL, bc_hog_spin, (void *)&counts[i * 8]) != 0)
+                break;
+        bc_hog_spin((void *)&counts[0]);
+        _exit(0);
+    }
+    return pid;
+}
+
+static void bc_hog_stop(pid_t pid)
+{
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+}
+
+/* case=loaded: the 8 B and 1 MiB allreduce of 2 ranks (direct) and Open MPI's, each while
+ * a process keeps every CPU busy; target: plexus at most 1.5x Open MPI's time. */
+static void bc_loaded_case(bench_mode mode, int have_mpi)
+{
+    bc_plan saved = g_plan;
+    bc_result res;
+    static bc_mpi mpi;
+    pid_t hog;
+    int ok;
+
+    /* --smoke: 8 B once (a check that the case runs; a loaded 1 MiB takes long) */
+    g_plan = (bc_plan){.nsizes = mode == BENCH_SMOKE ? 1 : 2, .bytes = {8, 1u << 20},
+                       .reps = mode == BENCH_FULL ? 5 : mode == BENCH_QUICK ? 3 : 1,
+                       .pp_iters = 100};
+    bench_line(BC_NAME, "config case=loaded ranks=2 transport=direct load=one_busy_thread_per_cpu "
+               "cpus=%ld sizes=8%s reps=%d", sysconf(_SC_NPROCESSORS_ONLN),
+               g_plan.nsizes > 1 ? ",1048576" : "", g_plan.reps);
+    memset(&mpi, 0, sizeof(mpi));
+    if ((hog = bc_hog_start()) < 0) {
+        g_plan = saved;
+        return;
+    }
+    ok = bc_plexus(2, BC_DIRECT, &res) == 0;
+    for (int v = 0; have_mpi && v < 2; v++) {
+        mpi.nrows[v] = bench_mpi_anchor_variant(2, mode == BENCH_SMOKE ? BENCH_SMOKE :
+                                                BENCH_QUICK, BENCH_MPI_ALLREDUCE, v,
+                                                mpi.rows[v], BENCH_MPI_MAX_ROWS, NULL, 0);
+        if (mpi.nrows[v] < 0) {
+            bench_fail(BC_NAME, "case=loaded: the Open MPI anchor (%s) failed",
+                       bc_mpi_names[v]);
+            mpi.nrows[v] = 0;
+        }
+    }
+    bc_hog_stop(hog);
+    for (int s = 0; ok && s < g_plan.nsizes; s++) {
+        uint64_t b = g_plan.bytes[s];
+        int which;
+        const bench_mpi_row *m = bc_best(&mpi, BENCH_MPI_ALLREDUCE, b, &which);
+
+        bench_line(BC_NAME, "case=loaded bytes=%" PRIu64 " system=plexus us=%.3f", b,
+                   res.us[s]);
+        if (m == NULL)
+            continue;
+        bench_line(BC_NAME, "case=loaded bytes=%" PRIu64 " system=openmpi us=%.3f best_of=%s",
+                   b, m->us, bc_mpi_names[which]);
+        bench_line(BC_NAME, "case=loaded bytes=%" PRIu64 " plexus_over_openmpi_time=%.2f "
+                   "target=1.5", b, m->us > 0 ? res.us[s] / m->us : 0);
+    }
+    g_plan = saved;
+}
+
 /* ---- case=domain_alloc: the set-up of a domain over every chip ---- */
 
 #define BC_DA_MAX 64
@@ -522,6 +623,7 @@ int main(int argc, char **argv)
         }
         bc_print(ranks[i], res, have, &mpi, i == 0);
     }
+    bc_loaded_case(mode, have_mpi);
     bc_domain_alloc_case(mode);
     return bench_finish();
 }
