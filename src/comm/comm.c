@@ -44,6 +44,16 @@ px_status comm_build(px_comm *c, const px_comm_spec *s)
     if (s->windows[s->rank] == NULL)
         return px_set_error(PX_EINVAL, "comm: rank %d has no window of its own", s->rank);
     memset(c, 0, sizeof(*c));
+    if ((c->area = calloc((size_t)s->n, sizeof(*c->area))) == NULL ||
+        (c->data = calloc((size_t)s->n, sizeof(*c->data))) == NULL ||
+        (c->tl = calloc((size_t)s->n, sizeof(*c->tl))) == NULL ||
+        (c->tl_state = calloc((size_t)s->n, sizeof(*c->tl_state))) == NULL ||
+        (c->member = calloc((size_t)s->n, sizeof(*c->member))) == NULL ||
+        (c->staged = calloc((size_t)s->n, sizeof(*c->staged))) == NULL) {
+        comm_fini(c);
+        return px_set_error(PX_ENOMEM, "comm: rank %d of %d: out of memory for the per-rank "
+                            "tables", s->rank, s->n);
+    }
     snprintf(c->name, sizeof(c->name), "%s", s->name ? s->name : "");
     c->id = s->id;
     c->rank = s->rank;
@@ -51,33 +61,39 @@ px_status comm_build(px_comm *c, const px_comm_spec *s)
     c->data_bytes = s->data_bytes;
     c->nsig = s->nsig;
     for (int q = 0; q < s->n; q++) {
-        if (s->tl[q] == NULL)
+        if (s->tl[q] == NULL) {
+            comm_fini(c);
             return px_set_error(PX_EINVAL, "comm: no transport for rank %d -> rank %d",
                                 s->rank, q);
+        }
         c->tl[q] = s->tl[q];
         if (s->windows[q] != NULL) {
             c->area[q] = s->windows[q];
             c->data[q] = (char *)s->windows[q] + px_comm_area_bytes(s->nsig);
         }
     }
-    if (s->n > 1 && s->pairs == NULL)
+    if (s->n > 1 && s->pairs == NULL) {
+        comm_fini(c);
         return px_set_error(PX_EINVAL, "comm: rank %d of %d: the domain's pair table is "
                             "required (collectives choose from it)", s->rank, s->n);
+    }
     c->all_in_place = 1;
     for (int a = 0; a < s->n * (s->n > 1); a++) {
         for (int b = 0; b < s->n; b++) {
             const px_comm_tl *t = s->pairs[a * s->n + b];
 
-            if (a != b && t == NULL)
+            if (a != b && t == NULL) {
+                comm_fini(c);
                 return px_set_error(PX_EINVAL, "comm: the pair table names no transport "
                                     "for ranks %d and %d", a, b);
+            }
             if (a != b && t->peer_ptr == NULL)
                 c->all_in_place = 0;
         }
     }
     c->deaths = s->deaths;
     for (int q = 0; q < s->n; q++)
-        c->member[q] = s->member != NULL ? s->member[q] : (int8_t)q;
+        c->member[q] = s->member != NULL ? s->member[q] : q;
     c->timeout_s = s->timeout_s > 0 ? s->timeout_s : 60.0;
     c->spin_ns = s->spin_ns;
     c->yield_ns = s->yield_ns;
@@ -93,10 +109,23 @@ void comm_fini(px_comm *c)
 {
     if (c == NULL)
         return;
-    comm_stg_release(c);
+    if (c->tl_state != NULL)
+        comm_stg_release(c);
     free(c->scratch);
     c->scratch = NULL;
     c->scratch_bytes = 0;
+    free(c->area);
+    free(c->data);
+    free(c->tl);
+    free(c->tl_state);
+    free(c->member);
+    free(c->staged);
+    c->area = NULL;
+    c->data = NULL;
+    c->tl = NULL;
+    c->tl_state = NULL;
+    c->member = NULL;
+    c->staged = NULL;
 }
 
 void *comm_scratch(px_comm *c, size_t n)

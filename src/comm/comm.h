@@ -81,13 +81,15 @@ struct px_comm {
     int rank, n;
     size_t data_bytes;                        /* the data part of every window */
     uint32_t nsig;
-    px_comm_area *area[PX_COMM_MAX_RANKS];    /* every rank's head, where this process
+    /* per rank, n entries each, sized at comm_build (one allocation, freed by comm_fini) */
+    px_comm_area **area;                      /* every rank's head, where this process
                                                * reaches it (NULL where it does not) */
-    char *data[PX_COMM_MAX_RANKS];            /* every rank's data, likewise */
-    const struct px_comm_tl *tl[PX_COMM_MAX_RANKS]; /* transport to each peer */
-    void *tl_state[PX_COMM_MAX_RANKS];        /* that transport's per-peer state */
+    char **data;                              /* every rank's data, likewise */
+    const struct px_comm_tl **tl;             /* transport to each peer */
+    void **tl_state;                          /* that transport's per-peer state */
+    int *member;                              /* rank q's bit on the board (its chip) */
+    int *staged;                              /* the peers reached through staged (nstaged) */
     const hier_deaths *deaths;                /* NULL: nobody announces deaths */
-    int8_t member[PX_COMM_MAX_RANKS];         /* rank q's bit on the board (its chip) */
     double timeout_s;                         /* default deadline of waits */
     uint64_t spin_ns, yield_ns;               /* wait budgets before sleeping */
     _Atomic uint64_t wait_sleeps;             /* futex waits its waits made (tests) */
@@ -112,7 +114,6 @@ struct px_comm {
                                                * are out of step; later ones are refused */
     char failed_why[200];                     /* ... and why */
     int nstaged;                              /* peers reached through staged */
-    int8_t staged[PX_COMM_MAX_RANKS];         /* ... and which (nstaged of them) */
     void *scratch;                            /* private, grown by collectives */
     size_t scratch_bytes;
     const char *last_algo;
@@ -266,11 +267,12 @@ typedef struct px_comm_spec {
 
 #define PX_COMM_ONESHOT_MAX_DEFAULT (64u << 10)
 
-/* Fills c for one rank (no allocation; the windows must outlive it). Returns PX_OK or
- * PX_EINVAL with a message naming the field. */
+/* Fills c for one rank: its per-rank tables are allocated for s->n ranks (comm_fini frees
+ * them); the windows must outlive it. Returns PX_OK, PX_EINVAL with a message naming the
+ * field, or PX_ENOMEM. */
 px_status comm_build(px_comm *c, const px_comm_spec *s);
 
-/* Frees what collectives allocated (the scratch). */
+/* Frees what comm_build and the collectives allocated (the tables, the scratch). */
 void comm_fini(px_comm *c);
 
 /* Wakes rank q if it announced a sleep; called after a slot of q changed. */
