@@ -6,9 +6,13 @@
  *
  * Kernels: scale (z = x * s), add (z = x + y), add_scalar (z = x + s), mul (z = x * y) on
  * f32; matmul (C[m,n] = A[m,k] B[k,n], f32, row-major); noop (touches nothing: the tiny task
- * of bench_python); fail (returns PX_EKERNEL with a message, for the error tests).
+ * of bench_python); busy (scalar 0: milliseconds to compute for, then writes the number of
+ * loop rounds into its i64 output: the GIL test's long C kernel); fail (returns PX_EKERNEL
+ * with a message, for the error tests).
  */
 #include <plexus/plexus.h>
+
+#include <time.h>
 
 #define PYK_API __attribute__((visibility("default")))
 
@@ -128,6 +132,24 @@ PYK_API px_status matmul(px_core_ctx *ctx, const px_task_args *a)
 
 PYK_API px_status noop(px_core_ctx *ctx, const px_task_args *a)
 {
+    return PX_OK;
+}
+
+PYK_API px_status busy(px_core_ctx *ctx, const px_task_args *a)
+{
+    int64_t *out = px_arg_data(a, 0);
+    double ms = px_arg_f64(a, 1);
+    struct timespec t0, t;
+    int64_t rounds = 0;
+    double el;
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        rounds++;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        el = (double)(t.tv_sec - t0.tv_sec) * 1e3 + (double)(t.tv_nsec - t0.tv_nsec) / 1e6;
+    } while (el < ms);
+    *out = rounds;
     return PX_OK;
 }
 
