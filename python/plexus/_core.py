@@ -142,16 +142,16 @@ class DeviceTensor:
     memory): valid while the tensor lives (its scope, or the callable's run), read only after
     the tasks writing it have finished."""
 
-    def __init__(self, t, owner=None, depth=None, keep=None):
+    def __init__(self, t, owner=None, scope=None, keep=None):
         self._t = t
         self._owner = owner
-        self._depth = depth
+        self._scope = scope
         self._keep = keep
         self.dtype = _NP_OF[t.dtype]
         self.shape = tuple(t.shape[0:t.ndim])
 
     def _live(self):
-        if self._owner is not None and self._owner._dead(self._depth):
+        if self._owner is not None and self._owner._dead(self._scope):
             raise StateError("device tensor %s %s is used after its scope ended (or its run "
                              "returned); allocate it in a scope that lives long enough"
                              % (self.dtype, self.shape))
@@ -441,8 +441,9 @@ class Orchestration:
         self._chip = chip
         self._closed = False
         self._exc = None
-        self._depth = 0
-        self._dead_depths = set()
+        self._scopes = [0]    # ids of the open scopes, innermost last (0: the run's own)
+        self._next_scope = 1
+        self._dead_scopes = set()
         self._stages = {}   # id(array) -> _Stage
         self._ranges = []   # the _Stage of each distinct staged memory range
         self._pending = []  # (lo, hi, task id) of copy-backs submitted
@@ -462,8 +463,8 @@ class Orchestration:
                              "w.run called, while it runs")
         return self._o
 
-    def _dead(self, depth):
-        return self._closed or depth in self._dead_depths
+    def _dead(self, scope):
+        return self._closed or scope in self._dead_scopes
 
     @property
     def level(self):
@@ -486,7 +487,7 @@ class Orchestration:
         t = ffi.new("px_tensor *")
         check(lib.px_tensor_alloc(o, px_dtype(dtype), len(shape), ffi.new("int64_t[]", shape),
                                   t), "o.alloc")
-        return DeviceTensor(t, self, self._depth)
+        return DeviceTensor(t, self, self._scopes[-1])
 
     def _tensor(self, x, tag, what):
         """The px_tensor * for argument x of a submit."""
@@ -555,7 +556,7 @@ class Orchestration:
                 self._copy_task(t, lo, 1, dep)
             else:
                 ffi.memmove(lib.px_tensor_data(t), ffi.from_buffer(arr), arr.nbytes)
-            st = _Stage(arr, t, lo, hi, self._depth)
+            st = _Stage(arr, t, lo, hi, self._scopes[-1])
             self._ranges.append(st)
         self._stages[id(arr)] = st
         if arr is not x and type(x) is np.ndarray:
@@ -621,14 +622,15 @@ class Orchestration:
 
     def _scope_begin(self):
         check(lib.px_scope_begin(self._live()), "o.scope")
-        self._depth += 1
+        self._scopes.append(self._next_scope)
+        self._next_scope += 1
 
     def _scope_end(self, ok):
         o = self._live()
+        sid = self._scopes.pop()
         if ok:
-            self._copy_back(self._depth)
-        self._dead_depths.add(self._depth)
-        self._depth -= 1
+            self._copy_back(sid)
+        self._dead_scopes.add(sid)
         check(lib.px_scope_end(o), "end of o.scope")
 
     # -- submits --

@@ -262,3 +262,23 @@ def test_heap_ring_exhaustion_is_an_error_not_a_crash():
             w.run(lambda o: o.submit(plexus.builtin(w).scale, inputs=[big], outputs=[big],
                                      scalars=[1.0]))
         assert "HEAP_RING" in str(e.value)
+
+
+def test_scopes_in_a_loop_each_own_their_tensors(w, k):
+    # every iteration's o.alloc belongs to its own scope; a later scope at the same depth
+    # must not find its tensors "ended" (the ids of ended scopes are never reused)
+    x = np.arange(32, dtype=np.float32)
+    out = np.zeros((3, 32), np.float32)
+
+    def orch(o):
+        for i in range(3):
+            with o.scope():
+                t = o.alloc(32)
+                o.submit(k.scale, inputs=[x], outputs=[t], scalars=[float(i)])
+                with o.scope():
+                    u = o.alloc(32)
+                    o.submit(k.add, inputs=[t, x], outputs=[u])
+                    o.submit(k.add_scalar, inputs=[u], outputs=[out[i]], scalars=[0.0])
+
+    w.run(orch)
+    np.testing.assert_array_equal(out, np.stack([x * (i + 1) for i in range(3)]))
