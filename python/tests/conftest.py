@@ -1,11 +1,10 @@
-"""Shared fixtures of the plexus pytest tests (run by ctest as python.test_*)."""
-import os
-
+"""Shared fixtures of the plexus pytest tests (run by ctest as python.test_*); the scene-test
+plugin plexus.testing is loaded here."""
 import pytest
 
 import plexus
 
-SLACK = float(os.environ.get("PLEXUS_TEST_SLACK", "1"))
+pytest_plugins = ["plexus.testing"]
 
 
 @pytest.fixture
