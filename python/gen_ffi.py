@@ -43,9 +43,9 @@ const char *pxpy_dlerror(void);
 void *pxpy_dlsym(void *h, const char *name);
 int pxpy_dlclose(void *h);
 px_status pxpy_set_error(px_status s, const char *msg);
-px_status pxpy_submit(px_orch *o, px_kernel_id k, px_task_args *a, int n, const char *tags,
+px_status pxpy_submit(px_orch *o, px_kernel_id k, px_task_args *a, int n, const uint8_t *tags,
                       px_tensor **ts, const double *f, const int64_t *i, px_task_id *id);
-px_status pxpy_build(px_task_args *a, int n, const char *tags, px_tensor **ts,
+px_status pxpy_build(px_task_args *a, int n, const uint8_t *tags, px_tensor **ts,
                      const double *f, const int64_t *i);
 px_status pxpy_copy_kernel(px_core_ctx *ctx, const px_task_args *args);
 px_status pxpy_copy_host(const px_task_args *args, void *user);
@@ -142,12 +142,12 @@ px_status pxpy_set_error(px_status s, const char *msg)
 /* Builds a from n tags (px_tag values; PX_TAG_SCALAR with kind in the tag's high bits:
  * 0x80 | PX_SCALAR_F64 is tagged 0x80 | 1<<4 ...): tensor args come from ts[], scalars from
  * f[] (f64) and i[] (i64, u64) at the same index. */
-px_status pxpy_build(px_task_args *a, int n, const char *tags, px_tensor **ts,
+px_status pxpy_build(px_task_args *a, int n, const uint8_t *tags, px_tensor **ts,
                      const double *f, const int64_t *i)
 {
     px_args_init(a);
     for (int k = 0; k < n; k++) {
-        unsigned char t = (unsigned char)tags[k];
+        unsigned t = tags[k];
 
         switch (t) {
         case PX_TAG_IN: px_args_in(a, ts[k]); break;
@@ -166,7 +166,7 @@ px_status pxpy_build(px_task_args *a, int n, const char *tags, px_tensor **ts,
     return PX_OK;
 }
 
-px_status pxpy_submit(px_orch *o, px_kernel_id k, px_task_args *a, int n, const char *tags,
+px_status pxpy_submit(px_orch *o, px_kernel_id k, px_task_args *a, int n, const uint8_t *tags,
                       px_tensor **ts, const double *f, const int64_t *i, px_task_id *id)
 {
     px_status st = pxpy_build(a, n, tags, ts, f, i);

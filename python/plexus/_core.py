@@ -50,6 +50,7 @@ def _dtype_list():
 _TAG = {"in": lib.PX_TAG_IN, "out": lib.PX_TAG_OUT, "inout": lib.PX_TAG_INOUT,
         "output_existing": lib.PX_TAG_OUTPUT_EXISTING, "no_dep": lib.PX_TAG_NO_DEP}
 _WRITES = (lib.PX_TAG_OUT, lib.PX_TAG_INOUT, lib.PX_TAG_OUTPUT_EXISTING)
+_IN, _OUT, _INOUT = lib.PX_TAG_IN, lib.PX_TAG_OUT, lib.PX_TAG_INOUT
 _SC_F64 = 0x80 | lib.PX_SCALAR_F64
 _SC_I64 = 0x80 | lib.PX_SCALAR_I64
 _SC_U64 = 0x80 | lib.PX_SCALAR_U64
@@ -453,8 +454,9 @@ class Orchestration:
         self._ts = ffi.new("px_tensor *[%d]" % lib.PX_MAX_ARGS)
         self._f = ffi.new("double[%d]" % lib.PX_MAX_ARGS)
         self._i = ffi.new("int64_t[%d]" % lib.PX_MAX_ARGS)
+        self._tg = ffi.new("uint8_t[%d]" % lib.PX_MAX_ARGS)
         self._tid = ffi.new("px_task_id *")
-        self._wptr = None
+        self._kid_cache = {} if worker is None else worker._kids
 
     # -- state --
     def _live(self):
@@ -505,9 +507,10 @@ class Orchestration:
         if not s.arr.flags.writeable:
             raise InvalidArgument("a task writes a read-only array (%s %s); pass a writeable "
                                   "array (arr.copy())" % (s.arr.dtype, s.arr.shape))
+        s.written = True
         while s.parent is not None:
             s = s.parent
-        s.written = True
+            s.written = True
 
     def _stage(self, x, tag, what):
         arr = _as_array(x, what)
@@ -635,7 +638,7 @@ class Orchestration:
 
     # -- submits --
     def _build(self, inputs, outputs, inouts, scalars, args, what):
-        ts, f, iv = self._ts, self._f, self._i
+        ts, f, iv, tg = self._ts, self._f, self._i, self._tg
         tags = bytearray()
         if args is not None:
             items = []
@@ -679,7 +682,9 @@ class Orchestration:
             else:
                 ts[n] = self._tensor(x, tag, "%s argument %d" % (what, n))
                 tags.append(tag)
-        return len(items), bytes(tags)
+        for n, t in enumerate(tags):
+            tg[n] = t
+        return len(items), tg
 
     def submit(self, kernel, inputs=(), outputs=(), inouts=(), scalars=(), *, args=None,
                after=None, domain=None):
@@ -687,6 +692,12 @@ class Orchestration:
         inputs, outputs, inouts, scalars; or any order with args=[In(a), 2.0, Out(b)].
         after: task ids it must also wait for. domain: appended last (a communicator for a
         comm=True Python kernel). Returns the task id."""
+        if args is None and domain is None and after is None and not self._closed:
+            kid = self._kid_cache.get(kernel)
+            if kid is not None:
+                tid = self._submit_fast(kernel, kid, inputs, outputs, inouts, scalars)
+                if tid is not None:
+                    return tid
         o = self._live()
         kid = self._kernel_id(kernel)
         if domain is not None and not hasattr(domain, "_live"):
@@ -709,6 +720,52 @@ class Orchestration:
                   "submit of %s" % kernel.name)
             return self._tid[0]
         st = lib.pxpy_submit(o, kid, self._args, n, tags, self._ts, self._f, self._i, self._tid)
+        if st:
+            raise error_from(st, "submit of %s" % kernel.name)
+        return self._tid[0]
+
+    def _submit_fast(self, kernel, kid, inputs, outputs, inouts, scalars):
+        """submit's common case: arrays already staged in this run (or device tensors),
+        int and float scalars. Returns the task id, or None to take the checking path (which
+        also reports every mistake)."""
+        stages, ts, tg = self._stages, self._ts, self._tg
+        n = 0
+        try:
+            for x in inputs:
+                s = stages.get(id(x))
+                if s is not None and s.arr is x:
+                    ts[n] = s.t
+                elif type(x) is DeviceTensor:
+                    ts[n] = x._live()
+                else:
+                    return None
+                tg[n] = _IN
+                n += 1
+            for tag, group in ((_OUT, outputs), (_INOUT, inouts)):
+                for x in group:
+                    s = stages.get(id(x))
+                    if s is not None and s.arr is x and s.written:
+                        ts[n] = s.t
+                    elif type(x) is DeviceTensor:
+                        ts[n] = x._live()
+                    else:
+                        return None
+                    tg[n] = tag
+                    n += 1
+            for v in scalars:
+                tv = type(v)
+                if tv is int:
+                    self._i[n] = v
+                    tg[n] = _SC_I64
+                elif tv is float:
+                    self._f[n] = v
+                    tg[n] = _SC_F64
+                else:
+                    return None
+                n += 1
+        except (IndexError, OverflowError):
+            return None  # too many arguments, or an int beyond int64: the checking path says
+        st = lib.pxpy_submit(self._o, kid, self._args, n, tg, ts, self._f, self._i, self._tid)
         if st:
             raise error_from(st, "submit of %s" % kernel.name)
         return self._tid[0]

@@ -282,3 +282,27 @@ def test_scopes_in_a_loop_each_own_their_tensors(w, k):
 
     w.run(orch)
     np.testing.assert_array_equal(out, np.stack([x * (i + 1) for i in range(3)]))
+
+
+def test_the_fast_path_still_refuses_what_the_checking_path_refuses(w, k):
+    # the second submit of a staged array takes submit's fast path; its mistakes must still
+    # be reported by the checking path
+    x = np.ones(4, np.float32)
+    y = np.zeros(4, np.float32)
+    ro = np.ones(4, np.float32)
+    ro.flags.writeable = False
+
+    def orch(o, bad):
+        o.submit(k.scale, inputs=[x], outputs=[y], scalars=[1.0])
+        o.submit(k.scale, inputs=[ro], outputs=[y], scalars=[1.0])
+        o.submit(k.scale, **bad)
+
+    for bad, why in [(dict(inputs=[x], outputs=[y], scalars=[2 ** 70]), "does not fit int64"),
+                     (dict(inputs=[x], outputs=[y], scalars=[True]), "is True"),
+                     (dict(inputs=[x], outputs=[ro], scalars=[1.0]), "read-only"),
+                     (dict(inputs=[x] * 9, outputs=[y] * 8), "at most 16")]:
+        with pytest.raises(plexus.InvalidArgument, match=why):
+            w.run(lambda o: orch(o, bad))
+    w.run(lambda o: [o.submit(k.scale, inputs=[x], outputs=[y], scalars=[float(i)])
+                     for i in range(4)])
+    assert y.tolist() == [3.0] * 4
