@@ -152,3 +152,83 @@ def test_domain_misuse_is_refused():
         w.run(orch)
         with pytest.raises(plexus.StateError, match="released"):
             keep["d"].transport(0, 1)
+
+
+@plexus.kernel(comm=True)
+def more_colls(comm):
+    n, r = comm.size, comm.rank
+    rs = comm.buffer("rs", np.int64)[:2 * n]
+    rs[:] = np.arange(2 * n) + 100 * r       # block j (2 elements) of rank r
+    comm.reduce_scatter(rs, op="sum")          # block r of rank r: the sum of every rank's
+    a2a = comm.buffer("a2a", np.int32)[:n]
+    a2a[:] = 10 * r + np.arange(n)             # block j goes to rank j
+    comm.alltoall(a2a)
+    send = comm.buffer("send", np.float64)[:3 * n]
+    recv = comm.buffer("recv", np.float64)[:3 * n]
+    send[:] = r * 1000 + np.arange(3 * n)
+    recv[:] = -1
+    # rank r sends j+1 elements to rank j from offset 3j; they land at 3r of rank j
+    comm.alltoallv(send, [j + 1 for j in range(n)], [3 * j for j in range(n)],
+                   recv, [r + 1] * n, [3 * i for i in range(n)])
+
+
+@plexus.callable
+def more_rank(o, dom):
+    o.submit(more_colls, domain=dom)
+
+
+def test_reduce_scatter_alltoall_alltoallv_in_a_python_kernel():
+    n = 2
+    rs = np.zeros((n, 2 * n), np.int64)
+    a2a = np.zeros((n, n), np.int32)
+    recv = np.zeros((n, 3 * n), np.float64)
+    with plexus.Worker(level=3, chips=n, cores=1) as w:
+        w.register(more_colls, more_rank)
+
+        def orch(o):
+            bufs = {"rs": 8 * 2 * n, "a2a": 4 * n, "send": 8 * 3 * n, "recv": 8 * 3 * n}
+            with o.domain("m", chips=list(range(n)), window=8192, buffers=bufs) as d:
+                o.submit_domain(d, more_rank)
+                for r in range(n):
+                    o.read(d, r, "rs", rs[r])
+                    o.read(d, r, "a2a", a2a[r])
+                    o.read(d, r, "recv", recv[r])
+        w.run(orch)
+    for r in range(n):
+        want = sum(np.arange(2 * n) + 100 * q for q in range(n))
+        assert rs[r, 2 * r:2 * r + 2].tolist() == want[2 * r:2 * r + 2].tolist()
+        assert a2a[r].tolist() == [10 * q + r for q in range(n)]
+        for q in range(n):  # from rank q: r+1 elements of q's send at 3r, placed at 3q
+            got = recv[r, 3 * q:3 * q + r + 1].tolist()
+            assert got == [q * 1000 + 3 * r + i for i in range(r + 1)]
+
+
+def test_orchestration_collectives_of_every_kind():
+    n = 2
+    out = {}
+    with plexus.Worker(level=3, chips=n, cores=1) as w:
+        def orch(o):
+            with o.domain("o", chips=[0, 1], window=1 << 14,
+                          buffers={"g": 8 * 2 * n, "s": 8 * 2 * n, "b": 32, "t": 8 * n}) as d:
+                for r in range(n):
+                    o.write(d, r, "g", np.array([0] * (2 * n), np.int64) + np.eye(
+                        1, 2 * n, 2 * r, dtype=np.int64)[0] * (r + 5)
+                        + np.eye(1, 2 * n, 2 * r + 1, dtype=np.int64)[0] * (r + 7))
+                    o.write(d, r, "s", np.full(2 * n, r + 1, np.float64))
+                    o.write(d, r, "b", np.full(8, r + 3, np.float32))
+                    o.write(d, r, "t", np.array([10 * r + j for j in range(n)], np.int64))
+                o.allgather(d, "g", 2, np.int64)
+                o.reduce_scatter(d, "s", 2, np.float64, "prod")
+                o.broadcast(d, "b", 8, np.float32, root=1)
+                o.alltoall(d, "t", 1, np.int64)
+                for name, dt, cnt in (("g", np.int64, 2 * n), ("s", np.float64, 2 * n),
+                                      ("b", np.float32, 8), ("t", np.int64, n)):
+                    out[name] = np.zeros((n, cnt), dt)
+                    for r in range(n):
+                        o.read(d, r, name, out[name][r])
+        w.run(orch)
+    for r in range(n):
+        assert out["g"][r].tolist() == [5, 7, 6, 8]
+        assert out["s"][r, 2 * r:2 * r + 2].tolist() == [2.0, 2.0]  # 1 * 2
+        assert out["b"][r].tolist() == [4.0] * 8
+        assert out["t"][r].tolist() == [10 * q + r for q in range(n)]

@@ -306,3 +306,13 @@ def test_the_fast_path_still_refuses_what_the_checking_path_refuses(w, k):
     w.run(lambda o: [o.submit(k.scale, inputs=[x], outputs=[y], scalars=[float(i)])
                      for i in range(4)])
     assert y.tolist() == [3.0] * 4
+
+
+def test_bad_shapes_are_errors(w):
+    for shape, exc in [((-1,), plexus.InvalidArgument), ((2,) * 6, plexus.InvalidArgument),
+                       ((1 << 62, 1 << 62), plexus.InvalidArgument),
+                       ((1 << 40,), plexus.Error)]:
+        with pytest.raises(exc):
+            w.run(lambda o: o.alloc(shape, np.float32))
+    with pytest.raises(plexus.InvalidArgument, match="not a dtype"):
+        w.run(lambda o: o.alloc(4, "no-such-dtype"))
