@@ -135,6 +135,11 @@ PYK_API px_status noop(px_core_ctx *ctx, const px_task_args *a)
     return PX_OK;
 }
 
+PYK_API const px_signature busy_sig = {
+    .nargs = 2,
+    .params = {{PX_TAG_OUT, PX_I64}, {PX_TAG_SCALAR, PX_DTYPE_ANY}},
+};
+
 PYK_API px_status busy(px_core_ctx *ctx, const px_task_args *a)
 {
     int64_t *out = px_arg_data(a, 0);

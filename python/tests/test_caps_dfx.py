@@ -53,3 +53,16 @@ def test_dfx_output_paths(tmp_path):
 def test_dfx_off_has_no_paths(w, k):
     r = w.run(lambda o: None)
     assert r.dfx == {} and r.out is None
+
+
+def test_dfx_at_level3(tmp_path):
+    out = tmp_path / "l3"
+    with plexus.Worker(level=3, chips=2, cores=1, dfx="swimlane,depgen", out=out) as w:
+        a = np.ones(64, np.float32)
+        b = np.zeros(64, np.float32)
+        r = w.run(lambda o: o.submit_host(lambda x, y: np.copyto(y, x), inputs=[a],
+                                          outputs=[b]))
+    assert b.tolist() == [1.0] * 64
+    assert {"dfx.json", "trace.json", "deps.json"} <= set(r.dfx)
+    with open(r.dfx["trace.json"]) as f:
+        assert json.load(f)["traceEvents"]

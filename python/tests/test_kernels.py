@@ -98,3 +98,11 @@ def test_python_kernels_run_on_core_threads(w):
     xs = [np.zeros(1) for _ in range(8)]
     w.run(lambda o: [o.submit(where, inputs=[x]) for x in xs])
     assert seen and main not in seen
+
+
+def test_builtin_kernels_refuse_missing_arguments(w, k):
+    # every built-in kernel that reads its arguments has a signature: a wrong call is an
+    # error of submit, never a kernel dereferencing a missing tensor
+    for name in ("scale", "add", "mul", "add_scalar", "matmul", "busy"):
+        with pytest.raises(plexus.InvalidArgument):
+            w.run(lambda o: o.submit(getattr(k, name)))
