@@ -47,6 +47,16 @@ px_status pxpy_submit(px_orch *o, px_kernel_id k, px_task_args *a, int n, const 
                       px_tensor **ts, const double *f, const int64_t *i, px_task_id *id);
 px_status pxpy_build(px_task_args *a, int n, const uint8_t *tags, px_tensor **ts,
                      const double *f, const int64_t *i);
+typedef struct pxpy_sub {
+    px_orch *o;
+    px_task_args a;
+    px_tensor *ts[16];
+    double f[16];
+    int64_t i[16];
+    uint8_t tags[16];
+    px_task_id id;
+} pxpy_sub;
+px_status pxpy_submit_sub(pxpy_sub *s, px_kernel_id k, int n);
 px_status pxpy_copy_kernel(px_core_ctx *ctx, const px_task_args *args);
 px_status pxpy_copy_host(const px_task_args *args, void *user);
 char *pxpy_caps_json(const px_caps *c);
@@ -172,6 +182,23 @@ px_status pxpy_submit(px_orch *o, px_kernel_id k, px_task_args *a, int n, const 
     px_status st = pxpy_build(a, n, tags, ts, f, i);
 
     return st == PX_OK ? px_submit(o, k, a, id) : st;
+}
+
+/* submit's fast path: everything but the kernel and the count lives in one struct the
+ * orchestration keeps, so a task costs a C call with three arguments. */
+typedef struct pxpy_sub {
+    px_orch *o;
+    px_task_args a;
+    px_tensor *ts[PX_MAX_ARGS];
+    double f[PX_MAX_ARGS];
+    int64_t i[PX_MAX_ARGS];
+    uint8_t tags[PX_MAX_ARGS];
+    px_task_id id;
+} pxpy_sub;
+
+px_status pxpy_submit_sub(pxpy_sub *s, px_kernel_id k, int n)
+{
+    return pxpy_submit(s->o, k, &s->a, n, s->tags, s->ts, s->f, s->i, &s->id);
 }
 
 /* The staging copies of the host arrays an orchestration uses: tensor 0 is the contiguous

@@ -51,6 +51,10 @@ _TAG = {"in": lib.PX_TAG_IN, "out": lib.PX_TAG_OUT, "inout": lib.PX_TAG_INOUT,
         "output_existing": lib.PX_TAG_OUTPUT_EXISTING, "no_dep": lib.PX_TAG_NO_DEP}
 _WRITES = (lib.PX_TAG_OUT, lib.PX_TAG_INOUT, lib.PX_TAG_OUTPUT_EXISTING)
 _IN, _OUT, _INOUT = lib.PX_TAG_IN, lib.PX_TAG_OUT, lib.PX_TAG_INOUT
+
+
+class _Slow(Exception):
+    """submit's fast path cannot take this call."""
 _SC_F64 = 0x80 | lib.PX_SCALAR_F64
 _SC_I64 = 0x80 | lib.PX_SCALAR_I64
 _SC_U64 = 0x80 | lib.PX_SCALAR_U64
@@ -389,6 +393,7 @@ def _unpack_scalar(args, i):
 def pxpy_orch_cb(o, args, user):
     orch = ffi.from_handle(user)
     orch._o = o
+    orch._sub.o = o
     try:
         orch._fn(orch)
         orch._finish()
@@ -450,12 +455,14 @@ class Orchestration:
         self._pending = []  # (lo, hi, task id) of copy-backs submitted
         self._handles = []  # host task handles kept alive for the run
         self._domains = []
-        self._args = ffi.new("px_task_args *")
-        self._ts = ffi.new("px_tensor *[%d]" % lib.PX_MAX_ARGS)
-        self._f = ffi.new("double[%d]" % lib.PX_MAX_ARGS)
-        self._i = ffi.new("int64_t[%d]" % lib.PX_MAX_ARGS)
-        self._tg = ffi.new("uint8_t[%d]" % lib.PX_MAX_ARGS)
-        self._tid = ffi.new("px_task_id *")
+        self._sub = ffi.new("pxpy_sub *")
+        self._sub.o = o if o is not None else ffi.NULL
+        self._args = ffi.addressof(self._sub, "a")
+        self._ts = self._sub.ts
+        self._f = self._sub.f
+        self._i = self._sub.i
+        self._tg = self._sub.tags
+        self._tid = ffi.addressof(self._sub, "id")
         self._kid_cache = {} if worker is None else worker._kids
 
     # -- state --
@@ -693,11 +700,62 @@ class Orchestration:
         after: task ids it must also wait for. domain: appended last (a communicator for a
         comm=True Python kernel). Returns the task id."""
         if args is None and domain is None and after is None and not self._closed:
+            # the fast path: arrays already staged in this run (or device tensors), int and
+            # float scalars; anything else breaks out to the checking path below, which
+            # also words every refusal
             kid = self._kid_cache.get(kernel)
             if kid is not None:
-                tid = self._submit_fast(kernel, kid, inputs, outputs, inouts, scalars)
-                if tid is not None:
-                    return tid
+                stages, ts, tg = self._stages, self._ts, self._tg
+                n = 0
+                try:
+                    for x in inputs:
+                        s = stages.get(id(x))
+                        if s is not None and s.arr is x:
+                            ts[n] = s.t
+                        elif type(x) is DeviceTensor:
+                            ts[n] = x._live()
+                        else:
+                            raise _Slow
+                        tg[n] = _IN
+                        n += 1
+                    for x in outputs:
+                        s = stages.get(id(x))
+                        if s is not None and s.arr is x and s.written:
+                            ts[n] = s.t
+                        elif type(x) is DeviceTensor:
+                            ts[n] = x._live()
+                        else:
+                            raise _Slow
+                        tg[n] = _OUT
+                        n += 1
+                    for x in inouts:
+                        s = stages.get(id(x))
+                        if s is not None and s.arr is x and s.written:
+                            ts[n] = s.t
+                        elif type(x) is DeviceTensor:
+                            ts[n] = x._live()
+                        else:
+                            raise _Slow
+                        tg[n] = _INOUT
+                        n += 1
+                    for v in scalars:
+                        tv = type(v)
+                        if tv is int:
+                            self._i[n] = v
+                            tg[n] = _SC_I64
+                        elif tv is float:
+                            self._f[n] = v
+                            tg[n] = _SC_F64
+                        else:
+                            raise _Slow
+                        n += 1
+                except (_Slow, IndexError, OverflowError):
+                    pass  # the checking path says what is wrong, or takes the slow way
+                else:
+                    st = lib.pxpy_submit_sub(self._sub, kid, n)
+                    if st:
+                        raise error_from(st, "submit of %s" % kernel.name)
+                    return self._tid[0]
         o = self._live()
         kid = self._kernel_id(kernel)
         if domain is not None and not hasattr(domain, "_live"):
@@ -720,52 +778,6 @@ class Orchestration:
                   "submit of %s" % kernel.name)
             return self._tid[0]
         st = lib.pxpy_submit(o, kid, self._args, n, tags, self._ts, self._f, self._i, self._tid)
-        if st:
-            raise error_from(st, "submit of %s" % kernel.name)
-        return self._tid[0]
-
-    def _submit_fast(self, kernel, kid, inputs, outputs, inouts, scalars):
-        """submit's common case: arrays already staged in this run (or device tensors),
-        int and float scalars. Returns the task id, or None to take the checking path (which
-        also reports every mistake)."""
-        stages, ts, tg = self._stages, self._ts, self._tg
-        n = 0
-        try:
-            for x in inputs:
-                s = stages.get(id(x))
-                if s is not None and s.arr is x:
-                    ts[n] = s.t
-                elif type(x) is DeviceTensor:
-                    ts[n] = x._live()
-                else:
-                    return None
-                tg[n] = _IN
-                n += 1
-            for tag, group in ((_OUT, outputs), (_INOUT, inouts)):
-                for x in group:
-                    s = stages.get(id(x))
-                    if s is not None and s.arr is x and s.written:
-                        ts[n] = s.t
-                    elif type(x) is DeviceTensor:
-                        ts[n] = x._live()
-                    else:
-                        return None
-                    tg[n] = tag
-                    n += 1
-            for v in scalars:
-                tv = type(v)
-                if tv is int:
-                    self._i[n] = v
-                    tg[n] = _SC_I64
-                elif tv is float:
-                    self._f[n] = v
-                    tg[n] = _SC_F64
-                else:
-                    return None
-                n += 1
-        except (IndexError, OverflowError):
-            return None  # too many arguments, or an int beyond int64: the checking path says
-        st = lib.pxpy_submit(self._o, kid, self._args, n, tg, ts, self._f, self._i, self._tid)
         if st:
             raise error_from(st, "submit of %s" % kernel.name)
         return self._tid[0]
