@@ -299,7 +299,8 @@ def slot_code(n):
     return "\n".join(out) + "\n"
 
 
-INT_RE = re.compile(r"^\s*#\s*define\s+(PX_\w+)\s+(\(?-?(?:0x[0-9a-fA-F]+|\d+)[uUlL]*\)?)\s*(?:/\*.*)?$")
+INT_RE = re.compile(r"^\s*#\s*define\s+(PX_\w+)\s+"
+                    r"(\(?-?(?:0x[0-9a-fA-F]+|\d+)[uUlL]*\)?)\s*(?:/\*.*)?$")
 DEFINE_RE = re.compile(r"^\s*#\s*define\s+(\w+)(\(?)")
 
 

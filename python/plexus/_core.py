@@ -1091,10 +1091,27 @@ def _knob_text(v):
     return str(v)
 
 
+def new_struct(ctype, ffi=ffi, lib=lib):
+    """A zeroed ctype (a struct the API versions, such as px_config or px_domain_spec), with
+    any size or version field the headers give it already set the way their initializer
+    macro would: size (or struct_size) = sizeof, version = the PX_<TYPE>_VERSION constant.
+    So a header that gains such fields needs no change here."""
+    p = ffi.new(ctype + " *")
+    fields = {f for f, _ in ffi.typeof(ctype).fields}
+    for f in ("size", "struct_size"):
+        if f in fields:
+            setattr(p, f, ffi.sizeof(ctype))
+    ver = ctype.upper() + "_VERSION"
+    for f in ("version", "abi_version"):
+        if f in fields and hasattr(lib, ver):
+            setattr(p, f, getattr(lib, ver))
+    return p
+
+
 def config(level=2, cores=None, chips=None, profile=None, dfx=None, out=None, **knobs):
     """A px_config (cdata) from px_config_default() (PLEXUS_* environment) and these values;
     knobs are the PLEXUS_* names in lower case without the prefix (heap_ring="64M")."""
-    cfg = ffi.new("px_config *")
+    cfg = new_struct("px_config")
     check(lib.px_config_default(cfg), "the PLEXUS_* environment")
     if level not in (2, 3):
         raise InvalidArgument("level=%r: plexus.Worker takes level 2 (one chip) or 3 (chips "

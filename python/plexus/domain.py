@@ -1,6 +1,7 @@
 """plexus.domain - communication domains as a level-3 orchestration sees them."""
 from ._plexus_cffi import ffi, lib
 from .errors import InvalidArgument, StateError, check
+from ._core import new_struct
 
 
 class Domain:
@@ -26,7 +27,7 @@ class Domain:
             bufs[i].bytes = int(b)
         self._chips = ffi.new("int[]", [int(c) for c in chips] or [0])
         self._name = ffi.new("char[]", str(name).encode())
-        spec = ffi.new("px_domain_spec *")
+        spec = new_struct("px_domain_spec")
         spec.name = self._name
         spec.chips = self._chips
         spec.nchips = len(chips)
