@@ -8,6 +8,7 @@ at a time per process: the documented slow path. C kernels run without the GIL.
 import json
 import os
 import threading
+import weakref
 
 import numpy as np
 
@@ -233,9 +234,37 @@ class KernelLibrary:
         return getattr(self, sym)
 
 
-_SLOTS_LOCK = threading.Lock()
-_KSLOTS = []  # slot -> PyKernel
-_CSLOTS = []  # slot -> Callable
+class _Slots:
+    """The C trampolines of one kind (kernels or callables) and the Python object each one
+    calls. An entry is a weak reference: a kernel registered on a live worker is kept alive
+    by that worker, so a slot whose object was collected is free again (a test suite that
+    makes kernels inside its tests does not run out)."""
+
+    def __init__(self, what):
+        self.what = what
+        self.refs = [None] * lib.pxpy_slots()
+        self.lock = threading.Lock()
+
+    def take(self, obj):
+        with self.lock:
+            for i, r in enumerate(self.refs):
+                if r is None or r() is None:
+                    self.refs[i] = weakref.ref(obj)
+                    return i
+        raise InvalidArgument("%s: %d of them are alive in this process (the limit of its "
+                              "trampolines); let unused ones go, or use C kernels"
+                              % (self.what, len(self.refs)))
+
+    def get(self, i):
+        r = self.refs[i]
+        return r() if r is not None else None
+
+    def used(self):
+        return sum(1 for r in self.refs if r is not None and r() is not None)
+
+
+_KSLOTS = _Slots("@plexus.kernel")
+_CSLOTS = _Slots("@plexus.callable")
 
 
 class PyKernel:
@@ -247,13 +276,7 @@ class PyKernel:
     def __init__(self, fn, name=None, comm=False):
         self.fn = fn
         self.comm = comm
-        with _SLOTS_LOCK:
-            if len(_KSLOTS) >= lib.pxpy_slots():
-                raise InvalidArgument("@plexus.kernel: %d Python kernels exist already (the "
-                                      "limit of one process); use C kernels for the rest"
-                                      % lib.pxpy_slots())
-            self.slot = len(_KSLOTS)
-            _KSLOTS.append(self)
+        self.slot = _KSLOTS.take(self)
         base = name or getattr(fn, "__qualname__", "kernel")
         self.name = ("py%d.%s" % (self.slot, base))[:lib.PX_KERNEL_NAME_MAX - 1]
         self._cfn = lib.pxpy_kernel_slot(self.slot)
@@ -280,12 +303,7 @@ class Callable:
 
     def __init__(self, fn, name=None):
         self.fn = fn
-        with _SLOTS_LOCK:
-            if len(_CSLOTS) >= lib.pxpy_slots():
-                raise InvalidArgument("@plexus.callable: %d callables exist already"
-                                      % lib.pxpy_slots())
-            self.slot = len(_CSLOTS)
-            _CSLOTS.append(self)
+        self.slot = _CSLOTS.take(self)
         base = name or getattr(fn, "__qualname__", "callable")
         self.name = ("py%d.%s" % (self.slot, base))[:lib.PX_KERNEL_NAME_MAX - 1]
 
@@ -341,7 +359,11 @@ def _unpack(args, comm_last=False):
 
 @ffi.def_extern()
 def pxpy_kernel_cb(slot, ctx, args):
-    k = _KSLOTS[slot]
+    k = _KSLOTS.get(slot)
+    if k is None:  # cannot happen while a worker holds the kernel; never crash on it
+        return lib.pxpy_set_error(lib.PX_EKERNEL, b"python kernel slot %d has no kernel "
+                                  b"(collected while registered?): keep the kernel alive"
+                                  % slot)
     try:
         k.fn(*_unpack(args, k.comm))
         return 0
@@ -361,7 +383,10 @@ def pxpy_host_cb(args, user):
 
 @ffi.def_extern()
 def pxpy_callable_cb(slot, o, args):
-    c = _CSLOTS[slot]
+    c = _CSLOTS.get(slot)
+    if c is None:
+        return lib.pxpy_set_error(lib.PX_EKERNEL, b"python callable slot %d has no callable "
+                                  b"(collected while registered?): keep it alive" % slot)
     orch = Orchestration(None, o, chip=True)
     try:
         vals = []
@@ -1387,7 +1412,7 @@ def doctor(profile=None):
     return {"facts": caps(profile), "profiles": profiles,
             "dfx_compiled_in": bool(lib.px_dfx_compiled_in()), "config": text,
             "python": {"gil_released_in_c_calls": True, "fork_hook": bool(lib.pxpy_fork_hook()),
-                       "kernel_slots": lib.pxpy_slots(), "kernel_slots_used": len(_KSLOTS)}}
+                       "kernel_slots": lib.pxpy_slots(), "kernel_slots_used": _KSLOTS.used()}}
 
 
 def chip_index():

@@ -106,3 +106,23 @@ def test_builtin_kernels_refuse_missing_arguments(w, k):
     for name in ("scale", "add", "mul", "add_scalar", "matmul", "busy"):
         with pytest.raises(plexus.InvalidArgument):
             w.run(lambda o: o.submit(getattr(k, name)))
+
+
+def test_kernel_slots_are_reused_after_collection():
+    import gc
+    # more Python kernels over a session than the process has trampolines: each test
+    # worker's kernels are collected with it, and their slots serve the next ones
+    for i in range(3 * plexus.doctor()["python"]["kernel_slots"] // 8):
+        with plexus.Worker(cores=1) as w:
+            ks = []
+            for j in range(8):
+                @plexus.kernel
+                def add_j(x, y, j=j):
+                    y[:] = x + j
+                ks.append(add_j)
+            x = np.zeros(2)
+            ys = [np.zeros(2) for _ in ks]
+            w.run(lambda o: [o.submit(kk, inputs=[x], outputs=[y]) for kk, y in zip(ks, ys)])
+            assert [y[0] for y in ys] == list(range(8))
+        del w, ks, add_j
+        gc.collect()
