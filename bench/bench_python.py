@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """bench_python - the per-task cost of driving plexus from Python, against C and Dask.
 
 Graphs (bench_tasks' independent and chain, same accesses and so the same edges):
