@@ -46,6 +46,8 @@ test-setup: build
 # The benchmarks are bench/bench_*.c; other programs in bin/ (bench_dfx_off, a helper that
 # bench_dfx runs) are not benchmarks.
 BENCHES = $(patsubst bench/%.c,$(BUILD)/bin/%,$(wildcard bench/bench_*.c))
+# Benchmarks written in Python (bench/bench_*.py) are copied to bin/ without the suffix.
+BENCHES += $(patsubst bench/%.py,$(BUILD)/bin/%,$(wildcard bench/bench_*.py))
 
 # The anchors are installed first and the build follows in the same recipe (not as a second
 # prerequisite, which `make -j` could start at the same time). A build configured before an

@@ -2,17 +2,23 @@
 # install-deps.sh - installs the Debian packages plexus needs, only those that are missing.
 #   scripts/install-deps.sh          build and test dependencies (libjansson-dev for
 #                                    `plexus trace summary`; chromium renders report.html
-#                                    in the DFX tests)
-#   scripts/install-deps.sh --bench  plus the benchmark anchors (StarPU)
+#                                    in the DFX tests; python3-cffi, python3-dev,
+#                                    python3-numpy and python3-pytest for `import plexus`
+#                                    and its pytest tests; python3-venv, python3-setuptools
+#                                    and python3-wheel for its venv route)
+#   scripts/install-deps.sh --bench  plus the benchmark anchors (StarPU; Dask for
+#                                    bench_python)
 #   scripts/install-deps.sh --fuzz   clang with libFuzzer, for `make fuzz` only
 # Quiet and idempotent when everything is present; runs apt-get update only before an
 # install; never prompts.
 set -eu
 
 pkgs="gcc make cmake pkg-config libcmocka-dev libjansson-dev python3 chromium"
+pkgs="$pkgs python3-dev python3-cffi python3-numpy python3-pytest"
+pkgs="$pkgs python3-venv python3-setuptools python3-wheel"
 if [ "${1:-}" = "--bench" ]; then
     # Open MPI: only bench_comm's separate comm_mpi_anchor program links it, never libplexus
-    pkgs="$pkgs libstarpu-dev libopenmpi-dev openmpi-bin"
+    pkgs="$pkgs libstarpu-dev libopenmpi-dev openmpi-bin python3-dask"
 fi
 if [ "${1:-}" = "--fuzz" ]; then
     pkgs="$pkgs clang libclang-rt-14-dev"

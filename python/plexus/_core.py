@@ -1,0 +1,1421 @@
+"""plexus._core - workers, orchestrations, tensors and kernels over libplexus (cffi).
+
+Threads: every C call releases the GIL (cffi API mode); the runtime's threads that call back
+into Python (the orchestration on px_run's thread, Python kernels on core threads, host
+tasks) take it for the callback (cffi's extern "Python"). Python kernels therefore run one
+at a time per process: the documented slow path. C kernels run without the GIL.
+"""
+import json
+import os
+import threading
+import weakref
+
+import numpy as np
+
+from ._plexus_cffi import ffi, lib
+from .errors import (Error, InvalidArgument, StateError, KernelError, NotFound, check,
+                     error_from)
+
+# ---- dtypes ----
+
+_NP_OF = {lib.PX_F32: np.dtype(np.float32), lib.PX_F64: np.dtype(np.float64),
+          lib.PX_I32: np.dtype(np.int32), lib.PX_I64: np.dtype(np.int64),
+          lib.PX_U8: np.dtype(np.uint8)}
+_PX_OF = {v: k for k, v in _NP_OF.items()}
+_PX_BY_NAME = {ffi.string(lib.px_dtype_name(k)).decode(): k for k in _NP_OF}
+
+
+def px_dtype(dtype):
+    """The px_dtype code of a numpy dtype (or of a plexus name such as "f32")."""
+    if isinstance(dtype, str) and dtype in _PX_BY_NAME:
+        return _PX_BY_NAME[dtype]
+    try:
+        d = np.dtype(dtype)
+    except TypeError:
+        raise InvalidArgument("dtype %r is not a dtype; plexus tensors hold %s"
+                              % (dtype, _dtype_list())) from None
+    if d.byteorder == ">" or d not in _PX_OF:
+        raise InvalidArgument("dtype %s has no plexus equivalent; plexus tensors hold %s "
+                              "(convert with arr.astype(...))" % (d, _dtype_list()))
+    return _PX_OF[d]
+
+
+def np_dtype(code):
+    return _NP_OF[code]
+
+
+def _dtype_list():
+    return ", ".join("%s (%s)" % (n, _NP_OF[c].name) for n, c in _PX_BY_NAME.items())
+
+
+_TAG = {"in": lib.PX_TAG_IN, "out": lib.PX_TAG_OUT, "inout": lib.PX_TAG_INOUT,
+        "output_existing": lib.PX_TAG_OUTPUT_EXISTING, "no_dep": lib.PX_TAG_NO_DEP}
+_WRITES = (lib.PX_TAG_OUT, lib.PX_TAG_INOUT, lib.PX_TAG_OUTPUT_EXISTING)
+_IN, _OUT, _INOUT = lib.PX_TAG_IN, lib.PX_TAG_OUT, lib.PX_TAG_INOUT
+
+
+class _Slow(Exception):
+    """submit's fast path cannot take this call."""
+_SC_F64 = 0x80 | lib.PX_SCALAR_F64
+_SC_I64 = 0x80 | lib.PX_SCALAR_I64
+_SC_U64 = 0x80 | lib.PX_SCALAR_U64
+
+
+class _Arg:
+    tag = None
+
+    def __init__(self, x):
+        self.x = x
+
+
+class In(_Arg):
+    """An argument read by the task (RAW dependencies)."""
+    tag = lib.PX_TAG_IN
+
+
+class Out(_Arg):
+    """An argument written by the task (WAW and WAR dependencies)."""
+    tag = lib.PX_TAG_OUT
+
+
+class InOut(_Arg):
+    tag = lib.PX_TAG_INOUT
+
+
+class OutputExisting(_Arg):
+    tag = lib.PX_TAG_OUTPUT_EXISTING
+
+
+class NoDep(_Arg):
+    """Passed to the kernel, ignored by the dependency inference."""
+    tag = lib.PX_TAG_NO_DEP
+
+
+class U64:
+    """An unsigned 64-bit scalar (plain ints are passed as signed i64, floats as f64)."""
+
+    def __init__(self, v):
+        v = int(v)
+        if v < 0 or v >= 1 << 64:
+            raise InvalidArgument("U64(%d) is out of range 0 .. 2**64-1" % v)
+        self.v = v
+
+
+def _as_array(x, what):
+    """A numpy array over x's memory (no copy), or a clear refusal."""
+    if isinstance(x, np.ndarray):
+        return x
+    if x is None:
+        raise InvalidArgument("%s is None; pass a numpy array (or an object with the buffer "
+                              "protocol, __array_interface__ or __dlpack__)" % what)
+    if isinstance(x, (list, tuple, int, float, str)):
+        raise InvalidArgument("%s is a %s, not memory a task can work on; pass a numpy array "
+                              "(np.asarray(x, dtype=...))" % (what, type(x).__name__))
+    if hasattr(x, "__array_interface__"):
+        return np.asarray(x)
+    try:
+        return np.asarray(memoryview(x))
+    except TypeError:
+        pass
+    if hasattr(x, "__dlpack__"):
+        return np.from_dlpack(x)
+    raise InvalidArgument("%s (%s) has neither the buffer protocol, __array_interface__ nor "
+                          "__dlpack__; pass a numpy array" % (what, type(x).__name__))
+
+
+def _view(t, writeable=True):
+    """A numpy view of px_tensor t (a cdata px_tensor or px_tensor *), strides included."""
+    dt = _NP_OF.get(t.dtype)
+    if dt is None:
+        raise InvalidArgument("tensor has the invalid dtype code %d" % t.dtype)
+    nd = t.ndim
+    shape = tuple(t.shape[0:nd])
+    strides = tuple(s * dt.itemsize for s in t.stride[0:nd])
+    if any(s == 0 for s in shape):
+        return np.empty(shape, dt)
+    span = (sum((e - 1) * s for e, s in zip(shape, t.stride[0:nd])) + 1) * dt.itemsize
+    base = ffi.cast("char *", t.addr) + t.offset * dt.itemsize
+    a = np.ndarray(shape, dt, buffer=ffi.buffer(base, span), strides=strides)
+    if not writeable:
+        a.flags.writeable = False
+    return a
+
+
+class DeviceTensor:
+    """A tensor in device memory (o.alloc, a callable's arguments, a domain buffer).
+
+    .numpy() is a view of its bytes (the sim platform's device memory is this process's
+    memory): valid while the tensor lives (its scope, or the callable's run), read only after
+    the tasks writing it have finished."""
+
+    def __init__(self, t, owner=None, scope=None, keep=None):
+        self._t = t
+        self._owner = owner
+        self._scope = scope
+        self._keep = keep
+        self.dtype = _NP_OF[t.dtype]
+        self.shape = tuple(t.shape[0:t.ndim])
+
+    def _live(self):
+        if self._owner is not None and self._owner._dead(self._scope):
+            raise StateError("device tensor %s %s is used after its scope ended (or its run "
+                             "returned); allocate it in a scope that lives long enough"
+                             % (self.dtype, self.shape))
+        return self._t
+
+    def numpy(self):
+        return _view(self._live())
+
+    def __array__(self, dtype=None):
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def __dlpack__(self, stream=None):
+        return self.numpy().__dlpack__()
+
+    def __dlpack_device__(self):
+        return (1, 0)  # kDLCPU: sim device memory is host memory
+
+    def __repr__(self):
+        return "DeviceTensor(%s, %s)" % (self.dtype, self.shape)
+
+
+# ---- kernels ----
+
+class CKernel:
+    """A C kernel (a px_kernel_fn) from a shared library, found by symbol name."""
+
+    def __init__(self, name, fn, sig, library):
+        self.name = name
+        self._fn = fn
+        self._sig = sig
+        self._library = library  # keeps the library open
+
+    def __repr__(self):
+        return "CKernel(%r)" % self.name
+
+
+class KernelLibrary:
+    """w.load_kernels(path): its kernels as attributes (lib.scale), registered on first use
+    under the name "<library>.<symbol>" (e.g. "mykernels.scale")."""
+
+    def __init__(self, worker, path, names):
+        self._worker = worker
+        self.path = os.fspath(path)
+        h = lib.pxpy_dlopen(self.path.encode())
+        if h == ffi.NULL:
+            raise NotFound("load_kernels: cannot open %s: %s; build the library and pass its "
+                           "path" % (self.path, ffi.string(lib.pxpy_dlerror()).decode()))
+        self._h = h
+        stem = os.path.basename(self.path).split(".")[0]
+        self._stem = stem[3:] if stem.startswith("lib") else stem
+        self._kernels = {}
+        for n in names or ():
+            getattr(self, n)
+
+    def __getattr__(self, sym):
+        if sym.startswith("_"):
+            raise AttributeError(sym)
+        k = self._kernels.get(sym)
+        if k is None:
+            fn = lib.pxpy_dlsym(self._h, sym.encode())
+            if fn == ffi.NULL:
+                raise NotFound("kernel library %s has no symbol %r; export the kernel "
+                               "function (visibility default) under that name"
+                               % (self.path, sym))
+            sig = lib.pxpy_dlsym(self._h, (sym + "_sig").encode())
+            k = CKernel("%s.%s" % (self._stem, sym), ffi.cast("px_kernel_fn", fn),
+                        ffi.cast("px_signature *", sig) if sig != ffi.NULL else ffi.NULL, self)
+            self._worker._kernel_id(k)  # registers now (a level-3 worker needs it early)
+            self._kernels[sym] = k
+        return k
+
+    def __getitem__(self, sym):
+        return getattr(self, sym)
+
+
+class _Slots:
+    """The C trampolines of one kind (kernels or callables) and the Python object each one
+    calls. An entry is a weak reference: a kernel registered on a live worker is kept alive
+    by that worker, so a slot whose object was collected is free again (a test suite that
+    makes kernels inside its tests does not run out)."""
+
+    def __init__(self, what):
+        self.what = what
+        self.refs = [None] * lib.pxpy_slots()
+        self.lock = threading.Lock()
+
+    def take(self, obj):
+        with self.lock:
+            for i, r in enumerate(self.refs):
+                if r is None or r() is None:
+                    self.refs[i] = weakref.ref(obj)
+                    return i
+        raise InvalidArgument("%s: %d of them are alive in this process (the limit of its "
+                              "trampolines); let unused ones go, or use C kernels"
+                              % (self.what, len(self.refs)))
+
+    def get(self, i):
+        r = self.refs[i]
+        return r() if r is not None else None
+
+    def used(self):
+        return sum(1 for r in self.refs if r is not None and r() is not None)
+
+
+_KSLOTS = _Slots("@plexus.kernel")
+_CSLOTS = _Slots("@plexus.callable")
+
+
+class PyKernel:
+    """A Python function run as a kernel (@plexus.kernel): it receives numpy views of its
+    tensor arguments (inputs read-only) and the scalars as numbers, in argument order; with
+    comm=True the last argument is the domain's communicator (plexus.Comm). The GIL
+    serialises Python kernels: use them for convenience, C kernels for speed."""
+
+    def __init__(self, fn, name=None, comm=False):
+        self.fn = fn
+        self.comm = comm
+        self.slot = _KSLOTS.take(self)
+        base = name or getattr(fn, "__qualname__", "kernel")
+        self.name = ("py%d.%s" % (self.slot, base))[:lib.PX_KERNEL_NAME_MAX - 1]
+        self._cfn = lib.pxpy_kernel_slot(self.slot)
+        self._sig = ffi.NULL
+        self.__doc__ = getattr(fn, "__doc__", None)
+
+    def __call__(self, *a, **kw):
+        return self.fn(*a, **kw)
+
+    def __repr__(self):
+        return "PyKernel(%r)" % self.name
+
+
+def kernel(fn=None, *, name=None, comm=False):
+    """Decorator: @plexus.kernel or @plexus.kernel(name=..., comm=True)."""
+    if fn is None:
+        return lambda f: PyKernel(f, name, comm)
+    return PyKernel(fn, name, comm)
+
+
+class Callable:
+    """A Python chip orchestration for level 3 (@plexus.callable): fn(o, *args) runs inside
+    a chip process with o the chip's orchestration and args its device tensors and scalars."""
+
+    def __init__(self, fn, name=None):
+        self.fn = fn
+        self.slot = _CSLOTS.take(self)
+        base = name or getattr(fn, "__qualname__", "callable")
+        self.name = ("py%d.%s" % (self.slot, base))[:lib.PX_KERNEL_NAME_MAX - 1]
+
+    def __repr__(self):
+        return "Callable(%r)" % self.name
+
+
+def callable(fn=None, *, name=None):  # noqa: A001 - the decorator's name in the API
+    if fn is None:
+        return lambda f: Callable(f, name)
+    return Callable(fn, name)
+
+
+# exceptions raised inside callbacks of the current run, chained onto the run's error
+_CB_EXC = []
+
+
+def _cb_failed(what, e):
+    if len(_CB_EXC) < 8:
+        _CB_EXC.append(e)
+    if isinstance(e, Error) and e.status is not None:
+        st = e.status
+    else:
+        st = lib.PX_EKERNEL
+    msg = "%s raised %s: %s" % (what, type(e).__name__, e)
+    return lib.pxpy_set_error(st, msg.encode("utf-8", "replace"))
+
+
+def _unpack(args, comm_last=False):
+    """The Python values of a kernel's (or host task's) px_task_args."""
+    out = []
+    n = args.n
+    for i in range(n):
+        a = args.a[i]
+        tag = a.tag
+        if tag == lib.PX_TAG_SCALAR:
+            k = a.scalar_kind
+            if comm_last and i == n - 1:
+                c = lib.px_arg_comm(args, i)
+                if c == ffi.NULL:
+                    raise error_from(lib.PX_EINVAL, "the kernel's communicator")
+                out.append(Comm(c))
+            elif k == lib.PX_SCALAR_F64:
+                out.append(a.v.f64)
+            elif k == lib.PX_SCALAR_I64:
+                out.append(a.v.i64)
+            else:
+                out.append(a.v.u64)
+        else:
+            out.append(_view(a.v.t, writeable=tag != lib.PX_TAG_IN))
+    return out
+
+
+@ffi.def_extern()
+def pxpy_kernel_cb(slot, ctx, args):
+    k = _KSLOTS.get(slot)
+    if k is None:  # cannot happen while a worker holds the kernel; never crash on it
+        return lib.pxpy_set_error(lib.PX_EKERNEL, b"python kernel slot %d has no kernel "
+                                  b"(collected while registered?): keep the kernel alive"
+                                  % slot)
+    try:
+        k.fn(*_unpack(args, k.comm))
+        return 0
+    except BaseException as e:  # noqa: B902 - every exception fails the task, never escapes
+        return _cb_failed("python kernel %s" % k.name, e)
+
+
+@ffi.def_extern()
+def pxpy_host_cb(args, user):
+    fn = ffi.from_handle(user)
+    try:
+        fn(*_unpack(args))
+        return 0
+    except BaseException as e:  # noqa: B902
+        return _cb_failed("python host task %s" % getattr(fn, "__qualname__", fn), e)
+
+
+@ffi.def_extern()
+def pxpy_callable_cb(slot, o, args):
+    c = _CSLOTS.get(slot)
+    if c is None:
+        return lib.pxpy_set_error(lib.PX_EKERNEL, b"python callable slot %d has no callable "
+                                  b"(collected while registered?): keep it alive" % slot)
+    orch = Orchestration(None, o, chip=True)
+    try:
+        vals = []
+        for i in range(args.n):
+            a = args.a[i]
+            if a.tag == lib.PX_TAG_SCALAR:
+                vals.append(_unpack_scalar(args, i))
+            else:
+                t = ffi.new("px_tensor *", a.v.t)
+                vals.append(DeviceTensor(t, orch, 0))
+        c.fn(orch, *vals)
+        return 0
+    except BaseException as e:  # noqa: B902
+        return _cb_failed("python callable %s" % c.name, e)
+    finally:
+        orch._closed = True
+
+
+def _unpack_scalar(args, i):
+    a = args.a[i]
+    if a.scalar_kind == lib.PX_SCALAR_F64:
+        return a.v.f64
+    if a.scalar_kind == lib.PX_SCALAR_I64:
+        return a.v.i64
+    return a.v.u64
+
+
+@ffi.def_extern()
+def pxpy_orch_cb(o, args, user):
+    orch = ffi.from_handle(user)
+    orch._o = o
+    orch._sub.o = o
+    try:
+        orch._fn(orch)
+        orch._finish()
+        return 0
+    except BaseException as e:  # noqa: B902
+        orch._exc = e
+        return _cb_failed("the Python orchestration", e)
+    finally:
+        orch._closed = True
+
+
+# ---- orchestration ----
+
+class _Stage:
+    __slots__ = ("arr", "t", "lo", "hi", "written", "depth", "parent")
+
+    def __init__(self, arr, t, lo, hi, depth, parent=None):
+        self.arr, self.t, self.lo, self.hi = arr, t, lo, hi
+        self.written = False
+        self.depth = depth
+        self.parent = parent
+
+
+class _Scope:
+    def __init__(self, o):
+        self._o = o
+
+    def __enter__(self):
+        self._o._scope_begin()
+        return self._o
+
+    def __exit__(self, et, ev, tb):
+        self._o._scope_end(et is None)
+        return False
+
+
+class Orchestration:
+    """The o of w.run(fn): fn(o) submits tasks; dependencies are inferred from the bytes.
+
+    Host numpy arrays passed to submit are staged: the first use in a run copies the array
+    into device memory (a px_tensor_alloc of the current scope), every later use of the same
+    array (or of a contiguous view inside it) refers to that copy, and arrays that a task
+    writes are copied back by a task at the end of their scope (the run's end for arrays
+    first used outside any o.scope()). So the host array holds the results when w.run
+    returns; do not read it while the run is going."""
+
+    def __init__(self, worker, o=None, fn=None, chip=False):
+        self._w = worker
+        self._o = o
+        self._fn = fn
+        self._chip = chip
+        self._closed = False
+        self._exc = None
+        self._scopes = [0]    # ids of the open scopes, innermost last (0: the run's own)
+        self._next_scope = 1
+        self._dead_scopes = set()
+        self._stages = {}   # id(array) -> _Stage
+        self._ranges = []   # the _Stage of each distinct staged memory range
+        self._pending = []  # (lo, hi, task id) of copy-backs submitted
+        self._handles = []  # host task handles kept alive for the run
+        self._domains = []
+        self._sub = ffi.new("pxpy_sub *")
+        self._sub.o = o if o is not None else ffi.NULL
+        self._args = ffi.addressof(self._sub, "a")
+        self._ts = self._sub.ts
+        self._f = self._sub.f
+        self._i = self._sub.i
+        self._tg = self._sub.tags
+        self._tid = ffi.addressof(self._sub, "id")
+        self._kid_cache = {} if worker is None else worker._kids
+
+    # -- state --
+    def _live(self):
+        if self._closed or self._o is None:
+            raise StateError("this orchestration has returned: submit only inside the function "
+                             "w.run called, while it runs")
+        return self._o
+
+    def _dead(self, scope):
+        return self._closed or scope in self._dead_scopes
+
+    @property
+    def level(self):
+        if self._chip:
+            return 2
+        return self._w.level
+
+    @property
+    def chips(self):
+        return lib.px_worker_chips(lib.px_orch_worker(self._live()))
+
+    # -- tensors --
+    def alloc(self, shape, dtype=np.float32):
+        """A device tensor owned by the current scope (uninitialised)."""
+        o = self._live()
+        shape = (shape,) if isinstance(shape, int) else tuple(int(s) for s in shape)
+        if not 1 <= len(shape) <= lib.PX_MAX_DIMS:
+            raise InvalidArgument("o.alloc: shape %r has %d dimensions; plexus tensors have 1.."
+                                  "%d" % (shape, len(shape), lib.PX_MAX_DIMS))
+        t = ffi.new("px_tensor *")
+        check(lib.px_tensor_alloc(o, px_dtype(dtype), len(shape), ffi.new("int64_t[]", shape),
+                                  t), "o.alloc")
+        return DeviceTensor(t, self, self._scopes[-1])
+
+    def _tensor(self, x, tag, what):
+        """The px_tensor * for argument x of a submit."""
+        if type(x) is np.ndarray:
+            s = self._stages.get(id(x))
+            if s is not None and s.arr is x:
+                if tag in _WRITES:
+                    self._written(s)
+                return s.t
+        elif isinstance(x, DeviceTensor):
+            return x._live()
+        return self._stage(x, tag, what)
+
+    def _written(self, s):
+        if not s.arr.flags.writeable:
+            raise InvalidArgument("a task writes a read-only array (%s %s); pass a writeable "
+                                  "array (arr.copy())" % (s.arr.dtype, s.arr.shape))
+        s.written = True
+        while s.parent is not None:
+            s = s.parent
+            s.written = True
+
+    def _stage(self, x, tag, what):
+        arr = _as_array(x, what)
+        if self._chip:
+            raise InvalidArgument(
+                "%s: a host array inside a chip's callable is this process's private copy; "
+                "pass host data through the callable's arguments (o.submit_next_level)" % what)
+        dt = px_dtype(arr.dtype)
+        if arr.ndim == 0:
+            arr = arr.reshape(1)
+        if arr.ndim > lib.PX_MAX_DIMS:
+            raise InvalidArgument("%s has %d dimensions; plexus tensors have at most %d"
+                                  % (what, arr.ndim, lib.PX_MAX_DIMS))
+        if not arr.flags.c_contiguous:
+            raise InvalidArgument(
+                "%s is not C-contiguous (strides %s for shape %s): plexus stages host arrays "
+                "as contiguous copies and a strided view would lose its layout; pass "
+                "np.ascontiguousarray(x) and copy results back yourself, or submit the whole "
+                "array" % (what, arr.strides, arr.shape))
+        if arr.size == 0:
+            raise InvalidArgument("%s is empty (shape %s); a task needs at least one element"
+                                  % (what, arr.shape))
+        lo = arr.__array_interface__["data"][0]
+        hi = lo + arr.nbytes
+        for s in self._ranges:
+            if lo >= s.lo and hi <= s.hi and (lo != s.lo or hi != s.hi or s.arr.dtype != arr.dtype
+                                                or s.arr.shape != arr.shape):
+                return self._subview(s, arr, dt, lo, tag, what)
+            if lo == s.lo and hi == s.hi:
+                st = _Stage(arr, s.t, lo, hi, s.depth, s)
+                break
+            if lo < s.hi and s.lo < hi:
+                raise InvalidArgument(
+                    "%s (bytes %#x..%#x) overlaps a host array used earlier in this run "
+                    "(%#x..%#x) without lying inside it; plexus keeps one device copy per "
+                    "host array: pass the enclosing array, or views inside the array first "
+                    "used" % (what, lo, hi, s.lo, s.hi))
+        else:
+            o = self._live()
+            t = ffi.new("px_tensor *")
+            shape = arr.shape
+            check(lib.px_tensor_alloc(o, dt, len(shape), ffi.new("int64_t[]", shape), t),
+                  "staging %s (%d bytes) in device memory" % (what, arr.nbytes))
+            dep = [p[2] for p in self._pending if lo < p[1] and p[0] < hi]
+            if dep:
+                self._copy_task(t, lo, 1, dep)
+            else:
+                ffi.memmove(lib.px_tensor_data(t), ffi.from_buffer(arr), arr.nbytes)
+            st = _Stage(arr, t, lo, hi, self._scopes[-1])
+            self._ranges.append(st)
+        self._stages[id(arr)] = st
+        if arr is not x and type(x) is np.ndarray:
+            self._stages[id(x)] = st
+        if tag in _WRITES:
+            self._written(st)
+        return st.t
+
+    def _subview(self, s, arr, dt, lo, tag, what):
+        item = arr.itemsize
+        if s.arr.dtype != arr.dtype or (lo - s.lo) % item:
+            raise InvalidArgument("%s is a view of a host array used earlier in this run with "
+                                  "another dtype or alignment (%s vs %s); use one dtype per "
+                                  "array in a run" % (what, arr.dtype, s.arr.dtype))
+        t = ffi.new("px_tensor *")
+        check(lib.px_tensor_view(s.t, arr.ndim, ffi.new("int64_t[]", arr.shape), ffi.NULL,
+                                 (lo - s.lo) // item, t), what)
+        st = _Stage(arr, t, lo, lo + arr.nbytes, s.depth, s)
+        self._stages[id(arr)] = st
+        if tag in _WRITES:
+            self._written(st)
+        return t
+
+    def _copy_task(self, t, host, direction, deps=()):
+        o = self._live()
+        a = self._args
+        lib.px_args_init(a)
+        (lib.px_args_out if direction else lib.px_args_in)(a, t)
+        lib.px_args_scalar_u64(a, host)
+        lib.px_args_scalar_u64(a, direction)
+        if self.level == 3:
+            check(lib.px_submit_host(o, ffi.addressof(lib, "pxpy_copy_host"), a, ffi.NULL,
+                                     self._tid), "copying a host array")
+            return self._tid[0]
+        kid = self._w._copy_kernel_id()
+        if deps:
+            d = ffi.new("px_task_id[]", deps)
+            check(lib.px_submit_after(o, kid, a, d, len(deps), self._tid), "copying a host array")
+        else:
+            check(lib.px_submit(o, kid, a, self._tid), "copying a host array")
+        return self._tid[0]
+
+    def _copy_back(self, depth):
+        keep = []
+        for s in self._ranges:
+            if s.depth != depth:
+                keep.append(s)
+                continue
+            if s.written:
+                tid = self._copy_task(s.t, s.lo, 0)
+                self._pending.append((s.lo, s.hi, tid))
+        self._ranges = keep
+        self._stages = {k: v for k, v in self._stages.items() if v.depth != depth}
+
+    def _finish(self):
+        self._copy_back(0)
+
+    # -- scopes --
+    def scope(self):
+        """with o.scope(): memory allocated inside (o.alloc, staged arrays) lives until the
+        scope ends and every task using it has finished."""
+        return _Scope(self)
+
+    def _scope_begin(self):
+        check(lib.px_scope_begin(self._live()), "o.scope")
+        self._scopes.append(self._next_scope)
+        self._next_scope += 1
+
+    def _scope_end(self, ok):
+        o = self._live()
+        sid = self._scopes.pop()
+        if ok:
+            self._copy_back(sid)
+        self._dead_scopes.add(sid)
+        check(lib.px_scope_end(o), "end of o.scope")
+
+    # -- submits --
+    def _build(self, inputs, outputs, inouts, scalars, args, what):
+        ts, f, iv, tg = self._ts, self._f, self._i, self._tg
+        tags = bytearray()
+        if args is not None:
+            items = []
+            for x in args:
+                if isinstance(x, _Arg):
+                    items.append((x.tag, x.x))
+                elif isinstance(x, (np.ndarray, DeviceTensor)):
+                    raise InvalidArgument("%s: args= item %d is a tensor without a tag; wrap it "
+                                          "as plexus.In(x), Out(x), InOut(x) or NoDep(x)"
+                                          % (what, len(items)))
+                else:
+                    items.append((None, x))
+        else:
+            items = [(lib.PX_TAG_IN, x) for x in inputs]
+            items += [(lib.PX_TAG_OUT, x) for x in outputs]
+            items += [(lib.PX_TAG_INOUT, x) for x in inouts]
+            items += [(None, x) for x in scalars]
+        if len(items) > lib.PX_MAX_ARGS:
+            raise InvalidArgument("%s: %d arguments; a task has at most %d"
+                                  % (what, len(items), lib.PX_MAX_ARGS))
+        for n, (tag, x) in enumerate(items):
+            if tag is None:
+                if isinstance(x, bool) or x is None:
+                    raise InvalidArgument("%s: scalar argument %d is %r; pass an int or a float"
+                                          % (what, n, x))
+                if isinstance(x, U64):
+                    iv[n] = x.v - (1 << 64) if x.v >= 1 << 63 else x.v
+                    tags.append(_SC_U64)
+                elif isinstance(x, (float, np.floating)):
+                    f[n] = x
+                    tags.append(_SC_F64)
+                elif isinstance(x, (int, np.integer)):
+                    if not -(1 << 63) <= int(x) < 1 << 63:
+                        raise InvalidArgument("%s: scalar %d does not fit int64; use "
+                                              "plexus.U64 for unsigned values" % (what, x))
+                    iv[n] = int(x)
+                    tags.append(_SC_I64)
+                else:
+                    raise InvalidArgument("%s: scalar argument %d is a %s; pass an int, a "
+                                          "float or plexus.U64" % (what, n, type(x).__name__))
+            else:
+                ts[n] = self._tensor(x, tag, "%s argument %d" % (what, n))
+                tags.append(tag)
+        for n, t in enumerate(tags):
+            tg[n] = t
+        return len(items), tg
+
+    def submit(self, kernel, inputs=(), outputs=(), inouts=(), scalars=(), *, args=None,
+               after=None, domain=None):
+        """Submits a task of kernel (a CKernel or a @plexus.kernel). Arguments in the order
+        inputs, outputs, inouts, scalars; or any order with args=[In(a), 2.0, Out(b)].
+        after: task ids it must also wait for. domain: appended last (a communicator for a
+        comm=True Python kernel). Returns the task id."""
+        if args is None and domain is None and after is None and not self._closed:
+            # the fast path: arrays already staged in this run (or device tensors), int and
+            # float scalars; anything else breaks out to the checking path below, which
+            # also words every refusal
+            kid = self._kid_cache.get(kernel)
+            if kid is not None:
+                stages, ts, tg = self._stages, self._ts, self._tg
+                n = 0
+                try:
+                    for x in inputs:
+                        s = stages.get(id(x))
+                        if s is not None and s.arr is x:
+                            ts[n] = s.t
+                        elif type(x) is DeviceTensor:
+                            ts[n] = x._live()
+                        else:
+                            raise _Slow
+                        tg[n] = _IN
+                        n += 1
+                    for x in outputs:
+                        s = stages.get(id(x))
+                        if s is not None and s.arr is x and s.written:
+                            ts[n] = s.t
+                        elif type(x) is DeviceTensor:
+                            ts[n] = x._live()
+                        else:
+                            raise _Slow
+                        tg[n] = _OUT
+                        n += 1
+                    for x in inouts:
+                        s = stages.get(id(x))
+                        if s is not None and s.arr is x and s.written:
+                            ts[n] = s.t
+                        elif type(x) is DeviceTensor:
+                            ts[n] = x._live()
+                        else:
+                            raise _Slow
+                        tg[n] = _INOUT
+                        n += 1
+                    for v in scalars:
+                        tv = type(v)
+                        if tv is int:
+                            self._i[n] = v
+                            tg[n] = _SC_I64
+                        elif tv is float:
+                            self._f[n] = v
+                            tg[n] = _SC_F64
+                        else:
+                            raise _Slow
+                        n += 1
+                except (_Slow, IndexError, OverflowError):
+                    pass  # the checking path says what is wrong, or takes the slow way
+                else:
+                    st = lib.pxpy_submit_sub(self._sub, kid, n)
+                    if st:
+                        raise error_from(st, "submit of %s" % kernel.name)
+                    return self._tid[0]
+        o = self._live()
+        kid = self._kernel_id(kernel)
+        if domain is not None and not hasattr(domain, "_live"):
+            # inside a chip's callable: the domain scalar of its arguments, passed on
+            if isinstance(domain, bool) or not isinstance(domain, (int, np.integer)):
+                raise InvalidArgument("submit: domain=%r is neither a plexus.Domain nor the "
+                                      "domain argument a callable received" % (domain,))
+            if args is not None:
+                args = list(args) + [U64(domain)]
+            else:
+                scalars = list(scalars) + [U64(domain)]
+            domain = None
+        n, tags = self._build(inputs, outputs, inouts, scalars, args, "submit")
+        if domain is not None:
+            return self._submit_domain_arg(o, kid, n, tags, domain, after)
+        if after:
+            check(lib.pxpy_build(self._args, n, tags, self._ts, self._f, self._i), "submit")
+            d = ffi.new("px_task_id[]", list(after))
+            check(lib.px_submit_after(o, kid, self._args, d, len(d), self._tid),
+                  "submit of %s" % kernel.name)
+            return self._tid[0]
+        st = lib.pxpy_submit(o, kid, self._args, n, tags, self._ts, self._f, self._i, self._tid)
+        if st:
+            raise error_from(st, "submit of %s" % kernel.name)
+        return self._tid[0]
+
+    def _submit_domain_arg(self, o, kid, n, tags, domain, after):
+        check(lib.pxpy_build(self._args, n, tags, self._ts, self._f, self._i), "submit")
+        check(lib.px_args_domain(self._args, domain._live()), "submit with a domain")
+        d = ffi.new("px_task_id[]", list(after or ()))
+        check(lib.px_submit_after(o, kid, self._args, d, len(d), self._tid), "submit")
+        return self._tid[0]
+
+    def _kernel_id(self, k):
+        if self._w is not None:
+            return self._w._kernel_id(k)
+        # inside a chip: the kernels were registered on the level-3 worker before its chips
+        # were forked, in the same order on every chip
+        kid = ffi.new("px_kernel_id *")
+        if not isinstance(k, (CKernel, PyKernel)):
+            raise InvalidArgument("submit: %r is not a kernel (w.load_kernels(...).name, "
+                                  "plexus.builtin(w).name or a @plexus.kernel)" % (k,))
+        check(lib.px_kernel_lookup(lib.px_orch_worker(self._live()), k.name.encode(), kid),
+              "kernel %s inside a chip: register it on the level-3 worker before its first "
+              "run (w.register(k))" % k.name)
+        return kid[0]
+
+    # -- level 3 --
+    def _l3(self, what):
+        if self.level != 3:
+            raise StateError("%s needs a level-3 worker (plexus.Worker(level=3, chips=N))"
+                             % what)
+        return self._live()
+
+    def submit_next_level(self, c, chip, inputs=(), outputs=(), inouts=(), scalars=(), *,
+                          args=None):
+        """Runs callable c (a @plexus.callable or a C callable) on chip `chip` (an index)."""
+        o = self._l3("o.submit_next_level")
+        cid = self._w._callable_id(c)
+        n, tags = self._build(inputs, outputs, inouts, scalars, args, "submit_next_level")
+        check(lib.pxpy_build(self._args, n, tags, self._ts, self._f, self._i))
+        check(lib.px_submit_next_level(o, cid, self._args, int(chip), self._tid),
+              "submit_next_level of %s on chip %s" % (c.name, chip))
+        return self._tid[0]
+
+    def submit_group(self, c, chips, per_chip):
+        """Runs callable c on every chip of chips at once; per_chip[i] is a dict of
+        inputs/outputs/inouts/scalars/args for chips[i]."""
+        o = self._l3("o.submit_group")
+        cid = self._w._callable_id(c)
+        chips = [int(x) for x in chips]
+        if len(per_chip) != len(chips):
+            raise InvalidArgument("submit_group: %d chips but %d per_chip argument sets"
+                                  % (len(chips), len(per_chip)))
+        arr = ffi.new("px_task_args[]", len(chips))
+        for i, kw in enumerate(per_chip):
+            n, tags = self._build(kw.get("inputs", ()), kw.get("outputs", ()),
+                                  kw.get("inouts", ()), kw.get("scalars", ()), kw.get("args"),
+                                  "submit_group chip %d" % chips[i])
+            check(lib.pxpy_build(arr + i, n, tags, self._ts, self._f, self._i))
+        check(lib.px_submit_group(o, cid, arr, ffi.new("int[]", chips), len(chips), self._tid),
+              "submit_group of %s" % c.name)
+        return self._tid[0]
+
+    def submit_host(self, fn, inputs=(), outputs=(), inouts=(), scalars=(), *, args=None):
+        """Runs Python function fn(*views) on a host core thread (level 3)."""
+        o = self._l3("o.submit_host")
+        n, tags = self._build(inputs, outputs, inouts, scalars, args, "submit_host")
+        check(lib.pxpy_build(self._args, n, tags, self._ts, self._f, self._i))
+        h = ffi.new_handle(fn)
+        self._handles.append(h)
+        check(lib.px_submit_host(o, lib.pxpy_host_cb, self._args, h, self._tid), "submit_host")
+        return self._tid[0]
+
+    # -- domains (level 3) --
+    def domain(self, name, chips, window, buffers, signals=0, need_peer_ptr=False):
+        """with o.domain("tp", chips=[0, 1], window=1 << 20, buffers={"grad": 4096}) as d:
+        a communication domain over chips (rank r is chips[r]); buffers maps names to bytes
+        (in order). Released when the with block ends."""
+        from .domain import Domain
+        d = Domain(self, name, chips, window, buffers, signals, need_peer_ptr)
+        self._domains.append(d)
+        return d
+
+    def _coll(self, fn, d, *a):
+        o = self._l3("a collective")
+        check(fn(o, d._live(), *a, self._tid), fn.__name__ if hasattr(fn, "__name__") else "")
+        return self._tid[0]
+
+    def allreduce(self, d, buffer, count, dtype=np.float32, op="sum"):
+        return self._coll(lib.px_submit_allreduce, d, buffer.encode(), count, px_dtype(dtype),
+                          _redop(op))
+
+    def allgather(self, d, buffer, count, dtype=np.float32):
+        return self._coll(lib.px_submit_allgather, d, buffer.encode(), count, px_dtype(dtype))
+
+    def reduce_scatter(self, d, buffer, count, dtype=np.float32, op="sum"):
+        return self._coll(lib.px_submit_reduce_scatter, d, buffer.encode(), count,
+                          px_dtype(dtype), _redop(op))
+
+    def broadcast(self, d, buffer, count, dtype=np.float32, root=0):
+        return self._coll(lib.px_submit_broadcast, d, buffer.encode(), count, px_dtype(dtype),
+                          int(root))
+
+    def alltoall(self, d, buffer, count, dtype=np.float32):
+        return self._coll(lib.px_submit_alltoall, d, buffer.encode(), count, px_dtype(dtype))
+
+    def write(self, d, rank, buffer, src, offset=0):
+        """Copies host array src into rank's buffer (a task; dependencies inferred)."""
+        o = self._l3("o.write")
+        t = self._tensor(src, lib.PX_TAG_IN, "o.write source")
+        check(lib.px_submit_domain_write(o, d._live(), int(rank), buffer.encode(), offset, t,
+                                         self._tid), "o.write")
+        return self._tid[0]
+
+    def read(self, d, rank, buffer, dst, offset=0):
+        """Copies rank's buffer bytes at offset into host array dst (a task)."""
+        o = self._l3("o.read")
+        t = self._tensor(dst, lib.PX_TAG_OUT, "o.read destination")
+        check(lib.px_submit_domain_read(o, d._live(), int(rank), buffer.encode(), offset, t,
+                                        self._tid), "o.read")
+        return self._tid[0]
+
+    def submit_domain(self, d, c, per_rank=None):
+        """A group task of callable c on every member: rank r gets per_rank[r]'s args (a
+        dict as in submit_group) followed by the domain."""
+        o = self._l3("o.submit_domain")
+        cid = self._w._callable_id(c)
+        pr = ffi.NULL
+        if per_rank is not None:
+            size = d.size
+            if len(per_rank) != size:
+                raise InvalidArgument("submit_domain: %d per_rank sets for %d ranks"
+                                      % (len(per_rank), size))
+            pr = ffi.new("px_task_args[]", size)
+            for i, kw in enumerate(per_rank):
+                n, tags = self._build(kw.get("inputs", ()), kw.get("outputs", ()),
+                                      kw.get("inouts", ()), kw.get("scalars", ()),
+                                      kw.get("args"), "submit_domain rank %d" % i)
+                check(lib.pxpy_build(pr + i, n, tags, self._ts, self._f, self._i))
+        check(lib.px_submit_domain_task(o, d._live(), cid, pr, self._tid), "submit_domain")
+        return self._tid[0]
+
+
+_REDOPS = {"sum": lib.PX_OP_SUM, "prod": lib.PX_OP_PROD, "min": lib.PX_OP_MIN,
+           "max": lib.PX_OP_MAX}
+
+
+def _redop(op):
+    if op not in _REDOPS:
+        raise InvalidArgument("reduction %r is unknown; use one of %s"
+                              % (op, ", ".join(_REDOPS)))
+    return _REDOPS[op]
+
+
+class Comm:
+    """A kernel's communicator (a comm=True Python kernel's last argument): one-sided calls
+    and collectives on numpy views of this rank's window (c.buffer(name, dtype))."""
+
+    def __init__(self, c):
+        self._c = c
+        self.rank = lib.px_comm_rank(c)
+        self.size = lib.px_comm_size(c)
+        self.name = ffi.string(lib.px_comm_name(c)).decode()
+
+    def buffer(self, name, dtype=np.uint8, shape=None):
+        """A numpy view of this rank's buffer called name."""
+        nb = ffi.new("size_t *")
+        p = lib.px_comm_buffer(self._c, name.encode(), nb)
+        if p == ffi.NULL:
+            raise InvalidArgument("domain %r has no buffer %r" % (self.name, name))
+        a = np.frombuffer(ffi.buffer(p, nb[0]), dtype=np.dtype(dtype))
+        return a if shape is None else a[:int(np.prod(shape))].reshape(shape)
+
+    def transport(self, peer):
+        t = lib.px_comm_transport(self._c, int(peer))
+        return None if t == ffi.NULL else ffi.string(t).decode()
+
+    def _win(self, a, what):
+        a = _as_array(a, what)
+        if not a.flags.c_contiguous:
+            raise InvalidArgument("%s must be a contiguous view of the window" % what)
+        off = ffi.new("size_t *")
+        ptr = ffi.cast("void *", a.__array_interface__["data"][0])
+        check(lib.px_comm_offset(self._c, ptr, a.nbytes, off), what)
+        return a, ptr, off[0]
+
+    def put(self, peer, dst, src):
+        """Writes src (host bytes or a window view) into peer's window at dst's offset (dst: a
+        view of this rank's window that names the place)."""
+        _, _, off = self._win(dst, "put destination")
+        s = _as_array(src, "put source")
+        check(lib.px_comm_put(self._c, int(peer), off, ffi.from_buffer(s), s.nbytes), "put")
+
+    def get(self, peer, src, dst):
+        """Reads peer's window bytes at src's offset into dst."""
+        _, _, off = self._win(src, "get source")
+        d = _as_array(dst, "get destination")
+        check(lib.px_comm_get(self._c, int(peer), off, ffi.from_buffer(d), d.nbytes), "get")
+
+    def signal(self, peer, sig, value=1, op="add"):
+        check(lib.px_comm_signal(self._c, int(peer), int(sig), _sigop(op), int(value)),
+              "signal")
+
+    def put_signal(self, peer, dst, src, sig, value=1, op="add"):
+        _, _, off = self._win(dst, "put_signal destination")
+        s = _as_array(src, "put_signal source")
+        check(lib.px_comm_put_signal(self._c, int(peer), off, ffi.from_buffer(s), s.nbytes,
+                                     int(sig), _sigop(op), int(value)), "put_signal")
+
+    def wait_until(self, sig, cmp, value, timeout=0.0):
+        """Waits until signal sig <cmp> value (cmp: "==", "!=", ">", ">=", "<", "<="); raises
+        plexus.Timeout after timeout seconds (0: PLEXUS_COMM_TIMEOUT_S)."""
+        if cmp not in _CMPS:
+            raise InvalidArgument("comparison %r is unknown; use one of %s"
+                                  % (cmp, " ".join(_CMPS)))
+        check(lib.px_comm_wait_until(self._c, int(sig), _CMPS[cmp], int(value), float(timeout)),
+              "wait_until")
+
+    def signal_read(self, sig):
+        return lib.px_comm_signal_read(self._c, int(sig))
+
+    def barrier(self):
+        check(lib.px_comm_barrier(self._c), "barrier")
+
+    def _buf(self, a, what):
+        a, ptr, _ = self._win(a, what)
+        return a, ptr, px_dtype(a.dtype)
+
+    def allreduce(self, a, op="sum"):
+        a, p, dt = self._buf(a, "allreduce buffer")
+        check(lib.px_comm_allreduce(self._c, p, a.size, dt, _redop(op)), "allreduce")
+
+    def allgather(self, a):
+        """a holds size blocks; this rank's block is block rank."""
+        a, p, dt = self._buf(a, "allgather buffer")
+        check(lib.px_comm_allgather(self._c, p, a.size // self.size, dt), "allgather")
+
+    def reduce_scatter(self, a, op="sum"):
+        a, p, dt = self._buf(a, "reduce_scatter buffer")
+        check(lib.px_comm_reduce_scatter(self._c, p, a.size // self.size, dt, _redop(op)),
+              "reduce_scatter")
+
+    def broadcast(self, a, root=0):
+        a, p, dt = self._buf(a, "broadcast buffer")
+        check(lib.px_comm_broadcast(self._c, p, a.size, dt, int(root)), "broadcast")
+
+    def alltoall(self, a):
+        a, p, dt = self._buf(a, "alltoall buffer")
+        check(lib.px_comm_alltoall(self._c, p, a.size // self.size, dt), "alltoall")
+
+    def alltoallv(self, send, send_counts, send_offs, recv, recv_counts, recv_offs):
+        s, sp, dt = self._buf(send, "alltoallv send")
+        r, rp, dt2 = self._buf(recv, "alltoallv recv")
+        if dt != dt2:
+            raise InvalidArgument("alltoallv: send is %s, recv %s; use one dtype"
+                                  % (s.dtype, r.dtype))
+        arrs = [ffi.new("size_t[]", [int(v) for v in x])
+                for x in (send_counts, send_offs, recv_counts, recv_offs)]
+        for x, nm in zip(arrs, ("send_counts", "send_offs", "recv_counts", "recv_offs")):
+            if len(x) != self.size:
+                raise InvalidArgument("alltoallv: %s has %d entries for %d ranks"
+                                      % (nm, len(x), self.size))
+        check(lib.px_comm_alltoallv(self._c, sp, arrs[0], arrs[1], rp, arrs[2], arrs[3], dt),
+              "alltoallv")
+
+    @property
+    def last_algorithm(self):
+        return ffi.string(lib.px_comm_last_algorithm(self._c)).decode()
+
+
+_CMPS = {"==": lib.PX_CMP_EQ, "!=": lib.PX_CMP_NE, ">": lib.PX_CMP_GT, ">=": lib.PX_CMP_GE,
+         "<": lib.PX_CMP_LT, "<=": lib.PX_CMP_LE}
+
+
+def _sigop(op):
+    if op == "add":
+        return lib.PX_SIG_ADD
+    if op == "set":
+        return lib.PX_SIG_SET
+    raise InvalidArgument("signal op %r is unknown; use \"add\" or \"set\"" % (op,))
+
+
+# ---- the worker ----
+
+DFX_FILES = ("dfx.json", "trace.json", "deps.json", "deps.dot", "args/args_dump.json",
+             "args/args.bin", "pmu.csv", "scope_stats.jsonl", "report.html")
+
+
+class RunResult:
+    """What w.run returns: .stats (w.stats() of the run), .dfx (output file name -> path of
+    the files the run's DFX wrote; {} with DFX off), .out (the output directory or None)."""
+
+    def __init__(self, stats, out, dfx):
+        self.stats = stats
+        self.out = out
+        self.dfx = dfx
+
+    def __repr__(self):
+        return "RunResult(tasks=%d, edges=%d, dfx=%s)" % (self.stats["tasks"],
+                                                          self.stats["edges"], sorted(self.dfx))
+
+
+_KNOB_ALIASES = {"profile": "PLEXUS_DEVICE_PROFILE", "out": "PLEXUS_DFX_OUT",
+                 "dfx": "PLEXUS_DFX"}
+
+
+def _knob_text(v):
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, (list, tuple)):
+        return ",".join(str(x) for x in v)
+    return str(v)
+
+
+def new_struct(ctype, ffi=ffi, lib=lib):
+    """A zeroed ctype (a struct the API versions, such as px_config or px_domain_spec), with
+    any size or version field the headers give it already set the way their initializer
+    macro would: size (or struct_size) = sizeof, version = the PX_<TYPE>_VERSION constant.
+    So a header that gains such fields needs no change here."""
+    p = ffi.new(ctype + " *")
+    fields = {f for f, _ in ffi.typeof(ctype).fields}
+    for f in ("size", "struct_size"):
+        if f in fields:
+            setattr(p, f, ffi.sizeof(ctype))
+    ver = ctype.upper() + "_VERSION"
+    for f in ("version", "abi_version"):
+        if f in fields and hasattr(lib, ver):
+            setattr(p, f, getattr(lib, ver))
+    return p
+
+
+def config(level=2, cores=None, chips=None, profile=None, dfx=None, out=None, **knobs):
+    """A px_config (cdata) from px_config_default() (PLEXUS_* environment) and these values;
+    knobs are the PLEXUS_* names in lower case without the prefix (heap_ring="64M")."""
+    cfg = new_struct("px_config")
+    check(lib.px_config_default(cfg), "the PLEXUS_* environment")
+    if level not in (2, 3):
+        raise InvalidArgument("level=%r: plexus.Worker takes level 2 (one chip) or 3 (chips "
+                              "of this host)" % (level,))
+    cfg.level = level
+    sets = []
+    if cores is not None:
+        sets.append(("PLEXUS_CORES", cores))
+    if chips is not None:
+        sets.append(("PLEXUS_CHIPS", chips))
+    for k, v in (("profile", profile), ("dfx", dfx), ("out", out)):
+        if v is not None:
+            sets.append((_KNOB_ALIASES[k], os.fspath(v) if k == "out" else v))
+    for k, v in knobs.items():
+        sets.append(("PLEXUS_" + k.upper(), v))
+    for name, v in sets:
+        st = lib.px_config_set(cfg, name.encode(), _knob_text(v).encode())
+        if st == lib.PX_ENOENT:
+            raise InvalidArgument("plexus.Worker: unknown knob %s=%r (%s); `plexus doctor "
+                                  "--config` lists the knobs" % (name[7:].lower(), v,
+                                                                 name))
+        check(st, "plexus.Worker %s=%r" % (name[7:].lower(), v))
+    check(lib.px_config_validate(cfg), "plexus.Worker")
+    return cfg
+
+
+class Worker:
+    """plexus.Worker(level=2|3, cores=, chips=, profile=, dfx=, out=, **knobs): one chip
+    (level 2) or the chips of this host (level 3, one forked process per chip). Use as a
+    context manager, or call close()."""
+
+    def __init__(self, level=2, cores=None, chips=None, profile=None, dfx=None, out=None,
+                 **knobs):
+        self._w = None
+        self._cfg = config(level, cores, chips, profile, dfx, out, **knobs)
+        self.level = level
+        self.out = ffi.string(self._cfg.out_dir).decode() if self._cfg.dfx else None
+        wp = ffi.new("px_worker **")
+        check(lib.px_worker_create(self._cfg, wp), "plexus.Worker")
+        self._w = wp[0]
+        self._inited = False
+        self._running = False
+        self._kids = {}
+        self._cids = {}
+        self._copy_kid = None
+        self._libs = []
+        self._lock = threading.Lock()
+        self._owner_pid = os.getpid()
+        self._builtin = None
+
+    # -- lifetime --
+    def _live(self):
+        if self._w is None:
+            raise StateError("this plexus.Worker is closed; make a new one")
+        if os.getpid() != self._owner_pid:
+            raise StateError("this plexus.Worker belongs to process %d; a forked child cannot "
+                             "use it" % self._owner_pid)
+        return self._w
+
+    def close(self):
+        if self._w is None:
+            return
+        if self._running:
+            raise StateError("w.close() inside w.run; close the worker after the run returns")
+        w, self._w = self._w, None
+        if os.getpid() == self._owner_pid:
+            check(lib.px_worker_destroy(w), "closing the worker")
+
+    def __enter__(self):
+        self._live()
+        return self
+
+    def __exit__(self, et, ev, tb):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            if self._w is not None and not self._running:
+                self.close()
+        except Exception:  # noqa: BLE001 - nothing to report to at collection
+            pass
+
+    @property
+    def cores(self):
+        return lib.px_worker_cores(self._live())
+
+    @property
+    def chips(self):
+        return lib.px_worker_chips(self._live())
+
+    @property
+    def chip_cores(self):
+        return lib.px_worker_chip_cores(self._live())
+
+    # -- kernels and callables --
+    def load_kernels(self, path, names=None):
+        """Opens a shared library of C kernels; its kernels are its attributes (lib.scale).
+        names: register these now (a level-3 worker registers kernels before its first
+        run only)."""
+        k = KernelLibrary(self, path, names)
+        self._libs.append(k)
+        return k
+
+    def register(self, *objs):
+        """Registers kernels and callables now (a level-3 worker needs every kernel and
+        callable its chips use registered before its first run)."""
+        for x in objs:
+            if isinstance(x, Callable):
+                self._callable_id(x)
+            else:
+                self._kernel_id(x)
+
+    def _kernel_id(self, k):
+        kid = self._kids.get(k)
+        if kid is not None:
+            return kid
+        if not isinstance(k, (CKernel, PyKernel)):
+            raise InvalidArgument("%r is not a kernel: pass w.load_kernels(...).name, "
+                                  "plexus.builtin(w).name or a @plexus.kernel" % (k,))
+        w = self._live()
+        if self.level == 3 and self._inited:
+            raise StateError("kernel %s is registered after the level-3 worker's chips were "
+                             "started (its first run); register it before: w.register(k) or "
+                             "w.load_kernels(path, names=[...])" % k.name)
+        idp = ffi.new("px_kernel_id *")
+        check(lib.px_kernel_register(w, k.name.encode(), k._cfn if isinstance(k, PyKernel)
+                                     else k._fn, k._sig, idp), "registering kernel %s" % k.name)
+        self._kids[k] = idp[0]
+        return idp[0]
+
+    def _callable_id(self, c):
+        cid = self._cids.get(c)
+        if cid is not None:
+            return cid
+        if not isinstance(c, Callable):
+            raise InvalidArgument("%r is not a callable: decorate a chip orchestration with "
+                                  "@plexus.callable" % (c,))
+        w = self._live()
+        if self.level != 3:
+            raise StateError("callables need a level-3 worker")
+        if self._inited:
+            raise StateError("callable %s is registered after the chips were started (the "
+                             "first run); call w.register(c) before" % c.name)
+        idp = ffi.new("px_callable_id *")
+        check(lib.px_callable_register(w, c.name.encode(), lib.pxpy_callable_slot(c.slot), idp),
+              "registering callable %s" % c.name)
+        self._cids[c] = idp[0]
+        return idp[0]
+
+    def _copy_kernel_id(self):
+        if self._copy_kid is None:
+            idp = ffi.new("px_kernel_id *")
+            check(lib.px_kernel_register(self._live(), b"python.copy",
+                                         ffi.addressof(lib, "pxpy_copy_kernel"), ffi.NULL, idp),
+                  "registering the copy kernel")
+            self._copy_kid = idp[0]
+        return self._copy_kid
+
+    def init(self):
+        """Starts the chips of a level-3 worker (done by the first run otherwise); no-op at
+        level 2."""
+        w = self._live()
+        if self._inited:
+            return
+        if self.level == 2:
+            self._copy_kernel_id()
+        n = len(os.listdir("/proc/self/task"))
+        if self.level == 3 and n > 1:
+            raise StateError("plexus.Worker(level=3) forks its chips and needs a single-"
+                             "threaded process, but this one runs %d threads (threading, a "
+                             "thread pool, a BLAS library's threads?); make the level-3 "
+                             "worker before starting threads" % n)
+        check(lib.pxpy_worker_init(w), "starting the worker")
+        self._inited = True
+
+    # -- runs --
+    def run(self, fn):
+        """Runs fn(o) as the orchestration (on this thread); returns a RunResult. Raises the
+        orchestration's own exception, or the plexus.Error of the first failed task (a
+        Python kernel's exception is its __cause__)."""
+        w = self._live()
+        if self._running:
+            raise StateError("w.run inside a run of the same worker; submit from the running "
+                             "orchestration instead")
+        if not self._inited:
+            self.init()
+        orch = Orchestration(self, None, fn)
+        h = ffi.new_handle(orch)
+        args = ffi.new("px_task_args *")
+        del _CB_EXC[:]
+        self._running = True
+        try:
+            st = lib.px_run(w, lib.pxpy_orch_cb, args, h)
+            err = error_from(st) if st else None
+        finally:
+            self._running = False
+            for d in orch._domains:
+                d._released = True
+        if orch._exc is not None:
+            raise orch._exc
+        if err is not None:
+            cause = next((e for e in _CB_EXC), None)
+            del _CB_EXC[:]
+            raise err from cause
+        return RunResult(self.stats(), self.out, self._dfx_files())
+
+    def _dfx_files(self):
+        if not self.out:
+            return {}
+        return {n: os.path.join(self.out, n) for n in DFX_FILES
+                if os.path.exists(os.path.join(self.out, n))}
+
+    def stats(self):
+        """The statistics of the most recent run, as a dict (px_run_stats' fields)."""
+        s = ffi.new("px_run_stats *")
+        check(lib.px_run_stats_get(self._live(), s), "w.stats")
+        return {name: getattr(s, name) for name, _ in ffi.typeof("px_run_stats").fields}
+
+    def config_text(self):
+        t = lib.pxpy_config_text(self._cfg)
+        try:
+            return ffi.string(t).decode() if t != ffi.NULL else ""
+        finally:
+            lib.pxpy_free(t)
+
+
+def builtin(worker):
+    """The package's built-in C kernels on worker: scale, add, add_scalar, mul, matmul, noop
+    and fail (python/kernels/pykernels.c)."""
+    if worker._builtin is None:
+        here = os.path.dirname(os.path.abspath(__file__))
+        worker._builtin = worker.load_kernels(os.path.join(here, "libplexus_pykernels.so"))
+    return worker._builtin
+
+
+def caps(profile=None, hugepages=None):
+    """The capability probe as a dict: {fact: {"value", "source", "note"}} (plexus doctor
+    --json's "facts")."""
+    c = ffi.new("px_caps *")
+    if profile is None and hugepages is None:
+        check(lib.px_caps_probe(c), "plexus.caps")
+    else:
+        kw = {}
+        if hugepages is not None:
+            kw["hugepages"] = int(bool(hugepages))
+        cfg = config(profile=profile, **kw)
+        check(lib.px_caps_probe_with(cfg, c), "plexus.caps")
+    j = lib.pxpy_caps_json(c)
+    if j == ffi.NULL:
+        raise error_from(lib.PX_ENOMEM, "plexus.caps")
+    try:
+        return json.loads(ffi.string(j).decode())["facts"]
+    finally:
+        lib.pxpy_free(j)
+
+
+def doctor(profile=None):
+    """What `plexus doctor` reports, as a dict: facts, the device profiles, DFX, the knob
+    table and the Python binding's own facts."""
+    cfg = config(profile=profile)
+    p = lib.px_device_profiles()
+    profiles = []
+    i = 0
+    while p[i] != ffi.NULL:
+        profiles.append(ffi.string(p[i]).decode())
+        i += 1
+    t = lib.pxpy_config_text(cfg)
+    try:
+        text = ffi.string(t).decode() if t != ffi.NULL else ""
+    finally:
+        lib.pxpy_free(t)
+    return {"facts": caps(profile), "profiles": profiles,
+            "dfx_compiled_in": bool(lib.px_dfx_compiled_in()), "config": text,
+            "python": {"gil_released_in_c_calls": True, "fork_hook": bool(lib.pxpy_fork_hook()),
+                       "kernel_slots": lib.pxpy_slots(), "kernel_slots_used": _KSLOTS.used()}}
+
+
+def chip_index():
+    """The chip this process runs (inside a level-3 callable or kernel), else -1."""
+    return lib.px_chip_index()
+

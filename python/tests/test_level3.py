@@ -1,0 +1,144 @@
+"""Level 3 from Python: chips are forked processes running Python callables and kernels."""
+import os
+import signal
+import threading
+
+import numpy as np
+import pytest
+
+import plexus
+
+
+@plexus.kernel
+def pyscale(x, z, s):
+    z[:] = x * s
+
+
+@plexus.kernel
+def whoami(z):
+    z[:] = [plexus.chip_index(), os.getpid()]
+
+
+@plexus.kernel
+def die(x):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@plexus.callable
+def scale_on_chip(o, x, z):
+    o.submit(pyscale, inputs=[x], outputs=[z], scalars=[float(plexus.chip_index() + 1)])
+
+
+@plexus.callable
+def c_scale_on_chip(o, x, z, s):
+    o.submit(C["scale"], inputs=[x], outputs=[z], scalars=[s])
+
+
+@plexus.callable
+def who_on_chip(o, z):
+    o.submit(whoami, outputs=[z])
+
+
+@plexus.callable
+def die_on_chip(o, x):
+    o.submit(die, inputs=[x])
+
+
+@plexus.callable
+def host_array_on_chip(o, x):
+    o.submit(pyscale, inputs=[np.zeros(4)], outputs=[x], scalars=[1.0])
+
+
+C = {}
+
+
+@pytest.fixture
+def w3():
+    with plexus.Worker(level=3, chips=2, cores=1) as w:
+        C["scale"] = plexus.builtin(w).scale
+        w.register(pyscale, whoami, die, scale_on_chip, c_scale_on_chip, who_on_chip,
+                   die_on_chip, host_array_on_chip)
+        yield w
+
+
+def test_python_callables_and_kernels_run_in_chip_processes(w3):
+    a = np.arange(64, dtype=np.float32)
+    b = np.zeros((2, 64), np.float32)
+    who = np.zeros((2, 2), np.int64)
+
+    def orch(o):
+        assert o.level == 3 and o.chips == 2
+        for c in range(2):
+            o.submit_next_level(scale_on_chip, c, inputs=[a], outputs=[b[c]])
+            o.submit_next_level(who_on_chip, c, outputs=[who[c]])
+
+    w3.run(orch)
+    np.testing.assert_array_equal(b[0], a)
+    np.testing.assert_array_equal(b[1], 2 * a)
+    assert who[:, 0].tolist() == [0, 1]
+    assert len(set(who[:, 1].tolist()) | {os.getpid()}) == 3  # two chip processes
+
+
+def test_c_kernels_in_chips_and_groups(w3):
+    a = np.arange(32, dtype=np.float32)
+    b = np.zeros((2, 32), np.float32)
+    w3.run(lambda o: o.submit_group(c_scale_on_chip, [0, 1],
+                                    [dict(inputs=[a], outputs=[b[i]], scalars=[3.0 + i])
+                                     for i in range(2)]))
+    np.testing.assert_array_equal(b, np.stack([3 * a, 4 * a]))
+
+
+def test_host_tasks(w3):
+    a = np.arange(10, dtype=np.float64)
+    b = np.zeros(10)
+    tids = []
+
+    def host(x, y):
+        tids.append(threading.get_ident())
+        y[:] = x ** 2
+
+    w3.run(lambda o: o.submit_host(host, inputs=[a], outputs=[b]))
+    np.testing.assert_array_equal(b, a ** 2)
+    assert tids and tids[0] != threading.get_ident()
+
+
+def test_registration_after_the_chips_started_is_refused(w3):
+    w3.run(lambda o: None)
+
+    @plexus.kernel
+    def late(x):
+        pass
+
+    with pytest.raises(plexus.StateError, match="before"):
+        w3.register(late)
+
+
+def test_a_host_array_inside_a_chip_is_refused(w3):
+    x = np.zeros(4)
+    with pytest.raises(plexus.InvalidArgument, match="private copy"):
+        w3.run(lambda o: o.submit_next_level(host_array_on_chip, 0, outputs=[x]))
+
+
+def test_a_dead_chip_is_peer_dead_with_chip_and_pid(w3):
+    x = np.zeros(4)
+    with pytest.raises(plexus.PeerDead) as e:
+        w3.run(lambda o: o.submit_next_level(die_on_chip, 1, inputs=[x]))
+    assert e.value.peer == 1 and e.value.pid not in (None, os.getpid())
+
+
+def test_level2_refuses_level3_calls(w, k):
+    with pytest.raises(plexus.StateError, match="level-3"):
+        w.run(lambda o: o.submit_host(print))
+
+
+def test_level3_needs_a_single_threaded_process():
+    ev = threading.Event()
+    t = threading.Thread(target=ev.wait)
+    t.start()
+    try:
+        with plexus.Worker(level=3, chips=2, cores=1) as w:
+            with pytest.raises(plexus.StateError, match="single-threaded"):
+                w.run(lambda o: None)
+    finally:
+        ev.set()
+        t.join()
