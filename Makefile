@@ -79,7 +79,7 @@ test-tsan: deps
 # a crash is written to build-fuzz/crash-<target>-* and stops the loop: fix it, then copy the
 # input into tests/fuzz/corpus/<target>/ so that `make test` replays it (fuzz.replay_*).
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = knob cli trace
+FUZZ_TARGETS = knob cli trace stgreq
 
 fuzz: deps deps-fuzz
 	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DPX_FUZZ=ON $(CMAKE_ARGS)

@@ -326,7 +326,8 @@ static px_status comm_chip_ready(hier_chip *chip, void *arg, const void *payload
     }
     for (int q = 0; st == PX_OK && q < m->n; q++)
         if (q != d->rank && (m->staged[d->rank] >> q & 1))
-            st = comm_stg_connect(&d->comm, q, d->stage[q], &(*g_bells)[m->chips[q]]);
+            st = comm_stg_connect(&d->comm, q, d->stage[q], comm_stg_pair_bytes(m->stage_chunk),
+                                  &(*g_bells)[m->chips[q]]);
     /* Its own window's data is device memory of this chip: tasks may take tensors there. */
     if (st == PX_OK &&
         (st = px_rt_device_range_add(eng, d->comm.data[d->rank], m->data_bytes)) == PX_OK)

@@ -209,10 +209,12 @@ size_t comm_stg_pair_bytes(size_t chunk);
 /* Formats zeroed staging memory of comm_stg_pair_bytes(chunk) bytes (once, by its maker). */
 void comm_stg_pair_init(void *mem, size_t chunk);
 
-/* Connects c's rank to peer through staging memory `pair` (shared with the peer, which
- * connects to the same memory), ringing bell_peer when the peer's progress thread sleeps.
- * c->tl[peer] becomes staged. PX_OK, PX_ENOMEM or PX_EINVAL (a malformed pair). */
-px_status comm_stg_connect(px_comm *c, int peer, void *pair, comm_stg_bell *bell_peer);
+/* Connects c's rank to peer through staging memory `pair` of `bytes` bytes as mapped (shared
+ * with the peer, which connects to the same memory), ringing bell_peer when the peer's
+ * progress thread sleeps. c->tl[peer] becomes staged. PX_OK, PX_ENOMEM or PX_EINVAL (a pair
+ * not formatted for its size). */
+px_status comm_stg_connect(px_comm *c, int peer, void *pair, size_t bytes,
+                           comm_stg_bell *bell_peer);
 
 /* Frees c's staged state (comm_fini calls it). */
 void comm_stg_release(px_comm *c);

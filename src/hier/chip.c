@@ -239,3 +239,16 @@ void px_hier_child_main(px_hier *h, px_hier_proc *p)
     }
     _exit(0);
 }
+
+px_status px_hier_threads_fit(const px_hier *h)
+{
+    char what[96];
+    px_thread_plan plan = {.what = what, .unit = "chip",
+                           .lower = "--cores / PLEXUS_CORES or --chips / PLEXUS_CHIPS",
+                           .procs = h->nchips, .per_proc = h->chip_cores + PX_HIER_CHIP_THREADS,
+                           .cores = h->chip_cores,
+                           .here = PX_HIER_HOST_THREADS + h->nsubs * PX_HIER_SUB_THREADS};
+
+    snprintf(what, sizeof(what), "level 3 with %d chips x %d cores", h->nchips, h->chip_cores);
+    return px_rt_threads_fit(&plan);
+}

@@ -443,6 +443,8 @@ px_status px_hier_init(px_worker *w)
     h->nkernels = w->nkernels; /* the chip kernels; the executors follow them */
     st = px_hier_register_executors(h);
     if (st == PX_OK)
+        st = px_hier_threads_fit(h); /* refused before the first fork (issue 20 item 13) */
+    if (st == PX_OK)
         st = px_hier_start_procs(h);
     if (st == PX_OK)
         st = px_cores_start(w);

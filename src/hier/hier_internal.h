@@ -259,6 +259,15 @@ px_status hier_fd_setup(px_hier *h);
 /* chip.c: the main function of a forked child; never returns. */
 void px_hier_child_main(px_hier *h, px_hier_proc *p) __attribute__((noreturn));
 
+/* chip.c: PX_OK when the system can hold the threads of every chip, sub-worker and the host
+ * (px_rt_threads_fit), else PX_ENOMEM naming the limit: checked before the first fork. A
+ * chip's threads beside its cores: its service thread, comm progress thread and DFX drain; a
+ * sub-worker's: its main and service threads; the host's: its cores, watch and drain. */
+#define PX_HIER_CHIP_THREADS 3
+#define PX_HIER_SUB_THREADS 2
+#define PX_HIER_HOST_THREADS (PX_HIER_HOST_CORES + 2)
+px_status px_hier_threads_fit(const px_hier *h);
+
 /* dispatch.c: the executors, registered on the host engine at px_hier_init. */
 px_status px_hier_register_executors(px_hier *h);
 

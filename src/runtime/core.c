@@ -4,8 +4,10 @@
  * There is no scheduler thread. A core that finishes a task closes the task's fanout list,
  * decrements each consumer's fanin, keeps the first consumer that became ready for itself and
  * queues the rest. An idle core waits through util/wait.h: spins for about PLEXUS_SPIN_NS,
- * polls with sched_yield for PLEXUS_YIELD_NS, then sleeps on a futex in 100 ms slices; a
- * pusher issues FUTEX_WAKE only when a core announced that it sleeps.
+ * polls with sched_yield for PLEXUS_YIELD_NS, then sleeps on a futex in 100 ms slices; a core
+ * with no work in sight (fresh, or not woken in its last slice) sleeps at once, in slices
+ * that double up to 3.2 s (px_core_wait); a pusher issues FUTEX_WAKE only when a core
+ * announced that it sleeps.
  */
 #include "runtime.h"
 
@@ -20,7 +22,8 @@
 #include "util/log.h"
 #include "util/wait.h"
 
-#define PX_IDLE_SLEEP_NS 100000000ull /* re-check shutdown at least every 100 ms */
+#define PX_IDLE_SLEEP_NS 100000000ull      /* a core with work in sight re-checks this often */
+#define PX_IDLE_SLEEP_MAX_NS 3200000000ull /* ... and an idle one at least this often */
 
 /*
  * A core that is spinning will find the task by itself, so a sleeper is woken only when no
@@ -169,6 +172,7 @@ typedef struct px_core_waiting {
     px_worker *w;
     px_task *t;                     /* the task it found */
     int spinning;                   /* counted in w->spinning */
+    uint32_t seq;                   /* wake_seq when it announced its last sleep */
 } px_core_waiting;
 
 /* ready(): a task popped, or the worker shuts down. */
@@ -190,12 +194,21 @@ static void px_core_sleep_cb(void *arg, int asleep)
         atomic_fetch_sub_explicit(&c->w->spinning, 1, memory_order_seq_cst);
         c->spinning = 0;
     }
+    if (asleep)
+        c->seq = atomic_load_explicit(&c->w->wake_seq, memory_order_relaxed);
 }
 
 /*
- * Waits for a ready task: spin (counted in w->spinning), poll with yields, then sleep on
- * wake_seq (counted in w->sleepers) for one futex wait of at most 100 ms; after it, woken or
- * not, it starts over with the spin.
+ * Waits for a ready task. A core that has work in sight (it ran a task, or a pusher woke it)
+ * spins (counted in w->spinning), polls with yields, then sleeps on wake_seq (counted in
+ * w->sleepers) for one futex wait of PX_IDLE_SLEEP_NS at most; after it, when it was woken,
+ * it starts over with the spin. A core with no work in sight (a fresh core, or one whose last
+ * sleep ended by its timeout with nobody waking it) does not spin or yield: it sleeps at once,
+ * each quiet sleep twice as long as the last, up to PX_IDLE_SLEEP_MAX_NS, so a thousand idle
+ * cores cost next to nothing and starting them costs only their creation (issue 20 item 13:
+ * each idle core spinning and yielding again every 100 ms made a start of 16 chips x 1024
+ * cores take 26 s). Pushers and the stop wake sleepers explicitly; the slices only bound
+ * what a lost wake-up would cost.
  * *slept is set when it slept. Returns NULL when the worker shuts down.
  */
 static px_task *px_core_wait(px_core_ctx *ctx, int *slept)
@@ -203,23 +216,37 @@ static px_task *px_core_wait(px_core_ctx *ctx, int *slept)
     px_worker *w = ctx->w;
     px_core_waiting c = {.w = w};
     util_wait uw = {.ready = px_core_ready, .arg = &c, .word = &w->wake_seq,
-                    .sleeping = &w->sleepers, .count_sleepers = 1,
-                    .spin_ticks = w->spin_ticks, .yield_ticks = w->yield_ticks,
-                    .slice_ns = PX_IDLE_SLEEP_NS, .sleep_once = 1,
+                    .sleeping = &w->sleepers, .count_sleepers = 1, .sleep_once = 1,
                     .sleep_cb = px_core_sleep_cb};
 
     for (;;) {
         px_status st;
+        int quiet = ctx->idle_slice_ns > 0;
 
-        atomic_fetch_add_explicit(&w->spinning, 1, memory_order_seq_cst);
-        c.spinning = 1;
+        uw.spin_ticks = quiet ? 0 : w->spin_ticks;
+        uw.yield_ticks = quiet ? 0 : w->yield_ticks;
+        uw.slice_ns = quiet ? ctx->idle_slice_ns : PX_IDLE_SLEEP_NS;
+        uw.sleeps = 0;
+        if (!quiet) {
+            atomic_fetch_add_explicit(&w->spinning, 1, memory_order_seq_cst);
+            c.spinning = 1;
+        }
         st = util_wait_run(&uw);
-        if (c.spinning)
+        if (c.spinning) {
             atomic_fetch_sub_explicit(&w->spinning, 1, memory_order_relaxed);
+            c.spinning = 0;
+        }
         if (uw.sleeps > 0)
             *slept = 1;
-        if (st == PX_OK)
+        if (st == PX_OK) {
+            ctx->idle_slice_ns = 0; /* it has work: its next wait spins first */
             return c.t; /* NULL: shutdown */
+        }
+        if (atomic_load_explicit(&w->wake_seq, memory_order_relaxed) != c.seq)
+            ctx->idle_slice_ns = 0; /* woken, but another core took the task: spin */
+        else /* nobody woke it: sleep longer */
+            ctx->idle_slice_ns = PX_MIN(PX_MAX(2 * ctx->idle_slice_ns, PX_IDLE_SLEEP_NS),
+                                        PX_IDLE_SLEEP_MAX_NS);
     }
 }
 
@@ -347,10 +374,21 @@ px_status px_cores_start(px_worker *w)
 
     if (w->cores_started)
         return PX_OK;
+    if (w->level == 2 && !first) { /* a chip's were checked by its parent before the fork */
+        char what[64];
+        px_thread_plan plan = {.what = what, .unit = "worker", .lower = "PLEXUS_CORES",
+                               .cores = w->ncores, .here = w->ncores + 1 /* the drain */};
+        px_status st;
+
+        snprintf(what, sizeof(what), "a worker of %d cores", w->ncores);
+        if ((st = px_rt_threads_fit(&plan)) != PX_OK)
+            return st;
+    }
     for (int i = 0; i < w->ncores; i++) {
         w->cores[i].w = w;
         w->cores[i].index = i;
         w->cores[i].joined = i < first; /* core 0 of a caller_core worker has no thread */
+        w->cores[i].idle_slice_ns = PX_IDLE_SLEEP_MAX_NS; /* nothing spins before work */
     }
     atomic_store_explicit(&w->shutdown, 0, memory_order_relaxed);
     w->cores_started = 1;
@@ -368,10 +406,21 @@ px_status px_cores_start(px_worker *w)
         if (rc != 0) {
             for (int j = i; j < w->ncores; j++)
                 w->cores[j].joined = 1; /* never started */
+            char what[64], why[PX_ERRMSG_MAX];
+            px_thread_plan plan = {.what = what, .unit = first ? "chip" : "worker",
+                                   .lower = "--cores / PLEXUS_CORES", .cores = w->ncores,
+                                   .here = w->ncores - i};
+
+            /* which limit it met, when one can tell (the system changed since the check) */
+            snprintf(what, sizeof(what), "the rest of %d core threads", w->ncores);
+            why[0] = '\0';
+            if (px_rt_threads_fit(&plan) != PX_OK)
+                snprintf(why, sizeof(why), ": %s", px_last_error());
             /* The started cores are idle: they exit at once. */
             (void)px_cores_stop(w, w->cfg.timeout_s);
-            return px_set_error(PX_ENOMEM, "cannot start core thread %d of %d: %s; lower "
-                                "--cores / PLEXUS_CORES", i, w->ncores, strerror(rc));
+            return px_set_error(PX_ENOMEM, "cannot start core thread %d of %d: %s%s%s", i,
+                                w->ncores, strerror(rc), why,
+                                why[0] ? "" : "; lower --cores / PLEXUS_CORES");
         }
     }
     return PX_OK;

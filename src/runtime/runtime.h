@@ -106,6 +106,8 @@ struct px_core_ctx {
                                      * of the task it runs next without one (rt_dfx.c) */
     int dfx_handed_off;             /* an async kernel wrote its end records (or had none to
                                      * write): the core leaves the DFX state alone after it */
+    uint64_t idle_slice_ns;         /* 0: work in sight (spin first); else no work in sight:
+                                     * sleep at once for this long (core.c) */
 } PX_ALIGNED_CL;
 
 typedef struct px_scope {
@@ -324,6 +326,24 @@ int px_core_help(struct px_worker *w);
  * has exited since). Stop on stopped cores returns PX_OK.
  */
 px_status px_cores_start(struct px_worker *w);
+
+/*
+ * limits.c: threads a worker is about to start: `procs` new processes of `per_proc` threads
+ * each, `cores` of them core threads (per process; procs 0: of `here`), and `here` new threads
+ * in this process. px_rt_threads_fit returns PX_OK when the system can hold them, or
+ * PX_ENOMEM naming the limit they would pass (kernel.pid_max, kernel.threads-max,
+ * RLIMIT_NPROC, RLIMIT_AS, vm.max_map_count, the commit limit, available memory), the
+ * numbers, how many cores per `unit` would fit, and what to lower (`lower`) or raise.
+ * px_cores_start checks a level-2 worker's cores; level 3 checks every chip's before forking.
+ */
+typedef struct px_thread_plan {
+    const char *what;   /* "level 3: 32 chips x 1024 cores" */
+    const char *unit;   /* "chip" */
+    const char *lower;  /* "--cores / PLEXUS_CORES or --chips / PLEXUS_CHIPS" */
+    int procs, per_proc, cores, here;
+} px_thread_plan;
+
+px_status px_rt_threads_fit(const px_thread_plan *p);
 
 /*
  * core.c, thread placement (PLEXUS_BIND=cores, level 2 and chips): px_bind_init records the

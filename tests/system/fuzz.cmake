@@ -7,7 +7,7 @@
 # linked with libFuzzer (-fsanitize=fuzzer; the whole build has address,undefined and
 # fuzzer-no-link instrumentation).
 set(PX_FUZZ_DIR ${CMAKE_SOURCE_DIR}/tests/fuzz)
-set(PX_FUZZ_TARGETS knob cli trace)
+set(PX_FUZZ_TARGETS knob cli trace stgreq)
 set(PX_FUZZ_EXTRA_cli ${CMAKE_SOURCE_DIR}/tools/cli_opts.c)
 
 foreach(t ${PX_FUZZ_TARGETS})

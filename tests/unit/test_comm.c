@@ -124,7 +124,7 @@ static void tc_group_init_with(tc_group *g, int n, size_t data_bytes, double tim
         for (int q = 0; q < n; q++) {
             if (tc_staged(r, q, n)) {
                 PX_ASSERT_OK(comm_stg_connect(&g->comm[r], q, g->pair[PX_MIN(r, q)][PX_MAX(r, q)],
-                                              &g->bell[q]));
+                                              comm_stg_pair_bytes(TC_STG_CHUNK), &g->bell[q]));
                 staged++;
             }
         }

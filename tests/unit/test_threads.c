@@ -167,6 +167,15 @@ static int thr_child_l2(void *arg)
     cfg.heap_ring = THR_SMALL_MEM / 4;
     if (thr_limit_as(THR_SMALL_MEM + (64ull << 20)) != 0)
         return 2;
+    /* refused before the first thread, naming the limit (issue 20 item 13) */
+    st = px_worker_create(&cfg, &w);
+    if (st != PX_ENOMEM || strstr(px_last_error(), "RLIMIT_AS") == NULL) {
+        fprintf(stderr, "level 2: expected PX_ENOMEM naming RLIMIT_AS, got %s: %s\n",
+                px_status_name(st), px_last_error());
+        return 1;
+    }
+    /* and where a thread fails to start anyway, the start is undone cleanly */
+    setenv("PX_TEST_NO_THREAD_CHECK", "1", 1);
     st = px_worker_create(&cfg, &w);
     if (st == PX_OK) {
         fprintf(stderr, "level 2: 1024 cores started under the limit; the test cannot work\n");
@@ -205,6 +214,22 @@ static int thr_child_l3(void *arg)
     }
     if (thr_limit_as(2 * THR_SMALL_MEM + (96ull << 20)) != 0)
         return 2;
+    /* refused before the first fork, naming the limit (issue 20 item 13); the worker stays
+     * usable for another init only after a destroy, so the clean-up path gets a new one */
+    st = px_worker_init(w);
+    if (st != PX_ENOMEM || strstr(px_last_error(), "RLIMIT_AS") == NULL ||
+        strstr(px_last_error(), "2 chips x 1024 cores") == NULL) {
+        fprintf(stderr, "level 3: expected PX_ENOMEM naming RLIMIT_AS, got %s: %s\n",
+                px_status_name(st), px_last_error());
+        return 1;
+    }
+    (void)px_worker_destroy(w);
+    setenv("PX_TEST_NO_THREAD_CHECK", "1", 1);
+    st = px_worker_create(&cfg, &w);
+    if (st != PX_OK) {
+        fprintf(stderr, "level 3 create: %s: %s\n", px_status_name(st), px_last_error());
+        return 2;
+    }
     st = px_worker_init(w);
     if (st == PX_OK) {
         fprintf(stderr, "level 3: chips started 1024 cores under the limit; the test cannot "

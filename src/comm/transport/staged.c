@@ -24,9 +24,16 @@
  * Layout of a pair (comm_stg_pair_bytes): ring 0 carries the lower rank's requests to the
  * higher one, ring 1 the other way; each ring is one page of header (five cache lines of
  * counters, then the requests) followed by COMM_STG_SLOTS chunks of `chunk` bytes. Request i
- * uses request slot and chunk i % COMM_STG_SLOTS.
+ * uses request slot and chunk i % COMM_STG_SLOTS (the format: staged.h).
+ *
+ * Trust: the staging memory is shared with the peer, so a buggy or hostile peer can write
+ * any of it at any time. Connect reads the chunk size once and checks it against the bytes
+ * mapped; the target copies each request line once and checks every field of the copy
+ * against its own communicator (comm_stg_decode) before it carries the copy out; a malformed
+ * request is skipped whole and counted in this process's memory, and comm_stg_release says
+ * how many. Indices into the ring are taken modulo its size, never trusted as they are read.
  */
-#include "comm/comm.h"
+#include "comm/transport/staged.h"
 
 #include <limits.h>
 #include <pthread.h>
@@ -42,51 +49,15 @@
 #include "util/tsan.h"
 #include "util/util.h"
 
-#define STG_MAGIC 0x53544731u /* "STG1" */
-#define STG_HEAD_BYTES 4096u
+typedef comm_stg_req stg_req;
+typedef comm_stg_ring stg_ring;
 
-enum { STG_PUT = 1, STG_GET, STG_SIGNAL, STG_GET_HEAD };
-#define STG_F_SIGNAL 1u
-
-#define STG_INLINE 24 /* a put of at most this many bytes travels inside its request */
-
-/* One request: a cache line. seq says it is there: request number i stores seq = i + 1 last
- * (release), and the consumer of number i waits for exactly that, so it reads one line. */
-typedef struct stg_req {
-    _Atomic uint32_t seq;
-    uint8_t op;
-    uint8_t flags;   /* put: STG_F_SIGNAL: apply the signal (slot, sigop, v) after the bytes */
-    uint8_t sigop;   /* signal: PX_SIG_SET or PX_SIG_ADD */
-    uint8_t inl;     /* put: the bytes are in data[] below, not in the chunk */
-    uint32_t slot;   /* signal: the slot (barrier slots, then user signals) */
-    uint32_t pad_;
-    uint64_t off;    /* put/get: data-relative; get_head: head-relative */
-    uint64_t n;
-    uint64_t v;      /* signal: the value */
-    uint8_t data[STG_INLINE];
-} stg_req;
-
-_Static_assert(sizeof(stg_req) == 64, "a request is one cache line");
-
-/* The ring's header: each line written by one side only, so a request costs the consumer
- * one line (the request) and the requester none but the ones it writes. */
-typedef struct stg_ring {
-    uint32_t magic;
-    uint32_t chunk;                /* data bytes per request slot */
-    uint32_t pad0_[14];
-    _Atomic uint32_t head;         /* requests posted (requester; read by its own flush) */
-    uint32_t pad1_[15];
-    _Atomic uint32_t req_sleep;    /* requester threads asleep on done (rarely written) */
-    uint32_t pad2_[15];
-    _Atomic uint32_t done;         /* requests carried out (target side) */
-    _Atomic uint32_t bad;          /* malformed requests skipped (a defect if ever > 0) */
-    uint32_t pad3_[14];
-    _Atomic uint32_t pollers;      /* target threads polling this ring now */
-    uint32_t pad4_[15];
-    stg_req req[COMM_STG_SLOTS];
-} stg_ring;
-
-_Static_assert(sizeof(stg_ring) <= STG_HEAD_BYTES, "the ring header fits its page");
+#define STG_MAGIC COMM_STG_MAGIC
+#define STG_HEAD_BYTES COMM_STG_HEAD_BYTES
+#define STG_INLINE COMM_STG_INLINE
+#define STG_F_SIGNAL COMM_STG_F_SIGNAL
+enum { STG_PUT = COMM_STG_PUT, STG_GET = COMM_STG_GET, STG_SIGNAL = COMM_STG_SIGNAL,
+       STG_GET_HEAD = COMM_STG_GET_HEAD };
 
 /* This rank's side of one staged peer (private to the process). */
 typedef struct stg_peer {
@@ -97,6 +68,7 @@ typedef struct stg_peer {
     pthread_mutex_t plock;         /* threads of this rank posting to the peer */
     uint32_t done_seen;            /* out->done as last read (plock): space known free */
     _Atomic int clock;             /* a thread of this rank carrying out the peer's requests */
+    _Atomic uint32_t bad;          /* malformed requests of the peer skipped (a defect) */
 } stg_peer;
 
 /*
@@ -124,7 +96,7 @@ size_t comm_stg_pair_bytes(size_t chunk)
 
 static stg_ring *stg_ring_at(void *pair, size_t chunk, int i)
 {
-    return (stg_ring *)((char *)pair + (size_t)i * (STG_HEAD_BYTES + COMM_STG_SLOTS * chunk));
+    return comm_stg_ring_at(pair, chunk, i);
 }
 
 void comm_stg_pair_init(void *mem, size_t chunk)
@@ -139,18 +111,35 @@ void comm_stg_pair_init(void *mem, size_t chunk)
     }
 }
 
-px_status comm_stg_connect(px_comm *c, int peer, void *pair, comm_stg_bell *bell_peer)
+px_status comm_stg_connect(px_comm *c, int peer, void *pair, size_t bytes,
+                           comm_stg_bell *bell_peer)
 {
-    stg_ring *r0 = pair;
+    stg_ring *r0 = pair, *r1;
     stg_peer *p;
     size_t chunk;
     int mine;
 
-    if (pair == NULL || r0->magic != STG_MAGIC || r0->chunk == 0 || peer == c->rank ||
-        peer < 0 || peer >= c->n || bell_peer == NULL)
+    if (pair == NULL || peer == c->rank || peer < 0 || peer >= c->n || bell_peer == NULL ||
+        c->tl_state[peer] != NULL)
         return px_set_error(PX_EINVAL, "comm: domain \"%s\" rank %d: the staging memory for "
-                            "rank %d is missing or not formatted", c->name, c->rank, peer);
+                            "rank %d is missing, or the rank is not a peer not yet connected",
+                            c->name, c->rank, peer);
+    /* The header is the formatting rank's to write: its chunk is read once, here, and must
+     * describe exactly the bytes mapped, in both rings. */
     chunk = r0->chunk;
+    if (bytes < 2 * (size_t)STG_HEAD_BYTES || r0->magic != STG_MAGIC || chunk == 0 ||
+        chunk % PX_COMM_DATA_ALIGN != 0 || comm_stg_pair_bytes(chunk) != bytes)
+        return px_set_error(PX_EINVAL, "comm: domain \"%s\" rank %d: the staging memory for "
+                            "rank %d (%zu bytes) is not formatted for its size (magic %#x, "
+                            "chunk %zu: chunks must be multiples of %d bytes filling the "
+                            "mapping); a defect of the rank that formatted it", c->name,
+                            c->rank, peer, bytes, r0->magic, chunk, PX_COMM_DATA_ALIGN);
+    r1 = stg_ring_at(pair, chunk, 1);
+    if (r1->magic != STG_MAGIC || r1->chunk != chunk)
+        return px_set_error(PX_EINVAL, "comm: domain \"%s\" rank %d: the staging memory for "
+                            "rank %d has rings of different formats (chunk %zu and %u); a "
+                            "defect of the rank that formatted it", c->name, c->rank, peer,
+                            chunk, r1->chunk);
     if ((p = calloc(1, sizeof(*p))) == NULL)
         return px_set_error(PX_ENOMEM, "comm: domain \"%s\" rank %d: out of memory for the "
                             "staged state of rank %d", c->name, c->rank, peer);
@@ -168,12 +157,22 @@ px_status comm_stg_connect(px_comm *c, int peer, void *pair, comm_stg_bell *bell
     return PX_OK;
 }
 
+uint32_t comm_stg_skipped(const px_comm *c, int peer)
+{
+    const stg_peer *p;
+
+    if (peer < 0 || peer >= c->n || c->tl[peer] != &px_comm_tl_staged ||
+        (p = c->tl_state[peer]) == NULL)
+        return 0;
+    return atomic_load_explicit(&p->bad, memory_order_relaxed);
+}
+
 /* Frees c's staged state (comm_fini). */
 void comm_stg_release(px_comm *c)
 {
     for (int i = 0; i < c->nstaged; i++) {
         stg_peer *p = c->tl_state[c->staged[i]];
-        uint32_t bad = p != NULL ? atomic_load_explicit(&p->in->bad, memory_order_relaxed) : 0;
+        uint32_t bad = p != NULL ? atomic_load_explicit(&p->bad, memory_order_relaxed) : 0;
 
         if (bad > 0)
             PX_LOG_WARN("comm[%s]: rank %d skipped %u malformed staged requests from rank %d "
@@ -189,53 +188,109 @@ void comm_stg_release(px_comm *c)
 
 /* ---- the target's side ---- */
 
-/* Carries out request rq (its chunk: data) against c's own window. 0 when malformed. */
+comm_stg_bounds comm_stg_bounds_of(const px_comm *c, size_t chunk)
+{
+    comm_stg_bounds b = {.win_bytes = c->data_bytes + 2 * (size_t)PX_COMM_SLOT_BYTES,
+                         .head_bytes = px_comm_area_bytes(c->nsig),
+                         .nslots = (uint32_t)PX_COMM_MAX_RANKS + c->nsig, .chunk = chunk};
+
+    return b;
+}
+
+/* 1 when bytes [off, off + n) lie inside [0, limit). */
+static inline int stg_in(uint64_t off, uint64_t n, size_t limit)
+{
+    return off <= limit && n <= limit - off;
+}
+
+int comm_stg_decode(const void *line, const comm_stg_bounds *b, comm_stg_op *op)
+{
+    stg_req q;
+    int sig;
+
+    /* One read of the line: what is checked below is what is carried out, whatever the peer
+     * writes there meanwhile. The barrier keeps the compiler from reading a field from the
+     * line again in place of the copy. */
+    memcpy(&q, line, sizeof(q));
+    __asm__ __volatile__("" ::: "memory");
+    memset(op, 0, sizeof(*op));
+    switch (q.op) {
+    case STG_PUT:
+        if ((q.flags & ~STG_F_SIGNAL) != 0 || q.inl > 1)
+            return 0;
+        break;
+    case STG_GET:
+    case STG_GET_HEAD:
+    case STG_SIGNAL:
+        if (q.flags != 0 || q.inl != 0)
+            return 0;
+        break;
+    default:
+        return 0;
+    }
+    sig = q.op == STG_SIGNAL || (q.flags & STG_F_SIGNAL);
+    if (sig) {
+        if (q.slot >= b->nslots || (q.sigop != PX_SIG_SET && q.sigop != PX_SIG_ADD))
+            return 0;
+    } else if (q.slot != 0 || q.sigop != 0 || q.v != 0) {
+        return 0;
+    }
+    if (q.op == STG_SIGNAL) {
+        if (q.off != 0 || q.n != 0)
+            return 0;
+    } else if (q.inl) { /* a put of its bytes in the request */
+        if (q.n > STG_INLINE || !stg_in(q.off, q.n, b->win_bytes))
+            return 0;
+        memcpy(op->data, q.data, (size_t)q.n);
+    } else { /* bytes in the chunk, at their offset in a page */
+        op->at = stg_at(q.off);
+        if (!stg_in(op->at, q.n, b->chunk) ||
+            !stg_in(q.off, q.n, q.op == STG_GET_HEAD ? b->head_bytes : b->win_bytes))
+            return 0;
+    }
+    op->op = q.op;
+    op->off = (size_t)q.off;
+    op->n = (size_t)q.n;
+    op->inl = q.inl;
+    op->signal = sig;
+    op->slot = q.slot;
+    op->sigop = q.sigop;
+    op->v = q.v;
+    return 1;
+}
+
+/* Carries out request rq (its chunk: data) against c's own window; 0 when it is malformed
+ * (then nothing of it is carried out). */
 static int stg_do(px_comm *c, const stg_req *rq, char *data, size_t chunk)
 {
     px_comm_area *a = c->area[c->rank];
     char *win = c->data[c->rank];
-    size_t wbytes = c->data_bytes + 2 * (size_t)PX_COMM_SLOT_BYTES, end;
-    size_t hbytes = px_comm_area_bytes(c->nsig);
+    comm_stg_bounds b = comm_stg_bounds_of(c, chunk);
+    comm_stg_op op;
 
-    if (rq->op != STG_SIGNAL && !rq->inl) {
-        if (rq->n > chunk - stg_at(rq->off))
-            return 0;
-        data += stg_at(rq->off);
-    }
-    switch (rq->op) {
+    if (!comm_stg_decode(rq, &b, &op))
+        return 0;
+    switch (op.op) {
     case STG_GET_HEAD:
-        if (__builtin_add_overflow(rq->off, rq->n, &end) || end > hbytes)
-            return 0;
-        memcpy(data, (char *)a + rq->off, rq->n);
-        return 1;
-    case STG_PUT:
+        memcpy(data + op.at, (char *)a + op.off, op.n);
+        break;
     case STG_GET:
-        if ((rq->inl && rq->n > STG_INLINE) || __builtin_add_overflow(rq->off, rq->n, &end) ||
-            end > wbytes)
-            return 0;
-        if (rq->op == STG_GET) {
-            memcpy(data, win + rq->off, rq->n);
-            return 1;
-        }
-        memcpy(win + rq->off, rq->inl ? rq->data : (const uint8_t *)data, rq->n);
-        if (!(rq->flags & STG_F_SIGNAL))
-            return 1;
-        __attribute__((fallthrough)); /* a put with its signal */
-    case STG_SIGNAL: {
-        _Atomic uint64_t *s;
+        memcpy(data + op.at, win + op.off, op.n);
+        break;
+    case STG_PUT:
+        memcpy(win + op.off, op.inl ? op.data : (const uint8_t *)data + op.at, op.n);
+        break;
+    }
+    if (op.signal) {
+        _Atomic uint64_t *s = comm_slot(a, op.slot);
 
-        if (rq->slot >= (uint32_t)PX_COMM_MAX_RANKS + c->nsig)
-            return 0;
-        s = comm_slot(a, rq->slot);
-        if (rq->sigop == PX_SIG_ADD)
-            atomic_fetch_add_explicit(s, rq->v, memory_order_release);
+        if (op.sigop == PX_SIG_ADD)
+            atomic_fetch_add_explicit(s, op.v, memory_order_release);
         else
-            atomic_store_explicit(s, rq->v, memory_order_release);
+            atomic_store_explicit(s, op.v, memory_order_release);
         comm_wake(a);
-        return 1;
     }
-    }
-    return 0;
+    return 1;
 }
 
 /* 1 when request number `done` of ring r is there. */
@@ -262,7 +317,7 @@ static int stg_consume(px_comm *c, stg_peer *p)
             PX_TSAN_ACQUIRE(&r->req[i].seq);
             PX_TSAN_ACQUIRE(c->area[c->rank]);
             if (!stg_do(c, &r->req[i], p->in_data + (size_t)i * p->chunk, p->chunk))
-                atomic_fetch_add_explicit(&r->bad, 1, memory_order_relaxed);
+                atomic_fetch_add_explicit(&p->bad, 1, memory_order_relaxed);
             /* A later request, carried out by another thread of this rank, may follow from
              * this one through other processes (the requester's get done, its barrier, a
              * third rank's put): TSan sees none of that, so it is told here, with the word

@@ -1,0 +1,112 @@
+/*
+ * staged.h - the staged transport's wire format and its request decoder (staged.c), for the
+ * transport itself, its unit test (tests/unit/test_staged.c) and its fuzz target
+ * (tests/fuzz/fuzz_stgreq.c).
+ *
+ * Staging memory is shared with the peer, so everything in it is input: a buggy or hostile
+ * peer may write any byte of a request, at any time. The target therefore copies a request's
+ * line once (comm_stg_decode), checks every field of the copy against what it may touch (its
+ * own window and head, the request's chunk, its signal slots) and carries out only the copy;
+ * a request that fails a check is skipped and counted (comm_stg_skipped), never carried out
+ * in part.
+ */
+#ifndef PX_COMM_TRANSPORT_STAGED_H
+#define PX_COMM_TRANSPORT_STAGED_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm/comm.h"
+
+#define COMM_STG_MAGIC 0x53544731u /* "STG1" */
+#define COMM_STG_HEAD_BYTES 4096u  /* a ring's header page; its chunks follow */
+#define COMM_STG_INLINE 24         /* a put of at most this many bytes travels in its request */
+
+enum { COMM_STG_PUT = 1, COMM_STG_GET, COMM_STG_SIGNAL, COMM_STG_GET_HEAD };
+#define COMM_STG_F_SIGNAL 1u       /* put: apply the signal (slot, sigop, v) after the bytes */
+
+/*
+ * One request: a cache line. seq says it is there: request number i stores seq = i + 1 last
+ * (release), and the consumer of number i waits for exactly that, so it reads one line.
+ * Fields a request's op does not use are 0 (the decoder refuses anything else).
+ */
+typedef struct comm_stg_req {
+    _Atomic uint32_t seq;
+    uint8_t op;      /* COMM_STG_PUT ... COMM_STG_GET_HEAD */
+    uint8_t flags;   /* put: COMM_STG_F_SIGNAL or 0 */
+    uint8_t sigop;   /* signal, put with COMM_STG_F_SIGNAL: PX_SIG_SET or PX_SIG_ADD */
+    uint8_t inl;     /* put: 1 when the bytes are in data[] below, not in the chunk */
+    uint32_t slot;   /* signal: the slot (barrier slots, then user signals) */
+    uint32_t pad_;
+    uint64_t off;    /* put/get: data-relative; get_head: head-relative */
+    uint64_t n;
+    uint64_t v;      /* signal: the value */
+    uint8_t data[COMM_STG_INLINE];
+} comm_stg_req;
+
+_Static_assert(sizeof(comm_stg_req) == 64, "a request is one cache line");
+
+/* A ring's header: each line written by one side only, so a request costs the consumer one
+ * line (the request) and the requester none but the ones it writes. */
+typedef struct comm_stg_ring {
+    uint32_t magic;
+    uint32_t chunk;                /* data bytes per request slot */
+    uint32_t pad0_[14];
+    _Atomic uint32_t head;         /* requests posted (requester; read by its own flush) */
+    uint32_t pad1_[15];
+    _Atomic uint32_t req_sleep;    /* requester threads asleep on done (rarely written) */
+    uint32_t pad2_[15];
+    _Atomic uint32_t done;         /* requests carried out or skipped (target side) */
+    uint32_t pad3_[15];
+    _Atomic uint32_t pollers;      /* target threads polling this ring now */
+    uint32_t pad4_[15];
+    comm_stg_req req[COMM_STG_SLOTS];
+} comm_stg_ring;
+
+_Static_assert(sizeof(comm_stg_ring) <= COMM_STG_HEAD_BYTES, "the ring header fits its page");
+
+/* Ring i (0: the lower rank's requests, 1: the higher rank's) of a pair with chunk bytes per
+ * slot; its chunks start COMM_STG_HEAD_BYTES after it. */
+static inline comm_stg_ring *comm_stg_ring_at(void *pair, size_t chunk, int i)
+{
+    return (comm_stg_ring *)((char *)pair +
+                             (size_t)i * (COMM_STG_HEAD_BYTES + COMM_STG_SLOTS * chunk));
+}
+
+/* What the target of a request may touch, from its own communicator (never from the ring). */
+typedef struct comm_stg_bounds {
+    size_t win_bytes;   /* its window's data part: data_bytes and the two collective slots */
+    size_t head_bytes;  /* its window's head: px_comm_area_bytes(nsig) */
+    uint32_t nslots;    /* signal slots: PX_COMM_MAX_RANKS barrier slots + nsig */
+    size_t chunk;       /* bytes of the request's chunk */
+} comm_stg_bounds;
+
+/* A request as decoded: every field checked against the bounds. */
+typedef struct comm_stg_op {
+    int op;             /* COMM_STG_PUT ... COMM_STG_GET_HEAD */
+    size_t off, n;      /* put/get: window data bytes [off, off + n); get_head: head bytes */
+    size_t at;          /* chunk bytes [at, at + n) (not used by an inline put or a signal) */
+    int inl;            /* put: the bytes are data[] */
+    int signal;         /* apply (slot, sigop, v): a signal, or a put with its signal */
+    uint32_t slot;
+    int sigop;          /* PX_SIG_SET or PX_SIG_ADD */
+    uint64_t v;
+    uint8_t data[COMM_STG_INLINE];
+} comm_stg_op;
+
+/* The bounds of c's own window for requests with chunks of `chunk` bytes. */
+comm_stg_bounds comm_stg_bounds_of(const px_comm *c, size_t chunk);
+
+/*
+ * Decodes the request line at `line` (copied once first: the peer may write it meanwhile)
+ * against b into *op. Returns 1 when every field is well-formed and in bounds, 0 (op
+ * undefined) when the request must be skipped.
+ */
+int comm_stg_decode(const void *line, const comm_stg_bounds *b, comm_stg_op *op);
+
+/* Malformed requests from peer that c skipped so far (counted privately: the ring is the
+ * peer's to write). 0 when peer is not a staged peer of c. */
+uint32_t comm_stg_skipped(const px_comm *c, int peer);
+
+#endif
