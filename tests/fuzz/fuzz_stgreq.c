@@ -66,6 +66,9 @@ static int fz_pair(int i, char **pair, char **copy)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const px_comm_tl *const tl[2] = {&px_comm_tl_direct, &px_comm_tl_direct};
+    /* the domain's pair table: the one pair is staged */
+    static const px_comm_tl *const pairs[4] = {&px_comm_tl_direct, &px_comm_tl_staged,
+                                               &px_comm_tl_staged, &px_comm_tl_direct};
     size_t chunk, dbytes, wbytes, pbytes, ab, nreq;
     uint32_t nsig, first, skipped = 0;
     int to, from;
@@ -97,7 +100,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         win[i] = (char)(i * 13);
     {
         px_comm_spec s = {.name = "fuzz", .rank = to, .n = 2, .data_bytes = dbytes,
-                          .nsig = nsig, .windows = wins, .tl = tl, .timeout_s = 1};
+                          .nsig = nsig, .windows = wins, .tl = tl, .pairs = pairs,
+                          .timeout_s = 1};
 
         wins[to] = win;
         FUZZ_CHECK(comm_build(&c, &s) == PX_OK);

@@ -103,6 +103,9 @@ static void ts_init(ts_pair *t)
     size_t wb = px_comm_window_bytes(TS_NSIG, TS_DATA);
     size_t pb = comm_stg_pair_bytes(TS_CHUNK);
     static const px_comm_tl *const tl[2] = {&px_comm_tl_direct, &px_comm_tl_direct};
+    /* the domain's pair table: the one pair is staged */
+    static const px_comm_tl *const pairs[4] = {&px_comm_tl_direct, &px_comm_tl_staged,
+                                               &px_comm_tl_staged, &px_comm_tl_direct};
 
     memset(t, 0, sizeof(*t));
     ts_region_map(&t->pair, pb);
@@ -115,7 +118,8 @@ static void ts_init(ts_pair *t)
     for (int r = 0; r < 2; r++) {
         void *win[2] = {NULL, NULL};
         px_comm_spec s = {.name = "staged", .rank = r, .n = 2, .data_bytes = TS_DATA,
-                          .nsig = TS_NSIG, .windows = win, .tl = tl, .timeout_s = 5};
+                          .nsig = TS_NSIG, .windows = win, .tl = tl, .pairs = pairs,
+                      .timeout_s = 5};
 
         win[r] = t->win[r].obj;
         PX_ASSERT_OK(comm_build(&t->comm[r], &s));
@@ -382,11 +386,15 @@ static void test_connect_checks_header(void **state)
 {
     size_t pb = comm_stg_pair_bytes(TS_CHUNK);
     static const px_comm_tl *const tl[2] = {&px_comm_tl_direct, &px_comm_tl_direct};
+    /* the domain's pair table: the one pair is staged */
+    static const px_comm_tl *const pairs[4] = {&px_comm_tl_direct, &px_comm_tl_staged,
+                                               &px_comm_tl_staged, &px_comm_tl_direct};
     void *win[2] = {NULL, NULL};
     px_comm c;
     comm_stg_bell bell = {0};
     px_comm_spec s = {.name = "staged", .rank = 1, .n = 2, .data_bytes = TS_DATA,
-                      .nsig = TS_NSIG, .windows = win, .tl = tl, .timeout_s = 5};
+                      .nsig = TS_NSIG, .windows = win, .tl = tl, .pairs = pairs,
+                      .timeout_s = 5};
     char *pair = calloc(1, pb);
 
     (void)state;
