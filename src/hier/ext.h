@@ -213,4 +213,9 @@ px_status hier_chip_fd_take(hier_chip *chip, uint64_t tag, int *fd);
  * in use), PX_ENOMEM (table full). */
 px_status hier_chip_fd_offer(hier_chip *chip, uint64_t tag, int fd);
 
+/* Chip: closes every descriptor of the chip's table (received or offered) whose tag matches
+ * tag in the bits of mask, e.g. all those of one domain, when what they were for is gone or
+ * never came to be. Returns how many it closed. */
+int hier_chip_fd_discard(hier_chip *chip, uint64_t tag, uint64_t mask);
+
 #endif
