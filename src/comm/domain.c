@@ -229,10 +229,9 @@ static px_status comm_read_kernel(px_core_ctx *ctx, const px_task_args *a)
     return comm_copy_kernel(a, 0);
 }
 
-/* comm.coll_k: domain, op, buffer index, count, dtype, redop or root. */
-static px_status comm_coll_kernel(px_core_ctx *ctx, const px_task_args *a)
+/* Runs the collective of a comm.coll_k task on c. */
+static px_status comm_coll_run(px_comm *c, const px_task_args *a)
 {
-    px_comm *c = px_arg_comm(a, 0);
     uint64_t op = px_arg_u64(a, 1), b = px_arg_u64(a, 2), count = px_arg_u64(a, 3);
     px_dtype dt = (px_dtype)px_arg_u64(a, 4);
     uint64_t x = px_arg_u64(a, 5);
@@ -254,6 +253,34 @@ static px_status comm_coll_kernel(px_core_ctx *ctx, const px_task_args *a)
         return px_comm_alltoall(c, buf, count, dt);
     }
     return px_set_error(PX_EINVAL, "comm.coll: unknown collective %llu", (unsigned long long)op);
+}
+
+/*
+ * After a collective of c timed out on this rank: names to the parent (hier_chip_blame) the
+ * chips of the ranks that have not announced the barrier this rank reached, so that it kills
+ * them and nothing else waits for them (a stopped chip would otherwise hold the group, the
+ * run's drain and the shutdown, each for its own deadline).
+ */
+static void comm_blame_silent(const px_comm *c)
+{
+    hier_chip *chip = hier_chip_self();
+    px_comm_area *a = c->area[c->rank];
+
+    for (int q = 0; chip != NULL && a != NULL && q < c->n; q++)
+        if (q != c->rank && atomic_load_explicit(comm_slot(a, (uint32_t)q),
+                                                 memory_order_acquire) < c->epoch)
+            hier_chip_blame(chip, c->member[q]);
+}
+
+/* comm.coll_k: domain, op, buffer index, count, dtype, redop or root. */
+static px_status comm_coll_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    px_comm *c = px_arg_comm(a, 0);
+    px_status st = comm_coll_run(c, a);
+
+    if (st == PX_ETIMEDOUT && c != NULL)
+        comm_blame_silent(c);
+    return st;
 }
 
 /* The callables: run the matching kernel on the call's own args (the chip's orchestration). */
@@ -598,14 +625,23 @@ static void comm_pair_set(px_domain *d, int a, int b, int tl, const char *why)
     }
 }
 
-/* Asks every member to forget d; with chips_alive 0 (destroy) only the parent's part. */
+/* Asks every member to forget d (comm.free, ordered); with chips_alive 0 (destroy, or the
+ * chips forgot it already) only the parent's part. A member that fails it (other than by
+ * being dead: the dead hold nothing) is reported at warn with its answer. */
 static void comm_free_domain(comm_worker *cw, px_domain *d, int chips_alive)
 {
     comm_id_msg m = {.id = d->id};
+    hier_call_result *res = chips_alive ? calloc((size_t)d->msg.n, sizeof(*res)) : NULL;
 
     if (chips_alive)
         (void)hier_call_run(cw->w, cw->kinds[COMM_KIND_FREE], &m, sizeof(m), d->chips,
-                            d->msg.n, 0, NULL);
+                            d->msg.n, 0, res);
+    for (int r = 0; res != NULL && r < d->msg.n; r++)
+        if (res[r].st != PX_OK && res[r].st != PX_EPEERDEAD)
+            PX_LOG_WARN("comm[%s]: chip %d did not free the domain (%s): %.*s; its window "
+                        "stays until the chip ends", d->msg.name, d->chips[r],
+                        px_status_name(res[r].st), (int)sizeof(res[r].reply), res[r].reply);
+    free(res);
     if (d->vbase != NULL)
         munmap(d->vbase, d->vbytes);
     d->vbase = NULL;

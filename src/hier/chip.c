@@ -133,6 +133,8 @@ static void px_child_run(px_hier *h, hier_chip *chip, const px_mb_call *c, px_mb
         return;
     }
     px_clear_error();
+    if (chip != NULL)
+        atomic_store_explicit(&chip->silent, 0, memory_order_relaxed);
     if (px_mb_unpack_args(c, &args) != 0) {
         st = px_set_error(PX_EINVAL, "call of task %llu carries %d arguments in %u bytes that "
                           "do not unpack (at most %d arguments in %zu bytes): a corrupt "
@@ -156,6 +158,7 @@ out:
     d->task = c->task;
     d->status = st;
     d->reply_len = 0;
+    d->silent = st != PX_OK && chip != NULL ? atomic_exchange(&chip->silent, 0) : 0;
     if (st != PX_OK)
         snprintf(d->msg, sizeof(d->msg), "%s",
                  px_last_error()[0] ? px_last_error() : px_status_str(st));

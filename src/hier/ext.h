@@ -184,6 +184,15 @@ const hier_deaths *hier_deaths_board(px_worker *w);
 /* The board as chip sees it. */
 const hier_deaths *hier_chip_deaths(hier_chip *chip);
 
+/*
+ * Chip, inside a call that is about to fail: names chip `peer` as silent (it did not take
+ * part in time, e.g. a collective's barrier waited for it past the comm deadline). When the
+ * call fails, the parent kills every chip the call named (SIGKILL also ends a stopped
+ * process), so whatever else waits for it fails at once with PX_EPEERDEAD instead of waiting
+ * out its own deadline, and the death message says why it was killed.
+ */
+void hier_chip_blame(hier_chip *chip, int peer);
+
 /* ---- file descriptors (fdpass.c) ---- */
 
 /* Creates an anonymous memory object of bytes (memfd, close-on-exec, mode 0600, never a

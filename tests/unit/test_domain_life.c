@@ -328,6 +328,84 @@ static void test_handle_after_destroy(void **state)
     assert_int_equal(a.n, 0);
 }
 
+/* ---- item 11: a chip stopped inside an allreduce loop ---- */
+
+#define TL_STOP_COMM_S 2.0 /* PLEXUS_COMM_TIMEOUT_S of the test */
+#define TL_STOP_RUN_S 4.0  /* PLEXUS_TIMEOUT_S of the test */
+
+typedef struct tl_stop {
+    px_domain *d;
+    int iters;             /* allreduces submitted in run 2 */
+} tl_stop;
+
+/* Run 1 allocates the domain (chips 0, 1, 2) and keeps it; run 2 submits 200 allreduces. */
+static px_status tl_stop_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    static const int chips[3] = {0, 1, 2};
+    px_domain_buffer b = {"x", 1 << 16};
+    px_domain_spec s = {.name = "stop", .chips = chips, .nchips = 3, .window_bytes = 1 << 16,
+                        .buffers = &b, .nbuffers = 1};
+    tl_stop *t = user;
+    px_status st = PX_OK;
+
+    if (t->d == NULL)
+        return px_domain_alloc(o, &s, &t->d);
+    for (int i = 0; i < 200 && st == PX_OK; i++)
+        if ((st = px_submit_allreduce(o, t->d, "x", 1 << 14, PX_F32, PX_OP_SUM, NULL)) ==
+            PX_OK)
+            t->iters++;
+    return st == PX_EABORTED ? PX_OK : st; /* the run's failure is its first task's */
+}
+
+/* With PLEXUS_COMM_TIMEOUT_S 2 and PLEXUS_TIMEOUT_S 4, chip 1 of 3 is stopped (SIGSTOP) just
+ * before a run of 200 allreduces on a domain of all three: the survivors' first allreduce
+ * fails at the comm deadline naming the silent rank; chip 1 is then killed, so the run ends
+ * with PX_ETIMEDOUT within the comm deadline plus a little (it used to wait the 4 s of the run
+ * deadline for the group, then 4 s in the run-end free of the domain, then 4 s at shutdown),
+ * the worker destroys at once, and no chip process or /dev/shm entry is left. */
+static void test_stopped_chip_ends_run_quickly(void **state)
+{
+    int shm0 = px_test_shm_plexus_entries(), fd0 = px_test_open_fds();
+    px_config c;
+    px_worker *w = NULL;
+    tl_stop t = {0};
+    pid_t pid;
+    uint64_t t0;
+    double took, destroy_s;
+    px_status st;
+
+    px_test_config(&c, 1);
+    c.level = 3;
+    c.chips = 3;
+    c.device_mem = 64ull << 20;
+    c.heap_ring = 16ull << 20;
+    c.timeout_s = TL_STOP_RUN_S;
+    c.comm_timeout_s = TL_STOP_COMM_S;
+    PX_ASSERT_OK(px_worker_create(&c, &w));
+    PX_ASSERT_OK(px_worker_init(w));
+    PX_ASSERT_OK(px_run(w, tl_stop_orch, NULL, &t));
+    assert_non_null(t.d);
+    pid = tl_chip_pid(w, 1);
+    assert_int_equal(kill(pid, SIGSTOP), 0);
+    t0 = px_test_now_ns();
+    st = px_run(w, tl_stop_orch, NULL, &t);
+    took = (double)(px_test_now_ns() - t0) / 1e9;
+    print_message("run ended after %.2f s (%d allreduces submitted): %s: %s\n", took, t.iters,
+                  px_status_name(st), px_last_error());
+    assert_int_equal(st, PX_ETIMEDOUT);
+    assert_non_null(strstr(px_last_error(), "barrier"));
+    assert_non_null(strstr(px_last_error(), "of rank 1"));
+    assert_true(took < TL_STOP_COMM_S + 1.0 * px_test_slack());
+    t0 = px_test_now_ns();
+    PX_ASSERT_OK(px_worker_destroy(w));
+    destroy_s = (double)(px_test_now_ns() - t0) / 1e9;
+    print_message("destroy took %.2f s\n", destroy_s);
+    assert_true(destroy_s < 1.0 * px_test_slack());
+    assert_int_equal(kill(pid, 0), -1); /* reaped: no such process */
+    assert_int_equal(px_test_shm_plexus_entries(), shm0);
+    assert_int_equal(px_test_open_fds(), fd0);
+}
+
 /* Runs every test, or those whose names match argv[1] (a cmocka filter, e.g. "*kill*"). */
 int main(int argc, char **argv)
 {
@@ -336,6 +414,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_thousand_domains_in_one_run),
         cmocka_unit_test(test_kill_during_alloc_leaves_nothing),
         cmocka_unit_test(test_handle_after_destroy),
+        cmocka_unit_test(test_stopped_chip_ends_run_quickly),
     };
 
     if (argc > 1)
