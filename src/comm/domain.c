@@ -1023,6 +1023,74 @@ static void comm_fill(comm_worker *cw, px_domain *d, const px_domain_spec *s)
         d->msg.chips[r] = (int8_t)(d->chips[r] = s->chips[r]);
 }
 
+/* MemAvailable + SwapFree of /proc/meminfo in bytes (what the host can back now; the
+ * numbers go into *avail and *swap), or 0 when it cannot be read. */
+static uint64_t comm_host_backable(uint64_t *avail, uint64_t *swap)
+{
+    char line[128];
+    unsigned long long v;
+    FILE *f = fopen("/proc/meminfo", "r");
+
+    *avail = *swap = 0;
+    if (f == NULL)
+        return 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (sscanf(line, "MemAvailable: %llu kB", &v) == 1)
+            *avail = (uint64_t)v << 10;
+        else if (sscanf(line, "SwapFree: %llu kB", &v) == 1)
+            *swap = (uint64_t)v << 10;
+    }
+    fclose(f);
+    return *avail + *swap;
+}
+
+/*
+ * Refuses a domain whose memory on this host (every rank's window, head and slots included,
+ * plus the staging memory of its staged pairs: all its members are chips of this host) is
+ * more than PLEXUS_COMM_MEM_MAX, or, with that 0 (the default), more than the host can back
+ * now (MemAvailable + SwapFree): windows are backed on first touch, and a window the host
+ * cannot back would fail there (SIGBUS in a chip), not here.
+ */
+static px_status comm_check_memory(px_worker *w, const px_domain *d)
+{
+    uint64_t win = px_comm_window_bytes(d->msg.nsig, d->msg.data_bytes), need, stage = 0;
+    uint64_t avail, swap, limit = w->cfg.comm_mem_max;
+    int pairs = 0;
+
+    for (int a = 0; a < d->msg.n; a++)
+        for (int b = a + 1; b < d->msg.n; b++)
+            pairs += d->tl[a][b] == PX_COMM_TL_STAGED;
+    if (pairs > 0)
+        stage = (uint64_t)pairs * comm_stg_pair_bytes(d->msg.stage_chunk);
+    if (__builtin_mul_overflow(win, (uint64_t)d->msg.n, &need) ||
+        __builtin_add_overflow(need, stage, &need))
+        need = UINT64_MAX;
+    if (limit != 0) {
+        if (need <= limit)
+            return PX_OK;
+        return px_set_error(PX_ENOMEM, "px_domain_alloc: domain \"%s\": %d windows of %llu "
+                            "bytes (%llu with head and slots)%s need %llu bytes of host memory, "
+                            "more than PLEXUS_COMM_MEM_MAX (%llu); lower window_bytes or the "
+                            "ranks, or raise PLEXUS_COMM_MEM_MAX", d->msg.name, d->msg.n,
+                            (unsigned long long)d->msg.data_bytes, (unsigned long long)win,
+                            pairs ? " and their staging memory" : "",
+                            (unsigned long long)need, (unsigned long long)limit);
+    }
+    limit = comm_host_backable(&avail, &swap);
+    if (limit == 0 || need <= limit)
+        return PX_OK; /* no /proc/meminfo: nothing to check against */
+    return px_set_error(PX_ENOMEM, "px_domain_alloc: domain \"%s\": %d windows of %llu bytes "
+                        "(%llu with head and slots)%s need %llu bytes of host memory; this "
+                        "host can back %llu now (MemAvailable %llu + SwapFree %llu, "
+                        "/proc/meminfo), and a window is backed when first touched: lower "
+                        "window_bytes or the ranks, free memory, or set PLEXUS_COMM_MEM_MAX "
+                        "to the bytes to allow if the windows will stay mostly untouched",
+                        d->msg.name, d->msg.n, (unsigned long long)d->msg.data_bytes,
+                        (unsigned long long)win, pairs ? " and their staging memory" : "",
+                        (unsigned long long)need, (unsigned long long)limit,
+                        (unsigned long long)avail, (unsigned long long)swap);
+}
+
 /* Logs the domain, then each pair's choice once, in the shape every run-time choice has. */
 static void comm_log_choice(const px_domain *d)
 {
@@ -1069,7 +1137,7 @@ px_status px_domain_alloc(px_orch *o, const px_domain_spec *spec, px_domain **ou
     if ((st = comm_layout(spec, &d->msg)) != PX_OK)
         goto out_free;
     comm_fill(cw, d, spec);
-    if ((st = comm_select(w, d)) != PX_OK)
+    if ((st = comm_select(w, d)) != PX_OK || (st = comm_check_memory(w, d)) != PX_OK)
         goto out_free;
     if (__builtin_mul_overflow(spec->window_bytes, (size_t)spec->nchips, &vbytes)) {
         st = px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": %d windows of %zu bytes "

@@ -406,6 +406,65 @@ static void test_stopped_chip_ends_run_quickly(void **state)
     assert_int_equal(px_test_open_fds(), fd0);
 }
 
+/* ---- item 6: windows the host cannot back ---- */
+
+typedef struct tl_big {
+    size_t window;
+    px_status st;
+    char msg[1024];
+} tl_big;
+
+static px_status tl_big_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    static const int chips[3] = {0, 1, 2};
+    tl_big *t = user;
+    px_domain_buffer b = {"x", t->window};
+    px_domain_spec s = {.name = "big", .chips = chips, .nchips = 3, .window_bytes = t->window,
+                        .buffers = &b, .nbuffers = 1};
+    px_domain *d = NULL;
+
+    t->st = px_domain_alloc(o, &s, &d);
+    snprintf(t->msg, sizeof(t->msg), "%s", px_last_error());
+    return t->st == PX_OK ? px_domain_release(d) : PX_OK;
+}
+
+/* 3 ranks x 8 TiB windows (far beyond this host's memory) are refused at allocation with
+ * PX_ENOMEM giving the bytes needed, what the host can back and the knob (they used to be
+ * accepted and fail on first touch); 3 x 1 MiB is accepted; with PLEXUS_COMM_MEM_MAX (the
+ * config field) 2 MiB the 3 x 1 MiB domain is refused naming the knob, and nothing is left
+ * on the chips by the refusals (a later 3 x 1 MiB domain works). */
+static void test_windows_beyond_memory_refused(void **state)
+{
+    px_worker *w = tl_worker(3);
+    tl_big t = {.window = 8ull << 40};
+    px_config c;
+
+    PX_ASSERT_OK(px_run(w, tl_big_orch, NULL, &t));
+    assert_int_equal(t.st, PX_ENOMEM);
+    assert_non_null(strstr(t.msg, "3 windows of 8796093022208 bytes"));
+    assert_non_null(strstr(t.msg, "MemAvailable"));
+    assert_non_null(strstr(t.msg, "PLEXUS_COMM_MEM_MAX"));
+    t.window = 1 << 20;
+    PX_ASSERT_OK(px_run(w, tl_big_orch, NULL, &t));
+    PX_ASSERT_OK(t.st);
+    PX_ASSERT_OK(px_worker_destroy(w));
+
+    px_test_config(&c, 1);
+    c.level = 3;
+    c.chips = 3;
+    c.timeout_s = 30.0 * px_test_slack();
+    c.comm_mem_max = 2 << 20;
+    PX_ASSERT_OK(px_worker_create(&c, &w));
+    PX_ASSERT_OK(px_worker_init(w));
+    PX_ASSERT_OK(px_run(w, tl_big_orch, NULL, &t));
+    assert_int_equal(t.st, PX_ENOMEM);
+    assert_non_null(strstr(t.msg, "more than PLEXUS_COMM_MEM_MAX (2097152)"));
+    t.window = 512 << 10;
+    PX_ASSERT_OK(px_run(w, tl_big_orch, NULL, &t));
+    PX_ASSERT_OK(t.st);
+    PX_ASSERT_OK(px_worker_destroy(w));
+}
+
 /* Runs every test, or those whose names match argv[1] (a cmocka filter, e.g. "*kill*"). */
 int main(int argc, char **argv)
 {
@@ -415,6 +474,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_kill_during_alloc_leaves_nothing),
         cmocka_unit_test(test_handle_after_destroy),
         cmocka_unit_test(test_stopped_chip_ends_run_quickly),
+        cmocka_unit_test(test_windows_beyond_memory_refused),
     };
 
     if (argc > 1)
