@@ -227,6 +227,7 @@ void px_hier_child_main(px_hier *h, px_hier_proc *p)
         chip->pid = getpid();
         chip->mb = p->mb;
         chip->sock = p->child_sock;
+        px_plat_name_chips(p->index);
         if ((st = px_chip_engine(h, p, &chip->engine)) != PX_OK ||
             (st = hier_chip_start(chip)) != PX_OK)
             px_child_fail(p, st);

@@ -465,6 +465,61 @@ static void test_windows_beyond_memory_refused(void **state)
     PX_ASSERT_OK(px_worker_destroy(w));
 }
 
+/* ---- the device arena's memory object ---- */
+
+/* The mode bits and the name of the memfd in process pid whose name starts with prefix, or -1
+ * when it has none. */
+static int tl_memfd_mode(pid_t pid, const char *prefix, char *name, size_t n)
+{
+    char dir[64], path[384], link[256];
+    DIR *dp;
+    struct dirent *e;
+    int mode = -1;
+
+    snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+    if ((dp = opendir(dir)) == NULL)
+        return -1;
+    while (mode < 0 && (e = readdir(dp)) != NULL) {
+        struct stat sb;
+        ssize_t len;
+
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        if (e->d_name[0] == '.' || (len = readlink(path, link, sizeof(link) - 1)) < 0)
+            continue;
+        link[len] = '\0';
+        if (strncmp(link, "/memfd:", 7) == 0 && strncmp(link + 7, prefix, strlen(prefix)) == 0 &&
+            stat(path, &sb) == 0) {
+            mode = (int)(sb.st_mode & 07777);
+            snprintf(name, n, "%s", link + 7);
+        }
+    }
+    closedir(dp);
+    return mode;
+}
+
+/* Every chip's device arena is a memfd of mode 0600 (it was 0777) named after the chip and its
+ * pid, "plexus-chip<i>-pid<pid>" (every chip's was "plexus-chip0"). */
+static void test_arena_memfd_private_and_named(void **state)
+{
+    px_worker *w = tl_worker(2);
+
+    for (int c = 0; c < 2; c++) {
+        char want[64], name[256] = "";
+        pid_t pid = tl_chip_pid(w, c);
+        int mode;
+
+        snprintf(want, sizeof(want), "plexus-chip%d-pid%d", c, (int)pid);
+        mode = tl_memfd_mode(pid, want, name, sizeof(name));
+        if (mode != 0600)
+            print_error("chip %d (pid %d): no memfd \"%s\" of mode 0600 (found \"%s\", mode "
+                        "%o)\n", c, (int)pid, want, name, mode);
+        assert_int_equal(mode, 0600);
+        assert_true(strncmp(name, want, strlen(want)) == 0 &&
+                    (name[strlen(want)] == ' ' || name[strlen(want)] == '\0'));
+    }
+    PX_ASSERT_OK(px_worker_destroy(w));
+}
+
 /* Runs every test, or those whose names match argv[1] (a cmocka filter, e.g. "*kill*"). */
 int main(int argc, char **argv)
 {
@@ -475,6 +530,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_handle_after_destroy),
         cmocka_unit_test(test_stopped_chip_ends_run_quickly),
         cmocka_unit_test(test_windows_beyond_memory_refused),
+        cmocka_unit_test(test_arena_memfd_private_and_named),
     };
 
     if (argc > 1)
