@@ -258,10 +258,10 @@ static void px_hier_task_where(void *arg, px_task_id id, char *buf, size_t n)
 }
 
 /*
- * After a run that timed out with tasks still running: kills the children that are stopped
- * (SIGSTOP; state T, not a tracer's stop). One never goes on by itself, and every later wait
- * for it (the layers' run-end calls, the shutdown) would otherwise last its whole deadline;
- * dead, they fail those at once with PX_EPEERDEAD.
+ * After a run that failed (a wait for a chip timed out, say): kills the children that are
+ * stopped (SIGSTOP; state T, not a tracer's stop). One never goes on by itself, and every
+ * later wait for it (the layers' run-end calls, the shutdown) would otherwise last its whole
+ * deadline; dead, they fail those at once with PX_EPEERDEAD.
  */
 static void px_hier_kill_stopped(px_hier *h)
 {
@@ -272,9 +272,9 @@ static void px_hier_kill_stopped(px_hier *h)
         if (p->dead || p->pid <= 0 || p->killed[0] || px_hier_proc_state(p) != 'T')
             continue;
         snprintf(p->killed, sizeof(p->killed), "killed by plexus: it was stopped (SIGSTOP) "
-                 "when the run gave up waiting for its tasks (PLEXUS_TIMEOUT_S)");
-        PX_LOG_WARN("%s %d (pid %d) is stopped and the run timed out waiting for it: killing "
-                    "it", px_hier_proc_kind(p), p->index, (int)p->pid);
+                 "at the end of a failed run");
+        PX_LOG_WARN("%s %d (pid %d) is stopped at the end of a failed run: killing it",
+                    px_hier_proc_kind(p), p->index, (int)p->pid);
         kill(p->pid, SIGKILL);
     }
     pthread_mutex_unlock(&h->lock);
@@ -285,7 +285,7 @@ static void px_hier_run_end(void *arg, px_status st)
 {
     px_hier *h = arg;
 
-    if (h->w->broken)
+    if (st != PX_OK)
         px_hier_kill_stopped(h);
 
     for (int i = 0; i < h->nhooks; i++)
