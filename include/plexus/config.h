@@ -51,6 +51,9 @@ typedef struct px_config {
     uint64_t comm_oneshot_max;                 /* allreduce: one-shot up to this many bytes */
     int comm_transport;                        /* PLEXUS_COMM_TRANSPORT: 0 auto, 1 direct,
                                                 * 2 staged (PX_COMM_TL_*) */
+    uint64_t comm_mem_max;                     /* PLEXUS_COMM_MEM_MAX: host bytes one domain's
+                                                * windows and staging may take; 0: what the
+                                                * host can back now (MemAvailable + SwapFree) */
 } px_config;
 
 /*

@@ -59,7 +59,18 @@ px_comm *comm_chip_lookup(uint32_t id)
     return d != NULL ? &d->comm : NULL;
 }
 
-/* Unmaps every window of d and frees its entry (g_lock held). */
+/* Closes every descriptor of domain id still in the chip's table: its own window's offer
+ * that nobody fetched, peers' windows and staging memory it never mapped (an allocation that
+ * failed half-way, or a one-member domain). */
+static void comm_chip_discard(uint32_t id)
+{
+    hier_chip *chip = hier_chip_self();
+
+    (void)hier_chip_fd_discard(chip, comm_fd_tag(id, 0), ~0xFFull);
+    (void)hier_chip_fd_discard(chip, comm_stage_tag(id, 0, 0), ~0xFFFFull);
+}
+
+/* Unmaps every window of d, closes its descriptors and frees its entry (g_lock held). */
 static void comm_chip_drop(comm_chip_dom *d)
 {
     size_t stage_len = comm_stg_pair_bytes(d->stage_chunk);
@@ -79,6 +90,7 @@ static void comm_chip_drop(comm_chip_dom *d)
         d->win[q] = NULL;
         d->stage[q] = NULL;
     }
+    comm_chip_discard(atomic_load_explicit(&d->id, memory_order_relaxed));
     atomic_store_explicit(&d->id, 0, memory_order_release);
 }
 
@@ -142,7 +154,9 @@ static px_status comm_chip_create(hier_chip *chip, void *arg, const void *payloa
         /* Zero before anybody can see it: a fast peer's first signal must not be lost. */
         memset(d->win[rank], 0, px_comm_area_bytes(m->nsig));
         ((px_comm_area *)d->win[rank])->nsig = m->nsig;
-        st = hier_chip_fd_offer(chip, comm_fd_tag(m->id, rank), fd);
+        /* a one-member domain has no peer to fetch it: the mapping is all it needs */
+        if (m->n > 1)
+            st = hier_chip_fd_offer(chip, comm_fd_tag(m->id, rank), fd);
     }
     if (fd >= 0)
         close(fd);
@@ -362,6 +376,8 @@ static px_status comm_chip_free(hier_chip *chip, void *arg, const void *payload,
     pthread_mutex_lock(&g_lock);
     if ((d = comm_chip_find(m->id)) != NULL)
         comm_chip_drop(d);
+    else
+        comm_chip_discard(m->id); /* descriptors sent to a chip whose comm.create failed */
     pthread_mutex_unlock(&g_lock);
     return PX_OK;
 }
@@ -402,6 +418,9 @@ px_status comm_chip_register(px_worker *w, int kinds[COMM_NKINDS], comm_stg_bell
     if (st == PX_OK)
         st = hier_ctl_register(w, "comm.free", HIER_CTL_ORDERED, comm_chip_free, NULL,
                                &kinds[COMM_KIND_FREE]);
+    if (st == PX_OK)
+        st = hier_ctl_register(w, "comm.forget", HIER_CTL_SERVICE, comm_chip_free, NULL,
+                               &kinds[COMM_KIND_FORGET]);
     if (st == PX_OK)
         st = hier_service_register(w, "comm", comm_chip_start, comm_chip_stop, bells);
     return st;

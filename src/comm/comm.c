@@ -675,6 +675,16 @@ px_status comm_coll_end(px_comm *c, px_status st)
     return px_set_error(st, "%s", msg); /* the signals may have written messages of their own */
 }
 
+int comm_peer_behind(const px_comm *c, int q)
+{
+    uint64_t v;
+
+    if (c == NULL || q < 0 || q >= c->n || q == c->rank || c->area[c->rank] == NULL)
+        return 0;
+    v = atomic_load_explicit(comm_slot(c->area[c->rank], (uint32_t)q), memory_order_acquire);
+    return (v & COMM_BAR_FAILED) == 0 && (int32_t)((uint32_t)v - (uint32_t)c->epoch) < 0;
+}
+
 /* ---- barrier ---- */
 
 typedef struct comm_bar_wait {

@@ -280,6 +280,10 @@ void comm_fini(px_comm *c);
 /* Wakes rank q if it announced a sleep; called after a slot of q changed. */
 void comm_wake(px_comm_area *a);
 
+/* 1 when rank q has not announced the barrier this rank entered last (c->epoch): after a
+ * barrier timed out, the ranks that kept it waiting (a failure mark is not silence). */
+int comm_peer_behind(const px_comm *c, int q);
+
 /* Returns PX_OK or PX_EPEERDEAD (message naming the dead member) from c's deaths. */
 px_status comm_check_dead(const px_comm *c);
 

@@ -10,8 +10,12 @@
  * through accesses that are never sent to a chip (hier_submit_group_deps).
  *
  * Lifetime: a handle stays allocated until the worker is destroyed, so a use after release is
- * an error with a message rather than a use after free; the chips' memory goes at the end of
- * the run in which the domain was released (or allocated, when that run failed).
+ * an error with a message rather than a use after free, and every handle is looked up in a
+ * process-wide registry before it is read, so a use after px_worker_destroy is one too. The
+ * chips' part goes once the domain's tasks have finished: a domain released inside a run is
+ * forgotten on its members (comm.forget) at the release or at a later allocation or release
+ * that finds its tasks finished (outside a run it is freed at once), a failed allocation is
+ * forgotten at once, and the end of a run frees whatever is left (all of a failed run's).
  */
 #include "comm/domain.h"
 
@@ -28,6 +32,7 @@
 #include "runtime/runtime.h"
 #include "util/log.h"
 #include "util/util.h"
+#include "util/wait.h"
 
 #define COMM_DOMAIN_MAGIC 0x50584f4du /* "PXOM" */
 #define COMM_MAX_WORKERS 16
@@ -48,6 +53,11 @@ struct px_domain {
     int chips[PX_COMM_MAX_RANKS];
     int need_peer_ptr;
     int failed;                      /* its allocation failed (kept only to be freed) */
+    int draining;                    /* released in a run: forgotten once pend has finished */
+    px_task_id *pend;                /* the tasks submitted on it in this run, not all seen
+                                      * finished yet (npend of cap) */
+    int npend, cap;
+    int lost;                        /* a task id could not be kept: only the run end frees it */
     uint8_t tl[PX_COMM_MAX_RANKS][PX_COMM_MAX_RANKS]; /* transport of each pair (symmetric) */
     char (*why)[COMM_WHY_MAX];       /* n * n: why pair (a, b) uses tl[a][b] */
     char *vbase;                     /* reserved addresses standing for the windows' data */
@@ -68,6 +78,112 @@ struct comm_worker {
 
 static comm_worker *g_workers[COMM_MAX_WORKERS];
 static pthread_mutex_t g_workers_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/*
+ * The registry of handles: every handle px_domain_alloc made whose worker is not destroyed,
+ * in a process-wide open-addressing set of addresses (COMM_TOMB marks a removed one). A handle
+ * is looked up here before anything reads it, so one used after px_worker_destroy is refused
+ * without touching freed memory.
+ */
+#define COMM_TOMB ((px_domain *)(uintptr_t)1)
+
+static px_domain **g_handles;
+static size_t g_hcap, g_hfill;   /* slots; slots used or tombs */
+static pthread_mutex_t g_handles_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t comm_handle_hash(const px_domain *d)
+{
+    uint64_t x = (uint64_t)(uintptr_t)d;
+
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return (size_t)x;
+}
+
+/* The slot of d, or of the first free slot where d would go (g_handles_lock held). */
+static size_t comm_handle_slot(const px_domain *d, int *found)
+{
+    size_t i = comm_handle_hash(d) & (g_hcap - 1), tomb = SIZE_MAX;
+
+    for (;; i = (i + 1) & (g_hcap - 1)) {
+        if (g_handles[i] == d) {
+            *found = 1;
+            return i;
+        }
+        if (g_handles[i] == COMM_TOMB && tomb == SIZE_MAX)
+            tomb = i;
+        if (g_handles[i] == NULL) {
+            *found = 0;
+            return tomb != SIZE_MAX ? tomb : i;
+        }
+    }
+}
+
+/* Adds d (PX_ENOMEM when the set cannot grow; message set). */
+static px_status comm_handle_add(px_domain *d)
+{
+    px_status st = PX_OK;
+    int found;
+
+    pthread_mutex_lock(&g_handles_lock);
+    if ((g_hfill + 1) * 2 > g_hcap) { /* grow (and drop the tombs): at most half full */
+        size_t cap = g_hcap ? g_hcap * 2 : 64, old = g_hcap;
+        px_domain **prev = g_handles, **next = calloc(cap, sizeof(*next));
+
+        if (next == NULL) {
+            st = px_set_error(PX_ENOMEM, "px_domain_alloc: out of host memory for the "
+                              "registry of %zu handles", g_hfill);
+        } else {
+            g_handles = next;
+            g_hcap = cap;
+            g_hfill = 0;
+            for (size_t i = 0; i < old; i++) {
+                if (prev[i] != NULL && prev[i] != COMM_TOMB) {
+                    g_handles[comm_handle_slot(prev[i], &found)] = prev[i];
+                    g_hfill++;
+                }
+            }
+            free(prev);
+        }
+    }
+    if (st == PX_OK) {
+        size_t i = comm_handle_slot(d, &found);
+
+        if (!found) {
+            g_hfill += g_handles[i] == NULL;
+            g_handles[i] = d;
+        }
+    }
+    pthread_mutex_unlock(&g_handles_lock);
+    return st;
+}
+
+static void comm_handle_remove(const px_domain *d)
+{
+    int found = 0;
+    size_t i;
+
+    pthread_mutex_lock(&g_handles_lock);
+    i = g_hcap ? comm_handle_slot(d, &found) : 0;
+    if (found)
+        g_handles[i] = COMM_TOMB;
+    pthread_mutex_unlock(&g_handles_lock);
+}
+
+/* 1 when d is a handle px_domain_alloc made and its worker is not destroyed (d is not read). */
+static int comm_handle_known(const px_domain *d)
+{
+    int found = 0;
+
+    if (d == NULL)
+        return 0;
+    pthread_mutex_lock(&g_handles_lock);
+    if (g_hcap)
+        (void)comm_handle_slot(d, &found);
+    pthread_mutex_unlock(&g_handles_lock);
+    return found;
+}
 
 static comm_worker *comm_worker_of(px_worker *w)
 {
@@ -113,10 +229,9 @@ static px_status comm_read_kernel(px_core_ctx *ctx, const px_task_args *a)
     return comm_copy_kernel(a, 0);
 }
 
-/* comm.coll_k: domain, op, buffer index, count, dtype, redop or root. */
-static px_status comm_coll_kernel(px_core_ctx *ctx, const px_task_args *a)
+/* Runs the collective of a comm.coll_k task on c. */
+static px_status comm_coll_run(px_comm *c, const px_task_args *a)
 {
-    px_comm *c = px_arg_comm(a, 0);
     uint64_t op = px_arg_u64(a, 1), b = px_arg_u64(a, 2), count = px_arg_u64(a, 3);
     px_dtype dt = (px_dtype)px_arg_u64(a, 4);
     uint64_t x = px_arg_u64(a, 5);
@@ -138,6 +253,33 @@ static px_status comm_coll_kernel(px_core_ctx *ctx, const px_task_args *a)
         return px_comm_alltoall(c, buf, count, dt);
     }
     return px_set_error(PX_EINVAL, "comm.coll: unknown collective %llu", (unsigned long long)op);
+}
+
+/*
+ * After a collective of c timed out on this rank: names to the parent (hier_chip_blame) the
+ * chips of the ranks that have not announced the barrier this rank reached, so that it kills
+ * them and nothing else waits for them (a stopped chip would otherwise hold the group, the
+ * run's drain and the shutdown, each for its own deadline).
+ */
+static void comm_blame_silent(const px_comm *c)
+{
+    hier_chip *chip = hier_chip_self();
+    px_comm_area *a = c->area[c->rank];
+
+    for (int q = 0; chip != NULL && a != NULL && q < c->n; q++)
+        if (comm_peer_behind(c, q))
+            hier_chip_blame(chip, c->member[q]);
+}
+
+/* comm.coll_k: domain, op, buffer index, count, dtype, redop or root. */
+static px_status comm_coll_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    px_comm *c = px_arg_comm(a, 0);
+    px_status st = comm_coll_run(c, a);
+
+    if (st == PX_ETIMEDOUT && c != NULL)
+        comm_blame_silent(c);
+    return st;
 }
 
 /* The callables: run the matching kernel on the call's own args (the chip's orchestration). */
@@ -190,6 +332,8 @@ px_comm *px_arg_comm(const px_task_args *a, int i)
 
 static void comm_free_domain(comm_worker *cw, px_domain *d, int chips_alive);
 
+/* The run_end hook: frees what the run released and its chips still hold, after a failed run
+ * what it allocated, and the addresses of the domains forgotten during the run. */
 static void comm_run_end(void *arg, px_status st)
 {
     comm_worker *cw = arg;
@@ -200,7 +344,12 @@ static void comm_run_end(void *arg, px_status st)
             if (d->state == COMM_LIVE)
                 PX_LOG_INFO("comm[%s]: freed: the run that allocated it failed", d->msg.name);
             comm_free_domain(cw, d, 1);
+        } else if (d->state == COMM_FREED && d->vbase != NULL) {
+            comm_free_domain(cw, d, 0); /* forgotten in the run: its addresses now */
         }
+        d->draining = 0;
+        d->lost = 0;
+        d->npend = 0; /* task ids start again with the next run */
     }
     cw->run++;
 }
@@ -219,7 +368,9 @@ static void comm_destroy(void *arg)
         next = d->next;
         if (d->state != COMM_FREED)
             comm_free_domain(cw, d, 0); /* the chips are gone, and their windows with them */
+        comm_handle_remove(d);
         d->magic = 0;
+        free(d->pend);
         free(d->why);
         free(d);
     }
@@ -473,18 +624,227 @@ static void comm_pair_set(px_domain *d, int a, int b, int tl, const char *why)
     }
 }
 
-/* Asks every member to forget d; with chips_alive 0 (destroy) only the parent's part. */
+/* Asks every member to forget d (comm.free, ordered); with chips_alive 0 (destroy, or the
+ * chips forgot it already) only the parent's part. A member that fails it (other than by
+ * being dead: the dead hold nothing) is reported at warn with its answer. */
 static void comm_free_domain(comm_worker *cw, px_domain *d, int chips_alive)
 {
     comm_id_msg m = {.id = d->id};
+    hier_call_result *res = chips_alive ? calloc((size_t)d->msg.n, sizeof(*res)) : NULL;
 
     if (chips_alive)
         (void)hier_call_run(cw->w, cw->kinds[COMM_KIND_FREE], &m, sizeof(m), d->chips,
-                            d->msg.n, 0, NULL);
+                            d->msg.n, 0, res);
+    for (int r = 0; res != NULL && r < d->msg.n; r++)
+        if (res[r].st != PX_OK && res[r].st != PX_EPEERDEAD)
+            PX_LOG_WARN("comm[%s]: chip %d did not free the domain (%s): %.*s; its window "
+                        "stays until the chip ends", d->msg.name, d->chips[r],
+                        px_status_name(res[r].st), (int)sizeof(res[r].reply), res[r].reply);
+    free(res);
     if (d->vbase != NULL)
         munmap(d->vbase, d->vbytes);
     d->vbase = NULL;
     d->state = COMM_FREED;
+}
+
+/*
+ * Asks d's members to forget it at once (comm.forget, service route): only when no task can be
+ * using it. Returns 1 when every member did (or is dead, and holds nothing any more); 0 leaves
+ * d to comm.free at the end of the run. The current message is kept.
+ */
+static int comm_forget(comm_worker *cw, px_domain *d)
+{
+    char msg[PX_ERRMSG_MAX];
+    comm_id_msg m = {.id = d->id};
+    hier_call_result *res = calloc((size_t)d->msg.n, sizeof(*res));
+    int ok = res != NULL;
+
+    snprintf(msg, sizeof(msg), "%s", px_last_error());
+    if (res != NULL)
+        (void)hier_call_run(cw->w, cw->kinds[COMM_KIND_FORGET], &m, sizeof(m), d->chips,
+                            d->msg.n, 0, res);
+    for (int r = 0; r < d->msg.n && ok; r++)
+        ok = res[r].st == PX_OK || res[r].st == PX_EPEERDEAD;
+    if (!ok)
+        PX_LOG_DEBUG("comm[%s]: a member did not forget it; freed at the end of the run",
+                     d->msg.name);
+    free(res);
+    (void)px_set_error(PX_OK, "%s", msg);
+    return ok;
+}
+
+/* After a failed allocation (why: its status, message set): the members that are alive
+ * forget d at once, so no window, mapping or descriptor of it stays in a survivor; the
+ * allocation's status and message are kept. */
+static void comm_abort(comm_worker *cw, px_domain *d, px_status why)
+{
+    char msg[PX_ERRMSG_MAX];
+
+    snprintf(msg, sizeof(msg), "%s", px_last_error());
+    d->failed = 1;
+    if (comm_forget(cw, d))
+        comm_free_domain(cw, d, 0);
+    else
+        d->state = COMM_RELEASED;
+    px_set_error(why, "%s", msg);
+}
+
+/* ---- the tasks of a domain, and forgetting released ones once they have finished ---- */
+
+/* 1 when task id of the current run has finished (its slot holds it finished, or a later
+ * task: a slot is reused only after its task finished). */
+static int comm_task_done(px_worker *w, px_task_id id)
+{
+    const px_task *t = px_task_slot(w, id);
+
+    return t->id != id || atomic_load_explicit(&t->state, memory_order_acquire) == PX_TASK_DONE;
+}
+
+/* Drops the finished tasks from d->pend; returns how many are left. */
+static int comm_pend_prune(px_domain *d)
+{
+    int k = 0;
+
+    for (int i = 0; i < d->npend; i++)
+        if (!comm_task_done(d->cw->w, d->pend[i]))
+            d->pend[k++] = d->pend[i];
+    return d->npend = k;
+}
+
+/* Remembers task id as submitted on d; out of memory, d is marked lost (freed only at the
+ * end of the run, as before anything was tracked). */
+static void comm_pend_add(px_domain *d, px_task_id id)
+{
+    if (d->lost)
+        return;
+    if (d->npend == d->cap && comm_pend_prune(d) >= d->cap / 2) { /* grow when over half live */
+        int cap = d->cap ? d->cap * 2 : 16;
+        px_task_id *p = realloc(d->pend, (size_t)cap * sizeof(*p));
+
+        if (p == NULL) {
+            PX_LOG_DEBUG("comm[%s]: out of memory for task ids; freed at the end of the run",
+                         d->msg.name);
+            d->lost = 1;
+            return;
+        }
+        d->pend = p;
+        d->cap = cap;
+    }
+    d->pend[d->npend++] = id;
+}
+
+/* Submits a task on d through hier_submit_group_deps and remembers it; *id (when not NULL)
+ * gets its id. */
+static px_status comm_submit(px_orch *o, px_domain *d, px_callable_id c, px_task_args *a,
+                             const int *chips, int n, const px_task_args *deps, px_task_id *id)
+{
+    px_task_id t = PX_TASK_NONE;
+    px_status st = hier_submit_group_deps(o, c, a, chips, n, deps, &t);
+
+    if (st == PX_OK) {
+        comm_pend_add(d, t);
+        if (id != NULL)
+            *id = t;
+    }
+    return st;
+}
+
+/*
+ * Forgets on the chips every domain released in this run whose tasks have all finished, at
+ * once (comm.forget), so its slots, windows and mappings go before the run ends; its reserved
+ * addresses stay until then (a new domain at the same addresses would get edges to its
+ * tasks). Nothing after a failure of the run: a failed group may leave member calls running.
+ */
+static void comm_sweep(comm_worker *cw)
+{
+    for (px_domain *d = cw->doms; d != NULL; d = d->next) {
+        if (atomic_load_explicit(&cw->w->failed, memory_order_acquire))
+            return;
+        if (d->state == COMM_RELEASED && d->draining && !d->lost && comm_pend_prune(d) == 0 &&
+            comm_forget(cw, d)) {
+            d->state = COMM_FREED;
+            d->draining = 0;
+        }
+    }
+}
+
+/* Domains that chip holds now, as far as the parent knows: live, released but not forgotten. */
+static int comm_chip_holds(const comm_worker *cw, int chip, int *draining)
+{
+    int n = 0;
+
+    *draining = 0;
+    for (const px_domain *e = cw->doms; e != NULL; e = e->next) {
+        for (int q = 0; q < e->msg.n; q++) {
+            if (e->chips[q] != chip || e->state == COMM_FREED)
+                continue;
+            n++;
+            *draining += e->state == COMM_RELEASED && e->draining;
+        }
+    }
+    return n;
+}
+
+/* The first unfinished task of a draining domain on chip, or PX_TASK_NONE. */
+static px_task_id comm_chip_pending(comm_worker *cw, int chip)
+{
+    for (px_domain *e = cw->doms; e != NULL; e = e->next)
+        for (int q = 0; e->state == COMM_RELEASED && e->draining && q < e->msg.n; q++)
+            if (e->chips[q] == chip && comm_pend_prune(e) > 0)
+                return e->pend[0];
+    return PX_TASK_NONE;
+}
+
+static int comm_task_ready(void *arg)
+{
+    const px_task *t = arg;
+
+    return atomic_load_explicit(&t->state, memory_order_acquire) == PX_TASK_DONE;
+}
+
+/*
+ * Makes sure every member of spec has a free slot (a chip holds COMM_MAX_DOMAINS domains at
+ * once: the live ones and the released ones whose tasks have not finished): while a member is
+ * full of released domains, waits for their tasks (at most PLEXUS_TIMEOUT_S in all) and
+ * forgets them. PX_ENOMEM naming the chip and the counts when it stays full.
+ */
+static px_status comm_slots_wait(comm_worker *cw, const px_domain_spec *s)
+{
+    px_worker *w = cw->w;
+    uint64_t deadline = px_now_ns() + (uint64_t)(w->cfg.timeout_s * 1e9);
+
+    comm_sweep(cw);
+    for (int r = 0; r < s->nchips; r++) {
+        int c = s->chips[r], draining, held;
+
+        while ((held = comm_chip_holds(cw, c, &draining)) >= COMM_MAX_DOMAINS && draining > 0 &&
+               !atomic_load_explicit(&w->failed, memory_order_acquire) &&
+               px_now_ns() < deadline) {
+            px_task_id id = comm_chip_pending(cw, c);
+
+            if (id != PX_TASK_NONE) {
+                px_task *t = px_task_slot(w, id);
+                util_wait uw = {.ready = comm_task_ready, .arg = t, .word = &t->state,
+                                .sleeping = &t->waiters, .spin_ticks = w->spin_ticks,
+                                .yield_ticks = w->yield_ticks, .deadline_ns = deadline};
+
+                if (t->id == id)
+                    (void)util_wait_run(&uw);
+            }
+            comm_sweep(cw);
+            if (id == PX_TASK_NONE && comm_chip_holds(cw, c, &draining) == held)
+                break; /* drained but not forgotten (a member did not answer) */
+        }
+        if (held >= COMM_MAX_DOMAINS)
+            return px_set_error(PX_ENOMEM, "px_domain_alloc: domain \"%s\": chip %d holds %d "
+                                "domains, at most %d per chip (%d of them released, %s); "
+                                "release domains you no longer use", s->name, c, held,
+                                COMM_MAX_DOMAINS, draining, draining == 0 ? "none" :
+                                atomic_load(&w->failed) ? "not freed before the end of the "
+                                "run: the run has failed" : "their tasks did not finish "
+                                "within PLEXUS_TIMEOUT_S");
+    }
+    return PX_OK;
 }
 
 /*
@@ -662,6 +1022,74 @@ static void comm_fill(comm_worker *cw, px_domain *d, const px_domain_spec *s)
         d->msg.chips[r] = (int8_t)(d->chips[r] = s->chips[r]);
 }
 
+/* MemAvailable + SwapFree of /proc/meminfo in bytes (what the host can back now; the
+ * numbers go into *avail and *swap), or 0 when it cannot be read. */
+static uint64_t comm_host_backable(uint64_t *avail, uint64_t *swap)
+{
+    char line[128];
+    unsigned long long v;
+    FILE *f = fopen("/proc/meminfo", "r");
+
+    *avail = *swap = 0;
+    if (f == NULL)
+        return 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (sscanf(line, "MemAvailable: %llu kB", &v) == 1)
+            *avail = (uint64_t)v << 10;
+        else if (sscanf(line, "SwapFree: %llu kB", &v) == 1)
+            *swap = (uint64_t)v << 10;
+    }
+    fclose(f);
+    return *avail + *swap;
+}
+
+/*
+ * Refuses a domain whose memory on this host (every rank's window, head and slots included,
+ * plus the staging memory of its staged pairs: all its members are chips of this host) is
+ * more than PLEXUS_COMM_MEM_MAX, or, with that 0 (the default), more than the host can back
+ * now (MemAvailable + SwapFree): windows are backed on first touch, and a window the host
+ * cannot back would fail there (SIGBUS in a chip), not here.
+ */
+static px_status comm_check_memory(px_worker *w, const px_domain *d)
+{
+    uint64_t win = px_comm_window_bytes(d->msg.nsig, d->msg.data_bytes), need, stage = 0;
+    uint64_t avail, swap, limit = w->cfg.comm_mem_max;
+    int pairs = 0;
+
+    for (int a = 0; a < d->msg.n; a++)
+        for (int b = a + 1; b < d->msg.n; b++)
+            pairs += d->tl[a][b] == PX_COMM_TL_STAGED;
+    if (pairs > 0)
+        stage = (uint64_t)pairs * comm_stg_pair_bytes(d->msg.stage_chunk);
+    if (__builtin_mul_overflow(win, (uint64_t)d->msg.n, &need) ||
+        __builtin_add_overflow(need, stage, &need))
+        need = UINT64_MAX;
+    if (limit != 0) {
+        if (need <= limit)
+            return PX_OK;
+        return px_set_error(PX_ENOMEM, "px_domain_alloc: domain \"%s\": %d windows of %llu "
+                            "bytes (%llu with head and slots)%s need %llu bytes of host memory, "
+                            "more than PLEXUS_COMM_MEM_MAX (%llu); lower window_bytes or the "
+                            "ranks, or raise PLEXUS_COMM_MEM_MAX", d->msg.name, d->msg.n,
+                            (unsigned long long)d->msg.data_bytes, (unsigned long long)win,
+                            pairs ? " and their staging memory" : "",
+                            (unsigned long long)need, (unsigned long long)limit);
+    }
+    limit = comm_host_backable(&avail, &swap);
+    if (limit == 0 || need <= limit)
+        return PX_OK; /* no /proc/meminfo: nothing to check against */
+    return px_set_error(PX_ENOMEM, "px_domain_alloc: domain \"%s\": %d windows of %llu bytes "
+                        "(%llu with head and slots)%s need %llu bytes of host memory; this "
+                        "host can back %llu now (MemAvailable %llu + SwapFree %llu, "
+                        "/proc/meminfo), and a window is backed when first touched: lower "
+                        "window_bytes or the ranks, free memory, or set PLEXUS_COMM_MEM_MAX "
+                        "to the bytes to allow if the windows will stay mostly untouched",
+                        d->msg.name, d->msg.n, (unsigned long long)d->msg.data_bytes,
+                        (unsigned long long)win, pairs ? " and their staging memory" : "",
+                        (unsigned long long)need, (unsigned long long)limit,
+                        (unsigned long long)avail, (unsigned long long)swap);
+}
+
 /* Logs the domain, then each pair's choice once, in the shape every run-time choice has. */
 static void comm_log_choice(const px_domain *d)
 {
@@ -701,12 +1129,14 @@ px_status px_domain_alloc(px_orch *o, const px_domain_spec *spec, px_domain **ou
         if (e->state == COMM_LIVE && strcmp(e->msg.name, spec->name) == 0)
             return px_set_error(PX_EINVAL, "px_domain_alloc: a live domain is called \"%s\" "
                                 "already; release it or choose another name", spec->name);
+    if ((st = comm_slots_wait(cw, spec)) != PX_OK)
+        return st;
     if ((d = calloc(1, sizeof(*d))) == NULL)
         return px_set_error(PX_ENOMEM, "px_domain_alloc: out of host memory");
     if ((st = comm_layout(spec, &d->msg)) != PX_OK)
         goto out_free;
     comm_fill(cw, d, spec);
-    if ((st = comm_select(w, d)) != PX_OK)
+    if ((st = comm_select(w, d)) != PX_OK || (st = comm_check_memory(w, d)) != PX_OK)
         goto out_free;
     if (__builtin_mul_overflow(spec->window_bytes, (size_t)spec->nchips, &vbytes)) {
         st = px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": %d windows of %zu bytes "
@@ -722,14 +1152,12 @@ px_status px_domain_alloc(px_orch *o, const px_domain_spec *spec, px_domain **ou
         goto out_free;
     }
     d->vbytes = vbytes;
+    if ((st = comm_handle_add(d)) != PX_OK)
+        goto out_free;
     d->next = cw->doms;
     cw->doms = d;
     if ((st = comm_make(cw, d)) != PX_OK) {
-        /* The members may hold parts of it: they forget it when the run ends, as after a
-         * release (a control call on the ordered route now would queue behind this run's
-         * tasks). The handle is not given out. */
-        d->state = COMM_RELEASED;
-        d->failed = 1;
+        comm_abort(cw, d, st); /* the handle is not given out */
         return st;
     }
     d->state = COMM_LIVE;
@@ -750,9 +1178,10 @@ out_free:
 /* PX_OK when d is a live domain of a run on o (when o is not NULL). */
 static px_status comm_check_domain(const px_domain *d, const char *what)
 {
-    if (d == NULL || d->magic != COMM_DOMAIN_MAGIC)
-        return px_set_error(PX_EINVAL, "%s: not a domain handle (NULL, or freed with its "
-                            "worker)", what);
+    if (!comm_handle_known(d) || d->magic != COMM_DOMAIN_MAGIC)
+        return px_set_error(PX_EINVAL, "%s: not a domain handle (NULL, never made by "
+                            "px_domain_alloc, or freed with its worker by px_worker_destroy)",
+                            what);
     if (d->state != COMM_LIVE)
         return px_set_error(PX_ESTATE, "%s: domain \"%s\" was %s; allocate a new one", what,
                             d->msg.name, d->state == COMM_RELEASED ? "released" :
@@ -767,33 +1196,37 @@ px_status px_domain_release(px_domain *d)
     if (st != PX_OK)
         return st;
     d->state = COMM_RELEASED;
-    if (!d->cw->w->running)
+    if (!d->cw->w->running) {
         comm_free_domain(d->cw, d, 1); /* no run can be using it */
+    } else {
+        d->draining = 1;
+        if (px_rt_orch_here != NULL && px_rt_orch_here->w == d->cw->w)
+            comm_sweep(d->cw); /* from the orchestration (not a host task's thread) */
+    }
     return PX_OK;
 }
 
 int px_domain_size(const px_domain *d)
 {
-    return d != NULL && d->magic == COMM_DOMAIN_MAGIC ? d->msg.n : -1;
+    return comm_handle_known(d) ? d->msg.n : -1;
 }
 
 const char *px_domain_name(const px_domain *d)
 {
-    return d != NULL && d->magic == COMM_DOMAIN_MAGIC ? d->msg.name : "";
+    return comm_handle_known(d) ? d->msg.name : "";
 }
 
 const char *px_domain_transport(const px_domain *d, int a, int b)
 {
-    if (d == NULL || d->magic != COMM_DOMAIN_MAGIC || a < 0 || b < 0 || a >= d->msg.n ||
-        b >= d->msg.n)
+    if (!comm_handle_known(d) || a < 0 || b < 0 || a >= d->msg.n || b >= d->msg.n)
         return NULL;
     return comm_tl_name(d->tl[a][b]);
 }
 
 const char *px_domain_transport_reason(const px_domain *d, int a, int b)
 {
-    if (d == NULL || d->magic != COMM_DOMAIN_MAGIC || a < 0 || b < 0 || a >= d->msg.n ||
-        b >= d->msg.n || d->why == NULL)
+    if (!comm_handle_known(d) || a < 0 || b < 0 || a >= d->msg.n || b >= d->msg.n ||
+        d->why == NULL)
         return NULL;
     return d->why[a * d->msg.n + b];
 }
@@ -898,8 +1331,8 @@ static px_status comm_copy(px_orch *o, px_domain *d, int rank, const char *buffe
         px_args_out(&deps, &dep);
     else
         px_args_in(&deps, &dep);
-    return hier_submit_group_deps(o, write ? d->cw->c_write : d->cw->c_read, &a,
-                                  &d->chips[rank], 1, &deps, id);
+    return comm_submit(o, d, write ? d->cw->c_write : d->cw->c_read, &a, &d->chips[rank], 1,
+                       &deps, id);
 }
 
 px_status px_submit_domain_write(px_orch *o, px_domain *d, int rank, const char *buffer,
@@ -947,7 +1380,7 @@ px_status px_submit_domain_task(px_orch *o, px_domain *d, px_callable_id c,
     px_args_init(&deps);
     px_args_inout(&deps, &all);
     if (st == PX_OK)
-        st = hier_submit_group_deps(o, c, a, d->chips, d->msg.n, &deps, id);
+        st = comm_submit(o, d, c, a, d->chips, d->msg.n, &deps, id);
     free(a);
     return st;
 }
@@ -997,7 +1430,7 @@ static px_status comm_coll(px_orch *o, px_domain *d, const char *what, uint64_t 
     dep = comm_dep_view(d, b, 0, bytes == 0 ? 1 : bytes, -1);
     px_args_init(&deps);
     px_args_inout(&deps, &dep);
-    st = hier_submit_group_deps(o, d->cw->c_coll, a, d->chips, d->msg.n, &deps, id);
+    st = comm_submit(o, d, d->cw->c_coll, a, d->chips, d->msg.n, &deps, id);
     free(a);
     return st;
 }

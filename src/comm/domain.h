@@ -16,8 +16,12 @@
  *                member unmaps the window of a peer that could not map its own;
  *   comm.ready   every member builds its communicator over the pairs as they ended up (the
  *                staged ones join the chip's progress thread);
- *   comm.free    every member unmaps the windows and forgets the domain (in order behind the
- *                chip's calls: no kernel of an earlier call can still use them).
+ *   comm.free    every member unmaps the windows, closes the domain's descriptors and forgets
+ *                it (in order behind the chip's calls: no kernel of an earlier call can still
+ *                use them): at the end of a run, or at release outside a run;
+ *   comm.forget  the same on the service route, at once: for an allocation that failed (no
+ *                task can use a domain whose handle was never given out), and for a domain
+ *                released inside a run once every task submitted on it has finished.
  * Kernels find their rank's communicator through the domain's id (px_arg_comm).
  */
 #ifndef PX_COMM_DOMAIN_H
@@ -27,7 +31,8 @@
 
 #include "comm/comm.h"
 
-#define COMM_MAX_DOMAINS 32          /* live domains per worker */
+#define COMM_MAX_DOMAINS 32          /* domains a chip holds at once (live, or released with
+                                      * tasks still to finish) */
 #define COMM_ARG_MAGIC 0x50584430ull /* "PXD0": the high half of a domain argument */
 
 /* The payload of comm.create, the same for every member (a chip finds its rank in chips). */
@@ -60,7 +65,8 @@ typedef struct comm_map_reply {
     char why[256];
 } comm_map_reply;
 
-enum { COMM_KIND_CREATE, COMM_KIND_MAP, COMM_KIND_READY, COMM_KIND_FREE, COMM_NKINDS };
+enum { COMM_KIND_CREATE, COMM_KIND_MAP, COMM_KIND_READY, COMM_KIND_FREE, COMM_KIND_FORGET,
+       COMM_NKINDS };
 
 /* The tag under which the staging memory of ranks a < b of domain id travels. */
 static inline uint64_t comm_stage_tag(uint32_t id, int a, int b)

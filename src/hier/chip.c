@@ -133,6 +133,8 @@ static void px_child_run(px_hier *h, hier_chip *chip, const px_mb_call *c, px_mb
         return;
     }
     px_clear_error();
+    if (chip != NULL)
+        atomic_store_explicit(&chip->silent, 0, memory_order_relaxed);
     if (px_mb_unpack_args(c, &args) != 0) {
         st = px_set_error(PX_EINVAL, "call of task %llu carries %d arguments in %u bytes that "
                           "do not unpack (at most %d arguments in %zu bytes): a corrupt "
@@ -156,6 +158,7 @@ out:
     d->task = c->task;
     d->status = st;
     d->reply_len = 0;
+    d->silent = st != PX_OK && chip != NULL ? atomic_exchange(&chip->silent, 0) : 0;
     if (st != PX_OK)
         snprintf(d->msg, sizeof(d->msg), "%s",
                  px_last_error()[0] ? px_last_error() : px_status_str(st));
@@ -224,6 +227,7 @@ void px_hier_child_main(px_hier *h, px_hier_proc *p)
         chip->pid = getpid();
         chip->mb = p->mb;
         chip->sock = p->child_sock;
+        px_plat_name_chips(p->index);
         if ((st = px_chip_engine(h, p, &chip->engine)) != PX_OK ||
             (st = hier_chip_start(chip)) != PX_OK)
             px_child_fail(p, st);

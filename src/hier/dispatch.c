@@ -17,6 +17,7 @@
  */
 #include "hier/hier_internal.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -88,6 +89,10 @@ static void px_fail_dead(px_hier *h, px_task_id id, const px_l3_slot *s, const p
             return;
         s->group->finished = 1;
         px_orphan_group(h, id, s->group);
+        if (s->group->st != PX_OK) { /* a member failed first (say, named p silent) */
+            px_task_complete(h->w, id, s->group->st, s->group->msg);
+            return;
+        }
     }
     px_task_complete(h->w, id, PX_EPEERDEAD, msg);
 }
@@ -338,6 +343,27 @@ static int px_finish_part(px_hier *h, px_task_id id, px_status *st, char *msg, s
     return 1;
 }
 
+/*
+ * Kills the chips that p's failed call named silent (d->silent: hier_chip_blame), once each,
+ * so what else waits for them (the rest of a group, the run's drain, the shutdown) fails at
+ * once when the death watch sees them go, not at its own deadline (lock held).
+ */
+static void px_kill_silent(px_hier *h, const px_hier_proc *p, const px_mb_done *d)
+{
+    for (int c = 0; c < h->nchips && c < 64; c++) {
+        px_hier_proc *q = &h->procs[c];
+
+        if (!(d->silent >> c & 1) || q == p || q->dead || q->pid <= 0 || q->killed[0])
+            continue;
+        snprintf(q->killed, sizeof(q->killed), "killed by plexus: chip %d's call of task %llu "
+                 "waited for it past its deadline", p->index, (unsigned long long)d->task);
+        PX_LOG_WARN("chip %d (pid %d) is silent (chip %d's call of task %llu waited for it "
+                    "past its deadline): killing it", c, (int)q->pid, p->index,
+                    (unsigned long long)d->task);
+        kill(q->pid, SIGKILL);
+    }
+}
+
 void px_hier_on_done(px_hier *h, px_hier_proc *p, const px_mb_done *d)
 {
     char msg[PX_ERRMSG_MAX]; /* only read for a failure */
@@ -371,6 +397,8 @@ void px_hier_on_done(px_hier *h, px_hier_proc *p, const px_mb_done *d)
         px_task_what(h, s, what, sizeof(what));
         snprintf(msg, sizeof(msg), "%s %d (pid %d), %s: %.*s", px_hier_proc_kind(p), p->index,
                  (int)p->pid, what, PX_MB_MSG_MAX, d->msg);
+        if (d->silent != 0 && !p->is_sub)
+            px_kill_silent(h, p, d);
     }
     done = px_finish_part(h, id, &st, msg, sizeof(msg));
     if (h->npending > 0)
@@ -384,8 +412,8 @@ void px_hier_on_death(px_hier *h, px_hier_proc *p, const char *how)
 {
     pthread_mutex_lock(&h->lock);
     p->dead = 1;
-    snprintf(p->death, sizeof(p->death), "%s %d (pid %d) died: %s", px_hier_proc_kind(p),
-             p->index, (int)p->pid, how);
+    snprintf(p->death, sizeof(p->death), "%s %d (pid %d) died: %s%s%s", px_hier_proc_kind(p),
+             p->index, (int)p->pid, how, p->killed[0] ? ", " : "", p->killed);
     PX_LOG_WARN("%s", p->death);
     if (!p->is_sub && h->deaths != NULL && p->index < HIER_DEATHS_MAX) {
         snprintf(h->deaths->why[p->index], sizeof(h->deaths->why[0]), "%s", p->death);

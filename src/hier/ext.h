@@ -184,6 +184,15 @@ const hier_deaths *hier_deaths_board(px_worker *w);
 /* The board as chip sees it. */
 const hier_deaths *hier_chip_deaths(hier_chip *chip);
 
+/*
+ * Chip, inside a call that is about to fail: names chip `peer` as silent (it did not take
+ * part in time, e.g. a collective's barrier waited for it past the comm deadline). When the
+ * call fails, the parent kills every chip the call named (SIGKILL also ends a stopped
+ * process), so whatever else waits for it fails at once with PX_EPEERDEAD instead of waiting
+ * out its own deadline, and the death message says why it was killed.
+ */
+void hier_chip_blame(hier_chip *chip, int peer);
+
 /* ---- file descriptors (fdpass.c) ---- */
 
 /* Creates an anonymous memory object of bytes (memfd, close-on-exec, mode 0600, never a
@@ -212,5 +221,10 @@ px_status hier_chip_fd_take(hier_chip *chip, uint64_t tag, int *fd);
  * chip's duplicate is closed when fetched or when the chip leaves). PX_OK, PX_EINVAL (tag
  * in use), PX_ENOMEM (table full). */
 px_status hier_chip_fd_offer(hier_chip *chip, uint64_t tag, int fd);
+
+/* Chip: closes every descriptor of the chip's table (received or offered) whose tag matches
+ * tag in the bits of mask, e.g. all those of one domain, when what they were for is gone or
+ * never came to be. Returns how many it closed. */
+int hier_chip_fd_discard(hier_chip *chip, uint64_t tag, uint64_t mask);
 
 #endif

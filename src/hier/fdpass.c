@@ -216,6 +216,24 @@ px_status hier_chip_fd_offer(hier_chip *chip, uint64_t tag, int fd)
     return st;
 }
 
+int hier_chip_fd_discard(hier_chip *chip, uint64_t tag, uint64_t mask)
+{
+    int n = 0;
+
+    if (chip == NULL)
+        return 0;
+    pthread_mutex_lock(&chip->fd_lock);
+    for (int i = 0; i < HIER_CHIP_FDS; i++) {
+        if (chip->fds[i].fd >= 0 && (chip->fds[i].tag & mask) == (tag & mask)) {
+            close(chip->fds[i].fd);
+            chip->fds[i].fd = -1;
+            n++;
+        }
+    }
+    pthread_mutex_unlock(&chip->fd_lock);
+    return n;
+}
+
 /* Reads a payload's tag. */
 static px_status fd_tag(const void *payload, size_t n, uint64_t *tag)
 {

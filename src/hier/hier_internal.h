@@ -75,6 +75,7 @@ typedef struct px_hier_proc {
     int dead;                         /* exited or killed: fail everything sent to it */
     int reaped;                       /* waitid has collected it */
     char death[PX_HIER_DEATH_MAX];    /* "chip 1 (pid 42) died: killed by signal 9 (SIGKILL)" */
+    char killed[160];                 /* why the parent killed it ("" when it did not) */
     /* control calls (ctl.c), under h->lock: whose answer each position in flight is */
     struct hier_call *ord_call[PX_MB_DEPTH];     /* call ring (PX_L3_CONTROL positions) */
     struct hier_call *ctl_call[PX_MB_CTL_DEPTH]; /* control ring; NULL: answer dropped */
@@ -232,6 +233,7 @@ struct hier_chip {
     _Atomic int stop;
     pthread_mutex_t fd_lock;      /* the descriptor table (service thread and handlers) */
     struct { uint64_t tag; int fd; int offered; } fds[HIER_CHIP_FDS]; /* fd -1: free */
+    _Atomic uint64_t silent;      /* chips the current call found silent (hier_chip_blame) */
 };
 
 /* service.c: builds the chip context, starts the services and the service thread. Returns

@@ -66,6 +66,7 @@ typedef struct px_mb_done {
     uint64_t task;              /* the call's task id */
     int32_t status;             /* px_status of the call */
     int32_t reply_len;          /* a control call's reply: bytes of msg in use (status PX_OK) */
+    uint64_t silent;            /* a failed call: the chips it found silent (hier_chip_blame) */
     char msg[PX_MB_MSG_MAX];    /* px_last_error() text when status != PX_OK, else a control
                                  * call's reply */
 } px_mb_done;

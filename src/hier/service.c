@@ -36,6 +36,12 @@ int hier_chip_index(const hier_chip *chip)
     return chip != NULL ? chip->index : -1;
 }
 
+void hier_chip_blame(hier_chip *chip, int peer)
+{
+    if (chip != NULL && peer >= 0 && peer < HIER_DEATHS_MAX && peer != chip->index)
+        atomic_fetch_or_explicit(&chip->silent, 1ull << peer, memory_order_relaxed);
+}
+
 px_worker *hier_chip_engine(hier_chip *chip)
 {
     return chip != NULL ? chip->engine : NULL;

@@ -201,6 +201,23 @@ static int px_hier_alone(void *arg)
     return 1;
 }
 
+/* The state letter of proc p in /proc/PID/stat ('R', 'S', 'T' ...), or 0 when unknown. */
+static int px_hier_proc_state(const px_hier_proc *p)
+{
+    char path[64], stat[256] = "", *rp;
+    int c = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)p->pid);
+    if (p->pid > 0 && (f = fopen(path, "r")) != NULL) {
+        if (fgets(stat, sizeof(stat), f) != NULL && (rp = strrchr(stat, ')')) != NULL &&
+            rp[1] == ' ')
+            c = (unsigned char)rp[2];
+        fclose(f);
+    }
+    return c;
+}
+
 /* Appends " chip 1 (pid 42, stopped)" for proc p to buf (len bytes used of n). */
 static size_t px_hier_proc_where(const px_hier_proc *p, char *buf, size_t len, size_t n)
 {
@@ -209,18 +226,10 @@ static size_t px_hier_proc_where(const px_hier_proc *p, char *buf, size_t len, s
         ['T'] = "stopped", ['t'] = "stopped by a tracer", ['Z'] = "exited (zombie)",
         ['X'] = "dead", ['I'] = "idle",
     };
-    char path[64], stat[256] = "", *rp;
-    const char *state = "state unknown";
-    FILE *f;
+    int c = px_hier_proc_state(p);
+    const char *state = c > 0 && (size_t)c < sizeof(states) / sizeof(states[0]) &&
+                        states[c] != NULL ? states[c] : "state unknown";
 
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)p->pid);
-    if (p->pid > 0 && (f = fopen(path, "r")) != NULL) {
-        if (fgets(stat, sizeof(stat), f) != NULL && (rp = strrchr(stat, ')')) != NULL &&
-            rp[1] == ' ' && (unsigned char)rp[2] < sizeof(states) / sizeof(states[0]) &&
-            states[(unsigned char)rp[2]] != NULL)
-            state = states[(unsigned char)rp[2]];
-        fclose(f);
-    }
     if (len < n)
         len += (size_t)snprintf(buf + len, n - len, " %s %d (pid %d, %s)", px_hier_proc_kind(p),
                                 p->index, (int)p->pid, p->dead ? "dead" : state);
@@ -248,10 +257,36 @@ static void px_hier_task_where(void *arg, px_task_id id, char *buf, size_t n)
     }
 }
 
+/*
+ * After a run that failed (a wait for a chip timed out, say): kills the children that are
+ * stopped (SIGSTOP; state T, not a tracer's stop). One never goes on by itself, and every
+ * later wait for it (the layers' run-end calls, the shutdown) would otherwise last its whole
+ * deadline; dead, they fail those at once with PX_EPEERDEAD.
+ */
+static void px_hier_kill_stopped(px_hier *h)
+{
+    pthread_mutex_lock(&h->lock);
+    for (int i = 0; i < h->nprocs; i++) {
+        px_hier_proc *p = &h->procs[i];
+
+        if (p->dead || p->pid <= 0 || p->killed[0] || px_hier_proc_state(p) != 'T')
+            continue;
+        snprintf(p->killed, sizeof(p->killed), "killed by plexus: it was stopped (SIGSTOP) "
+                 "at the end of a failed run");
+        PX_LOG_WARN("%s %d (pid %d) is stopped at the end of a failed run: killing it",
+                    px_hier_proc_kind(p), p->index, (int)p->pid);
+        kill(p->pid, SIGKILL);
+    }
+    pthread_mutex_unlock(&h->lock);
+}
+
 /* The host engine's run_end: tells the layers above (hier_hooks), in registration order. */
 static void px_hier_run_end(void *arg, px_status st)
 {
     px_hier *h = arg;
+
+    if (st != PX_OK)
+        px_hier_kill_stopped(h);
 
     for (int i = 0; i < h->nhooks; i++)
         if (h->hooks[i].hooks->run_end != NULL)

@@ -23,6 +23,11 @@ typedef struct px_chip px_chip;
  */
 px_status px_plat_chip_open(const px_caps *caps, int index, uint64_t bytes, px_chip **out);
 
+/* Names the chips this process opens after chip `index` of a level-3 worker (a chip process
+ * calls it before it builds its engine, which opens its chip as index 0): the arena's memory
+ * object is called "plexus-chip<index>-pid<pid>" in /proc/PID/fd. */
+void px_plat_name_chips(int index);
+
 /* Unmaps and closes everything the chip holds. NULL is accepted. */
 void px_plat_chip_close(px_chip *c);
 

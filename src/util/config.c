@@ -117,6 +117,7 @@ static const px_range px_ranges[] = {
     {"PLEXUS_COMM_TIMEOUT_S", PX_RF(comm_timeout_s), PX_R_DBL, 10, 10000000, 0},
     {"PLEXUS_COMM_ONESHOT_MAX", PX_RF(comm_oneshot_max), PX_R_U64, 1, 1 << 30, 0},
     {"PLEXUS_COMM_TRANSPORT", PX_RF(comm_transport), PX_R_INT, 0, PX_COMM_TL_COUNT - 1, 0},
+    {"PLEXUS_COMM_MEM_MAX", PX_RF(comm_mem_max), PX_R_U64, 0, INT64_MAX, 0},
     {"PLEXUS_TEST_SLACK", "", (size_t)-1, PX_R_DBL, 0, 10000000, 0}, /* no field: PX_NOFIELD */
 };
 
@@ -545,6 +546,8 @@ static const px_knob px_knobs[] = {
      "allreduce: one-shot up to this size, reduce-scatter + allgather above"},
     {"PLEXUS_COMM_TRANSPORT", PX_F(comm_transport), "auto", PX_COMM_TL_CHOICES,
      px_knob_comm_tl, "comm transport of every rank pair: auto (direct, else staged) or forced"},
+    {"PLEXUS_COMM_MEM_MAX", PX_F(comm_mem_max), "0", "bytes", px_knob_bytes,
+     "host memory one domain may take (windows + staging); 0: what the host can back now"},
     {"PLEXUS_TEST_SLACK", PX_NOFIELD, "1", "seconds factor", px_knob_seconds,
      "tests: multiplies every deadline (raised under sanitizers)"},
 };

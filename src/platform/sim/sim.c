@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "platform/sim/sim_internal.h"
@@ -42,10 +43,35 @@ const char *sim_profile(const px_chip *c)
     return c->caps.f[PX_FACT_DEVICE_PROFILE].text;
 }
 
+/* The level-3 chip index the arenas of this process are named after; -1: the index given. */
+static int g_chip_name = -1;
+
+void px_plat_name_chips(int index)
+{
+    g_chip_name = index;
+}
+
+int sim_memfd(const px_chip *c, const char *suffix, unsigned flags)
+{
+    char name[64];
+    int fd, err;
+
+    snprintf(name, sizeof(name), "plexus-chip%d-pid%d%s", g_chip_name >= 0 ? g_chip_name :
+             c->index, (int)getpid(), suffix);
+    if ((fd = memfd_create(name, MFD_CLOEXEC | flags)) < 0)
+        return -1;
+    if (fchmod(fd, 0600) != 0) { /* memfd_create makes it 0777 */
+        err = errno;
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    return fd;
+}
+
 /* Returns PX_OK with *out set, or PX_EINVAL / PX_ENOMEM with the reason. */
 px_status px_plat_chip_open(const px_caps *caps, int index, uint64_t bytes, px_chip **out)
 {
-    char name[32];
     px_chip *c;
 
     if (caps == NULL || out == NULL || index < 0 || bytes == 0 || bytes > (uint64_t)SIZE_MAX ||
@@ -61,11 +87,10 @@ px_status px_plat_chip_open(const px_caps *caps, int index, uint64_t bytes, px_c
     c->size = bytes;
     c->page = sim_host_page(caps);
     pthread_mutex_init(&c->lock, NULL);
-    snprintf(name, sizeof(name), "plexus-chip%d", index);
-    c->fd = memfd_create(name, MFD_CLOEXEC);
+    c->fd = sim_memfd(c, "", 0);
     if (c->fd < 0) {
-        px_set_error(PX_ENOMEM, "chip %d: memfd_create for the device arena failed: %s",
-                     index, strerror(errno));
+        px_set_error(PX_ENOMEM, "chip %d: making the memory object of the device arena "
+                     "(memfd_create, mode 0600) failed: %s", index, strerror(errno));
         goto out_free;
     }
     if (ftruncate(c->fd, (off_t)bytes) != 0) {

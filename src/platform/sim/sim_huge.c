@@ -47,10 +47,8 @@ static px_status sim_huge_short(px_chip *c, size_t n, const char *why)
 static px_status sim_huge_map(px_chip *c, sim_huge_block *b, size_t n)
 {
     char why[128];
-    char name[32];
 
-    snprintf(name, sizeof(name), "plexus-chip%d-huge", c->index);
-    b->fd = memfd_create(name, MFD_CLOEXEC | MFD_HUGETLB);
+    b->fd = sim_memfd(c, "-huge", MFD_HUGETLB);
     if (b->fd < 0) {
         snprintf(why, sizeof(why), "memfd_create(MFD_HUGETLB) failed: %s", strerror(errno));
         return sim_huge_short(c, n, why);

@@ -32,6 +32,11 @@ struct px_chip {
     sim_huge_block *huge; /* live huge-page blocks */
 };
 
+/* sim.c: makes a memory object for chip c's memory (its name: "plexus-chip<i>-pid<pid>" then
+ * suffix, i the level-3 chip index when px_plat_name_chips set one), mode 0600, close-on-exec;
+ * flags adds memfd_create flags (MFD_HUGETLB). Returns the descriptor, or -1 with errno. */
+int sim_memfd(const px_chip *c, const char *suffix, unsigned flags);
+
 /* Returns 1 when [p, p+n) lies inside [lo, lo+len), else 0; nothing can overflow. */
 int sim_inside(const void *p, size_t n, const void *lo, uint64_t len);
 
