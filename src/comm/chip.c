@@ -297,7 +297,7 @@ static px_status comm_chip_ready(hier_chip *chip, void *arg, const void *payload
 {
     const comm_create_msg *m = payload;
     px_worker *eng = hier_chip_engine(chip);
-    const px_comm_tl *tl[PX_COMM_MAX_RANKS], **pairs;
+    const px_comm_tl *tl[PX_COMM_MAX_RANKS], **pairs = NULL;
     comm_chip_dom *d;
     char what[64];
     px_status st = PX_OK;

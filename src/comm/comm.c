@@ -714,14 +714,13 @@ static px_status comm_bar_wait_peer(px_comm *c, int q, uint64_t e)
     v = atomic_load_explicit(w.s, memory_order_acquire);
     if (st == PX_ETIMEDOUT)
         return px_set_error(PX_ETIMEDOUT, "domain \"%s\" rank %d: waited %.3g s in %s (call "
-                            "%llu) for rank %d, which has not reached it (its last barrier "
-                            "is %llu of %llu). A rank that skipped the call, or is still busy: "
-                            "raise the deadline (PLEXUS_COMM_TIMEOUT_S, now %g s) only if it "
-                            "is slow", c->name, c->rank, (double)(px_now_ns() - t0) / 1e9,
-                            comm_coll_names[c->coll_kind],
-                            (unsigned long long)(c->coll_seq - 1), q,
-                            (unsigned long long)(uint32_t)v, (unsigned long long)e,
-                            c->timeout_s);
+                            "%llu) at barrier %llu for rank %d, which has not reached it (its "
+                            "last barrier is %llu). A rank that skipped the call, or is still "
+                            "busy: raise the deadline (PLEXUS_COMM_TIMEOUT_S, now %g s) only "
+                            "if it is slow", c->name, c->rank,
+                            (double)(px_now_ns() - t0) / 1e9, comm_coll_names[c->coll_kind],
+                            (unsigned long long)(c->coll_seq - 1), (unsigned long long)e, q,
+                            (unsigned long long)(uint32_t)v, c->timeout_s);
     if (st != PX_OK)
         return st;
     if ((v & COMM_BAR_FAILED) != 0 && (uint32_t)((uint32_t)e - (uint32_t)v) - 1 >= 1u << 31)
