@@ -243,6 +243,22 @@ static px_status bc_orch(px_orch *o, const px_task_args *args, void *user)
     return st;
 }
 
+/* A level-3 configuration of n chips with one core each and dev bytes of device memory (a
+ * quarter of it the heap ring). */
+static px_status bc_config(px_config *cfg, int n, uint64_t dev)
+{
+    px_status st = px_config_default(cfg);
+
+    if (st == PX_OK) {
+        cfg->level = 3;
+        cfg->chips = n;
+        cfg->cores = 1;
+        cfg->device_mem = dev;
+        cfg->heap_ring = dev / 4;
+    }
+    return st;
+}
+
 /* Runs the plexus side on n chips into res. Returns 0, or -1 after bench_fail. */
 /* Transports measured: forced direct, forced staged, and auto under profile pairs (4 ranks:
  * chips 0-1 and 2-3 direct, the other pairs staged). */
@@ -257,15 +273,10 @@ static int bc_plexus(int n, int tl, bc_result *res)
     px_task_args args;
     int64_t shape[1] = {sizeof(*res)};
     bc_run r = {.n = n, .res = res};
-    px_status st = px_config_default(&cfg);
+    px_status st = bc_config(&cfg, n, 64ull << 20);
 
     memset(res, 0, sizeof(*res));
     if (st == PX_OK) {
-        cfg.level = 3;
-        cfg.chips = n;
-        cfg.cores = 1;
-        cfg.device_mem = 64ull << 20;
-        cfg.heap_ring = 16ull << 20;
         cfg.comm_transport = tl == BC_STAGED ? 2 : tl == BC_DIRECT ? 1 : 0;
         if (tl == BC_MIXED)
             snprintf(cfg.device_profile, sizeof(cfg.device_profile), "pairs");
@@ -528,16 +539,10 @@ static double bc_domain_alloc(int n, int reps)
     px_config cfg;
     px_worker *w = NULL;
     bc_da r = {.n = n};
-    px_status st = px_config_default(&cfg);
+    px_status st = bc_config(&cfg, n, 16ull << 20);
 
-    if (st == PX_OK) {
-        cfg.level = 3;
-        cfg.chips = n;
-        cfg.cores = 1;
-        cfg.device_mem = 16ull << 20;
-        cfg.heap_ring = 4ull << 20;
+    if (st == PX_OK)
         st = px_worker_create(&cfg, &w);
-    }
     if (st == PX_OK)
         st = px_worker_init(w);
     for (int k = -1; st == PX_OK && k < reps; k++) {

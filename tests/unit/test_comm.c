@@ -727,6 +727,17 @@ static void test_wait_times_out(void **state)
     tc_group_fini(&g);
 }
 
+/* Returns once a waiter of c's rank has announced its sleep on the rank's area (10 s at most,
+ * then fails the test). */
+static void tc_wait_asleep(px_comm *c)
+{
+    uint64_t t0 = px_test_now_ns();
+
+    while (atomic_load(&c->area[c->rank]->sleepers) == 0 && px_test_now_ns() - t0 < 10e9)
+        sched_yield();
+    assert_int_not_equal(atomic_load(&c->area[c->rank]->sleepers), 0);
+}
+
 typedef struct tc_death {
     tc_group *g;
     _Atomic int waiting;
@@ -755,16 +766,11 @@ static void test_death_ends_wait(void **state)
     tc_group g;
     tc_death d = {.g = &g};
     pthread_t t;
-    uint64_t t0;
 
     tc_group_init(&g, 3, 4096, 30.0);
     assert_int_equal(pthread_create(&t, NULL, tc_death_waiter, &d), 0);
     assert_int_equal(px_test_wait_flag(&d.waiting, 10.0), 0);
-    /* it really sleeps (announced on its area), not just "probably, after a while" */
-    t0 = px_test_now_ns();
-    while (atomic_load(&g.comm[0].area[0]->sleepers) == 0 && px_test_now_ns() - t0 < 10e9)
-        sched_yield();
-    assert_int_not_equal(atomic_load(&g.comm[0].area[0]->sleepers), 0);
+    tc_wait_asleep(&g.comm[0]); /* it really sleeps, not just "probably, after a while" */
     snprintf(g.deaths.why[2], sizeof(g.deaths.why[2]), "chip 5 (pid 1) killed by signal 9");
     atomic_fetch_or(&g.deaths.mask, 1ull << 2);
     pthread_join(t, NULL);
@@ -802,7 +808,6 @@ static void test_wake_only_sleepers(void **state)
     tc_sleeper t = {0};
     px_futex_counts a, b;
     pthread_t th;
-    uint64_t t0;
 
     tc_group_init(&g, 2, 4096, 30.0);
     px_futex_counts_get(&a);
@@ -813,10 +818,7 @@ static void test_wake_only_sleepers(void **state)
         assert_int_equal(b.wakes - a.wakes, 0);
     t.c = &g.comm[0];
     assert_int_equal(pthread_create(&th, NULL, tc_sleeper_main, &t), 0);
-    t0 = px_test_now_ns();
-    while (atomic_load(&g.comm[0].area[0]->sleepers) == 0 && px_test_now_ns() - t0 < 10e9)
-        sched_yield();
-    assert_int_not_equal(atomic_load(&g.comm[0].area[0]->sleepers), 0);
+    tc_wait_asleep(&g.comm[0]);
     px_futex_counts_get(&a);
     PX_ASSERT_OK(px_comm_signal(&g.comm[1], 0, 3, PX_SIG_SET, 1));
     px_futex_counts_get(&b);
