@@ -7,9 +7,10 @@
  * INOUT tensors back.
  *
  * Threads: different workers may be used from different threads at once. One worker is used
- * by one thread at a time: px_run on a worker while a run is active on it (nested, or from a
- * second thread) returns PX_ESTATE; create, init and destroy must not overlap any other call
- * on the same worker. Kernels run on the worker's core threads and may call only what their
+ * by one thread at a time (the caller serialises its calls on it): a nested px_run (from
+ * inside a run on the same worker) returns PX_ESTATE, but two threads calling px_run on one
+ * worker at the same moment are not detected reliably; create, init and destroy must not
+ * overlap any other call on the same worker. Kernels run on the worker's core threads and may call only what their
  * own headers allow (px_set_error, the px_arg_* accessors, plexus/comm.h's kernel side).
  */
 #ifndef PLEXUS_WORKER_H
