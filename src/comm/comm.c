@@ -268,27 +268,6 @@ static px_status comm_check_sig(const px_comm *c, int sig, const char *what)
     return PX_OK;
 }
 
-px_status comm_check_dead(const px_comm *c)
-{
-    uint64_t m;
-
-    if (c->deaths == NULL)
-        return PX_OK;
-    m = atomic_load_explicit(&c->deaths->mask, memory_order_acquire);
-    if (m == 0)
-        return PX_OK;
-    for (int q = 0; q < c->n; q++) {
-        int b = c->member[q];
-
-        if (b >= 0 && b < HIER_DEATHS_MAX && (m >> b & 1))
-            return px_set_error(PX_EPEERDEAD, "domain \"%s\" rank %d: rank %d of the domain "
-                                "is dead: %s; every wait of this domain fails now: end the run "
-                                "and destroy the worker", c->name, c->rank, q,
-                                c->deaths->why[b][0] ? c->deaths->why[b] : "no reason known");
-    }
-    return PX_OK;
-}
-
 /* 1 when rank q is on the deaths board. */
 static int comm_peer_is_dead(const px_comm *c, int q)
 {
@@ -298,18 +277,41 @@ static int comm_peer_is_dead(const px_comm *c, int q)
            (atomic_load_explicit(&c->deaths->mask, memory_order_acquire) >> b & 1);
 }
 
+/* Why the board says dead rank q died. */
+static const char *comm_dead_why(const px_comm *c, int q)
+{
+    const char *why = c->deaths->why[c->member[q]];
+
+    return why[0] ? why : "no reason known";
+}
+
+px_status comm_check_dead(const px_comm *c)
+{
+    uint64_t m;
+
+    if (c->deaths == NULL)
+        return PX_OK;
+    m = atomic_load_explicit(&c->deaths->mask, memory_order_acquire);
+    if (m == 0)
+        return PX_OK;
+    for (int q = 0; q < c->n; q++)
+        if (comm_peer_is_dead(c, q))
+            return px_set_error(PX_EPEERDEAD, "domain \"%s\" rank %d: rank %d of the domain "
+                                "is dead: %s; every wait of this domain fails now: end the run "
+                                "and destroy the worker", c->name, c->rank, q,
+                                comm_dead_why(c, q));
+    return PX_OK;
+}
+
 /* A one-sided call to a dead peer fails on every transport alike (a direct mapping of a dead
  * chip's window would still take the bytes, or hand back stale ones). */
 static px_status comm_check_alive(const px_comm *c, int peer, const char *what)
 {
-    int b = c->member[peer];
-
     if (!comm_peer_is_dead(c, peer))
         return PX_OK;
     return px_set_error(PX_EPEERDEAD, "%s: domain \"%s\" rank %d: rank %d is dead: %s; "
                         "every call to it fails now: end the run and destroy the worker", what,
-                        c->name, c->rank, peer,
-                        c->deaths->why[b][0] ? c->deaths->why[b] : "no reason known");
+                        c->name, c->rank, peer, comm_dead_why(c, peer));
 }
 
 /* ---- DFX ---- */

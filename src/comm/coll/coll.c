@@ -83,6 +83,24 @@ static px_status coll_check_op(const px_comm *c, px_redop op, const void *buf, s
     return PX_OK;
 }
 
+/* Enters collective `kind` on c (comm_coll_begin). Returns 1 when the call is over, with its
+ * status in *st: one rank has nothing to move, and a count of 0 passes the one barrier that
+ * checks the call against the peers'; 0 to go on. */
+static int coll_enter(px_comm *c, int kind, size_t count, px_dtype dt, int op, int root,
+                      px_status *st)
+{
+    *st = PX_OK;
+    if (c->n == 1)
+        return 1;
+    if ((*st = comm_coll_begin(c, kind, count, dt, op, root)) != PX_OK)
+        return 1;
+    if (count == 0) {
+        *st = comm_barrier_flush(c, 0);
+        return 1;
+    }
+    return 0;
+}
+
 /* ---- moving a peer's bytes ---- */
 
 /* n bytes of peer's data at off: this process's mapping of them, or a copy in tmp. */
@@ -313,16 +331,9 @@ static px_status allreduce_impl(px_comm *c, void *buf, size_t count, px_dtype dt
     if ((st = coll_check_op(c, op, buf, es, "px_comm_allreduce")) != PX_OK ||
         (st = coll_span(c, buf, count, 1, es, "px_comm_allreduce", &bytes, &off)) != PX_OK)
         return st;
-    if (c->n == 1) {
-        c->last_algo = "local";
-        return PX_OK;
-    }
-    if ((st = comm_coll_begin(c, COMM_COLL_ALLREDUCE, count, dt, op, 0)) != PX_OK)
+    c->last_algo = "local"; /* one rank or nothing to reduce (still checked: coll_enter) */
+    if (coll_enter(c, COMM_COLL_ALLREDUCE, count, dt, op, 0, &st))
         return st;
-    if (count == 0) { /* nothing to reduce, but the call is checked against the peers' */
-        c->last_algo = "local";
-        return comm_barrier_flush(c, 0);
-    }
     /* From the domain's pair table, so every rank takes the same algorithm. */
     if (!c->all_in_place && bytes <= PX_COMM_SLOT_BYTES / (size_t)c->n &&
         (bytes <= c->oneshot_max || count < (size_t)c->n))
@@ -349,12 +360,8 @@ static px_status reduce_scatter_impl(px_comm *c, void *buf, size_t count, px_dty
             PX_OK)
         return st;
     c->last_algo = "pull";
-    if (c->n == 1)
-        return PX_OK;
-    if ((st = comm_coll_begin(c, COMM_COLL_REDUCE_SCATTER, count, dt, op, 0)) != PX_OK)
+    if (coll_enter(c, COMM_COLL_REDUCE_SCATTER, count, dt, op, 0, &st))
         return st;
-    if (count == 0)
-        return comm_barrier_flush(c, 0);
     blk = (size_t)c->rank * count;
     if ((res = coll_scratch(c, count * es, off + blk * es, &tmp)) == NULL)
         return PX_ENOMEM;
@@ -379,11 +386,8 @@ static px_status allgather_impl(px_comm *c, void *buf, size_t count, px_dtype dt
         PX_OK)
         return st;
     c->last_algo = "pull";
-    if (c->n == 1)
-        return PX_OK;
-    if ((st = comm_coll_begin(c, COMM_COLL_ALLGATHER, count, dt, 0, 0)) != PX_OK)
-        return st;
-    if ((st = comm_barrier_flush(c, 0)) != PX_OK || count == 0)
+    if (coll_enter(c, COMM_COLL_ALLGATHER, count, dt, 0, 0, &st) ||
+        (st = comm_barrier_flush(c, 0)) != PX_OK)
         return st;
     for (int i = 1; st == PX_OK && i < c->n; i++) {
         int q = (c->rank + i) % c->n;
@@ -409,11 +413,8 @@ static px_status broadcast_impl(px_comm *c, void *buf, size_t count, px_dtype dt
     if ((st = coll_span(c, buf, count, 1, es, "px_comm_broadcast", &bytes, &off)) != PX_OK)
         return st;
     c->last_algo = "pull";
-    if (c->n == 1)
-        return PX_OK;
-    if ((st = comm_coll_begin(c, COMM_COLL_BROADCAST, count, dt, 0, root)) != PX_OK)
-        return st;
-    if ((st = comm_barrier_flush(c, 0)) != PX_OK || count == 0)
+    if (coll_enter(c, COMM_COLL_BROADCAST, count, dt, 0, root, &st) ||
+        (st = comm_barrier_flush(c, 0)) != PX_OK)
         return st;
     if (c->rank != root)
         st = coll_pull(c, root, off, buf, bytes);
@@ -436,12 +437,8 @@ static px_status alltoall_impl(px_comm *c, void *buf, size_t count, px_dtype dt)
         PX_OK)
         return st;
     c->last_algo = "pull";
-    if (c->n == 1)
-        return PX_OK;
-    if ((st = comm_coll_begin(c, COMM_COLL_ALLTOALL, count, dt, 0, 0)) != PX_OK)
+    if (coll_enter(c, COMM_COLL_ALLTOALL, count, dt, 0, 0, &st))
         return st;
-    if (count == 0)
-        return comm_barrier_flush(c, 0);
     blk = count * es;
     if ((res = coll_scratch(c, bytes, off, &tmp)) == NULL)
         return PX_ENOMEM;
