@@ -19,6 +19,7 @@
 #include "dfx/emit.h"
 #include "dfx/records.h"
 #include "runtime/runtime.h"
+#include "comm/select.h"
 #include "util/clock.h"
 #include "util/util.h"
 #include "util/wait.h"
@@ -30,26 +31,73 @@ static const char *const comm_cmp_names[] = {"==", "!=", ">", ">=", "<", "<="};
 
 /* ---- building ---- */
 
-px_status comm_build(px_comm *c, const px_comm_spec *s)
+/* Checks the spec's tables; PX_OK or PX_EINVAL naming the field. */
+static px_status comm_spec_check(const px_comm_spec *s)
 {
-    if (c == NULL || s == NULL || s->windows == NULL || s->tl == NULL)
-        return px_set_error(PX_EINVAL, "comm: communicator, spec, windows and transports are "
-                            "required");
+    if (s == NULL || s->links == NULL || s->pairs == NULL)
+        return px_set_error(PX_EINVAL, "comm: spec, links and pair table are required");
     if (s->n < 1 || s->n > PX_COMM_MAX_RANKS || s->rank < 0 || s->rank >= s->n)
         return px_set_error(PX_EINVAL, "comm: rank %d of %d ranks; ranks must be 1..%d and "
                             "the rank below them", s->rank, s->n, PX_COMM_MAX_RANKS);
     if (s->nsig > PX_COMM_MAX_SIGNALS || s->nbuffers < 0 || s->nbuffers > PX_COMM_MAX_BUFFERS)
         return px_set_error(PX_EINVAL, "comm: %u signals and %d buffers; at most %d and %d",
                             s->nsig, s->nbuffers, PX_COMM_MAX_SIGNALS, PX_COMM_MAX_BUFFERS);
-    if (s->windows[s->rank] == NULL)
+    if (s->links[s->rank].window == NULL)
         return px_set_error(PX_EINVAL, "comm: rank %d has no window of its own", s->rank);
+    for (int a = 0; a < s->n; a++)
+        for (int b = 0; b < s->n; b++)
+            if (a != b && comm_tl_of(s->pairs[a * s->n + b]) == NULL)
+                return px_set_error(PX_EINVAL, "comm: the pair table names no transport for "
+                                    "ranks %d and %d (id %u)", a, b,
+                                    s->pairs[a * s->n + b]);
+    return PX_OK;
+}
+
+/* Connects c's rank to every peer through its pair's transport (comm_build). */
+static px_status comm_connect(px_comm *c, const px_comm_spec *s)
+{
+    px_status st = PX_OK;
+
+    for (int q = 0; q < s->n && st == PX_OK; q++) {
+        const px_comm_tl *t = c->tl[q];
+        int seen = 0;
+
+        if (q == c->rank)
+            continue;
+        for (int i = 0; i < c->nused; i++)
+            seen |= c->used[i] == t;
+        if (!seen) {
+            c->used[c->nused++] = t;
+            c->progresses |= t->progress != NULL;
+        }
+        if (t->maps_window) {
+            if (s->links[q].window == NULL)
+                return px_set_error(PX_EINVAL, "comm: domain \"%s\" rank %d: the %s pair with "
+                                    "rank %d has no mapped window", c->name, c->rank, t->name,
+                                    q);
+            c->area[q] = s->links[q].window;
+            c->data[q] = (char *)s->links[q].window + px_comm_area_bytes(s->n, s->nsig);
+        }
+        if (t->connect != NULL)
+            st = t->connect(c, q, &s->links[q]);
+    }
+    return st;
+}
+
+px_status comm_build(px_comm *c, const px_comm_spec *s)
+{
+    px_status st;
+
+    if (c == NULL)
+        return px_set_error(PX_EINVAL, "comm: the communicator is required");
+    if ((st = comm_spec_check(s)) != PX_OK)
+        return st;
     memset(c, 0, sizeof(*c));
     if ((c->area = calloc((size_t)s->n, sizeof(*c->area))) == NULL ||
         (c->data = calloc((size_t)s->n, sizeof(*c->data))) == NULL ||
         (c->tl = calloc((size_t)s->n, sizeof(*c->tl))) == NULL ||
         (c->tl_state = calloc((size_t)s->n, sizeof(*c->tl_state))) == NULL ||
-        (c->member = calloc((size_t)s->n, sizeof(*c->member))) == NULL ||
-        (c->staged = calloc((size_t)s->n, sizeof(*c->staged))) == NULL) {
+        (c->member = calloc((size_t)s->n, sizeof(*c->member))) == NULL) {
         comm_fini(c);
         return px_set_error(PX_ENOMEM, "comm: rank %d of %d: out of memory for the per-rank "
                             "tables", s->rank, s->n);
@@ -60,37 +108,16 @@ px_status comm_build(px_comm *c, const px_comm_spec *s)
     c->n = s->n;
     c->data_bytes = s->data_bytes;
     c->nsig = s->nsig;
-    for (int q = 0; q < s->n; q++) {
-        if (s->tl[q] == NULL) {
-            comm_fini(c);
-            return px_set_error(PX_EINVAL, "comm: no transport for rank %d -> rank %d",
-                                s->rank, q);
-        }
-        c->tl[q] = s->tl[q];
-        if (s->windows[q] != NULL) {
-            c->area[q] = s->windows[q];
-            c->data[q] = (char *)s->windows[q] + px_comm_area_bytes(s->nsig);
-        }
-    }
-    if (s->n > 1 && s->pairs == NULL) {
-        comm_fini(c);
-        return px_set_error(PX_EINVAL, "comm: rank %d of %d: the domain's pair table is "
-                            "required (collectives choose from it)", s->rank, s->n);
-    }
+    /* the own window through direct's loads and stores; each peer through its pair's */
+    c->area[c->rank] = s->links[c->rank].window;
+    c->data[c->rank] = (char *)c->area[c->rank] + px_comm_area_bytes(s->n, s->nsig);
     c->all_in_place = 1;
-    for (int a = 0; a < s->n * (s->n > 1); a++) {
-        for (int b = 0; b < s->n; b++) {
-            const px_comm_tl *t = s->pairs[a * s->n + b];
-
-            if (a != b && t == NULL) {
-                comm_fini(c);
-                return px_set_error(PX_EINVAL, "comm: the pair table names no transport "
-                                    "for ranks %d and %d", a, b);
-            }
-            if (a != b && t->peer_ptr == NULL)
+    for (int a = 0; a < s->n; a++)
+        for (int b = 0; b < s->n; b++)
+            if (a != b && !comm_tl_of(s->pairs[a * s->n + b])->in_place)
                 c->all_in_place = 0;
-        }
-    }
+    for (int q = 0; q < s->n; q++)
+        c->tl[q] = q == c->rank ? &px_comm_tl_direct : comm_tl_of(s->pairs[c->rank * s->n + q]);
     c->deaths = s->deaths;
     for (int q = 0; q < s->n; q++)
         c->member[q] = s->member != NULL ? s->member[q] : q;
@@ -102,15 +129,20 @@ px_status comm_build(px_comm *c, const px_comm_spec *s)
         c->buffers[i] = s->buffers[i];
     c->nbuffers = s->nbuffers;
     c->last_algo = "";
-    return PX_OK;
+    if ((st = comm_connect(c, s)) != PX_OK)
+        comm_fini(c);
+    return st;
 }
 
 void comm_fini(px_comm *c)
 {
     if (c == NULL)
         return;
-    if (c->tl_state != NULL)
-        comm_stg_release(c);
+    for (int i = 0; i < c->nused; i++)
+        if (c->used[i]->release != NULL)
+            c->used[i]->release(c);
+    c->nused = 0;
+    c->progresses = 0;
     free(c->scratch);
     c->scratch = NULL;
     c->scratch_bytes = 0;
@@ -119,13 +151,42 @@ void comm_fini(px_comm *c)
     free(c->tl);
     free(c->tl_state);
     free(c->member);
-    free(c->staged);
     c->area = NULL;
     c->data = NULL;
     c->tl = NULL;
     c->tl_state = NULL;
     c->member = NULL;
-    c->staged = NULL;
+}
+
+int comm_progress_all(px_comm *c)
+{
+    int work = 0;
+
+    for (int i = 0; i < c->nused; i++)
+        if (c->used[i]->progress != NULL)
+            work += c->used[i]->progress(c);
+    return work;
+}
+
+px_status comm_flush_all(px_comm *c)
+{
+    px_status st = PX_OK;
+
+    for (int i = 0; i < c->nused && st == PX_OK; i++)
+        if (c->used[i]->flush != NULL)
+            st = c->used[i]->flush(c);
+    return st;
+}
+
+/* This thread starts (on 1) or stops polling c's transports. */
+static void comm_poll_mark(px_comm *c, int on)
+{
+    for (int i = 0; i < c->nused; i++) {
+        void (*f)(px_comm *) = on ? c->used[i]->poll_enter : c->used[i]->poll_leave;
+
+        if (f != NULL)
+            f(c);
+    }
 }
 
 void *comm_scratch(px_comm *c, size_t n)
@@ -379,13 +440,14 @@ static int comm_holds(uint64_t x, px_cmp cmp, uint64_t v)
     return 0;
 }
 
-/* comm_wait's state for util_wait's hooks: the caller's condition, the deaths, staged polling. */
+/* comm_wait's state for util_wait's hooks: the caller's condition, the deaths, the
+ * transports' progress. */
 typedef struct comm_waiting {
     px_comm *c;
     int (*ready)(void *arg);
     void *arg;
     int dead;     /* a member died: the wait is over (with PX_EPEERDEAD) */
-    int polling;  /* this thread polls c's incoming staged rings (comm_stg_enter) */
+    int polling;  /* this thread polls c's transports (comm_poll_mark) */
 } comm_waiting;
 
 static int comm_waiting_ready(void *arg)
@@ -402,13 +464,13 @@ static int comm_waiting_ready(void *arg)
     return 0;
 }
 
-/* Spinning or yielding, this thread carries out the requests that reached its rank over
- * staged (nonzero: it did, so the spin starts again); asleep, the progress thread does. */
+/* Spinning or yielding, this thread carries out what reached its rank through the
+ * transports (nonzero: it did, so the spin starts again); asleep, the progress thread does. */
 static int comm_waiting_progress(void *arg, int asleep)
 {
     comm_waiting *w = arg;
 
-    return !asleep && w->polling && comm_stg_poll(w->c) > 0;
+    return !asleep && w->polling && comm_progress_all(w->c) > 0;
 }
 
 static void comm_waiting_sleep(void *arg, int asleep)
@@ -416,7 +478,7 @@ static void comm_waiting_sleep(void *arg, int asleep)
     comm_waiting *w = arg;
 
     if (asleep && w->polling) { /* asleep, the progress thread carries the requests out */
-        comm_stg_leave(w->c);
+        comm_poll_mark(w->c, 0);
         w->polling = 0;
     }
 }
@@ -436,13 +498,13 @@ px_status comm_wait(px_comm *c, int (*ready)(void *arg), void *arg, _Atomic uint
     if (timeout_s <= 0)
         timeout_s = c->timeout_s;
     w.deadline_ns = px_now_ns() + (uint64_t)(timeout_s * 1e9);
-    if (c->nstaged > 0) {
-        comm_stg_enter(c);
+    if (c->progresses) {
+        comm_poll_mark(c, 1);
         cw.polling = 1;
     }
     st = util_wait_run(&w);
     if (cw.polling)
-        comm_stg_leave(c);
+        comm_poll_mark(c, 0);
     atomic_fetch_add_explicit(&c->wait_sleeps, w.sleeps, memory_order_relaxed);
     if (cw.dead && !ready(arg))
         return comm_check_dead(c); /* its message names the dead member */
@@ -467,7 +529,7 @@ static px_status comm_wait_slot(px_comm *c, uint32_t slot, px_cmp cmp, uint64_t 
                                 double timeout_s, const char *what)
 {
     px_comm_area *a = c->area[c->rank];
-    comm_slot_wait sw = {comm_slot(a, slot), cmp, v};
+    comm_slot_wait sw = {comm_slot(a, c->n, slot), cmp, v};
     uint64_t t0 = px_now_ns(), x;
     px_status st = comm_wait(c, comm_slot_ready, &sw, &a->wake, &a->sleepers, timeout_s);
 
@@ -495,7 +557,7 @@ static px_status comm_signal_impl(px_comm *c, int peer, int sig, px_sig_op op, u
                           "PX_SIG_ADD", (int)op);
     if (st != PX_OK)
         return st;
-    return c->tl[peer]->signal(c, peer, PX_COMM_SLOT_SIG(sig), op, v);
+    return c->tl[peer]->signal(c, peer, PX_COMM_SLOT_SIG(c->n, sig), op, v);
 }
 
 static px_status comm_wait_until_impl(px_comm *c, int sig, px_cmp cmp, uint64_t v, double timeout_s)
@@ -516,14 +578,14 @@ static px_status comm_wait_until_impl(px_comm *c, int sig, px_cmp cmp, uint64_t 
     if (st != PX_OK)
         return st;
     snprintf(what, sizeof(what), "signal %d", sig);
-    return comm_wait_slot(c, PX_COMM_SLOT_SIG(sig), cmp, v, timeout_s, what);
+    return comm_wait_slot(c, PX_COMM_SLOT_SIG(c->n, sig), cmp, v, timeout_s, what);
 }
 
 uint64_t px_comm_signal_read(const px_comm *c, int sig)
 {
     if (c == NULL || sig < 0 || (uint32_t)sig >= c->nsig)
         return 0;
-    return atomic_load_explicit(comm_slot(c->area[c->rank], PX_COMM_SLOT_SIG(sig)),
+    return atomic_load_explicit(comm_slot(c->area[c->rank], c->n, PX_COMM_SLOT_SIG(c->n, sig)),
                                 memory_order_acquire);
 }
 
@@ -579,10 +641,10 @@ static px_status comm_put_signal_impl(px_comm *c, int peer, size_t dst_off, cons
     if (st != PX_OK)
         return st;
     if (c->tl[peer]->put_signal != NULL)
-        return c->tl[peer]->put_signal(c, peer, dst_off, src, n, PX_COMM_SLOT_SIG(sig), op, v);
+        return c->tl[peer]->put_signal(c, peer, dst_off, src, n, PX_COMM_SLOT_SIG(c->n, sig), op, v);
     if (n > 0 && (st = c->tl[peer]->put(c, peer, dst_off, src, n)) != PX_OK)
         return st;
-    return c->tl[peer]->signal(c, peer, PX_COMM_SLOT_SIG(sig), op, v);
+    return c->tl[peer]->signal(c, peer, PX_COMM_SLOT_SIG(c->n, sig), op, v);
 }
 
 /* ---- collectives' signatures and failures ---- */
@@ -683,7 +745,7 @@ int comm_peer_behind(const px_comm *c, int q)
 
     if (c == NULL || q < 0 || q >= c->n || q == c->rank || c->area[c->rank] == NULL)
         return 0;
-    v = atomic_load_explicit(comm_slot(c->area[c->rank], (uint32_t)q), memory_order_acquire);
+    v = atomic_load_explicit(comm_slot(c->area[c->rank], c->n, (uint32_t)q), memory_order_acquire);
     return (v & COMM_BAR_FAILED) == 0 && (int32_t)((uint32_t)v - (uint32_t)c->epoch) < 0;
 }
 
@@ -708,7 +770,7 @@ static int comm_bar_ready(void *arg)
 static px_status comm_bar_wait_peer(px_comm *c, int q, uint64_t e)
 {
     px_comm_area *a = c->area[c->rank];
-    comm_bar_wait w = {comm_slot(a, (uint32_t)q), (uint32_t)e};
+    comm_bar_wait w = {comm_slot(a, c->n, (uint32_t)q), (uint32_t)e};
     uint64_t t0 = px_now_ns(), v;
     px_status st = comm_wait(c, comm_bar_ready, &w, &a->wake, &a->sleepers, 0);
     char mine[96], theirs[96];
@@ -768,9 +830,9 @@ px_status comm_barrier_flush(px_comm *c, int flush)
 
     if (st != PX_OK)
         return st;
-    /* staged: every put posted before the barrier is in its target's window after it, for
-     * whoever looks (the signals alone order only what goes to the same target) */
-    if (flush && c->nstaged > 0 && (st = comm_stg_flush(c)) != PX_OK)
+    /* every put posted before the barrier is in its target's window after it, for whoever
+     * looks (a transport's signals alone order only what goes to the same target) */
+    if (flush && (st = comm_flush_all(c)) != PX_OK)
         return st;
     e = ++c->epoch;
     for (int i = 1; i < c->n; i++) {

@@ -24,6 +24,7 @@
 #include <plexus/caps.h>
 #include <plexus/comm.h>
 
+#include "comm/tl_list.h"
 #include "hier/ext.h" /* hier_deaths: where deaths of chips are announced */
 
 #define PX_COMM_NAME_MAX 32
@@ -31,26 +32,54 @@
 #define PX_COMM_MAX_SIGNALS 4096
 #define PX_COMM_DATA_ALIGN 4096
 
-/* The head of every rank's window; 64-byte lines so writers of different parts do not share. */
+/*
+ * The head of every rank's window: one control line, then per rank of the domain its
+ * alltoallv entry, then the slots (one barrier slot per rank, then the user's signals), all
+ * sized by the domain's rank count n (no fixed limit in the layout). Offsets are computed
+ * from the communicator's own n, never read from a peer's head.
+ */
 typedef struct px_comm_area {
     _Atomic uint32_t sleepers;  /* the owner is (about to be) asleep on wake */
     _Atomic uint32_t wake;      /* bumped after every change of a slot, when sleepers > 0 */
     uint32_t nsig;              /* user signal slots */
-    uint32_t pad_[13];
-    struct {
-        _Atomic uint64_t off, count; /* alltoallv: what this rank sends to rank j */
-    } a2av[PX_COMM_MAX_RANKS];
-    _Atomic uint64_t bar[PX_COMM_MAX_RANKS]; /* barrier epoch last announced by rank q */
-    _Atomic uint64_t sig[];                  /* nsig user signals */
+    uint32_t n;                 /* ranks (the owner's word, for readers of a dump) */
+    uint32_t pad_[12];
 } px_comm_area;
 
-/* Bytes of the head for nsig user signals, rounded up to the data alignment. */
-static inline size_t px_comm_area_bytes(uint32_t nsig)
+/* alltoallv: what the area's owner sends to rank j */
+typedef struct comm_a2av_entry {
+    _Atomic uint64_t off, count;
+} comm_a2av_entry;
+
+/* Bytes of the head before the slots, for n ranks. */
+static inline size_t comm_area_slots_off(int n)
 {
-    size_t b = sizeof(px_comm_area) + (size_t)nsig * sizeof(uint64_t);
+    return sizeof(px_comm_area) + (size_t)n * sizeof(comm_a2av_entry);
+}
+
+/* Bytes of the head for n ranks and nsig user signals, rounded up to the data alignment. */
+static inline size_t px_comm_area_bytes(int n, uint32_t nsig)
+{
+    size_t b = comm_area_slots_off(n) + ((size_t)n + nsig) * sizeof(uint64_t);
 
     return (b + PX_COMM_DATA_ALIGN - 1) / PX_COMM_DATA_ALIGN * PX_COMM_DATA_ALIGN;
 }
+
+/* Rank j's alltoallv entry in area a. */
+static inline comm_a2av_entry *comm_a2av(px_comm_area *a, int j)
+{
+    return (comm_a2av_entry *)(a + 1) + j;
+}
+
+/* Slot `slot` of area a of a domain of n ranks: 0 .. n-1 barrier slots (one per source
+ * rank), then n + s is user signal s. */
+static inline _Atomic uint64_t *comm_slot(px_comm_area *a, int n, uint32_t slot)
+{
+    return (_Atomic uint64_t *)((char *)a + comm_area_slots_off(n)) + slot;
+}
+
+/* The slot of user signal s in a domain of n ranks. */
+#define PX_COMM_SLOT_SIG(n, s) ((uint32_t)(n) + (uint32_t)(s))
 
 /*
  * After the user's data every window has two slots of PX_COMM_SLOT_BYTES for small
@@ -60,10 +89,10 @@ static inline size_t px_comm_area_bytes(uint32_t nsig)
  */
 #define PX_COMM_SLOT_BYTES (64u << 10)
 
-/* Bytes of a whole window: head, data_bytes of data, the two slots. */
-static inline size_t px_comm_window_bytes(uint32_t nsig, size_t data_bytes)
+/* Bytes of a whole window of a domain of n ranks: head, data_bytes of data, the two slots. */
+static inline size_t px_comm_window_bytes(int n, uint32_t nsig, size_t data_bytes)
 {
-    return px_comm_area_bytes(nsig) + data_bytes + 2 * (size_t)PX_COMM_SLOT_BYTES;
+    return px_comm_area_bytes(n, nsig) + data_bytes + 2 * (size_t)PX_COMM_SLOT_BYTES;
 }
 
 typedef struct px_comm_buffer_desc {
@@ -74,6 +103,17 @@ typedef struct px_comm_buffer_desc {
 
 struct px_comm_tl;
 
+/* A rank's doorbell: the progress thread of its process sleeps on `bell` when `sleeping`
+ * says so, and a transport that hands it work (staged: a request) rings it (comm_bell_ring).
+ * One per chip, on a board every process of the worker maps. */
+typedef struct comm_bell {
+    _Atomic uint32_t bell;
+    _Atomic uint32_t sleeping;
+    uint32_t pad_[14];
+} comm_bell;
+
+/* Rings bell b when its progress thread announced a sleep (no system call otherwise). */
+void comm_bell_ring(comm_bell *b);
 
 struct px_comm {
     char name[PX_COMM_NAME_MAX];
@@ -88,7 +128,12 @@ struct px_comm {
     const struct px_comm_tl **tl;             /* transport to each peer */
     void **tl_state;                          /* that transport's per-peer state */
     int *member;                              /* rank q's bit on the board (its chip) */
-    int *staged;                              /* the peers reached through staged (nstaged) */
+    /* the transports this rank uses to its peers (each once), and their per-communicator
+     * state (indexed by transport id) */
+    const struct px_comm_tl *used[PX_COMM_TL_COUNT];
+    int nused;
+    void *tl_comm[PX_COMM_TL_COUNT];
+    int progresses;                           /* some used transport has progress() */
     const hier_deaths *deaths;                /* NULL: nobody announces deaths */
     double timeout_s;                         /* default deadline of waits */
     uint64_t spin_ns, yield_ns;               /* wait budgets before sleeping */
@@ -113,7 +158,6 @@ struct px_comm {
     int failed;                               /* a collective or barrier failed: the epochs
                                                * are out of step; later ones are refused */
     char failed_why[200];                     /* ... and why */
-    int nstaged;                              /* peers reached through staged */
     void *scratch;                            /* private, grown by collectives */
     size_t scratch_bytes;
     const char *last_algo;
@@ -131,18 +175,62 @@ typedef struct comm_pair_facts {
 } comm_pair_facts;
 
 /*
+ * What the set-up made for the pair (this rank, peer) and this process mapped, handed to the
+ * transport's connect(): the peer's window (transports that map it), the pair's shared
+ * memory (transports whose prepare() asked for some) and the peer's doorbell.
+ */
+typedef struct comm_link {
+    void *window;         /* the peer's window (head + data + slots), or NULL */
+    void *shared;         /* the pair's shared memory, or NULL */
+    size_t shared_bytes;
+    comm_bell *bell;      /* the peer's doorbell, or NULL */
+} comm_link;
+
+/*
  * The contract every comm transport fills (one file each under transport/, one row in
- * tl_list.h). accept() says whether the transport may carry a pair under the facts, and why
- * (the words of logs, errors, doctor and dfx.json); it decides nothing else (the rule in
- * select.c takes the first transport that accepts). Operations on peer q act on q's window. Slots are numbered from the area's bar[0]: 0 .. 63 are barrier
- * slots, 64 + s is user signal s. signal() must make its slot change visible after every
- * byte of the caller's earlier puts to q, then wake q if it sleeps. An operation a transport
- * cannot do returns PX_ENOTSUP; peer_ptr returns NULL when it maps nothing.
+ * tl_list.h). The core (comm.c, the domain layer) and the collectives call only these.
+ *
+ * Properties:
+ *   in_place     peer_ptr maps a peer's bytes: collectives may read them in place
+ *   maps_window  a pair's members map each other's windows (the set-up sends the window's
+ *                descriptor to the peer; a mapping that fails is the fallback's business)
+ * Selection and set-up:
+ *   accept       whether the transport may carry a pair under the facts, and why (the words
+ *                of logs, errors, doctor and dfx.json); it decides nothing else (select.c
+ *                takes the first transport that accepts)
+ *   prepare      parent side: bytes of memory the two members of a pair share in a domain of
+ *                n ranks (0: none); the set-up makes it and sends it to both
+ *   format       member side: the pair's lower rank formats the shared memory (zeroed)
+ *                before either member connects (NULL: nothing to format)
+ *   connect      member side: this rank's end of the pair (rank, peer) over link; sets
+ *                c->tl_state[peer] and, the first time, c->tl_comm[id]. PX_OK, PX_EINVAL (a
+ *                link it cannot use, message naming it) or PX_ENOMEM
+ *   release      frees everything connect made on c (NULL: nothing)
+ * Progress (all NULL where the transport moves bytes itself, as direct does):
+ *   progress     carries out what reached this rank over the transport; returns how much
+ *   poll_enter   a thread of this rank starts polling (peers need not ring its doorbell) ...
+ *   poll_leave   ... and stops (then it polls once more: nothing posted meanwhile is lost)
+ *   flush        waits until everything this rank posted has been carried out (a barrier
+ *                does this first where its collective needs it)
+ * Data, on peer q's window: slots are numbered as comm_slot says. signal() makes its slot
+ * change visible after every byte of the caller's earlier puts to q, then wakes q if it
+ * sleeps. An operation a transport cannot do returns PX_ENOTSUP; peer_ptr returns NULL when
+ * it maps nothing.
  */
 typedef struct px_comm_tl {
     const char *name;
     int id;                               /* its PX_COMM_TL_* of tl_list.h */
+    int in_place;
+    int maps_window;
     int (*accept)(const comm_pair_facts *f, char *why, size_t n);
+    size_t (*prepare)(int n);
+    void (*format)(void *shared, size_t bytes, int n);
+    px_status (*connect)(px_comm *c, int peer, const comm_link *l);
+    void (*release)(px_comm *c);
+    int (*progress)(px_comm *c);
+    void (*poll_enter)(px_comm *c);
+    void (*poll_leave)(px_comm *c);
+    px_status (*flush)(px_comm *c);
     px_status (*put)(px_comm *c, int peer, size_t off, const void *src, size_t n);
     px_status (*get)(px_comm *c, int peer, size_t off, void *dst, size_t n);
     /* n bytes of peer's head (px_comm_area) at off, e.g. its alltoallv table */
@@ -159,14 +247,6 @@ typedef struct px_comm_tl {
     void *(*peer_ptr)(px_comm *c, int peer, size_t off);
 } px_comm_tl;
 
-#define PX_COMM_SLOT_SIG(s) ((uint32_t)PX_COMM_MAX_RANKS + (uint32_t)(s))
-
-/* Slot `slot` of area a (barrier slots, then user signals: one u64 array). */
-static inline _Atomic uint64_t *comm_slot(px_comm_area *a, uint32_t slot)
-{
-    return (_Atomic uint64_t *)((char *)a + offsetof(px_comm_area, bar)) + slot;
-}
-
 /* transport/direct.c: peers' windows are mapped here; bytes move by load and store. */
 extern const px_comm_tl px_comm_tl_direct;
 
@@ -177,89 +257,51 @@ extern const px_comm_tl px_comm_tl_direct;
  * (it polls its incoming rings while it spins), or else the target's progress thread, which
  * the requester rings through the target's doorbell. Requests of one direction are carried
  * out in order, so a signal is seen after the puts before it; a barrier first waits until
- * every request this rank posted has been carried out.
+ * every request this rank posted has been carried out. Its format: transport/staged.h.
  */
 extern const px_comm_tl px_comm_tl_staged;
 
-#define COMM_STG_SLOTS 16              /* requests in flight per direction */
-#define COMM_STG_CHUNK (128u << 10)    /* data bytes of one request, at most */
+/* The transports of c with progress(): carry out what reached this rank (nonzero: some). */
+int comm_progress_all(px_comm *c);
 
-/* A rank's doorbell: its progress thread sleeps on bell when `sleeping` says so. */
-typedef struct comm_stg_bell {
-    _Atomic uint32_t bell;
-    _Atomic uint32_t sleeping;
-    uint32_t pad_[14];
-} comm_stg_bell;
+/* The transports of c with flush(): wait until what this rank posted is carried out. */
+px_status comm_flush_all(px_comm *c);
 
-/* The chunk for a domain of n ranks: COMM_STG_CHUNK up to 8 ranks, then smaller (down to
- * 16 KiB at 64), so a domain's staging memory grows about linearly with its ranks, not with
- * their square (a rank's share of a collective shrinks as n grows). */
-static inline size_t comm_stg_chunk_for(int n)
-{
-    size_t c = COMM_STG_CHUNK;
-
-    for (int m = 8; m < n && c > (16u << 10); m *= 2)
-        c /= 2;
-    return c;
-}
-
-/* Bytes of one pair's staging memory with chunks of `chunk` bytes (0: COMM_STG_CHUNK). */
-size_t comm_stg_pair_bytes(size_t chunk);
-
-/* Formats zeroed staging memory of comm_stg_pair_bytes(chunk) bytes (once, by its maker). */
-void comm_stg_pair_init(void *mem, size_t chunk);
-
-/* Connects c's rank to peer through staging memory `pair` of `bytes` bytes as mapped (shared
- * with the peer, which connects to the same memory), ringing bell_peer when the peer's
- * progress thread sleeps. c->tl[peer] becomes staged. PX_OK, PX_ENOMEM or PX_EINVAL (a pair
- * not formatted for its size). */
-px_status comm_stg_connect(px_comm *c, int peer, void *pair, size_t bytes,
-                           comm_stg_bell *bell_peer);
-
-/* Frees c's staged state (comm_fini calls it). */
-void comm_stg_release(px_comm *c);
-
-/* Carries out the requests that reached this rank over staged (nonzero: some were). */
-int comm_stg_poll(px_comm *c);
-
-/* A thread of this rank starts / stops polling (so requesters need not ring the bell). */
-void comm_stg_enter(px_comm *c);
-void comm_stg_leave(px_comm *c);
-
-/* Waits until every request this rank posted over staged has been carried out. */
-px_status comm_stg_flush(px_comm *c);
-
-/* A progress thread: carries out the staged requests of the communicators added to it,
- * sleeping on bell when there are none. */
+/* A progress thread: carries out, through each transport's progress(), what reached the ranks
+ * of the communicators added to it, sleeping on bell (the wait of util/wait.h) when there is
+ * nothing (comm/progress.c). */
 typedef struct comm_progress comm_progress;
 
-px_status comm_progress_start(comm_stg_bell *bell, const char *name, comm_progress **out);
+px_status comm_progress_start(comm_bell *bell, const char *name, comm_progress **out);
 px_status comm_progress_add(comm_progress *p, px_comm *c);
 void comm_progress_remove(comm_progress *p, px_comm *c);
 void comm_progress_stop(comm_progress *p);
 
 /*
  * The wait every comm wait is: until ready(arg), spinning then yielding while it carries out
- * this rank's incoming staged requests, then sleeping on word (announced in *sleepers) in
- * slices, checking the deaths. PX_OK, PX_EPEERDEAD (message set) or PX_ETIMEDOUT (no message:
- * the caller says what it waited for). timeout_s <= 0: the communicator's deadline.
+ * what reached this rank (the transports' progress), then sleeping on word (announced in
+ * *sleepers) in slices, checking the deaths. PX_OK, PX_EPEERDEAD (message set) or
+ * PX_ETIMEDOUT (no message: the caller says what it waited for). timeout_s <= 0: the
+ * communicator's deadline.
  */
 px_status comm_wait(px_comm *c, int (*ready)(void *arg), void *arg, _Atomic uint32_t *word,
                     _Atomic uint32_t *sleepers, double timeout_s);
 
-/* What px_comm_build needs for one rank. */
+/* What comm_build needs for one rank. */
 typedef struct px_comm_spec {
     const char *name;
     uint32_t id;                   /* the domain's id, 0 when none */
     int rank, n;
     size_t data_bytes;
     uint32_t nsig;
-    void *const *windows;          /* n windows (head + data); NULL where not reachable */
-    const px_comm_tl *const *tl;   /* n transports (tl[rank] is used for self-access) */
-    const px_comm_tl *const *pairs; /* n x n: the transport of every pair (a * n + b), the
-                                     * table every member was sent; required when n > 1 */
+    const uint8_t *pairs;          /* n x n transport ids (PX_COMM_TL_*) of every pair
+                                    * (a * n + b), the table every member was sent: this rank
+                                    * connects to peer q with pairs[rank * n + q], and the
+                                    * collectives choose from the whole table */
+    const comm_link *links;        /* n: links[rank].window is this rank's own window; for a
+                                    * peer q, what the set-up made for the pair, mapped here */
     const hier_deaths *deaths;     /* or NULL */
-    const int8_t *member;          /* n board indices (chips); NULL: rank q is bit q */
+    const int *member;             /* n board indices (chips); NULL: rank q is bit q */
     double timeout_s;
     uint64_t spin_ns, yield_ns;
     size_t oneshot_max;            /* 0: the default */
@@ -269,12 +311,14 @@ typedef struct px_comm_spec {
 
 #define PX_COMM_ONESHOT_MAX_DEFAULT (64u << 10)
 
-/* Fills c for one rank: its per-rank tables are allocated for s->n ranks (comm_fini frees
- * them); the windows must outlive it. Returns PX_OK, PX_EINVAL with a message naming the
- * field, or PX_ENOMEM. */
+/* Fills c for one rank and connects it to every peer through the transport of their pair
+ * (its contract's connect, over s->links): the one connect routine of the chips and the
+ * tests. Its per-rank tables are allocated for s->n ranks (comm_fini frees them); the windows
+ * and shared memory must outlive it. Returns PX_OK, PX_EINVAL with a message naming the
+ * field, or PX_ENOMEM; on failure nothing is left to free. */
 px_status comm_build(px_comm *c, const px_comm_spec *s);
 
-/* Frees what comm_build and the collectives allocated (the tables, the scratch). */
+/* Frees what comm_build, the transports' connect and the collectives allocated. */
 void comm_fini(px_comm *c);
 
 /* Wakes rank q if it announced a sleep; called after a slot of q changed. */

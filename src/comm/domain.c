@@ -50,15 +50,16 @@ struct px_domain {
     int state;
     uint64_t run;                    /* the run that allocated it */
     comm_create_msg msg;             /* name, ranks, sizes, buffers: what every chip got */
-    int chips[PX_COMM_MAX_RANKS];
+    int *chips;                      /* n: rank -> chip */
     int need_peer_ptr;
+    int forced_direct;               /* a failed direct mapping is fatal, not a fallback */
     int failed;                      /* its allocation failed (kept only to be freed) */
     int draining;                    /* released in a run: forgotten once pend has finished */
     px_task_id *pend;                /* the tasks submitted on it in this run, not all seen
                                       * finished yet (npend of cap) */
     int npend, cap;
     int lost;                        /* a task id could not be kept: only the run end frees it */
-    uint8_t tl[PX_COMM_MAX_RANKS][PX_COMM_MAX_RANKS]; /* transport of each pair (symmetric) */
+    uint8_t *tl;                     /* n * n: transport of each pair (a * n + b, symmetric) */
     char (*why)[COMM_WHY_MAX];       /* n * n: why pair (a, b) uses tl[a][b] */
     char *vbase;                     /* reserved addresses standing for the windows' data */
     size_t vbytes;
@@ -68,7 +69,7 @@ struct px_domain {
 struct comm_worker {
     px_worker *w;
     int kinds[COMM_NKINDS];          /* comm.create, .map, .ready, .free */
-    comm_stg_bell *bells;            /* the doorbell board (shared with the chips) */
+    comm_bell *bells;                /* the doorbell board (shared with the chips) */
     px_kernel_id k_write, k_read, k_coll;
     px_callable_id c_write, c_read, c_coll;
     uint32_t next_id;
@@ -372,10 +373,12 @@ static void comm_destroy(void *arg)
         d->magic = 0;
         free(d->pend);
         free(d->why);
+        free(d->chips);
+        free(d->tl);
         free(d);
     }
     if (cw->bells != NULL)
-        munmap(cw->bells, HIER_DEATHS_MAX * sizeof(comm_stg_bell));
+        munmap(cw->bells, HIER_DEATHS_MAX * sizeof(comm_bell));
     free(cw);
 }
 
@@ -388,7 +391,7 @@ static px_status comm_init(void *arg)
 
     /* the chips' doorbells, before the chips are forked (they inherit the mapping) */
     if (cw->bells == NULL) {
-        void *b = mmap(NULL, HIER_DEATHS_MAX * sizeof(comm_stg_bell), PROT_READ | PROT_WRITE,
+        void *b = mmap(NULL, HIER_DEATHS_MAX * sizeof(comm_bell), PROT_READ | PROT_WRITE,
                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 
         if (b == MAP_FAILED)
@@ -416,12 +419,12 @@ static px_status comm_init(void *arg)
  */
 static const char *comm_dfx_summary(const px_domain *d, const char **why)
 {
-    int n = d->msg.n, tl = n > 1 ? d->tl[0][1] : PX_COMM_TL_DIRECT;
+    int n = d->msg.n, tl = n > 1 ? d->tl[0 * d->msg.n + 1] : PX_COMM_TL_DIRECT;
 
     *why = n > 1 ? d->why[1] : "one rank: no peer to reach";
     for (int a = 0; a < n; a++) {
         for (int b = a + 1; b < n; b++) {
-            if (d->tl[a][b] != tl)
+            if (d->tl[a * d->msg.n + b] != tl)
                 tl = PX_COMM_TL_NONE;
             if (strcmp(d->why[a * n + b], *why) != 0)
                 *why = "the pairs differ: see \"pairs\"";
@@ -439,7 +442,7 @@ static void comm_dfx_pairs(const px_domain *d, struct dfxc_buf *b)
     for (int x = 0; x < n; x++) {
         for (int y = x + 1; y < n; y++) {
             dfxc_buf_printf(b, "%s{\"a\": %d, \"b\": %d, \"transport\": \"%s\", \"why\": ",
-                            first ? "" : ", ", x, y, comm_tl_name(d->tl[x][y]));
+                            first ? "" : ", ", x, y, comm_tl_name(d->tl[x * d->msg.n + y]));
             dfxc_buf_json_str(b, d->why[x * n + y]);
             dfxc_buf_puts(b, "}");
             first = 0;
@@ -611,17 +614,10 @@ static void comm_pair_set(px_domain *d, int a, int b, int tl, const char *why)
 {
     int n = d->msg.n;
 
-    d->tl[a][b] = d->tl[b][a] = (uint8_t)tl;
+    d->tl[a * d->msg.n + b] = d->tl[b * d->msg.n + a] = (uint8_t)tl;
     /* the precision bounds the copy (a reason is cut at COMM_WHY_MAX - 1 bytes) */
     snprintf(d->why[a * n + b], COMM_WHY_MAX, "%.*s", COMM_WHY_MAX - 1, why);
     snprintf(d->why[b * n + a], COMM_WHY_MAX, "%.*s", COMM_WHY_MAX - 1, why);
-    if (tl == PX_COMM_TL_STAGED) {
-        d->msg.staged[a] |= 1ull << b;
-        d->msg.staged[b] |= 1ull << a;
-    } else {
-        d->msg.staged[a] &= ~(1ull << b);
-        d->msg.staged[b] &= ~(1ull << a);
-    }
 }
 
 /* Asks every member to forget d (comm.free, ordered); with chips_alive 0 (destroy, or the
@@ -848,8 +844,7 @@ static px_status comm_slots_wait(comm_worker *cw, const px_domain_spec *s)
 }
 
 /*
- * Applies the rule (select.c) to every pair of d's ranks: fills d->tl, d->why and the rows of
- * the staged pairs in d->msg. PX_ENOTSUP naming the first pair that has no transport, with
+ * Applies the rule (select.c) to every pair of d's ranks: fills d->tl and d->why. PX_ENOTSUP naming the first pair that has no transport, with
  * the reasons and the alternatives.
  */
 static px_status comm_select(px_worker *w, px_domain *d)
@@ -861,7 +856,7 @@ static px_status comm_select(px_worker *w, px_domain *d)
     if ((d->why = calloc((size_t)n * (size_t)n, sizeof(*d->why))) == NULL)
         return px_set_error(PX_ENOMEM, "px_domain_alloc: out of host memory");
     for (int a = 0; a < n; a++) {
-        d->tl[a][a] = PX_COMM_TL_DIRECT; /* a rank reaches its own window by load and store */
+        d->tl[a * n + a] = PX_COMM_TL_DIRECT; /* its own window: by load and store */
         snprintf(d->why[a * n + a], COMM_WHY_MAX, "own window");
         for (int b = a + 1; b < n; b++) {
             comm_choose(&w->caps, w->cfg.device_profile, forced, d->need_peer_ptr,
@@ -878,69 +873,210 @@ static px_status comm_select(px_worker *w, px_domain *d)
     return PX_OK;
 }
 
-/* Makes the staging memory of ranks a < b and sends it to both. */
-static px_status comm_send_stage(comm_worker *cw, px_domain *d, int a, int b)
-{
-    int fd = -1;
-    size_t bytes = comm_stg_pair_bytes(d->msg.stage_chunk);
-    px_status st = hier_memfd_create("plexus-staging", bytes, &fd);
+/* ---- set-up: the description, descriptors in batches, the fallback ---- */
 
-    if (st == PX_OK)
-        st = hier_fd_send(cw->w, d->chips[a], comm_stage_tag(d->id, a, b), fd, 0);
-    if (st == PX_OK)
-        st = hier_fd_send(cw->w, d->chips[b], comm_stage_tag(d->id, a, b), fd, 0);
-    if (fd >= 0)
-        close(fd);
+/* The set-up's state in the parent: the description (mapped) and per-chip descriptor lists. */
+typedef struct comm_setup {
+    comm_desc *desc;
+    int desc_fd;
+    int *fds;              /* n * n: the descriptors of the batch being sent (-1: none) */
+    uint64_t *tags;        /* n * n: their tags */
+    hier_fd_list *lists;   /* n */
+} comm_setup;
+
+static void comm_setup_fini(comm_setup *su, const px_domain *d)
+{
+    if (su->desc != NULL)
+        munmap(su->desc, d->msg.desc_bytes);
+    if (su->desc_fd >= 0)
+        close(su->desc_fd);
+    free(su->fds);
+    free(su->tags);
+    free(su->lists);
+}
+
+/* Makes the description of d and the set-up's tables. */
+static px_status comm_setup_init(comm_setup *su, const px_domain *d)
+{
+    int n = d->msg.n;
+    void *p;
+    px_status st;
+
+    memset(su, 0, sizeof(*su));
+    su->desc_fd = -1;
+    if ((su->fds = calloc((size_t)n * (size_t)n, sizeof(*su->fds))) == NULL ||
+        (su->tags = calloc((size_t)n * (size_t)n, sizeof(*su->tags))) == NULL ||
+        (su->lists = calloc((size_t)n, sizeof(*su->lists))) == NULL)
+        return px_set_error(PX_ENOMEM, "out of host memory for the set-up of %d ranks", n);
+    if ((st = hier_memfd_create("plexus-domain", d->msg.desc_bytes, &su->desc_fd)) != PX_OK)
+        return st;
+    p = mmap(NULL, d->msg.desc_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, su->desc_fd, 0);
+    if (p == MAP_FAILED)
+        return px_set_error(PX_ENOMEM, "cannot map the domain's description (%llu bytes): %s",
+                            (unsigned long long)d->msg.desc_bytes, strerror(errno));
+    su->desc = p;
+    su->desc->magic = COMM_DESC_MAGIC;
+    su->desc->id = d->id;
+    su->desc->n = n;
+    for (int r = 0; r < n; r++)
+        comm_desc_chips(su->desc)[r] = d->chips[r];
+    memcpy(comm_desc_pairs(su->desc), d->tl, (size_t)n * (size_t)n);
+    return PX_OK;
+}
+
+/* Starts a batch: every chip's list empty. */
+static void comm_batch_begin(comm_setup *su, const px_domain *d)
+{
+    int n = d->msg.n;
+
+    for (int r = 0; r < n; r++)
+        su->lists[r] = (hier_fd_list){.chip = d->chips[r], .n = 0,
+                                      .tags = su->tags + (size_t)r * n,
+                                      .fds = su->fds + (size_t)r * n};
+}
+
+/* Adds fd under tag to rank r's list of the batch. */
+static void comm_batch_add(comm_setup *su, const px_domain *d, int r, uint64_t tag, int fd)
+{
+    hier_fd_list *l = &su->lists[r];
+    size_t i = (size_t)r * (size_t)d->msg.n + (size_t)l->n++;
+
+    su->tags[i] = tag;
+    su->fds[i] = fd;
+}
+
+/* Sends the batch to the chips whose lists are not empty (all of them with every 1). */
+static px_status comm_batch_send(comm_worker *cw, comm_setup *su, const px_domain *d, int every)
+{
+    int nl = 0;
+
+    for (int r = 0; r < d->msg.n; r++)
+        if (every || su->lists[r].n > 0)
+            su->lists[nl++] = su->lists[r];
+    return hier_fd_send_lists(cw->w, su->lists, nl, 0);
+}
+
+/* Makes the shared memory of pair a < b if its transport asks for some (*fd -1 if not). */
+static px_status comm_pair_memory(const px_domain *d, int a, int b, int *fd)
+{
+    const px_comm_tl *t = comm_tl_of(d->tl[a * d->msg.n + b]);
+    size_t bytes = t->prepare != NULL ? t->prepare(d->msg.n) : 0;
+    char name[32];
+
+    *fd = -1;
+    if (bytes == 0)
+        return PX_OK;
+    snprintf(name, sizeof(name), "plexus-%s", t->name);
+    return hier_memfd_create(name, bytes, fd);
+}
+
+/* Adds the shared memory of pair a < b to both members' lists; *fd is closed after the send. */
+static px_status comm_batch_pair(comm_setup *su, const px_domain *d, int a, int b, int *fd)
+{
+    px_status st = comm_pair_memory(d, a, b, fd);
+
+    if (st == PX_OK && *fd >= 0) {
+        comm_batch_add(su, d, a, comm_pair_tag(d->id, a, b), *fd);
+        comm_batch_add(su, d, b, comm_pair_tag(d->id, a, b), *fd);
+    }
     return st;
 }
 
-/* Fetches every rank's window descriptor and sends it to the members that reach it through
- * direct; makes the staging memory of every staged pair. */
-static px_status comm_exchange(comm_worker *cw, px_domain *d)
+/* Closes the shared memory descriptors a batch sent (the chips hold their own now). */
+static void comm_batch_close(int *pair_fds, int npair)
 {
-    double t = 0; /* PLEXUS_TIMEOUT_S */
-    px_status st = PX_OK;
+    for (int i = 0; i < npair; i++)
+        if (pair_fds[i] >= 0)
+            close(pair_fds[i]);
+}
 
-    for (int q = 0; st == PX_OK && q < d->msg.n && d->msg.n > 1; q++) {
-        int fd = -1;
+/* Before comm.create: every member gets the description and the shared memory of its pairs,
+ * in one batch. */
+static px_status comm_send_first(comm_worker *cw, comm_setup *su, px_domain *d)
+{
+    int n = d->msg.n, np = 0, *pfd = calloc((size_t)n * (size_t)n, sizeof(int));
+    px_status st = pfd != NULL ? PX_OK : px_set_error(PX_ENOMEM, "out of host memory");
 
-        st = hier_fd_fetch(cw->w, d->chips[q], comm_fd_tag(d->id, q), &fd, t);
-        for (int r = 0; st == PX_OK && r < d->msg.n; r++)
-            if (r != q && d->tl[r][q] == PX_COMM_TL_DIRECT)
-                st = hier_fd_send(cw->w, d->chips[r], comm_fd_tag(d->id, q), fd, t);
-        if (fd >= 0)
-            close(fd);
-    }
-    for (int a = 0; st == PX_OK && a < d->msg.n; a++)
-        for (int b = a + 1; st == PX_OK && b < d->msg.n; b++)
-            if (d->tl[a][b] == PX_COMM_TL_STAGED)
-                st = comm_send_stage(cw, d, a, b);
+    comm_batch_begin(su, d);
+    for (int r = 0; st == PX_OK && r < n; r++)
+        comm_batch_add(su, d, r, comm_desc_tag(d->id), su->desc_fd);
+    for (int a = 0; st == PX_OK && a < n; a++)
+        for (int b = a + 1; st == PX_OK && b < n; b++)
+            st = comm_batch_pair(su, d, a, b, &pfd[np++]);
+    if (st == PX_OK)
+        st = comm_batch_send(cw, su, d, 1);
+    if (pfd != NULL)
+        comm_batch_close(pfd, np);
+    free(pfd);
     return st;
+}
+
+/* After comm.create: fetches every member's window at once and sends each member, in one
+ * batch, the windows of its peers whose transport maps them. */
+static px_status comm_send_windows(comm_worker *cw, comm_setup *su, px_domain *d)
+{
+    int n = d->msg.n, *win = calloc((size_t)n, sizeof(int));
+    px_status st = win != NULL ? PX_OK : px_set_error(PX_ENOMEM, "out of host memory");
+
+    /* each member offers one window: its own, under comm_fd_tag(id, rank) */
+    if (st == PX_OK)
+        st = hier_fd_fetch_each(cw->w, d->chips, n, comm_fd_tag(d->id, 0), ~0xFFFFull, win, 0);
+    comm_batch_begin(su, d);
+    for (int r = 0; st == PX_OK && r < n; r++)
+        for (int q = 0; q < n; q++)
+            if (q != r && comm_tl_of(d->tl[r * n + q])->maps_window)
+                comm_batch_add(su, d, r, comm_fd_tag(d->id, q), win[q]);
+    if (st == PX_OK)
+        st = comm_batch_send(cw, su, d, 0);
+    for (int q = 0; win != NULL && q < n; q++)
+        if (win[q] >= 0)
+            close(win[q]);
+    free(win);
+    return st;
+}
+
+/* The transport a pair whose window mapping failed falls back to: the first one after t in
+ * the list's order that the rule accepts for the pair and that maps no window, or NONE. */
+static int comm_fallback_tl(px_worker *w, const px_domain *d, int a, int b, int t)
+{
+    comm_choice ch;
+
+    comm_choose(&w->caps, w->cfg.device_profile, PX_COMM_TL_AUTO, 0, d->chips[a], d->chips[b],
+                &ch);
+    for (int u = t + 1; u < PX_COMM_TL_COUNT; u++)
+        if (ch.accepts[u] && !comm_tl_of(u)->maps_window)
+            return u;
+    return PX_COMM_TL_NONE;
 }
 
 /*
- * Confirm by doing: the pairs whose direct mapping failed on a member (res: every member's
- * answer to comm.map) move to staged, both members hear it through a second comm.map, and the
- * log says why. *again is 1 when there were some. A forced direct, or a domain that needs
+ * Confirm by doing: the pairs whose window mapping failed on a member (res: every member's
+ * answer to comm.map; the peers: its row of the description's mapfail) move to the fallback,
+ * in the description and in d, both members get the pair's shared memory in one batch, and
+ * the log says why. *again is 1 when there were some. A forced direct, or a domain that needs
  * peer pointers, cannot fall back: PX_ENOTSUP with the member's reason.
  */
-static px_status comm_fallback(comm_worker *cw, px_domain *d, const hier_call_result *res,
-                               int *again)
+static px_status comm_fallback(comm_worker *cw, comm_setup *su, px_domain *d,
+                               const hier_call_result *res, int *again)
 {
-    int n = d->msg.n;
+    int n = d->msg.n, np = 0, *pfd = NULL;
+    uint8_t *fail = comm_desc_mapfail(su->desc), *pairs = comm_desc_pairs(su->desc);
     px_status st = PX_OK;
     char why[COMM_WHY_MAX + 64];
 
     *again = 0;
+    comm_batch_begin(su, d);
     for (int a = 0; a < n && st == PX_OK; a++) {
         const comm_map_reply *rep = (const comm_map_reply *)res[a].reply;
 
         if (res[a].reply_n != sizeof(*rep) || rep->failed == 0)
             continue;
         for (int b = 0; b < n && st == PX_OK; b++) {
-            if (!(rep->failed >> b & 1) || d->tl[a][b] != PX_COMM_TL_DIRECT)
+            int t = d->tl[a * n + b], u;
+
+            if (!fail[a * n + b] || !comm_tl_of(t)->maps_window)
                 continue;
-            if (d->msg.forced_direct || d->need_peer_ptr)
+            if (d->forced_direct || d->need_peer_ptr)
                 return px_set_error(PX_ENOTSUP, "rank %d (chip %d) -> rank %d (chip %d): the "
                                     "facts allow direct but the mapping failed: %s; %s",
                                     a, d->chips[a], b, d->chips[b], rep->why,
@@ -948,43 +1084,65 @@ static px_status comm_fallback(comm_worker *cw, px_domain *d, const hier_call_re
                                     "(need_peer_ptr), which only direct gives" :
                                     "direct is forced (PLEXUS_COMM_TRANSPORT=direct); "
                                     "auto would fall back to staged");
-            snprintf(why, sizeof(why), "direct mapping failed: %.200s", rep->why);
-            PX_LOG_WARN("comm[%s]: rank %d -> rank %d: %s; falling back to staged",
-                        d->msg.name, a, b, why);
-            comm_pair_set(d, a, b, PX_COMM_TL_STAGED, why);
-            st = comm_send_stage(cw, d, PX_MIN(a, b), PX_MAX(a, b));
+            if ((u = comm_fallback_tl(cw->w, d, a, b, t)) == PX_COMM_TL_NONE)
+                return px_set_error(PX_ENOTSUP, "rank %d (chip %d) -> rank %d (chip %d): the "
+                                    "%s mapping failed (%s) and no later transport accepts "
+                                    "the pair", a, d->chips[a], b, d->chips[b],
+                                    comm_tl_name(t), rep->why);
+            snprintf(why, sizeof(why), "%s mapping failed: %.200s", comm_tl_name(t),
+                     rep->why);
+            PX_LOG_WARN("comm[%s]: rank %d -> rank %d: %s; falling back to %s", d->msg.name,
+                        a, b, why, comm_tl_name(u));
+            comm_pair_set(d, a, b, u, why);
+            pairs[a * n + b] = pairs[b * n + a] = (uint8_t)u;
+            if (pfd == NULL && (pfd = calloc((size_t)n * (size_t)n, sizeof(int))) == NULL)
+                return px_set_error(PX_ENOMEM, "out of host memory");
+            st = comm_batch_pair(su, d, PX_MIN(a, b), PX_MAX(a, b), &pfd[np++]);
             *again = 1;
         }
     }
+    if (st == PX_OK && *again)
+        st = comm_batch_send(cw, su, d, 0);
+    if (pfd != NULL)
+        comm_batch_close(pfd, np);
+    free(pfd);
     return st;
 }
 
-/* Makes d on its chips: create, exchange, map (and again after a fallback), ready. On
- * failure every member forgets it. */
+/* Makes d on its chips: the first batch, create, the windows, map (and again after a
+ * fallback), ready; every step a control call to all members at once. On failure every
+ * member forgets it. */
 static px_status comm_make(comm_worker *cw, px_domain *d)
 {
     char msg[PX_ERRMSG_MAX];
     hier_call_result *res = calloc((size_t)d->msg.n, sizeof(*res));
     px_status st = res != NULL ? PX_OK : px_set_error(PX_ENOMEM, "out of host memory");
+    comm_setup su;
     int again = 0;
 
     if (st == PX_OK)
+        st = comm_setup_init(&su, d);
+    else
+        memset(&su, 0, sizeof(su)), su.desc_fd = -1;
+    if (st == PX_OK)
+        st = comm_send_first(cw, &su, d);
+    if (st == PX_OK)
         st = hier_call_run(cw->w, cw->kinds[COMM_KIND_CREATE], &d->msg, sizeof(d->msg),
                            d->chips, d->msg.n, 0, NULL);
-    if (st == PX_OK)
-        st = comm_exchange(cw, d);
+    if (st == PX_OK && d->msg.n > 1)
+        st = comm_send_windows(cw, &su, d);
     if (st == PX_OK)
         st = hier_call_run(cw->w, cw->kinds[COMM_KIND_MAP], &d->msg, sizeof(d->msg), d->chips,
                            d->msg.n, 0, res);
     if (st == PX_OK)
-        st = comm_fallback(cw, d, res, &again);
+        st = comm_fallback(cw, &su, d, res, &again);
     if (st == PX_OK && again) {
         st = hier_call_run(cw->w, cw->kinds[COMM_KIND_MAP], &d->msg, sizeof(d->msg), d->chips,
                            d->msg.n, 0, res);
-        for (int r = 0; st == PX_OK && r < d->msg.n; r++) /* nothing direct left to fail */
+        for (int r = 0; st == PX_OK && r < d->msg.n; r++) /* nothing mapped left to fail */
             if (res[r].reply_n == sizeof(comm_map_reply) &&
                 ((const comm_map_reply *)res[r].reply)->failed != 0)
-                st = px_set_error(PX_EIO, "chip %d: a direct mapping failed after the "
+                st = px_set_error(PX_EIO, "chip %d: a window mapping failed after the "
                                   "fallback: %s", d->chips[r],
                                   ((const comm_map_reply *)res[r].reply)->why);
     }
@@ -992,6 +1150,7 @@ static px_status comm_make(comm_worker *cw, px_domain *d)
         st = hier_call_run(cw->w, cw->kinds[COMM_KIND_READY], &d->msg, sizeof(d->msg),
                            d->chips, d->msg.n, 0, NULL);
     free(res);
+    comm_setup_fini(&su, d);
     if (st != PX_OK) {
         snprintf(msg, sizeof(msg), "%s", px_last_error());
         px_set_error(st, "px_domain_alloc: domain \"%s\": %s", d->msg.name, msg);
@@ -999,10 +1158,16 @@ static px_status comm_make(comm_worker *cw, px_domain *d)
     return st;
 }
 
-/* Fills d from a checked spec. */
-static void comm_fill(comm_worker *cw, px_domain *d, const px_domain_spec *s)
+/* Fills d from a checked spec; PX_OK or PX_ENOMEM. */
+static px_status comm_fill(comm_worker *cw, px_domain *d, const px_domain_spec *s)
 {
     px_worker *w = cw->w;
+    int n = s->nchips;
+
+    if ((d->chips = calloc((size_t)n, sizeof(*d->chips))) == NULL ||
+        (d->tl = calloc((size_t)n * (size_t)n, sizeof(*d->tl))) == NULL)
+        return px_set_error(PX_ENOMEM, "px_domain_alloc: out of host memory for %d ranks' "
+                            "tables", n);
 
     d->magic = COMM_DOMAIN_MAGIC;
     d->id = cw->next_id++;
@@ -1014,12 +1179,13 @@ static void comm_fill(comm_worker *cw, px_domain *d, const px_domain_spec *s)
     d->msg.timeout_s = w->cfg.comm_timeout_s;
     d->msg.oneshot_max = w->cfg.comm_oneshot_max;
     d->msg.spin_ns = w->cfg.spin_ns;
-    d->msg.forced_direct = w->cfg.comm_transport == PX_COMM_TL_DIRECT;
-    d->msg.stage_chunk = (uint32_t)comm_stg_chunk_for(s->nchips);
+    d->forced_direct = w->cfg.comm_transport == PX_COMM_TL_DIRECT;
+    d->msg.desc_bytes = comm_desc_bytes(n);
     d->msg.yield_ns = w->cfg.yield_ns;
     snprintf(d->msg.name, sizeof(d->msg.name), "%s", s->name);
-    for (int r = 0; r < s->nchips; r++)
-        d->msg.chips[r] = (int8_t)(d->chips[r] = s->chips[r]);
+    for (int r = 0; r < n; r++)
+        d->chips[r] = s->chips[r];
+    return PX_OK;
 }
 
 /* MemAvailable + SwapFree of /proc/meminfo in bytes (what the host can back now; the
@@ -1052,15 +1218,19 @@ static uint64_t comm_host_backable(uint64_t *avail, uint64_t *swap)
  */
 static px_status comm_check_memory(px_worker *w, const px_domain *d)
 {
-    uint64_t win = px_comm_window_bytes(d->msg.nsig, d->msg.data_bytes), need, stage = 0;
-    uint64_t avail, swap, limit = w->cfg.comm_mem_max;
+    uint64_t win = px_comm_window_bytes(d->msg.n, d->msg.nsig, d->msg.data_bytes), need;
+    uint64_t avail, swap, limit = w->cfg.comm_mem_max, stage = 0;
     int pairs = 0;
 
-    for (int a = 0; a < d->msg.n; a++)
-        for (int b = a + 1; b < d->msg.n; b++)
-            pairs += d->tl[a][b] == PX_COMM_TL_STAGED;
-    if (pairs > 0)
-        stage = (uint64_t)pairs * comm_stg_pair_bytes(d->msg.stage_chunk);
+    for (int a = 0; a < d->msg.n; a++) {
+        for (int b = a + 1; b < d->msg.n; b++) {
+            const px_comm_tl *t = comm_tl_of(d->tl[a * d->msg.n + b]);
+            size_t bytes = t->prepare != NULL ? t->prepare(d->msg.n) : 0;
+
+            pairs += bytes > 0;
+            stage += bytes;
+        }
+    }
     if (__builtin_mul_overflow(win, (uint64_t)d->msg.n, &need) ||
         __builtin_add_overflow(need, stage, &need))
         need = UINT64_MAX;
@@ -1104,7 +1274,7 @@ static void comm_log_choice(const px_domain *d)
     for (int a = 0; a < d->msg.n; a++)
         for (int b = a + 1; b < d->msg.n; b++)
             PX_LOG_INFO("comm[%s]: rank %d -> rank %d via %s (%s)", d->msg.name, a, b,
-                        comm_tl_name(d->tl[a][b]), d->why[a * d->msg.n + b]);
+                        comm_tl_name(d->tl[a * d->msg.n + b]), d->why[a * d->msg.n + b]);
 }
 
 px_status px_domain_alloc(px_orch *o, const px_domain_spec *spec, px_domain **out)
@@ -1135,8 +1305,7 @@ px_status px_domain_alloc(px_orch *o, const px_domain_spec *spec, px_domain **ou
         return px_set_error(PX_ENOMEM, "px_domain_alloc: out of host memory");
     if ((st = comm_layout(spec, &d->msg)) != PX_OK)
         goto out_free;
-    comm_fill(cw, d, spec);
-    if ((st = comm_select(w, d)) != PX_OK || (st = comm_check_memory(w, d)) != PX_OK)
+    if ((st = comm_fill(cw, d, spec)) != PX_OK || (st = comm_select(w, d)) != PX_OK || (st = comm_check_memory(w, d)) != PX_OK)
         goto out_free;
     if (__builtin_mul_overflow(spec->window_bytes, (size_t)spec->nchips, &vbytes)) {
         st = px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": %d windows of %zu bytes "
@@ -1169,6 +1338,8 @@ out_free:
     if (d->vbase != NULL)
         munmap(d->vbase, d->vbytes);
     free(d->why);
+    free(d->chips);
+    free(d->tl);
     free(d);
     return st;
 }
@@ -1220,7 +1391,7 @@ const char *px_domain_transport(const px_domain *d, int a, int b)
 {
     if (!comm_handle_known(d) || a < 0 || b < 0 || a >= d->msg.n || b >= d->msg.n)
         return NULL;
-    return comm_tl_name(d->tl[a][b]);
+    return comm_tl_name(d->tl[a * d->msg.n + b]);
 }
 
 const char *px_domain_transport_reason(const px_domain *d, int a, int b)

@@ -19,10 +19,10 @@
  * in reverse order when the chip leaves. A service may start threads of its own there; its
  * handlers reach the chip through the chip context (hier_chip).
  *
- * File descriptors (fdpass.c). Memfds move over the socketpair of each chip with SCM_RIGHTS:
- * parent -> chip (hier_fd_send; the chip finds it with hier_chip_fd_take), chip -> parent
- * (the chip offers it with hier_chip_fd_offer, the parent fetches it with hier_fd_fetch),
- * chip -> chip relayed by the parent (hier_fd_relay). Nothing is ever named in /dev/shm;
+ * File descriptors (fdpass.c). Memfds move over the socketpair of each chip with SCM_RIGHTS,
+ * in batches to many chips at once: parent -> chips (hier_fd_send_lists; a chip finds each
+ * with hier_chip_fd_take), chips -> parent (each chip offers one with hier_chip_fd_offer, the
+ * parent fetches them with hier_fd_fetch_each). Nothing is ever named in /dev/shm;
  * hier_memfd_create makes the memory objects (mode 0600).
  */
 #ifndef PX_HIER_EXT_H
@@ -37,7 +37,7 @@
 #define HIER_CTL_MAX 32           /* control kinds per worker */
 #define HIER_CTL_REPLY_MAX 768    /* bytes of a reply (the mailbox's message size) */
 #define HIER_SERVICE_MAX 16       /* chip services per worker */
-#define HIER_CHIP_FDS 64          /* descriptors a chip holds received or offered at once */
+#define HIER_CHIP_FDS 512         /* descriptors a chip holds received or offered at once */
 
 /* The context of a chip process: only inside a chip (hier_chip_self()). */
 typedef struct hier_chip hier_chip;
@@ -200,18 +200,29 @@ void hier_chip_blame(hier_chip *chip, int peer);
  * PX_EINVAL (message set). */
 px_status hier_memfd_create(const char *name, size_t bytes, int *fd);
 
-/* Parent: passes a duplicate of fd to chip `chip` under tag (the caller keeps fd); returns
- * once the chip holds it. PX_EPEERDEAD for a dead chip, PX_ETIMEDOUT, PX_EINVAL. */
+/* What one chip is sent: n descriptors under their tags. */
+typedef struct hier_fd_list {
+    int chip;
+    int n;
+    const uint64_t *tags;
+    const int *fds;
+} hier_fd_list;
+
+/* Parent: passes duplicates of each list's descriptors to its chip (the caller keeps them),
+ * every chip at once: one control call to all of them after the messages. Returns once every
+ * chip holds its own. PX_EPEERDEAD for a dead chip, PX_ETIMEDOUT, PX_EINVAL, PX_ENOMEM (a
+ * chip's table is full). */
+px_status hier_fd_send_lists(px_worker *w, const hier_fd_list *l, int nl, double timeout_s);
+
+/* Parent: fetches from each of the n chips the one descriptor it offered under a tag that
+ * matches tag in the bits of mask, all at once; fds[i] is the parent's own (close them).
+ * PX_EPEERDEAD, PX_ETIMEDOUT, PX_ENOENT (nothing offered); on failure none is left open. */
+px_status hier_fd_fetch_each(px_worker *w, const int *chips, int n, uint64_t tag,
+                             uint64_t mask, int *fds, double timeout_s);
+
+/* Parent: one descriptor to one chip, or from one (hier_fd_send_lists, hier_fd_fetch_each). */
 px_status hier_fd_send(px_worker *w, int chip, uint64_t tag, int fd, double timeout_s);
-
-/* Parent: fetches the descriptor chip `chip` offered under tag; *fd is the parent's own
- * (close it). PX_EPEERDEAD, PX_ETIMEDOUT, PX_ENOENT (nothing offered under tag). */
 px_status hier_fd_fetch(px_worker *w, int chip, uint64_t tag, int *fd, double timeout_s);
-
-/* Parent: moves the descriptor chip `from` offered under from_tag to chip `to` under to_tag,
- * keeping no copy. Errors as hier_fd_fetch and hier_fd_send. */
-px_status hier_fd_relay(px_worker *w, int from, uint64_t from_tag, int to, uint64_t to_tag,
-                        double timeout_s);
 
 /* Chip: takes the descriptor the parent passed under tag (the caller owns it now). Returns
  * PX_OK with *fd, or PX_ENOENT. */

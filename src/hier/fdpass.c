@@ -2,19 +2,26 @@
  * fdpass.c - file descriptors between the processes of a level-3 worker: memfds passed with
  * SCM_RIGHTS over each chip's socketpair (see ext.h).
  *
- * A transfer is a message on the socket plus a control call of the service route that tells
- * the chip's service thread what to do with the socket, so it works while the chip's main
- * thread runs a kernel, and the chip's death fails it like any control call (PX_EPEERDEAD):
- *   parent -> chip: the parent sends {tag} with the descriptor, then calls "hier.fd_in"
- *                   {tag}; the chip receives it into its descriptor table (hier_chip_fd_take);
- *   chip -> parent: the chip offered the descriptor under a tag (hier_chip_fd_offer); the
- *                   parent calls "hier.fd_out" {tag}, the chip sends it and closes its copy,
- *                   the parent receives it;
- *   chip -> chip:   the parent fetches from one and sends to the other, keeping no copy.
- * Every message carries its tag; a message left behind by a transfer that timed out is
- * recognised by its tag and closed by the next receive. The parent makes one transfer at a
- * time (h->fd_lock). SCM_RIGHTS duplicates the descriptor into the receiver, so the sender's
- * stays its own; a descriptor queued to a chip that dies is released with its socket.
+ * Transfers go in batches, so that setting up a domain of n chips costs a few control calls
+ * to all chips at once rather than a round trip per descriptor. A transfer is messages on the
+ * sockets plus one control call of the service route, posted to every chip concerned at
+ * once, that tells each chip's service thread what to do with its socket, so it works while
+ * the chip's main thread runs a kernel, and a chip's death fails it like any control call
+ * (PX_EPEERDEAD):
+ *   parent -> chips: the parent sends each chip its list as messages of at most
+ *                    HIER_FD_PER_MSG descriptors, each carrying the batch's number and the
+ *                    descriptors' tags, then calls "hier.fd_in" {batch} on all of them (in
+ *                    groups of at most HIER_FD_INFLIGHT descriptors in flight); each chip
+ *                    receives its messages of that batch into its descriptor table
+ *                    (hier_chip_fd_take);
+ *   chips -> parent: every chip offered one descriptor under a tag of a family
+ *                    (hier_chip_fd_offer); the parent calls "hier.fd_out" {tag, mask} on all
+ *                    of them, each sends the one it offered under a matching tag and closes
+ *                    its copy, and the parent receives one from each socket.
+ * Every message carries its batch or tag; one left behind by a transfer that timed out is
+ * recognised and closed by the next receive. The parent makes one transfer at a time
+ * (h->fd_lock). SCM_RIGHTS duplicates the descriptor into the receiver, so the sender's stays
+ * its own; a descriptor queued to a chip that dies is released with its socket.
  */
 #include "hier/hier_internal.h"
 
@@ -22,6 +29,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -31,11 +39,16 @@
 #include "util/clock.h"
 
 #define HIER_FD_MAGIC 0x66647078u /* "xpdf" */
+#define HIER_FD_PER_MSG 250       /* descriptors in one message (the kernel takes 253) */
+#define HIER_FD_INFLIGHT 512      /* descriptors sent and not yet taken, at most: the kernel
+                                   * counts them against the sender's RLIMIT_NOFILE */
 
+/* A message's head; a batch message's tags follow it (count of them), one per descriptor. */
 typedef struct hier_fd_msg {
-    uint64_t tag;
+    uint64_t tag;        /* chip -> parent: the descriptor's tag; parent -> chip: the batch */
     uint32_t magic;
-    int32_t has_fd;
+    int16_t count;       /* descriptors it carries */
+    int16_t last;        /* parent -> chip: the batch's last message for this chip */
 } hier_fd_msg;
 
 px_status hier_memfd_create(const char *name, size_t bytes, int *out)
@@ -60,55 +73,84 @@ px_status hier_memfd_create(const char *name, size_t bytes, int *out)
 
 /* ---- the socket ---- */
 
-/* Sends {tag} with fd (or none: fd < 0) on sock. Returns 0, or -1 with errno. */
-static int fd_sendmsg(int sock, uint64_t tag, int fd)
+/* Sends head m with m->count descriptors fds and their tags (NULL: none follow the head) on
+ * sock, waiting for room until deadline_ns. Returns 0, or -1 with errno. */
+static int fd_sendmsg(int sock, const hier_fd_msg *m, const uint64_t *tags, const int *fds,
+                      uint64_t deadline_ns)
 {
-    hier_fd_msg m = {.tag = tag, .magic = HIER_FD_MAGIC, .has_fd = fd >= 0};
     union {
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(sizeof(int) * HIER_FD_PER_MSG)];
         struct cmsghdr align;
     } u;
-    struct iovec iov = {.iov_base = &m, .iov_len = sizeof(m)};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    struct iovec iov[2] = {{.iov_base = (void *)m, .iov_len = sizeof(*m)},
+                           {.iov_base = (void *)tags,
+                            .iov_len = tags != NULL ? sizeof(*tags) * (size_t)m->count : 0}};
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = tags != NULL ? 2 : 1};
+    size_t len = iov[0].iov_len + iov[1].iov_len;
     ssize_t r;
 
-    memset(&u, 0, sizeof(u));
-    if (fd >= 0) {
+    if (m->count > 0) {
         struct cmsghdr *c;
 
+        memset(&u, 0, sizeof(u));
         mh.msg_control = u.buf;
-        mh.msg_controllen = sizeof(u.buf);
+        mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)m->count);
         c = CMSG_FIRSTHDR(&mh);
         c->cmsg_level = SOL_SOCKET;
         c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+        c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)m->count);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)m->count);
     }
-    do
+    for (;;) {
+        struct pollfd pf = {.fd = sock, .events = POLLOUT};
+        uint64_t now;
+
         r = sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-    while (r < 0 && errno == EINTR);
-    return r == (ssize_t)sizeof(m) ? 0 : -1;
+        if (r >= 0 || (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK))
+            break;
+        if (errno == EINTR)
+            continue;
+        if ((now = px_now_ns()) >= deadline_ns) { /* the chip does not read its socket */
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        poll(&pf, 1, (int)PX_MIN((deadline_ns - now) / 1000000 + 1, 1000));
+    }
+    if (r >= 0 && (size_t)r != len) {
+        errno = EMSGSIZE;
+        return -1;
+    }
+    return r < 0 ? -1 : 0;
 }
 
+/* What fd_recvmsg takes: messages whose head's tag matches want in the bits of mask. */
+typedef struct fd_rx {
+    uint64_t want, mask;
+    hier_fd_msg m;                    /* the head received */
+    uint64_t tags[HIER_FD_PER_MSG];   /* its tags (batch messages) */
+    int fds[HIER_FD_PER_MSG];         /* its descriptors (m.count of them) */
+    int tagged;                       /* batch messages carry tags after the head */
+} fd_rx;
+
 /*
- * Receives the message tagged tag from sock, waiting at most until deadline_ns; messages with
- * other tags (left by a transfer that timed out) are dropped and their descriptors closed.
- * Returns 1 with *fd (-1 when the message carried none), 0 at the deadline, -1 with errno
- * (EPIPE: the other end is closed).
+ * Receives the next message matching rx from sock, waiting at most until deadline_ns; others
+ * (left by a transfer that timed out) are dropped and their descriptors closed. Returns 1
+ * with rx->m and rx->fds filled, 0 at the deadline, -1 with errno (EPIPE: the other end is
+ * closed).
  */
-static int fd_recvmsg(int sock, uint64_t tag, uint64_t deadline_ns, int *fd)
+static int fd_recvmsg(int sock, fd_rx *rx, uint64_t deadline_ns)
 {
     for (;;) {
-        hier_fd_msg m;
         union {
-            char buf[CMSG_SPACE(sizeof(int))];
+            char buf[CMSG_SPACE(sizeof(int) * HIER_FD_PER_MSG)];
             struct cmsghdr align;
         } u;
-        struct iovec iov = {.iov_base = &m, .iov_len = sizeof(m)};
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+        struct iovec iov[2] = {{.iov_base = &rx->m, .iov_len = sizeof(rx->m)},
+                               {.iov_base = rx->tags, .iov_len = sizeof(rx->tags)}};
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2, .msg_control = u.buf,
                             .msg_controllen = sizeof(u.buf)};
         struct cmsghdr *c;
-        int got = -1;
+        int got = 0;
         ssize_t r = recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 
         if (r == 0) {
@@ -128,16 +170,27 @@ static int fd_recvmsg(int sock, uint64_t tag, uint64_t deadline_ns, int *fd)
             poll(&pf, 1, (int)PX_MIN((deadline_ns - now) / 1000000 + 1, 1000));
             continue;
         }
-        for (c = CMSG_FIRSTHDR(&mh); c != NULL; c = CMSG_NXTHDR(&mh, c))
-            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-                c->cmsg_len >= CMSG_LEN(sizeof(int)))
-                memcpy(&got, CMSG_DATA(c), sizeof(int));
-        if (r == (ssize_t)sizeof(m) && m.magic == HIER_FD_MAGIC && m.tag == tag) {
-            *fd = got;
-            return 1;
+        for (c = CMSG_FIRSTHDR(&mh); c != NULL; c = CMSG_NXTHDR(&mh, c)) {
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+                int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+
+                for (int i = 0; i < k; i++) {
+                    int f;
+
+                    memcpy(&f, CMSG_DATA(c) + (size_t)i * sizeof(int), sizeof(int));
+                    if (got < HIER_FD_PER_MSG)
+                        rx->fds[got++] = f;
+                    else
+                        close(f);
+                }
+            }
         }
-        if (got >= 0)
-            close(got); /* stale: a transfer that gave up */
+        if ((size_t)r >= sizeof(rx->m) && rx->m.magic == HIER_FD_MAGIC &&
+            (rx->m.tag & rx->mask) == (rx->want & rx->mask) && rx->m.count == got &&
+            (size_t)r == sizeof(rx->m) + (rx->tagged ? sizeof(uint64_t) * (size_t)got : 0))
+            return 1;
+        for (int i = 0; i < got; i++)
+            close(rx->fds[i]); /* stale: a transfer that gave up */
     }
 }
 
@@ -234,56 +287,82 @@ int hier_chip_fd_discard(hier_chip *chip, uint64_t tag, uint64_t mask)
     return n;
 }
 
-/* Reads a payload's tag. */
-static px_status fd_tag(const void *payload, size_t n, uint64_t *tag)
-{
-    if (n != sizeof(*tag))
-        return px_set_error(PX_EINVAL, "fd passing: payload of %zu bytes, expected a %zu-byte "
-                            "tag", n, sizeof(*tag));
-    memcpy(tag, payload, sizeof(*tag));
-    return PX_OK;
-}
-
-/* "hier.fd_in": receive the descriptor the parent just sent under the payload's tag. */
+/* "hier.fd_in" {batch}: receive this chip's messages of the batch the parent just sent. */
 static px_status fd_in_cb(hier_chip *chip, void *arg, const void *payload, size_t n,
                           void *reply, size_t *reply_n)
 {
-    uint64_t tag = 0;
-    int fd = -1, r;
-    px_status st;
+    uint64_t deadline = px_now_ns() + (uint64_t)(chip->h->cfg.timeout_s * 1e9);
+    fd_rx *rx;
+    px_status st = PX_OK;
+    int r = 1;
 
     (void)arg, (void)reply, (void)reply_n;
-    if ((st = fd_tag(payload, n, &tag)) != PX_OK)
-        return st;
-    r = fd_recvmsg(chip->sock, tag, px_now_ns() + (uint64_t)(chip->h->cfg.timeout_s * 1e9),
-                   &fd);
-    if (r <= 0 || fd < 0)
-        return px_set_error(r < 0 ? PX_EIO : PX_ETIMEDOUT, "chip %d: no descriptor under tag "
-                            "%llu arrived on its socket (%s)", chip->index,
-                            (unsigned long long)tag, r < 0 ? strerror(errno) : "none came");
-    if ((st = chip_fd_put(chip, tag, fd, 0)) != PX_OK)
-        close(fd);
+    if (n != sizeof(uint64_t))
+        return px_set_error(PX_EINVAL, "hier.fd_in: payload of %zu bytes, expected a batch "
+                            "number", n);
+    if ((rx = calloc(1, sizeof(*rx))) == NULL)
+        return px_set_error(PX_ENOMEM, "chip %d: out of memory receiving descriptors",
+                            chip->index);
+    memcpy(&rx->want, payload, sizeof(rx->want));
+    rx->mask = ~0ull;
+    rx->tagged = 1;
+    do {
+        if ((r = fd_recvmsg(chip->sock, rx, deadline)) <= 0) {
+            st = px_set_error(r < 0 ? PX_EIO : PX_ETIMEDOUT, "chip %d: the descriptors of "
+                              "batch %llu did not all arrive on its socket (%s)", chip->index,
+                              (unsigned long long)rx->want,
+                              r < 0 ? strerror(errno) : "none came");
+            break;
+        }
+        /* keep receiving the batch after a failure, so nothing of it stays on the socket */
+        for (int i = 0; i < rx->m.count; i++) {
+            px_status e = st == PX_OK ? chip_fd_put(chip, rx->tags[i], rx->fds[i], 0)
+                                      : PX_ENOMEM;
+
+            if (e != PX_OK) {
+                close(rx->fds[i]);
+                if (st == PX_OK)
+                    st = e;
+            }
+        }
+    } while (!rx->m.last);
+    free(rx);
     return st;
 }
 
-/* "hier.fd_out": send the descriptor offered under the payload's tag to the parent. */
+/* "hier.fd_out" {tag, mask}: send the descriptor offered under a tag that matches tag in the
+ * bits of mask to the parent. */
 static px_status fd_out_cb(hier_chip *chip, void *arg, const void *payload, size_t n,
                            void *reply, size_t *reply_n)
 {
-    uint64_t tag = 0;
-    int fd;
-    px_status st;
+    uint64_t tm[2];
+    hier_fd_msg m = {.magic = HIER_FD_MAGIC, .count = 1, .last = 1};
+    int fd = -1;
+    px_status st = PX_OK;
 
     (void)arg, (void)reply, (void)reply_n;
-    if ((st = fd_tag(payload, n, &tag)) != PX_OK)
-        return st;
-    if ((fd = chip_fd_get(chip, tag, 1)) < 0)
+    if (n != sizeof(tm))
+        return px_set_error(PX_EINVAL, "hier.fd_out: payload of %zu bytes, expected a tag and "
+                            "a mask", n);
+    memcpy(tm, payload, sizeof(tm));
+    pthread_mutex_lock(&chip->fd_lock);
+    for (int i = 0; i < HIER_CHIP_FDS && fd < 0; i++) {
+        if (chip->fds[i].fd >= 0 && chip->fds[i].offered &&
+            (chip->fds[i].tag & tm[1]) == (tm[0] & tm[1])) {
+            fd = chip->fds[i].fd;
+            m.tag = chip->fds[i].tag;
+            chip->fds[i].fd = -1;
+        }
+    }
+    pthread_mutex_unlock(&chip->fd_lock);
+    if (fd < 0)
         return px_set_error(PX_ENOENT, "chip %d offers no descriptor under tag %llu (offer it "
                             "with hier_chip_fd_offer first)", chip->index,
-                            (unsigned long long)tag);
-    if (fd_sendmsg(chip->sock, tag, fd) != 0)
+                            (unsigned long long)tm[0]);
+    if (fd_sendmsg(chip->sock, &m, NULL, &fd,
+                   px_now_ns() + (uint64_t)(chip->h->cfg.timeout_s * 1e9)) != 0)
         st = px_set_error(PX_EIO, "chip %d: sending the descriptor under tag %llu to the "
-                          "parent failed: %s", chip->index, (unsigned long long)tag,
+                          "parent failed: %s", chip->index, (unsigned long long)m.tag,
                           strerror(errno));
     close(fd);
     return st;
@@ -342,102 +421,140 @@ static px_status fd_sock_error(px_hier *h, px_hier_proc *p, const char *what, in
                         (int)p->pid, strerror(err));
 }
 
-/* Sends fd to p under tag and waits until p holds it (fd_lock held). */
-static px_status fd_send_locked(px_hier *h, px_hier_proc *p, uint64_t tag, int fd, double t)
+/* The deadline of a transfer's socket work: timeout_s, or the worker's PLEXUS_TIMEOUT_S. */
+static uint64_t fd_deadline(const px_hier *h, double timeout_s)
 {
-    char what[96];
-
-    snprintf(what, sizeof(what), "passing a descriptor to chip %d (pid %d)", p->index,
-             (int)p->pid);
-    if (fd_sendmsg(p->sock, tag, fd) != 0) {
-        int err = errno;
-
-        /* a closed socket is a dead chip: its control call fails once the death watch has
-         * seen how it ended, which names the signal */
-        if ((err == EPIPE || err == ECONNRESET) &&
-            hier_call_run(h->w, h->k_fd_in, &tag, sizeof(tag), &p->index, 1, t, NULL) ==
-                PX_EPEERDEAD)
-            return PX_EPEERDEAD;
-        return fd_sock_error(h, p, what, err);
-    }
-    return hier_call_run(h->w, h->k_fd_in, &tag, sizeof(tag), &p->index, 1, t, NULL);
+    return px_now_ns() + (uint64_t)((timeout_s > 0 ? timeout_s : h->cfg.timeout_s) * 1e9);
 }
 
-/* Fetches the descriptor p offered under tag (fd_lock held). */
-static px_status fd_fetch_locked(px_hier *h, px_hier_proc *p, uint64_t tag, int *fd, double t)
+px_status hier_fd_send_lists(px_worker *w, const hier_fd_list *l, int nl, double timeout_s)
 {
-    double wait_s = t > 0 ? t : h->cfg.timeout_s;
-    px_status st = hier_call_run(h->w, h->k_fd_out, &tag, sizeof(tag), &p->index, 1, t, NULL);
-    char what[96];
-    int r, got = -1;
+    px_status st = PX_OK;
+    px_hier *h;
+    uint64_t batch, deadline;
+    int *chips;
 
+    for (int i = 0; i < nl; i++) {
+        if (fd_proc(w, l[i].chip, "hier_fd_send_lists", &st) == NULL)
+            return st;
+        for (int k = 0; k < l[i].n; k++)
+            if (l[i].fds[k] < 0 || fcntl(l[i].fds[k], F_GETFD) < 0)
+                return px_set_error(PX_EINVAL, "hier_fd_send_lists to chip %d: %d is not an "
+                                    "open descriptor", l[i].chip, l[i].fds[k]);
+    }
+    if (nl == 0)
+        return PX_OK;
+    if ((chips = calloc((size_t)nl, sizeof(*chips))) == NULL)
+        return px_set_error(PX_ENOMEM, "hier_fd_send_lists: out of host memory");
+    h = px_hier_of(w);
+    pthread_mutex_lock(&h->fd_lock);
+    batch = ++h->fd_batch;
+    deadline = fd_deadline(h, timeout_s);
+    for (int i = 0, g = 0, inflight = 0; i < nl && st == PX_OK; i++) {
+        px_hier_proc *p = &h->procs[l[i].chip];
+        int k = 0;
+
+        chips[g++] = l[i].chip;
+        inflight += l[i].n;
+        do { /* at least one message: the chip waits for the last */
+            hier_fd_msg m = {.tag = batch, .magic = HIER_FD_MAGIC,
+                             .count = (int16_t)PX_MIN(l[i].n - k, HIER_FD_PER_MSG)};
+
+            m.last = k + m.count == l[i].n;
+            if (fd_sendmsg(p->sock, &m, l[i].tags + k, l[i].fds + k, deadline) != 0) {
+                int err = errno;
+                char what[96];
+
+                snprintf(what, sizeof(what), "passing descriptors to chip %d (pid %d)",
+                         p->index, (int)p->pid);
+                /* a closed socket is a dead chip: its control call fails once the death
+                 * watch has seen how it ended, which names the signal */
+                if ((err == EPIPE || err == ECONNRESET) &&
+                    hier_call_run(w, h->k_fd_in, &batch, sizeof(batch), &p->index, 1,
+                                  timeout_s, NULL) == PX_EPEERDEAD)
+                    st = PX_EPEERDEAD;
+                else
+                    st = fd_sock_error(h, p, what, err);
+                break;
+            }
+            k += m.count;
+        } while (k < l[i].n);
+        /* the chips sent to so far take theirs once the descriptors in flight (counted
+         * against the sender's RLIMIT_NOFILE by the kernel) reach HIER_FD_INFLIGHT, and at
+         * the end */
+        if (st == PX_OK && (i == nl - 1 || inflight + l[i + 1].n > HIER_FD_INFLIGHT)) {
+            st = hier_call_run(w, h->k_fd_in, &batch, sizeof(batch), chips, g, timeout_s,
+                               NULL);
+            g = 0;
+            inflight = 0;
+        }
+    }
+    pthread_mutex_unlock(&h->fd_lock);
+    free(chips);
+    return st;
+}
+
+px_status hier_fd_fetch_each(px_worker *w, const int *chips, int n, uint64_t tag,
+                             uint64_t mask, int *fds, double timeout_s)
+{
+    uint64_t tm[2] = {tag, mask}, deadline;
+    px_status st = PX_OK;
+    px_hier *h;
+    fd_rx *rx;
+
+    for (int i = 0; i < n; i++) {
+        fds[i] = -1;
+        if (fd_proc(w, chips[i], "hier_fd_fetch_each", &st) == NULL)
+            return st;
+    }
+    if (n == 0)
+        return PX_OK;
+    if ((rx = calloc(1, sizeof(*rx))) == NULL)
+        return px_set_error(PX_ENOMEM, "hier_fd_fetch_each: out of host memory");
+    rx->want = tag;
+    rx->mask = mask;
+    h = px_hier_of(w);
+    pthread_mutex_lock(&h->fd_lock);
+    st = hier_call_run(w, h->k_fd_out, tm, sizeof(tm), chips, n, timeout_s, NULL);
+    deadline = fd_deadline(h, timeout_s);
+    for (int i = 0; i < n && st == PX_OK; i++) {
+        px_hier_proc *p = &h->procs[chips[i]];
+        char what[96];
+        int r;
+
+        snprintf(what, sizeof(what), "fetching a descriptor from chip %d (pid %d)", p->index,
+                 (int)p->pid);
+        /* each chip sent it before answering: it is on its socket already */
+        r = fd_recvmsg(p->sock, rx, deadline);
+        if (r < 0)
+            st = fd_sock_error(h, p, what, errno);
+        else if (r == 0 || rx->m.count != 1)
+            st = px_set_error(PX_EIO, "%s: the chip answered but no descriptor under tag "
+                              "%llu is on its socket", what, (unsigned long long)tag);
+        else
+            fds[i] = rx->fds[0];
+    }
+    pthread_mutex_unlock(&h->fd_lock);
+    free(rx);
     if (st != PX_OK)
-        return st;
-    snprintf(what, sizeof(what), "fetching a descriptor from chip %d (pid %d)", p->index,
-             (int)p->pid);
-    /* the chip sent it before answering: it is on the socket already */
-    r = fd_recvmsg(p->sock, tag, px_now_ns() + (uint64_t)(wait_s * 1e9), &got);
-    if (r < 0)
-        return fd_sock_error(h, p, what, errno);
-    if (r == 0 || got < 0)
-        return px_set_error(PX_EIO, "%s: the chip answered but no descriptor under tag %llu "
-                            "is on its socket", what, (unsigned long long)tag);
-    *fd = got;
-    return PX_OK;
+        for (int i = 0; i < n; i++)
+            if (fds[i] >= 0) {
+                close(fds[i]);
+                fds[i] = -1;
+            }
+    return st;
 }
 
 px_status hier_fd_send(px_worker *w, int chip, uint64_t tag, int fd, double timeout_s)
 {
-    px_status st;
-    px_hier_proc *p = fd_proc(w, chip, "hier_fd_send", &st);
-    px_hier *h;
+    hier_fd_list l = {.chip = chip, .n = 1, .tags = &tag, .fds = &fd};
 
-    if (p == NULL)
-        return st;
-    if (fd < 0 || fcntl(fd, F_GETFD) < 0)
-        return px_set_error(PX_EINVAL, "hier_fd_send to chip %d: %d is not an open descriptor",
-                            chip, fd);
-    h = px_hier_of(w);
-    pthread_mutex_lock(&h->fd_lock);
-    st = fd_send_locked(h, p, tag, fd, timeout_s);
-    pthread_mutex_unlock(&h->fd_lock);
-    return st;
+    return hier_fd_send_lists(w, &l, 1, timeout_s);
 }
 
 px_status hier_fd_fetch(px_worker *w, int chip, uint64_t tag, int *fd, double timeout_s)
 {
-    px_status st;
-    px_hier_proc *p = fd_proc(w, chip, "hier_fd_fetch", &st);
-    px_hier *h;
-
-    if (p == NULL)
-        return st;
     if (fd == NULL)
         return px_set_error(PX_EINVAL, "hier_fd_fetch from chip %d: no output", chip);
-    h = px_hier_of(w);
-    pthread_mutex_lock(&h->fd_lock);
-    st = fd_fetch_locked(h, p, tag, fd, timeout_s);
-    pthread_mutex_unlock(&h->fd_lock);
-    return st;
-}
-
-px_status hier_fd_relay(px_worker *w, int from, uint64_t from_tag, int to, uint64_t to_tag,
-                        double timeout_s)
-{
-    px_status st;
-    px_hier_proc *src = fd_proc(w, from, "hier_fd_relay", &st), *dst;
-    px_hier *h;
-    int fd = -1;
-
-    if (src == NULL || (dst = fd_proc(w, to, "hier_fd_relay", &st)) == NULL)
-        return st;
-    h = px_hier_of(w);
-    pthread_mutex_lock(&h->fd_lock);
-    st = fd_fetch_locked(h, src, from_tag, &fd, timeout_s);
-    if (st == PX_OK) {
-        st = fd_send_locked(h, dst, to_tag, fd, timeout_s);
-        close(fd); /* the parent keeps no copy */
-    }
-    pthread_mutex_unlock(&h->fd_lock);
-    return st;
+    return hier_fd_fetch_each(w, &chip, 1, tag, ~0ull, fd, timeout_s);
 }

@@ -189,6 +189,7 @@ typedef struct px_hier {
                                    * rings (another page of each mailbox) while it is 0 */
     int k_fd_in, k_fd_out;        /* fd passing's own control kinds (fdpass.c) */
     pthread_mutex_t fd_lock;      /* one descriptor transfer at a time (fdpass.c) */
+    uint64_t fd_batch;            /* batches sent so far (fd_lock) */
     hier_service services[HIER_SERVICE_MAX];
     int nservices;
 

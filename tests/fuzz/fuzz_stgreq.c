@@ -65,16 +65,15 @@ static int fz_pair(int i, char **pair, char **copy)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static const px_comm_tl *const tl[2] = {&px_comm_tl_direct, &px_comm_tl_direct};
     /* the domain's pair table: the one pair is staged */
-    static const px_comm_tl *const pairs[4] = {&px_comm_tl_direct, &px_comm_tl_staged,
-                                               &px_comm_tl_staged, &px_comm_tl_direct};
+    static const uint8_t pairs[4] = {PX_COMM_TL_DIRECT, PX_COMM_TL_STAGED, PX_COMM_TL_STAGED,
+                                     PX_COMM_TL_DIRECT};
     size_t chunk, dbytes, wbytes, pbytes, ab, nreq;
     uint32_t nsig, first, skipped = 0;
     int to, from;
     char *win = NULL, *pair = NULL, *wcopy = NULL, *pcopy = NULL;
-    void *wins[2] = {NULL, NULL};
-    comm_stg_bell bell = {0};
+    comm_link links[2];
+    comm_bell bell = {0};
     comm_stg_bounds b;
     comm_stg_ring *r;
     px_comm c;
@@ -89,9 +88,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     dbytes = fz_data[data[2] & 7];
     first = (uint32_t)data[3] * 0x01010101u; /* any place in the ring, near wrap too */
     nreq = PX_MIN((size - 4 + 63) / 64, (size_t)FZ_MAX_REQS);
-    wbytes = px_comm_window_bytes(nsig, dbytes);
+    wbytes = px_comm_window_bytes(2, nsig, dbytes);
     pbytes = comm_stg_pair_bytes(chunk);
-    ab = px_comm_area_bytes(nsig);
+    ab = px_comm_area_bytes(2, nsig);
     win = calloc(1, wbytes);
     wcopy = malloc(wbytes);
     if (win == NULL || wcopy == NULL || fz_pair(data[0] >> 1 & 3, &pair, &pcopy) != 0)
@@ -100,12 +99,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         win[i] = (char)(i * 13);
     {
         px_comm_spec s = {.name = "fuzz", .rank = to, .n = 2, .data_bytes = dbytes,
-                          .nsig = nsig, .windows = wins, .tl = tl, .pairs = pairs,
-                          .timeout_s = 1};
+                          .nsig = nsig, .pairs = pairs, .links = links, .timeout_s = 1};
 
-        wins[to] = win;
+        memset(links, 0, sizeof(links));
+        links[to].window = win;
+        links[from] = (comm_link){.shared = pair, .shared_bytes = pbytes, .bell = &bell};
         FUZZ_CHECK(comm_build(&c, &s) == PX_OK);
-        FUZZ_CHECK(comm_stg_connect(&c, from, pair, pbytes, &bell) == PX_OK);
     }
     b = comm_stg_bounds_of(&c, chunk);
     r = comm_stg_ring_at(pair, chunk, from);
@@ -135,7 +134,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
             memcpy(pcopy + h0, pair + h0, COMM_STG_HEAD_BYTES);
         }
-        FUZZ_CHECK(comm_stg_poll(&c) == (int)batch);
+        FUZZ_CHECK(comm_progress_all(&c) == (int)batch);
         FUZZ_CHECK(atomic_load(&r->done) == h + (uint32_t)batch);
         skipped += bad;
         FUZZ_CHECK(comm_stg_skipped(&c, from) == skipped);
@@ -161,7 +160,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
             if (op[j].signal) {
                 FUZZ_CHECK(op[j].slot < b.nslots);
-                fz_allow(wcopy, win, (size_t)((char *)comm_slot((px_comm_area *)win,
+                fz_allow(wcopy, win, (size_t)((char *)comm_slot((px_comm_area *)win, 2,
                                                                 op[j].slot) - win), 8);
             }
         }

@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "comm/comm.h"
+#include "comm/transport/staged.h"
 #include "util/futex.h"
 #include "util/util.h"
 
@@ -44,9 +45,9 @@ typedef struct tc_group {
     hier_deaths deaths;
     double timeout_s;
     void *pair[TC_GROUP_MAX][TC_GROUP_MAX];  /* staging memory of ranks a < b */
-    comm_stg_bell bell[TC_GROUP_MAX];
+    comm_bell bell[TC_GROUP_MAX];
     comm_progress *prog[TC_GROUP_MAX];
-    const px_comm_tl *pairs[TC_GROUP_MAX * TC_GROUP_MAX]; /* the pair table every rank gets */
+    uint8_t pairs[TC_GROUP_MAX * TC_GROUP_MAX]; /* the pair table every rank gets */
 } tc_group;
 
 enum { TC_DIRECT, TC_STAGED, TC_MIXED, TC_FALLBACK1, TC_FALLBACK2 };
@@ -79,14 +80,10 @@ typedef struct tc_thread {
     pthread_t t;
 } tc_thread;
 
-static const px_comm_tl *const tc_tl[PX_COMM_MAX_RANKS] = {
-    [0 ... PX_COMM_MAX_RANKS - 1] = &px_comm_tl_direct,
-};
-
 static void tc_group_init_with(tc_group *g, int n, size_t data_bytes, double timeout_s,
                                size_t oneshot_max)
 {
-    size_t wb = px_comm_window_bytes(TC_NSIG, data_bytes);
+    size_t wb = px_comm_window_bytes(n, TC_NSIG, data_bytes);
     px_comm_buffer_desc buf = {.name = "buf", .off = 0, .bytes = data_bytes};
 
     memset(g, 0, sizeof(*g));
@@ -108,26 +105,29 @@ static void tc_group_init_with(tc_group *g, int n, size_t data_bytes, double tim
     }
     for (int a = 0; a < n; a++)
         for (int b = 0; b < n; b++)
-            g->pairs[a * n + b] = tc_staged(a, b, n) ? &px_comm_tl_staged : &px_comm_tl_direct;
+            g->pairs[a * n + b] = tc_staged(a, b, n) ? PX_COMM_TL_STAGED : PX_COMM_TL_DIRECT;
     for (int r = 0; r < n; r++) {
-        void *win[TC_GROUP_MAX];
+        comm_link links[TC_GROUP_MAX];
         px_comm_spec s = {.name = "test", .rank = r, .n = n, .data_bytes = data_bytes,
-                          .nsig = TC_NSIG, .windows = win, .tl = tc_tl, .pairs = g->pairs,
+                          .nsig = TC_NSIG, .pairs = g->pairs, .links = links,
                           .deaths = &g->deaths, .timeout_s = timeout_s, .spin_ns = 2000,
                           .yield_ns = 20000, .oneshot_max = oneshot_max, .buffers = &buf,
                           .nbuffers = 1};
         int staged = 0;
 
-        for (int q = 0; q < n; q++) /* a staged peer's window is out of reach */
-            win[q] = tc_staged(r, q, n) ? NULL : g->win[q];
-        PX_ASSERT_OK(comm_build(&g->comm[r], &s));
-        for (int q = 0; q < n; q++) {
-            if (tc_staged(r, q, n)) {
-                PX_ASSERT_OK(comm_stg_connect(&g->comm[r], q, g->pair[PX_MIN(r, q)][PX_MAX(r, q)],
-                                              comm_stg_pair_bytes(TC_STG_CHUNK), &g->bell[q]));
+        memset(links, 0, sizeof(links));
+        for (int q = 0; q < n; q++) { /* a staged peer's window is out of reach */
+            if (q == r || !tc_staged(r, q, n)) {
+                links[q].window = g->win[q];
+            } else {
+                links[q] = (comm_link){.shared = g->pair[PX_MIN(r, q)][PX_MAX(r, q)],
+                                       .shared_bytes = comm_stg_pair_bytes(TC_STG_CHUNK),
+                                       .bell = &g->bell[q]};
                 staged++;
             }
         }
+        /* the one connect routine, as the chips call it */
+        PX_ASSERT_OK(comm_build(&g->comm[r], &s));
         if (staged > 0) {
             PX_ASSERT_OK(comm_progress_start(&g->bell[r], "tc-progress", &g->prog[r]));
             PX_ASSERT_OK(comm_progress_add(g->prog[r], &g->comm[r]));

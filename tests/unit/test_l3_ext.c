@@ -531,7 +531,8 @@ static void ext_chip_check(px_worker *w, int chip, uint64_t tag, int seed)
     assert_memory_equal(res.reply + 4, want, 64);
 }
 
-/* Memfds move parent -> chip, chip -> parent and chip -> chip (relayed by the parent): the
+/* Memfds move parent -> chip, chip -> parent and chip -> chip (fetched from several chips at
+ * once, sent to several in one batch, one list of them over two messages): the
  * bytes written on one side are read on the other, every object has mode 0600, nothing
  * appears in /dev/shm, and no process's descriptor count changes. */
 static void test_fd_passing(void **state)
@@ -559,10 +560,31 @@ static void test_fd_passing(void **state)
     ext_pattern(want, 2);
     assert_memory_equal(buf, want, 64);
     close(fd);
-    /* chip 0 -> chip 1, through the parent */
-    ext_chip_make(w, 0, 33, 3);
-    PX_ASSERT_OK(hier_fd_relay(w, 0, 33, 1, 44, 10));
-    ext_chip_check(w, 1, 44, 3);
+    /* both chips -> parent at once, by a family of tags; then to the other chip, in one
+     * batch to both */
+    ext_chip_make(w, 0, 0x3300, 3);
+    ext_chip_make(w, 1, 0x3301, 4);
+    {
+        int chips[2] = {0, 1}, got[2] = {-1, -1}, many[300];
+        uint64_t t0[1] = {0x4400}, t1[300];
+        hier_fd_list l[2] = {{.chip = 1, .n = 1, .tags = t0, .fds = &got[0]},
+                             {.chip = 0, .n = 300, .tags = t1, .fds = many}};
+
+        PX_ASSERT_OK(hier_fd_fetch_each(w, chips, 2, 0x3300, ~0xFFull, got, 10));
+        /* chip 0 also gets 300 descriptors: two messages of one batch */
+        for (int i = 0; i < 300; i++) {
+            many[i] = got[1];
+            t1[i] = 0x5000 + (uint64_t)i;
+        }
+        PX_ASSERT_OK(hier_fd_send_lists(w, l, 2, 10));
+        close(got[0]);
+        close(got[1]);
+        ext_chip_check(w, 1, 0x4400, 3);
+        ext_chip_check(w, 0, 0x5000, 4);
+        ext_chip_check(w, 0, 0x5000 + 299, 4);
+        for (int i = 1; i < 299; i++)
+            ext_chip_check(w, 0, 0x5000 + (uint64_t)i, 4);
+    }
     /* nothing offered: an error, no descriptor */
     assert_int_equal(hier_fd_fetch(w, 0, 99, &fd, 10), PX_ENOENT);
     assert_non_null(strstr(px_last_error(), "offers no descriptor under tag 99"));

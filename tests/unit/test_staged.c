@@ -40,7 +40,7 @@ typedef struct ts_region {
 typedef struct ts_pair {
     ts_region pair, win[2];
     px_comm comm[2];
-    comm_stg_bell bell[2];
+    comm_bell bell[2];
     comm_stg_bounds b;     /* of either rank (both have the same window) */
 } ts_pair;
 
@@ -100,35 +100,34 @@ static const char *ts_where(const ts_region *r, long i, char *buf, size_t n)
 
 static void ts_init(ts_pair *t)
 {
-    size_t wb = px_comm_window_bytes(TS_NSIG, TS_DATA);
+    size_t wb = px_comm_window_bytes(2, TS_NSIG, TS_DATA);
     size_t pb = comm_stg_pair_bytes(TS_CHUNK);
-    static const px_comm_tl *const tl[2] = {&px_comm_tl_direct, &px_comm_tl_direct};
     /* the domain's pair table: the one pair is staged */
-    static const px_comm_tl *const pairs[4] = {&px_comm_tl_direct, &px_comm_tl_staged,
-                                               &px_comm_tl_staged, &px_comm_tl_direct};
+    static const uint8_t pairs[4] = {PX_COMM_TL_DIRECT, PX_COMM_TL_STAGED, PX_COMM_TL_STAGED,
+                                     PX_COMM_TL_DIRECT};
 
     memset(t, 0, sizeof(*t));
     ts_region_map(&t->pair, pb);
     comm_stg_pair_init(t->pair.obj, TS_CHUNK);
     for (int r = 0; r < 2; r++) {
         ts_region_map(&t->win[r], wb);
-        for (size_t i = px_comm_area_bytes(TS_NSIG); i < wb; i++) /* data: a pattern */
+        for (size_t i = px_comm_area_bytes(2, TS_NSIG); i < wb; i++) /* data: a pattern */
             t->win[r].obj[i] = (char)(i * 7 + r);
     }
     for (int r = 0; r < 2; r++) {
-        void *win[2] = {NULL, NULL};
+        comm_link links[2] = {{0}, {0}};
         px_comm_spec s = {.name = "staged", .rank = r, .n = 2, .data_bytes = TS_DATA,
-                          .nsig = TS_NSIG, .windows = win, .tl = tl, .pairs = pairs,
-                      .timeout_s = 5};
+                          .nsig = TS_NSIG, .pairs = pairs, .links = links, .timeout_s = 5};
 
-        win[r] = t->win[r].obj;
+        links[r].window = t->win[r].obj;
+        links[1 - r] = (comm_link){.shared = t->pair.obj, .shared_bytes = pb,
+                                   .bell = &t->bell[1 - r]};
         PX_ASSERT_OK(comm_build(&t->comm[r], &s));
-        PX_ASSERT_OK(comm_stg_connect(&t->comm[r], 1 - r, t->pair.obj, pb, &t->bell[1 - r]));
     }
     t->b = comm_stg_bounds_of(&t->comm[0], TS_CHUNK);
-    assert_int_equal(t->b.head_bytes, px_comm_area_bytes(TS_NSIG));
+    assert_int_equal(t->b.head_bytes, px_comm_area_bytes(2, TS_NSIG));
     assert_int_equal(t->b.win_bytes, TS_DATA + 2 * (size_t)PX_COMM_SLOT_BYTES);
-    assert_int_equal(t->b.nslots, PX_COMM_MAX_RANKS + TS_NSIG);
+    assert_int_equal(t->b.nslots, 2 + TS_NSIG);
     assert_true(t->b.head_bytes > TS_CHUNK); /* so a head-long copy leaves the chunk */
 }
 
@@ -182,7 +181,7 @@ static void ts_expect_skipped(ts_pair *t, int from, const comm_stg_req *rq, cons
     ts_snap(t);
     assert_int_equal(comm_stg_decode(&ts_ring(t, from)->req[h % COMM_STG_SLOTS], &t->b, &op),
                      0);
-    assert_int_equal(comm_stg_poll(&t->comm[to]), 1);
+    assert_int_equal(comm_progress_all(&t->comm[to]), 1);
     assert_int_equal(atomic_load(&ts_ring(t, from)->done), h + 1);
     ts_allow(&t->pair, ts_done_off(t, from), sizeof(uint32_t));
     if ((at = ts_changed(&t->pair)) >= 0)
@@ -303,7 +302,7 @@ static void ts_expect_done(ts_pair *t, int from, const comm_stg_req *rq, size_t 
 
     (void)ts_inject(t, from, rq);
     ts_snap(t);
-    assert_int_equal(comm_stg_poll(&t->comm[to]), 1);
+    assert_int_equal(comm_progress_all(&t->comm[to]), 1);
     assert_int_equal(comm_stg_skipped(&t->comm[to], from), 0);
     ts_allow(&t->win[to], win_off, win_n);
     ts_allow(&t->pair, ts_done_off(t, from), sizeof(uint32_t));
@@ -321,7 +320,7 @@ static void ts_expect_done(ts_pair *t, int from, const comm_stg_req *rq, size_t 
 static void test_wellformed_requests(void **state)
 {
     ts_pair t;
-    size_t ab = px_comm_area_bytes(TS_NSIG), wb, hb;
+    size_t ab = px_comm_area_bytes(2, TS_NSIG), wb, hb;
 
     (void)state;
     ts_init(&t);
@@ -337,7 +336,7 @@ static void test_wellformed_requests(void **state)
                             .sigop = PX_SIG_ADD, .v = 7};
         comm_stg_req get = {.op = COMM_STG_GET, .off = wb - 100, .n = 100};
         comm_stg_req gh = {.op = COMM_STG_GET_HEAD, .off = hb - 64, .n = 64};
-        size_t slot_off = (size_t)((char *)comm_slot((px_comm_area *)t.win[0].obj,
+        size_t slot_off = (size_t)((char *)comm_slot((px_comm_area *)t.win[0].obj, 2,
                                                      t.b.nslots - 1) - t.win[0].obj);
         uint32_t h;
         char *slot_chunk;
@@ -345,7 +344,7 @@ static void test_wellformed_requests(void **state)
         ts_expect_done(&t, from, &put, ab + wb - 8, 8, 0, 0);
         assert_memory_equal(t.win[1 - from].obj + ab + wb - 8, put.data, 8);
         ts_expect_done(&t, from, &sig, slot_off, 8, 0, 0);
-        assert_int_equal(atomic_load(comm_slot((px_comm_area *)t.win[1 - from].obj,
+        assert_int_equal(atomic_load(comm_slot((px_comm_area *)t.win[1 - from].obj, 2,
                                                t.b.nslots - 1)), 7);
         /* gets write the request's chunk at the bytes' page offset */
         h = atomic_load(&r->head);
@@ -369,63 +368,73 @@ static void test_wellformed_requests(void **state)
         for (i = 0; i < n; i++)
             src[i] = (char)(i ^ 0x5a);
         PX_ASSERT_OK(px_comm_tl_staged.put_signal(&t.comm[0], 1, 0, src, n,
-                                                  PX_COMM_SLOT_SIG(5), PX_SIG_SET, 99));
-        while (comm_stg_poll(&t.comm[1]) > 0)
+                                                  PX_COMM_SLOT_SIG(2, 5), PX_SIG_SET, 99));
+        while (comm_progress_all(&t.comm[1]) > 0)
             ;
         assert_memory_equal(t.win[1].obj + ab, src, n);
-        assert_int_equal(atomic_load(comm_slot((px_comm_area *)t.win[1].obj,
-                                               PX_COMM_SLOT_SIG(5))), 99);
+        assert_int_equal(atomic_load(comm_slot((px_comm_area *)t.win[1].obj, 2,
+                                               PX_COMM_SLOT_SIG(2, 5))), 99);
         assert_int_equal(comm_stg_skipped(&t.comm[1], 0), 0);
         free(src);
     }
     ts_fini(&t);
 }
 
+/* comm_build over a staged pair of `bytes` bytes at pair: its status. */
+static px_status ts_build(px_comm *c, void *win, void *pair, size_t bytes, comm_bell *bell)
+{
+    /* the domain's pair table: the one pair is staged */
+    static const uint8_t pairs[4] = {PX_COMM_TL_DIRECT, PX_COMM_TL_STAGED, PX_COMM_TL_STAGED,
+                                     PX_COMM_TL_DIRECT};
+    comm_link links[2] = {{.shared = pair, .shared_bytes = bytes, .bell = bell},
+                          {.window = win}};
+    px_comm_spec s = {.name = "staged", .rank = 1, .n = 2, .data_bytes = TS_DATA,
+                      .nsig = TS_NSIG, .pairs = pairs, .links = links, .timeout_s = 5};
+
+    return comm_build(c, &s);
+}
+
 /* A pair whose header does not describe the bytes mapped is refused at connect. */
 static void test_connect_checks_header(void **state)
 {
     size_t pb = comm_stg_pair_bytes(TS_CHUNK);
-    static const px_comm_tl *const tl[2] = {&px_comm_tl_direct, &px_comm_tl_direct};
-    /* the domain's pair table: the one pair is staged */
-    static const px_comm_tl *const pairs[4] = {&px_comm_tl_direct, &px_comm_tl_staged,
-                                               &px_comm_tl_staged, &px_comm_tl_direct};
-    void *win[2] = {NULL, NULL};
     px_comm c;
-    comm_stg_bell bell = {0};
-    px_comm_spec s = {.name = "staged", .rank = 1, .n = 2, .data_bytes = TS_DATA,
-                      .nsig = TS_NSIG, .windows = win, .tl = tl, .pairs = pairs,
-                      .timeout_s = 5};
+    comm_bell bell = {0};
+    comm_link again;
     char *pair = calloc(1, pb);
+    void *win;
 
     (void)state;
     assert_non_null(pair);
-    win[1] = calloc(1, px_comm_window_bytes(TS_NSIG, TS_DATA));
-    assert_non_null(win[1]);
-    PX_ASSERT_OK(comm_build(&c, &s));
+    win = calloc(1, px_comm_window_bytes(2, TS_NSIG, TS_DATA));
+    assert_non_null(win);
     /* not formatted */
-    assert_int_equal(comm_stg_connect(&c, 0, pair, pb, &bell), PX_EINVAL);
+    assert_int_equal(ts_build(&c, win, pair, pb, &bell), PX_EINVAL);
     comm_stg_pair_init(pair, TS_CHUNK);
     /* formatted for another size than mapped */
-    assert_int_equal(comm_stg_connect(&c, 0, pair, comm_stg_pair_bytes(2 * TS_CHUNK), &bell),
+    assert_int_equal(ts_build(&c, win, pair, comm_stg_pair_bytes(2 * TS_CHUNK), &bell),
                      PX_EINVAL);
     assert_non_null(strstr(px_last_error(), "not formatted for its size"));
-    assert_int_equal(comm_stg_connect(&c, 0, pair, pb - 4096, &bell), PX_EINVAL);
+    assert_int_equal(ts_build(&c, win, pair, pb - 4096, &bell), PX_EINVAL);
     /* a chunk that would put the rings past the mapping */
     ((comm_stg_ring *)pair)->chunk = 1u << 30;
-    assert_int_equal(comm_stg_connect(&c, 0, pair, pb, &bell), PX_EINVAL);
+    assert_int_equal(ts_build(&c, win, pair, pb, &bell), PX_EINVAL);
     ((comm_stg_ring *)pair)->chunk = TS_CHUNK + 1;
-    assert_int_equal(comm_stg_connect(&c, 0, pair, pb, &bell), PX_EINVAL);
+    assert_int_equal(ts_build(&c, win, pair, pb, &bell), PX_EINVAL);
     ((comm_stg_ring *)pair)->chunk = TS_CHUNK;
     /* the second ring's header disagrees */
     comm_stg_ring_at(pair, TS_CHUNK, 1)->chunk = TS_CHUNK / 2;
-    assert_int_equal(comm_stg_connect(&c, 0, pair, pb, &bell), PX_EINVAL);
+    assert_int_equal(ts_build(&c, win, pair, pb, &bell), PX_EINVAL);
     assert_non_null(strstr(px_last_error(), "rings of different formats"));
     comm_stg_ring_at(pair, TS_CHUNK, 1)->chunk = TS_CHUNK;
-    PX_ASSERT_OK(comm_stg_connect(&c, 0, pair, pb, &bell));
+    /* no doorbell */
+    assert_int_equal(ts_build(&c, win, pair, pb, NULL), PX_EINVAL);
+    PX_ASSERT_OK(ts_build(&c, win, pair, pb, &bell));
     /* twice */
-    assert_int_equal(comm_stg_connect(&c, 0, pair, pb, &bell), PX_EINVAL);
+    again = (comm_link){.shared = pair, .shared_bytes = pb, .bell = &bell};
+    assert_int_equal(px_comm_tl_staged.connect(&c, 0, &again), PX_EINVAL);
     comm_fini(&c);
-    free(win[1]);
+    free(win);
     free(pair);
 }
 

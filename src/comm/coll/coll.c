@@ -158,10 +158,20 @@ static void coll_fold_piece(void *arg, size_t at, const void *piece, size_t len)
  * stretch are pipelined); otherwise block by block over every rank (the block stays in cache).
  * Either way each element is combined in rank order, so the bits are the same.
  */
+/* 1 when some peer of this rank is reached through a transport that does not map its bytes
+ * (a local choice of stretch sizes only: the result's bits do not depend on it). */
+static int coll_streams(const px_comm *c)
+{
+    for (int i = 0; i < c->nused; i++)
+        if (!c->used[i]->in_place)
+            return 1;
+    return 0;
+}
+
 static px_status coll_reduce_range(px_comm *c, size_t off, size_t lo, size_t hi, size_t es,
                                    px_dtype dt, px_redop op, char *dst, char *tmp)
 {
-    size_t blk = (c->nstaged > 0 ? COLL_STREAM_BYTES : COLL_BLOCK_BYTES) / es;
+    size_t blk = (coll_streams(c) ? COLL_STREAM_BYTES : COLL_BLOCK_BYTES) / es;
     px_status st = PX_OK;
 
     for (size_t b = lo; b < hi; b += blk) {
@@ -517,8 +527,8 @@ static px_status alltoallv_impl(px_comm *c, const void *send, const size_t *send
         return st;
     for (int j = 0; j < c->n; j++) {
         (void)coll_v_range(c, send, send_offs[j], send_counts[j], es, "send", &off);
-        atomic_store_explicit(&me->a2av[j].off, off, memory_order_relaxed);
-        atomic_store_explicit(&me->a2av[j].count, send_counts[j], memory_order_relaxed);
+        atomic_store_explicit(&comm_a2av(me, j)->off, off, memory_order_relaxed);
+        atomic_store_explicit(&comm_a2av(me, j)->count, send_counts[j], memory_order_relaxed);
     }
     c->last_algo = "pull";
     if (c->n > 1 && (st = comm_coll_begin(c, COMM_COLL_ALLTOALLV, 0, dt, 0, 0)) != PX_OK)
@@ -530,16 +540,17 @@ static px_status alltoallv_impl(px_comm *c, const void *send, const size_t *send
         uint64_t qoff, qcount;
 
         if (q == c->rank) {
-            qoff = atomic_load_explicit(&me->a2av[q].off, memory_order_relaxed);
+            qoff = atomic_load_explicit(&comm_a2av(me, q)->off, memory_order_relaxed);
             qcount = send_counts[q];
         } else if (c->area[q] != NULL) {
-            qoff = atomic_load_explicit(&c->area[q]->a2av[c->rank].off, memory_order_relaxed);
-            qcount = atomic_load_explicit(&c->area[q]->a2av[c->rank].count,
+            qoff = atomic_load_explicit(&comm_a2av(c->area[q], c->rank)->off,
+                                        memory_order_relaxed);
+            qcount = atomic_load_explicit(&comm_a2av(c->area[q], c->rank)->count,
                                           memory_order_relaxed);
         } else {
             uint64_t e[2]; /* q's a2av entry for this rank: off, count */
 
-            st = c->tl[q]->get_head(c, q, offsetof(px_comm_area, a2av) +
+            st = c->tl[q]->get_head(c, q, sizeof(px_comm_area) +
                                     (size_t)c->rank * sizeof(e), e, sizeof(e));
             if (st != PX_OK)
                 break;

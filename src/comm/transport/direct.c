@@ -42,7 +42,7 @@ static px_status direct_get_head(px_comm *c, int peer, size_t off, void *dst, si
 static px_status direct_signal(px_comm *c, int peer, uint32_t slot, px_sig_op op, uint64_t v)
 {
     px_comm_area *a = c->area[peer];
-    _Atomic uint64_t *s = comm_slot(a, slot);
+    _Atomic uint64_t *s = comm_slot(a, c->n, slot);
 
     if (op == PX_SIG_ADD)
         atomic_fetch_add_explicit(s, v, memory_order_release);
@@ -82,6 +82,8 @@ static int direct_accept(const comm_pair_facts *f, char *why, size_t n)
 const px_comm_tl px_comm_tl_direct = {
     .name = "direct",
     .id = PX_COMM_TL_DIRECT,
+    .in_place = 1,
+    .maps_window = 1, /* the core maps nothing itself: the set-up hands it the peer's window */
     .accept = direct_accept,
     .put = direct_put,
     .get = direct_get,

@@ -30,8 +30,8 @@
  * any of it at any time. Connect reads the chunk size once and checks it against the bytes
  * mapped; the target copies each request line once and checks every field of the copy
  * against its own communicator (comm_stg_decode) before it carries the copy out; a malformed
- * request is skipped whole and counted in this process's memory, and comm_stg_release says
- * how many. Indices into the ring are taken modulo its size, never trusted as they are read.
+ * request is skipped whole and counted in this process's memory, and the transport's release
+ * says how many. Indices into the ring are taken modulo its size, never trusted as they are read.
  */
 #include "comm/transport/staged.h"
 
@@ -44,7 +44,7 @@
 
 #include "comm/tl_list.h"
 #include "util/clock.h"
-#include "util/futex.h"
+#include "util/wait.h"
 #include "util/log.h"
 #include "util/tsan.h"
 #include "util/util.h"
@@ -64,7 +64,7 @@ typedef struct stg_peer {
     stg_ring *out, *in;
     char *out_data, *in_data;      /* the rings' chunks */
     size_t chunk;
-    comm_stg_bell *bell;           /* the peer's doorbell */
+    comm_bell *bell;               /* the peer's doorbell */
     pthread_mutex_t plock;         /* threads of this rank posting to the peer */
     uint32_t done_seen;            /* out->done as last read (plock): space known free */
     _Atomic int clock;             /* a thread of this rank carrying out the peer's requests */
@@ -111,19 +111,41 @@ void comm_stg_pair_init(void *mem, size_t chunk)
     }
 }
 
-px_status comm_stg_connect(px_comm *c, int peer, void *pair, size_t bytes,
-                           comm_stg_bell *bell_peer)
+/* The staged peers of a communicator (c->tl_comm[PX_COMM_TL_STAGED]). */
+typedef struct stg_comm {
+    int n;
+    int peers[]; /* c->n entries at most */
+} stg_comm;
+
+static stg_comm *stg_of(const px_comm *c)
 {
-    stg_ring *r0 = pair, *r1;
+    return c->tl_comm[PX_COMM_TL_STAGED];
+}
+
+static size_t staged_prepare(int n)
+{
+    return comm_stg_pair_bytes(comm_stg_chunk_for(n));
+}
+
+static void staged_format(void *shared, size_t bytes, int n)
+{
+    (void)bytes;
+    comm_stg_pair_init(shared, comm_stg_chunk_for(n));
+}
+
+static px_status staged_connect(px_comm *c, int peer, const comm_link *l)
+{
+    stg_ring *r0 = l->shared, *r1;
+    stg_comm *sc = stg_of(c);
     stg_peer *p;
-    size_t chunk;
+    size_t chunk, bytes = l->shared_bytes;
     int mine;
 
-    if (pair == NULL || peer == c->rank || peer < 0 || peer >= c->n || bell_peer == NULL ||
+    if (r0 == NULL || peer == c->rank || peer < 0 || peer >= c->n || l->bell == NULL ||
         c->tl_state[peer] != NULL)
-        return px_set_error(PX_EINVAL, "comm: domain \"%s\" rank %d: the staging memory for "
-                            "rank %d is missing, or the rank is not a peer not yet connected",
-                            c->name, c->rank, peer);
+        return px_set_error(PX_EINVAL, "comm: domain \"%s\" rank %d: the staging memory or "
+                            "doorbell for rank %d is missing, or the rank is not a peer not "
+                            "yet connected", c->name, c->rank, peer);
     /* The header is the formatting rank's to write: its chunk is read once, here, and must
      * describe exactly the bytes mapped, in both rings. */
     chunk = r0->chunk;
@@ -134,26 +156,30 @@ px_status comm_stg_connect(px_comm *c, int peer, void *pair, size_t bytes,
                             "chunk %zu: chunks must be multiples of %d bytes filling the "
                             "mapping); a defect of the rank that formatted it", c->name,
                             c->rank, peer, bytes, r0->magic, chunk, PX_COMM_DATA_ALIGN);
-    r1 = stg_ring_at(pair, chunk, 1);
+    r1 = stg_ring_at(l->shared, chunk, 1);
     if (r1->magic != STG_MAGIC || r1->chunk != chunk)
         return px_set_error(PX_EINVAL, "comm: domain \"%s\" rank %d: the staging memory for "
                             "rank %d has rings of different formats (chunk %zu and %u); a "
                             "defect of the rank that formatted it", c->name, c->rank, peer,
                             chunk, r1->chunk);
+    if (sc == NULL &&
+        (sc = c->tl_comm[PX_COMM_TL_STAGED] =
+             calloc(1, sizeof(*sc) + (size_t)c->n * sizeof(int))) == NULL)
+        return px_set_error(PX_ENOMEM, "comm: domain \"%s\" rank %d: out of memory for the "
+                            "staged peers", c->name, c->rank);
     if ((p = calloc(1, sizeof(*p))) == NULL)
         return px_set_error(PX_ENOMEM, "comm: domain \"%s\" rank %d: out of memory for the "
                             "staged state of rank %d", c->name, c->rank, peer);
     mine = c->rank < peer ? 0 : 1;
-    p->out = stg_ring_at(pair, chunk, mine);
-    p->in = stg_ring_at(pair, chunk, 1 - mine);
+    p->out = stg_ring_at(l->shared, chunk, mine);
+    p->in = stg_ring_at(l->shared, chunk, 1 - mine);
     p->out_data = (char *)p->out + STG_HEAD_BYTES;
     p->in_data = (char *)p->in + STG_HEAD_BYTES;
     p->chunk = chunk;
-    p->bell = bell_peer;
+    p->bell = l->bell;
     pthread_mutex_init(&p->plock, NULL);
-    c->tl[peer] = &px_comm_tl_staged;
     c->tl_state[peer] = p;
-    c->staged[c->nstaged++] = (int8_t)peer;
+    sc->peers[sc->n++] = peer;
     return PX_OK;
 }
 
@@ -168,22 +194,25 @@ uint32_t comm_stg_skipped(const px_comm *c, int peer)
 }
 
 /* Frees c's staged state (comm_fini). */
-void comm_stg_release(px_comm *c)
+static void staged_release(px_comm *c)
 {
-    for (int i = 0; i < c->nstaged; i++) {
-        stg_peer *p = c->tl_state[c->staged[i]];
+    stg_comm *sc = stg_of(c);
+
+    for (int i = 0; sc != NULL && i < sc->n; i++) {
+        stg_peer *p = c->tl_state[sc->peers[i]];
         uint32_t bad = p != NULL ? atomic_load_explicit(&p->bad, memory_order_relaxed) : 0;
 
         if (bad > 0)
             PX_LOG_WARN("comm[%s]: rank %d skipped %u malformed staged requests from rank %d "
                         "(a defect: requests are checked before they are posted)", c->name,
-                        c->rank, bad, c->staged[i]);
+                        c->rank, bad, sc->peers[i]);
         if (p != NULL)
             pthread_mutex_destroy(&p->plock);
         free(p);
-        c->tl_state[c->staged[i]] = NULL;
+        c->tl_state[sc->peers[i]] = NULL;
     }
-    c->nstaged = 0;
+    free(sc);
+    c->tl_comm[PX_COMM_TL_STAGED] = NULL;
 }
 
 /* ---- the target's side ---- */
@@ -191,8 +220,8 @@ void comm_stg_release(px_comm *c)
 comm_stg_bounds comm_stg_bounds_of(const px_comm *c, size_t chunk)
 {
     comm_stg_bounds b = {.win_bytes = c->data_bytes + 2 * (size_t)PX_COMM_SLOT_BYTES,
-                         .head_bytes = px_comm_area_bytes(c->nsig),
-                         .nslots = (uint32_t)PX_COMM_MAX_RANKS + c->nsig, .chunk = chunk};
+                         .head_bytes = px_comm_area_bytes(c->n, c->nsig),
+                         .nslots = (uint32_t)c->n + c->nsig, .chunk = chunk};
 
     return b;
 }
@@ -282,7 +311,7 @@ static int stg_do(px_comm *c, const stg_req *rq, char *data, size_t chunk)
         break;
     }
     if (op.signal) {
-        _Atomic uint64_t *s = comm_slot(a, op.slot);
+        _Atomic uint64_t *s = comm_slot(a, c->n, op.slot);
 
         if (op.sigop == PX_SIG_ADD)
             atomic_fetch_add_explicit(s, op.v, memory_order_release);
@@ -325,8 +354,7 @@ static int stg_consume(px_comm *c, stg_peer *p)
             PX_TSAN_RELEASE(c->area[c->rank]);
             PX_TSAN_RELEASE(&r->done);
             atomic_store_explicit(&r->done, ++done, memory_order_seq_cst);
-            if (atomic_load_explicit(&r->req_sleep, memory_order_seq_cst) != 0)
-                px_futex_wake(&r->done, INT_MAX, 1);
+            util_wake(&r->done, &r->req_sleep, INT_MAX, 1);
             work++;
         }
         atomic_store_explicit(&p->clock, 0, memory_order_seq_cst);
@@ -336,12 +364,13 @@ static int stg_consume(px_comm *c, stg_peer *p)
     }
 }
 
-int comm_stg_poll(px_comm *c)
+static int staged_progress(px_comm *c)
 {
+    stg_comm *sc = stg_of(c);
     int work = 0;
 
-    for (int i = 0; i < c->nstaged; i++) {
-        stg_peer *p = c->tl_state[c->staged[i]];
+    for (int i = 0; i < sc->n; i++) {
+        stg_peer *p = c->tl_state[sc->peers[i]];
 
         if (stg_ready(p->in, atomic_load_explicit(&p->in->done, memory_order_relaxed),
                       memory_order_relaxed))
@@ -350,23 +379,27 @@ int comm_stg_poll(px_comm *c)
     return work;
 }
 
-void comm_stg_enter(px_comm *c)
+static void staged_poll_enter(px_comm *c)
 {
-    for (int i = 0; i < c->nstaged; i++) {
-        stg_peer *p = c->tl_state[c->staged[i]];
+    stg_comm *sc = stg_of(c);
+
+    for (int i = 0; i < sc->n; i++) {
+        stg_peer *p = c->tl_state[sc->peers[i]];
 
         atomic_fetch_add_explicit(&p->in->pollers, 1, memory_order_seq_cst);
     }
 }
 
-void comm_stg_leave(px_comm *c)
+static void staged_poll_leave(px_comm *c)
 {
-    for (int i = 0; i < c->nstaged; i++) {
-        stg_peer *p = c->tl_state[c->staged[i]];
+    stg_comm *sc = stg_of(c);
+
+    for (int i = 0; i < sc->n; i++) {
+        stg_peer *p = c->tl_state[sc->peers[i]];
 
         atomic_fetch_sub_explicit(&p->in->pollers, 1, memory_order_seq_cst);
     }
-    (void)comm_stg_poll(c); /* whatever came while requesters saw us polling */
+    (void)staged_progress(c); /* whatever came while requesters saw us polling */
 }
 
 /* ---- the requester's side ---- */
@@ -454,11 +487,8 @@ static px_status stg_post(px_comm *c, int peer, stg_peer *p, const stg_req *rq,
     PX_TSAN_RELEASE(c->area[c->rank]);
     atomic_store_explicit(&q->seq, h + 1, memory_order_seq_cst);
     atomic_store_explicit(&r->head, h + 1, memory_order_relaxed);
-    if (atomic_load_explicit(&r->pollers, memory_order_seq_cst) == 0 &&
-        atomic_load_explicit(&p->bell->sleeping, memory_order_seq_cst) != 0) {
-        atomic_fetch_add_explicit(&p->bell->bell, 1, memory_order_seq_cst);
-        px_futex_wake(&p->bell->bell, 1, 1);
-    }
+    if (atomic_load_explicit(&r->pollers, memory_order_seq_cst) == 0)
+        comm_bell_ring(p->bell); /* a system call only when its progress thread sleeps */
     *idx = h;
     return PX_OK;
 }
@@ -579,12 +609,13 @@ static px_status staged_signal(px_comm *c, int peer, uint32_t slot, px_sig_op op
     return st;
 }
 
-px_status comm_stg_flush(px_comm *c)
+static px_status staged_flush(px_comm *c)
 {
+    stg_comm *sc = stg_of(c);
     px_status st = PX_OK;
 
-    for (int i = 0; i < c->nstaged && st == PX_OK; i++) {
-        int q = c->staged[i];
+    for (int i = 0; i < sc->n && st == PX_OK; i++) {
+        int q = sc->peers[i];
         stg_peer *p = c->tl_state[q];
         uint32_t h = atomic_load_explicit(&p->out->head, memory_order_relaxed);
 
@@ -608,7 +639,17 @@ static int staged_accept(const comm_pair_facts *f, char *why, size_t n)
 const px_comm_tl px_comm_tl_staged = {
     .name = "staged",
     .id = PX_COMM_TL_STAGED,
+    .in_place = 0,
+    .maps_window = 0,
     .accept = staged_accept,
+    .prepare = staged_prepare,
+    .format = staged_format,
+    .connect = staged_connect,
+    .release = staged_release,
+    .progress = staged_progress,
+    .poll_enter = staged_poll_enter,
+    .poll_leave = staged_poll_leave,
+    .flush = staged_flush,
     .put = staged_put,
     .get = staged_get,
     .get_head = staged_get_head,
@@ -617,154 +658,3 @@ const px_comm_tl px_comm_tl_staged = {
     .put_signal = staged_put_signal,
     .peer_ptr = NULL,
 };
-
-/* ---- the progress thread ---- */
-
-#define PROG_MAX 64
-
-struct comm_progress {
-    pthread_t thread;
-    pthread_mutex_t lock;          /* the list, against a sweep */
-    px_comm *comms[PROG_MAX];
-    int n;
-    comm_stg_bell *bell;
-    _Atomic int stop;
-    char name[16];
-    uint64_t requests, sleeps, late; /* late: a sleep ended by its timeout found requests */
-};
-
-/* 1 when a request waits in some incoming ring that no kernel polls (a look only). */
-static int prog_has_work(comm_progress *p)
-{
-    int any = 0;
-
-    pthread_mutex_lock(&p->lock);
-    for (int i = 0; i < p->n && !any; i++) {
-        px_comm *c = p->comms[i];
-
-        for (int k = 0; k < c->nstaged && !any; k++) {
-            stg_peer *q = c->tl_state[c->staged[k]];
-
-            any = atomic_load_explicit(&q->in->pollers, memory_order_relaxed) == 0 &&
-                  stg_ready(q->in, atomic_load_explicit(&q->in->done, memory_order_relaxed),
-                            memory_order_relaxed);
-        }
-    }
-    pthread_mutex_unlock(&p->lock);
-    return any;
-}
-
-/* One pass over every communicator's incoming rings; returns the requests carried out. */
-static int prog_sweep(comm_progress *p)
-{
-    int work = 0;
-
-    pthread_mutex_lock(&p->lock);
-    for (int i = 0; i < p->n; i++)
-        work += comm_stg_poll(p->comms[i]);
-    pthread_mutex_unlock(&p->lock);
-    return work;
-}
-
-static void *prog_main(void *arg)
-{
-    comm_progress *p = arg;
-    uint64_t idle_since = 0;
-
-    pthread_setname_np(pthread_self(), p->name);
-    while (!atomic_load_explicit(&p->stop, memory_order_acquire)) {
-        uint32_t seen;
-        uint64_t now;
-
-        int work = prog_sweep(p);
-
-        if (work > 0) {
-            p->requests += (uint64_t)work;
-            idle_since = 0;
-            continue;
-        }
-        now = px_now_ns();
-        if (idle_since == 0)
-            idle_since = now;
-        if (now - idle_since < 20000) { /* a short yield phase: requests come in bursts */
-            sched_yield();
-            continue;
-        }
-        seen = atomic_load_explicit(&p->bell->bell, memory_order_seq_cst);
-        atomic_store_explicit(&p->bell->sleeping, 1, memory_order_seq_cst);
-        if ((work = prog_sweep(p)) == 0 && !atomic_load_explicit(&p->stop, memory_order_acquire)) {
-            p->sleeps++;
-            if (px_futex_wait(&p->bell->bell, seen, 100000000, 1) != 0 &&
-                atomic_load_explicit(&p->bell->bell, memory_order_relaxed) == seen)
-                p->late += prog_has_work(p); /* nobody rang, yet requests wait: a lost wake */
-        }
-        p->requests += (uint64_t)work;
-        atomic_store_explicit(&p->bell->sleeping, 0, memory_order_relaxed);
-        idle_since = 0;
-    }
-    return NULL;
-}
-
-px_status comm_progress_start(comm_stg_bell *bell, const char *name, comm_progress **out)
-{
-    comm_progress *p = calloc(1, sizeof(*p));
-    int e;
-
-    if (p == NULL)
-        return px_set_error(PX_ENOMEM, "comm: out of memory for a progress thread");
-    p->bell = bell;
-    snprintf(p->name, sizeof(p->name), "%s", name);
-    pthread_mutex_init(&p->lock, NULL);
-    if ((e = pthread_create(&p->thread, NULL, prog_main, p)) != 0) {
-        pthread_mutex_destroy(&p->lock);
-        free(p);
-        return px_set_error(PX_ENOMEM, "comm: cannot start the staged progress thread: %s",
-                            strerror(e));
-    }
-    *out = p;
-    return PX_OK;
-}
-
-px_status comm_progress_add(comm_progress *p, px_comm *c)
-{
-    px_status st = PX_OK;
-
-    pthread_mutex_lock(&p->lock);
-    if (p->n == PROG_MAX)
-        st = px_set_error(PX_ENOMEM, "comm: %d communicators on one progress thread already",
-                          PROG_MAX);
-    else
-        p->comms[p->n++] = c;
-    pthread_mutex_unlock(&p->lock);
-    return st;
-}
-
-void comm_progress_remove(comm_progress *p, px_comm *c)
-{
-    pthread_mutex_lock(&p->lock);
-    for (int i = 0; i < p->n; i++) {
-        if (p->comms[i] == c) {
-            p->comms[i] = p->comms[--p->n];
-            break;
-        }
-    }
-    pthread_mutex_unlock(&p->lock);
-}
-
-void comm_progress_stop(comm_progress *p)
-{
-    if (p == NULL)
-        return;
-    atomic_store_explicit(&p->stop, 1, memory_order_release);
-    atomic_fetch_add_explicit(&p->bell->bell, 1, memory_order_seq_cst);
-    px_futex_wake(&p->bell->bell, INT_MAX, 1);
-    pthread_join(p->thread, NULL);
-    if (p->late > 0)
-        PX_LOG_WARN("comm: progress thread %s: %llu of its %llu sleeps ended by their timeout "
-                    "with requests waiting (a lost wake-up: a defect)", p->name,
-                    (unsigned long long)p->late, (unsigned long long)p->sleeps);
-    PX_LOG_DEBUG("comm: progress thread %s carried out %llu requests, slept %llu times",
-                 p->name, (unsigned long long)p->requests, (unsigned long long)p->sleeps);
-    pthread_mutex_destroy(&p->lock);
-    free(p);
-}

@@ -20,6 +20,28 @@
 #include "comm/comm.h"
 
 #define COMM_STG_MAGIC 0x53544731u /* "STG1" */
+#define COMM_STG_SLOTS 16              /* requests in flight per direction */
+#define COMM_STG_CHUNK (128u << 10)    /* data bytes of one request, at most */
+
+/* The chunk for a domain of n ranks: COMM_STG_CHUNK up to 8 ranks, then smaller (down to
+ * 16 KiB at 64), so a domain's staging memory grows about linearly with its ranks, not with
+ * their square (a rank's share of a collective shrinks as n grows). The transport's prepare
+ * and format use it; both members of a pair derive it from n, so it is never sent. */
+static inline size_t comm_stg_chunk_for(int n)
+{
+    size_t c = COMM_STG_CHUNK;
+
+    for (int m = 8; m < n && c > (16u << 10); m *= 2)
+        c /= 2;
+    return c;
+}
+
+/* Bytes of one pair's staging memory with chunks of `chunk` bytes (0: COMM_STG_CHUNK). */
+size_t comm_stg_pair_bytes(size_t chunk);
+
+/* Formats zeroed staging memory of comm_stg_pair_bytes(chunk) bytes (once, by its maker;
+ * the transport's format() with the chunk of the domain's size; tests with their own). */
+void comm_stg_pair_init(void *mem, size_t chunk);
 #define COMM_STG_HEAD_BYTES 4096u  /* a ring's header page; its chunks follow */
 #define COMM_STG_INLINE 24         /* a put of at most this many bytes travels in its request */
 
@@ -77,8 +99,8 @@ static inline comm_stg_ring *comm_stg_ring_at(void *pair, size_t chunk, int i)
 /* What the target of a request may touch, from its own communicator (never from the ring). */
 typedef struct comm_stg_bounds {
     size_t win_bytes;   /* its window's data part: data_bytes and the two collective slots */
-    size_t head_bytes;  /* its window's head: px_comm_area_bytes(nsig) */
-    uint32_t nslots;    /* signal slots: PX_COMM_MAX_RANKS barrier slots + nsig */
+    size_t head_bytes;  /* its window's head: px_comm_area_bytes(n, nsig) */
+    uint32_t nslots;    /* signal slots: n barrier slots + nsig */
     size_t chunk;       /* bytes of the request's chunk */
 } comm_stg_bounds;
 
