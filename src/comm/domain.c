@@ -30,6 +30,7 @@
 #include "comm/select.h"
 #include "dfx/collectors/out.h"
 #include "runtime/runtime.h"
+#include "util/abi.h"
 #include "util/log.h"
 #include "util/util.h"
 #include "util/wait.h"
@@ -521,6 +522,28 @@ px_status comm_attach(px_worker *w)
 }
 
 /* ---- checking a spec ---- */
+
+/* sizes[v - 1]: the size of px_domain_spec version v (as config.c's config_sizes). */
+static const uint32_t comm_spec_sizes[] = {sizeof(px_domain_spec)};
+
+static const util_abi_type comm_spec_abi = {"px_domain_spec", "PX_DOMAIN_SPEC_INIT",
+                                            comm_spec_sizes, PX_ARRAY_SIZE(comm_spec_sizes)};
+
+/* Copies the caller's spec into *out as this library's (size and version checked; the
+ * fields an older spec lacks are 0). Returns PX_OK or PX_EINVAL (message set). */
+static px_status comm_spec_import(const px_domain_spec *spec, px_domain_spec *out)
+{
+    px_status st = util_abi_check(&comm_spec_abi, "px_domain_alloc", spec->size,
+                                  spec->version);
+
+    if (st != PX_OK)
+        return st;
+    memset(out, 0, sizeof(*out));
+    memcpy(out, spec, spec->size);
+    out->size = sizeof(*out);
+    out->version = PX_DOMAIN_SPEC_VERSION;
+    return PX_OK;
+}
 
 /* Checks a name of 1..31 characters; `what` names the field. */
 static px_status comm_check_name(const char *name, const char *what)
@@ -1109,6 +1132,7 @@ static void comm_log_choice(const px_domain *d)
 
 px_status px_domain_alloc(px_orch *o, const px_domain_spec *spec, px_domain **out)
 {
+    px_domain_spec spec_in;
     px_worker *w;
     comm_worker *cw;
     px_domain *d;
@@ -1117,6 +1141,9 @@ px_status px_domain_alloc(px_orch *o, const px_domain_spec *spec, px_domain **ou
 
     if (spec == NULL || out == NULL)
         return px_set_error(PX_EINVAL, "px_domain_alloc: spec and output are required");
+    if ((st = comm_spec_import(spec, &spec_in)) != PX_OK)
+        return st;
+    spec = &spec_in;
     if ((st = hier_orch_worker(o, "px_domain_alloc", &w)) != PX_OK)
         return st;
     if ((cw = comm_worker_of(w)) == NULL)
