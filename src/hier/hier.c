@@ -199,8 +199,23 @@ int px_hier_user_kernels(px_worker *w)
     return h->state == PX_HIER_CREATED ? w->nkernels : h->user_kernels;
 }
 
+px_status hier_kernel_register(px_worker *w, const char *name, px_kernel_fn fn,
+                               const px_signature *sig, px_kernel_id *id)
+{
+    if (w == NULL || w->level != 3 || px_hier_of(w) == NULL)
+        return px_set_error(PX_EINVAL, "hier_kernel_register(\"%s\"): a level-3 worker is "
+                            "required", name ? name : "(null)");
+    return px_hier_kernel_register(w, name, fn, sig, id);
+}
+
 px_status px_callable_register(px_worker *w, const char *name, px_orch_fn fn,
                                px_callable_id *id)
+{
+    return hier_callable_register(w, name, fn, NULL, id);
+}
+
+px_status hier_callable_register(px_worker *w, const char *name, px_orch_fn fn, void *arg,
+                                 px_callable_id *id)
 {
     px_hier *h;
 
@@ -226,6 +241,7 @@ px_status px_callable_register(px_worker *w, const char *name, px_orch_fn fn,
                             name, PX_HIER_MAX_CALLABLES);
     snprintf(h->callables[h->ncallables].name, PX_KERNEL_NAME_MAX, "%s", name);
     h->callables[h->ncallables].fn = fn;
+    h->callables[h->ncallables].arg = arg;
     if (id != NULL)
         *id = h->ncallables;
     h->ncallables++;
@@ -570,4 +586,14 @@ px_status hier_hooks_register(px_worker *w, const hier_hooks *hooks, void *arg)
     h->hooks[h->nhooks].hooks = hooks;
     h->hooks[h->nhooks++].arg = arg;
     return PX_OK;
+}
+
+void *hier_hooks_arg(px_worker *w, const hier_hooks *hooks)
+{
+    px_hier *h = w != NULL && w->level == 3 ? px_hier_of(w) : NULL;
+
+    for (int i = 0; h != NULL && i < h->nhooks; i++)
+        if (h->hooks[i].hooks == hooks)
+            return h->hooks[i].arg;
+    return NULL;
 }
