@@ -224,7 +224,8 @@ static px_status bc_orch(px_orch *o, const px_task_args *args, void *user)
     int chips[8];
     uint64_t top = g_plan.bytes[g_plan.nsizes - 1];
     px_domain_buffer b[4] = {{"x", top}, {"t", 64}, {"pp", 64}, {"res", sizeof(bc_result)}};
-    px_domain_spec s = {.name = "bench", .chips = chips, .nchips = r->n,
+    px_domain_spec s = {PX_DOMAIN_SPEC_HEADER,
+                        .name = "bench", .chips = chips, .nchips = r->n,
                         .window_bytes = top + 4096, .buffers = b, .nbuffers = 4,
                         .nsignals = 2};
     px_tensor out = *px_arg_tensor(args, 0);
@@ -517,7 +518,8 @@ static px_status bc_da_orch(px_orch *o, const px_task_args *args, void *user)
     bc_da *r = user;
     int chips[BC_DA_MAX];
     px_domain_buffer b = {"x", 4096};
-    px_domain_spec s = {.name = "alloc", .chips = chips, .nchips = r->n, .window_bytes = 4096,
+    px_domain_spec s = {PX_DOMAIN_SPEC_HEADER,
+                        .name = "alloc", .chips = chips, .nchips = r->n, .window_bytes = 4096,
                         .buffers = &b, .nbuffers = 1, .nsignals = 2};
     px_domain *d;
     uint64_t t0;

@@ -244,7 +244,8 @@ static px_status ar_orchestrate(px_orch *o, const px_task_args *args, void *stat
     ar_state *s = state;
     size_t bytes = (size_t)s->size * s->es;
     px_domain_buffer b = {"x", bytes};
-    px_domain_spec spec = {.name = "allreduce", .chips = s->chips, .nchips = s->n,
+    px_domain_spec spec = {PX_DOMAIN_SPEC_HEADER,
+                           .name = "allreduce", .chips = s->chips, .nchips = s->n,
                            .window_bytes = bytes, .buffers = &b, .nbuffers = 1};
     px_domain *d;
     px_status st = px_domain_alloc(o, &spec, &d);

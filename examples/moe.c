@@ -375,7 +375,8 @@ static px_status moe_orchestrate(px_orch *o, const px_task_args *args, void *sta
     size_t cnt = (size_t)s->n * sizeof(int64_t);
     px_domain_buffer b[8] = {{"tok", tok}, {"res", tok}, {"send", tok}, {"scnt", cnt},
                              {"cnt", cnt}, {"recv", all}, {"eout", all}, {"back", tok}};
-    px_domain_spec spec = {.name = "moe", .chips = s->chips, .nchips = s->n, .buffers = b,
+    px_domain_spec spec = {PX_DOMAIN_SPEC_HEADER,
+                           .name = "moe", .chips = s->chips, .nchips = s->n, .buffers = b,
                            .nbuffers = 8};
     px_domain *d;
     px_status st;

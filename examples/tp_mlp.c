@@ -289,7 +289,8 @@ static px_status tp_orchestrate(px_orch *o, const px_task_args *args, void *stat
     size_t m = (size_t)s->m, f = sizeof(float);
     px_domain_buffer b[5] = {{"x", m * TP_K * f}, {"w1", TP_K * TP_F * f},
                              {"w2", TP_F * TP_N * f}, {"h", m * TP_F * f}, {"y", m * TP_N * f}};
-    px_domain_spec spec = {.name = "tp", .chips = s->chips, .nchips = s->n,
+    px_domain_spec spec = {PX_DOMAIN_SPEC_HEADER,
+                           .name = "tp", .chips = s->chips, .nchips = s->n,
                            .buffers = b, .nbuffers = 5};
     px_domain *d;
     px_status st;

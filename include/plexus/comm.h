@@ -185,7 +185,23 @@ typedef struct px_domain_buffer {
     size_t bytes;     /* > 0 */
 } px_domain_buffer;
 
+/* The version of px_domain_spec this header declares: 1 is the first with size and version. */
+#define PX_DOMAIN_SPEC_VERSION 1
+
+/*
+ * What px_domain_alloc makes. Start it with PX_DOMAIN_SPEC_INIT (size and version set, every
+ * other field 0) and set the fields, or open a designated initialiser with
+ * PX_DOMAIN_SPEC_HEADER:
+ *     px_domain_spec s = PX_DOMAIN_SPEC_INIT;  s.name = "tp";  s.chips = chips;  ...
+ *     px_domain_spec s = {PX_DOMAIN_SPEC_HEADER, .name = "tp", .chips = chips, ...};
+ * px_domain_alloc checks size and version first (as px_config's, plexus/config.h): size or
+ * version 0 (never initialised), a size that does not match its version (garbage), or one
+ * newer than this library (built against a newer header) is refused with PX_EINVAL saying
+ * which; an older, smaller spec is accepted, the fields it lacks taken as 0.
+ */
 typedef struct px_domain_spec {
+    uint32_t size;                   /* sizeof(px_domain_spec) in the caller's header */
+    uint32_t version;                /* PX_DOMAIN_SPEC_VERSION in the caller's header */
     const char *name;                /* 1..31 characters, unique among live domains */
     const int *chips;                /* member chips, each once; their order gives the ranks */
     int nchips;                      /* 1 .. PX_COMM_MAX_RANKS */
@@ -196,11 +212,19 @@ typedef struct px_domain_spec {
     int need_peer_ptr;               /* kernels call px_comm_peer_ptr: needs "direct" */
 } px_domain_spec;
 
+/* The designators of size and version, to open a designated initialiser of the other fields:
+ *     px_domain_spec s = {PX_DOMAIN_SPEC_HEADER, .name = "tp", .chips = chips, ...};  */
+#define PX_DOMAIN_SPEC_HEADER .size = sizeof(px_domain_spec), .version = PX_DOMAIN_SPEC_VERSION
+
+/* A px_domain_spec of this header: size and version set, every other field 0. */
+#define PX_DOMAIN_SPEC_INIT {PX_DOMAIN_SPEC_HEADER}
+
 /*
  * From a level-3 orchestration: makes the domain on every member chip (windows allocated,
  * zeroed, exchanged, mapped) and returns its handle in *d. The spec is checked before
- * anything is allocated (PX_EINVAL naming the field); PX_ENOTSUP when no transport connects
- * the members (with the reason); PX_EPEERDEAD when a member is dead.
+ * anything is allocated (PX_EINVAL naming the field, or its size and version); PX_ENOTSUP
+ * when no transport connects the members (with the reason); PX_EPEERDEAD when a member is
+ * dead.
  */
 PX_API px_status px_domain_alloc(px_orch *o, const px_domain_spec *spec, px_domain **d);
 

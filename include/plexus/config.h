@@ -4,6 +4,23 @@
  * px_config_default() fills every field with its default and then applies the PLEXUS_*
  * environment variables (one table in src/util/config.c lists them all; `plexus doctor
  * --config` prints it). Command-line tools apply their options on top of that.
+ *
+ * The struct can grow without breaking programs built against an older header: it opens with
+ * its size and version, which px_config_default() and PX_CONFIG_INIT set and every function
+ * taking a px_config checks first (docs/user-guide.md, "Versioned structs"):
+ *   - size 0 or version 0 (never initialised), a size that is not the one of its version
+ *     (garbage), or a size or version newer than the library knows (built against a newer
+ *     header than the libplexus it runs with) are refused with PX_EINVAL saying which and
+ *     what to do;
+ *   - an older, smaller struct (an earlier PX_CONFIG_VERSION) is accepted: the fields it
+ *     lacks take their defaults, environment included, as if they were left unset.
+ * Two ways to start one:
+ *     px_config c;  px_config_default(&c);   every field its default, then PLEXUS_*
+ *     px_config c = PX_CONFIG_INIT;          every field unset: px_worker_create (and the
+ *                                            other calls taking a config) give each unset
+ *                                            field what px_config_default() would
+ * and then set the fields you want. A field is unset while it holds its type's
+ * PX_CONFIG_UNSET_* value (below).
  */
 #ifndef PLEXUS_CONFIG_H
 #define PLEXUS_CONFIG_H
@@ -18,7 +35,23 @@ extern "C" {
 
 #define PX_PROFILE_NAME_MAX 32
 
+/* The version of px_config this header declares: 1 is the first with size and version. */
+#define PX_CONFIG_VERSION 1
+
+/* "Unset" for each field type (PX_CONFIG_INIT; the library gives the field its default): an
+ * integer field holding its sign bit alone, a real -1e308, a string whose first byte is
+ * 0xff. Each lies far outside every knob's range, and none is a likely mistake, so a
+ * mistaken setting (a -1, (uint32_t)-1, an empty string) is still refused, never taken for
+ * "unset". */
+#define PX_CONFIG_UNSET_INT INT32_MIN
+#define PX_CONFIG_UNSET_U32 UINT32_C(0x80000000)
+#define PX_CONFIG_UNSET_U64 UINT64_C(0x8000000000000000)
+#define PX_CONFIG_UNSET_REAL (-1e308)
+#define PX_CONFIG_UNSET_STR "\xff"
+
 typedef struct px_config {
+    uint32_t size;                             /* sizeof(px_config) in the caller's header */
+    uint32_t version;                          /* PX_CONFIG_VERSION in the caller's header */
     int level;                                 /* 2: one chip (default); 3: chips per host */
     int cores;                                 /* core threads per chip; 0: online CPUs */
     int chips;                                 /* chips of a level-3 worker (default 2) */
@@ -57,7 +90,31 @@ typedef struct px_config {
 } px_config;
 
 /*
- * Fills c with defaults, then applies PLEXUS_* environment variables. Returns PX_OK, or
+ * A px_config of this header with every field unset (see the top of this file):
+ *     px_config c = PX_CONFIG_INIT;  c.level = 3;  c.chips = 4;
+ * Fields in declaration order, so C++20 designated initialisers accept it too.
+ */
+#define PX_CONFIG_INIT                                                                             \
+    {                                                                                              \
+        .size = sizeof(px_config), .version = PX_CONFIG_VERSION, .level = PX_CONFIG_UNSET_INT,     \
+        .cores = PX_CONFIG_UNSET_INT, .chips = PX_CONFIG_UNSET_INT, .subs = PX_CONFIG_UNSET_INT,   \
+        .device_profile = PX_CONFIG_UNSET_STR, .device_mem = PX_CONFIG_UNSET_U64,                  \
+        .heap_ring = PX_CONFIG_UNSET_U64, .task_ring = PX_CONFIG_UNSET_U32,                        \
+        .dep_ring = PX_CONFIG_UNSET_U32, .timeout_s = PX_CONFIG_UNSET_REAL,                        \
+        .spin_ns = PX_CONFIG_UNSET_U32, .yield_ns = PX_CONFIG_UNSET_U32,                           \
+        .hugepages = PX_CONFIG_UNSET_INT, .log_level = PX_CONFIG_UNSET_INT,                        \
+        .bind = PX_CONFIG_UNSET_INT, .dfx = PX_CONFIG_UNSET_U32, .out_dir = PX_CONFIG_UNSET_STR,   \
+        .dfx_transport = PX_CONFIG_UNSET_STR, .dfx_args_level = PX_CONFIG_UNSET_INT,               \
+        .dfx_strict = PX_CONFIG_UNSET_INT, .dfx_backstop_s = PX_CONFIG_UNSET_REAL,                 \
+        .dfx_buffer_records = PX_CONFIG_UNSET_U32, .dfx_buffers = PX_CONFIG_UNSET_U32,             \
+        .dfx_args_arena = PX_CONFIG_UNSET_U64, .comm_timeout_s = PX_CONFIG_UNSET_REAL,             \
+        .comm_oneshot_max = PX_CONFIG_UNSET_U64, .comm_transport = PX_CONFIG_UNSET_INT,            \
+        .comm_mem_max = PX_CONFIG_UNSET_U64,                                                       \
+    }
+
+/*
+ * Fills c with defaults (size and version included: c need not be initialised), then
+ * applies PLEXUS_* environment variables. Returns PX_OK, or
  * PX_EINVAL when a variable has a bad value (px_last_error() shows the expected form; the
  * other fields still hold valid values). Unknown PLEXUS_* variables draw a warning.
  */
@@ -65,18 +122,22 @@ PX_API px_status px_config_default(px_config *c); /* PX_EINVAL for a NULL c */
 
 /*
  * Sets one knob by its environment name ("PLEXUS_CORES") from text. Returns PX_EINVAL with
- * the expected form on a bad value or any NULL argument, PX_ENOENT for an unknown name.
+ * the expected form on a bad value or any NULL argument, or for a c refused by its size and
+ * version (above; an older c refuses a knob whose field it lacks), PX_ENOENT for an unknown
+ * name.
  */
 PX_API px_status px_config_set(px_config *c, const char *name, const char *value);
 
 /*
- * Checks every field against the range its PLEXUS_* knob accepts (one table serves both) and
- * the cross-field rules (heap ring inside device memory). Returns PX_OK, or PX_EINVAL naming
+ * Checks size and version (above), then every field against the range its PLEXUS_* knob
+ * accepts (one table serves both) and the cross-field rules (heap ring inside device
+ * memory); an unset field counts as its built-in default. Returns PX_OK, or PX_EINVAL naming
  * the field, its value, the range and the knob; PX_EINVAL for a NULL c.
  */
 PX_API px_status px_config_validate(const px_config *c);
 
-/* Prints the knob table (name, value, default, description) to f; nothing for NULLs. */
+/* Prints the knob table (name, value, default, description) to f, an unset field as its
+ * built-in default; nothing for NULLs or a c refused by its size and version. */
 PX_API void px_config_print(const px_config *c, FILE *f);
 
 #ifdef __cplusplus

@@ -56,7 +56,10 @@ typedef struct px_run_stats {
     uint64_t dfx_drain_wakes;  /* FUTEX_WAKEs the writers sent the sleeping DFX drain */
 } px_run_stats;
 
-/* Creates a worker from c (NULL: px_config_default()). Starts its core threads. */
+/* Creates a worker from c (NULL: px_config_default()). Starts its core threads. c must come
+ * from px_config_default() or PX_CONFIG_INIT (plexus/config.h): a config without its size and
+ * version, or from a newer header, is PX_EINVAL saying which; unset fields take their
+ * defaults. */
 PX_API px_status px_worker_create(const px_config *c, px_worker **w);
 
 /* Level 3: forks the chips. At level 2 it only checks the worker; calling it is optional. */

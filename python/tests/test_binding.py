@@ -129,5 +129,9 @@ def test_versioned_structs_get_their_size_and_version():
 
     p = new_struct("px_thing", f2, FakeLib)
     assert (p.size, p.version, p.x) == (f2.sizeof("px_thing"), 3, 0.0)
-    for t in ("px_config", "px_domain_spec"):  # today's structs: zeroed, nothing to set
-        assert ffi.sizeof(new_struct(t)[0]) == ffi.sizeof(t)
+    # today's versioned structs get what PX_CONFIG_INIT / PX_DOMAIN_SPEC_INIT set
+    for t, ver in (("px_config", lib.PX_CONFIG_VERSION),
+                   ("px_domain_spec", lib.PX_DOMAIN_SPEC_VERSION)):
+        p = new_struct(t)
+        assert ffi.sizeof(p[0]) == ffi.sizeof(t)
+        assert (p.size, p.version) == (ffi.sizeof(t), ver)

@@ -15,6 +15,7 @@
 #include "comm/domain.h"
 #include "hier/hier.h"
 #include "runtime/runtime.h"
+#include "util/abi.h"
 
 px_status px_worker_create(const px_config *c, px_worker **w)
 {
@@ -23,11 +24,11 @@ px_status px_worker_create(const px_config *c, px_worker **w)
 
     if (w == NULL)
         return px_set_error(PX_EINVAL, "px_worker_create: output pointer is NULL");
-    if (c == NULL) {
-        if ((st = px_config_default(&cfg)) != PX_OK)
-            return st;
-        c = &cfg;
-    }
+    /* the caller's config as this library's: size and version checked, unset fields filled */
+    if ((st = c == NULL ? px_config_default(&cfg)
+                        : util_config_import(c, &cfg, "px_worker_create")) != PX_OK)
+        return st;
+    c = &cfg;
     if (c->level == 3) {
         if ((st = px_hier_create(c, w)) == PX_OK && (st = comm_attach(*w)) != PX_OK) {
             char msg[PX_ERRMSG_MAX];

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "caps/caps_internal.h"
+#include "util/abi.h"
 #include "util/log.h"
 
 static const char *const caps_fact_names[PX_FACT_COUNT] = {
@@ -102,13 +103,17 @@ static void caps_apply_env(const px_config *cfg, px_caps *c)
 }
 
 /* Returns PX_OK, or PX_EINVAL for a NULL argument or an unknown device profile. */
-px_status px_caps_probe_with(const px_config *cfg, px_caps *caps)
+px_status px_caps_probe_with(const px_config *user, px_caps *caps)
 {
+    px_config c;
+    const px_config *cfg = &c;
     px_caps tmp;
     px_status st;
 
-    if (cfg == NULL || caps == NULL)
+    if (user == NULL || caps == NULL)
         return px_set_error(PX_EINVAL, "px_caps_probe_with: config and caps must not be NULL");
+    if ((st = util_config_import(user, &c, "px_caps_probe_with")) != PX_OK)
+        return st;
     st = caps_profile_check(cfg->device_profile);
     if (st != PX_OK)
         return st;

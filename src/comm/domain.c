@@ -30,12 +30,12 @@
 #include "comm/select.h"
 #include "dfx/collectors/out.h"
 #include "runtime/runtime.h"
+#include "util/abi.h"
 #include "util/log.h"
 #include "util/util.h"
 #include "util/wait.h"
 
 #define COMM_DOMAIN_MAGIC 0x50584f4du /* "PXOM" */
-#define COMM_MAX_WORKERS 16
 
 enum { COMM_LIVE = 1, COMM_RELEASED, COMM_FREED };
 enum { COMM_OP_ALLREDUCE = 1, COMM_OP_ALLGATHER, COMM_OP_REDUCE_SCATTER, COMM_OP_BROADCAST,
@@ -76,9 +76,6 @@ struct comm_worker {
     uint64_t run;                    /* runs ended so far */
     px_domain *doms;
 };
-
-static comm_worker *g_workers[COMM_MAX_WORKERS];
-static pthread_mutex_t g_workers_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /*
  * The registry of handles: every handle px_domain_alloc made whose worker is not destroyed,
@@ -186,18 +183,6 @@ static int comm_handle_known(const px_domain *d)
     return found;
 }
 
-static comm_worker *comm_worker_of(px_worker *w)
-{
-    comm_worker *cw = NULL;
-
-    pthread_mutex_lock(&g_workers_lock);
-    for (int i = 0; i < COMM_MAX_WORKERS && cw == NULL; i++)
-        if (g_workers[i] != NULL && g_workers[i]->w == w)
-            cw = g_workers[i];
-    pthread_mutex_unlock(&g_workers_lock);
-    return cw;
-}
-
 /* ---- the built-in tasks' chip side ---- */
 
 /* Copies between device tensor 0 and the window: to_window 1 (comm.write_k, IN tensor) or 0
@@ -283,29 +268,29 @@ static px_status comm_coll_kernel(px_core_ctx *ctx, const px_task_args *a)
     return st;
 }
 
-/* The callables: run the matching kernel on the call's own args (the chip's orchestration). */
-static px_status comm_submit_own(px_orch *o, const px_task_args *args, const char *kernel)
+/* The callables: run kernel k on the call's own args (the chip's orchestration). Their user
+ * pointer is the worker's comm_worker (hier_callable_register), as the chip's fork copied it:
+ * the kernel ids in it are the same on every chip. */
+static px_status comm_submit_own(px_orch *o, const px_task_args *args, px_kernel_id k)
 {
     px_task_args a = *args;
-    px_kernel_id k;
-    px_status st = px_kernel_lookup(px_orch_worker(o), kernel, &k);
 
-    return st == PX_OK ? px_submit(o, k, &a, NULL) : st;
+    return px_submit(o, k, &a, NULL);
 }
 
 static px_status comm_write_callable(px_orch *o, const px_task_args *args, void *user)
 {
-    return comm_submit_own(o, args, "comm.write_k");
+    return comm_submit_own(o, args, ((const comm_worker *)user)->k_write);
 }
 
 static px_status comm_read_callable(px_orch *o, const px_task_args *args, void *user)
 {
-    return comm_submit_own(o, args, "comm.read_k");
+    return comm_submit_own(o, args, ((const comm_worker *)user)->k_read);
 }
 
 static px_status comm_coll_callable(px_orch *o, const px_task_args *args, void *user)
 {
-    return comm_submit_own(o, args, "comm.coll_k");
+    return comm_submit_own(o, args, ((const comm_worker *)user)->k_coll);
 }
 
 px_comm *px_arg_comm(const px_task_args *a, int i)
@@ -360,11 +345,6 @@ static void comm_destroy(void *arg)
     comm_worker *cw = arg;
     px_domain *d = cw->doms, *next;
 
-    pthread_mutex_lock(&g_workers_lock);
-    for (int i = 0; i < COMM_MAX_WORKERS; i++)
-        if (g_workers[i] == cw)
-            g_workers[i] = NULL;
-    pthread_mutex_unlock(&g_workers_lock);
     for (; d != NULL; d = next) {
         next = d->next;
         if (d->state != COMM_FREED)
@@ -382,7 +362,8 @@ static void comm_destroy(void *arg)
     free(cw);
 }
 
-/* The init hook: the built-in tasks' kernels and callables, after the user's. */
+/* The init hook: the built-in tasks' kernels and callables, after the user's, through the
+ * level-3 registry (ext.h) rather than the public API above it. */
 static px_status comm_init(void *arg)
 {
     comm_worker *cw = arg;
@@ -399,17 +380,17 @@ static px_status comm_init(void *arg)
                                 strerror(errno));
         cw->bells = b;
     }
-    st = px_kernel_register(w, "comm.write_k", comm_write_kernel, NULL, &cw->k_write);
+    st = hier_kernel_register(w, "comm.write_k", comm_write_kernel, NULL, &cw->k_write);
     if (st == PX_OK)
-        st = px_kernel_register(w, "comm.read_k", comm_read_kernel, NULL, &cw->k_read);
+        st = hier_kernel_register(w, "comm.read_k", comm_read_kernel, NULL, &cw->k_read);
     if (st == PX_OK)
-        st = px_kernel_register(w, "comm.coll_k", comm_coll_kernel, NULL, &cw->k_coll);
+        st = hier_kernel_register(w, "comm.coll_k", comm_coll_kernel, NULL, &cw->k_coll);
     if (st == PX_OK)
-        st = px_callable_register(w, "comm.write", comm_write_callable, &cw->c_write);
+        st = hier_callable_register(w, "comm.write", comm_write_callable, cw, &cw->c_write);
     if (st == PX_OK)
-        st = px_callable_register(w, "comm.read", comm_read_callable, &cw->c_read);
+        st = hier_callable_register(w, "comm.read", comm_read_callable, cw, &cw->c_read);
     if (st == PX_OK)
-        st = px_callable_register(w, "comm.coll", comm_coll_callable, &cw->c_coll);
+        st = hier_callable_register(w, "comm.coll", comm_coll_callable, cw, &cw->c_coll);
     return st;
 }
 
@@ -492,38 +473,53 @@ static void comm_dfx_json(void *arg, struct dfxc_buf *b)
 static const hier_hooks comm_hooks = {.init = comm_init, .run_end = comm_run_end,
                                       .dfx_json = comm_dfx_json, .destroy = comm_destroy};
 
+/* The comm state of level-3 worker w: its hooks' extension slot (no lock, no search beyond
+ * the worker's few hook sets), or NULL. */
+static comm_worker *comm_worker_of(px_worker *w)
+{
+    return hier_hooks_arg(w, &comm_hooks);
+}
+
 px_status comm_attach(px_worker *w)
 {
     comm_worker *cw = calloc(1, sizeof(*cw));
     px_status st;
-    int slot = -1;
 
     if (cw == NULL)
         return px_set_error(PX_ENOMEM, "comm: out of memory for a worker's state");
     cw->w = w;
     cw->next_id = 1;
     st = comm_chip_register(w, cw->kinds, &cw->bells);
-    if (st == PX_OK) {
-        pthread_mutex_lock(&g_workers_lock);
-        for (int i = 0; i < COMM_MAX_WORKERS && slot < 0; i++)
-            if (g_workers[i] == NULL)
-                g_workers[slot = i] = cw;
-        pthread_mutex_unlock(&g_workers_lock);
-        if (slot < 0)
-            st = px_set_error(PX_ENOMEM, "comm: %d level-3 workers live already",
-                              COMM_MAX_WORKERS);
-    }
-    if (st == PX_OK && (st = hier_hooks_register(w, &comm_hooks, cw)) != PX_OK) {
-        pthread_mutex_lock(&g_workers_lock);
-        g_workers[slot] = NULL;
-        pthread_mutex_unlock(&g_workers_lock);
-    }
+    if (st == PX_OK)
+        st = hier_hooks_register(w, &comm_hooks, cw);
     if (st != PX_OK)
         free(cw);
     return st;
 }
 
 /* ---- checking a spec ---- */
+
+/* sizes[v - 1]: the size of px_domain_spec version v (as config.c's config_sizes). */
+static const uint32_t comm_spec_sizes[] = {sizeof(px_domain_spec)};
+
+static const util_abi_type comm_spec_abi = {"px_domain_spec", "PX_DOMAIN_SPEC_INIT",
+                                            comm_spec_sizes, PX_ARRAY_SIZE(comm_spec_sizes)};
+
+/* Copies the caller's spec into *out as this library's (size and version checked; the
+ * fields an older spec lacks are 0). Returns PX_OK or PX_EINVAL (message set). */
+static px_status comm_spec_import(const px_domain_spec *spec, px_domain_spec *out)
+{
+    px_status st = util_abi_check(&comm_spec_abi, "px_domain_alloc", spec->size,
+                                  spec->version);
+
+    if (st != PX_OK)
+        return st;
+    memset(out, 0, sizeof(*out));
+    memcpy(out, spec, spec->size);
+    out->size = sizeof(*out);
+    out->version = PX_DOMAIN_SPEC_VERSION;
+    return PX_OK;
+}
 
 /* Checks a name of 1..31 characters; `what` names the field. */
 static px_status comm_check_name(const char *name, const char *what)
@@ -1279,6 +1275,7 @@ static void comm_log_choice(const px_domain *d)
 
 px_status px_domain_alloc(px_orch *o, const px_domain_spec *spec, px_domain **out)
 {
+    px_domain_spec spec_in;
     px_worker *w;
     comm_worker *cw;
     px_domain *d;
@@ -1287,6 +1284,9 @@ px_status px_domain_alloc(px_orch *o, const px_domain_spec *spec, px_domain **ou
 
     if (spec == NULL || out == NULL)
         return px_set_error(PX_EINVAL, "px_domain_alloc: spec and output are required");
+    if ((st = comm_spec_import(spec, &spec_in)) != PX_OK)
+        return st;
+    spec = &spec_in;
     if ((st = hier_orch_worker(o, "px_domain_alloc", &w)) != PX_OK)
         return st;
     if ((cw = comm_worker_of(w)) == NULL)

@@ -149,11 +149,8 @@ static px_dfx_buf *dfx_drain_next(px_dfx *d)
  */
 void dfx_drain_kick(px_dfx *d, px_dfx_prod *pr)
 {
-    if (atomic_load_explicit(&d->drain_sleeping, memory_order_seq_cst) != 0 &&
-        atomic_exchange_explicit(&d->drain_sleeping, 0, memory_order_seq_cst) != 0) {
+    if (util_wake_take(&d->ready_seq, &d->drain_sleeping, 1, 0))
         pr->drain_wakes++;
-        px_futex_wake(&d->ready_seq, 1, 0);
-    }
 }
 
 /* Returns the buffers a host-side writer drained (see dfx_internal.h). */
@@ -193,7 +190,7 @@ void dfx_drain_hold(px_dfx *d, int on)
 {
     atomic_store_explicit(&d->drain_held, on != 0, memory_order_seq_cst);
     if (!on)
-        px_futex_wake(&d->ready_seq, 1, 0); /* no bump: ready_seq counts published buffers */
+        util_wake(&d->ready_seq, NULL, 1, 0); /* no bump: ready_seq counts published buffers */
 }
 
 /*

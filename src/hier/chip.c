@@ -146,7 +146,7 @@ static void px_child_run(px_hier *h, hier_chip *chip, const px_mb_call *c, px_mb
         if (c->callable < 0 || c->callable >= h->ncallables || l2 == NULL)
             st = px_set_error(PX_EINVAL, "callable id %d unknown to this chip", c->callable);
         else
-            st = px_run(l2, h->callables[c->callable].fn, &args, NULL);
+            st = px_run(l2, h->callables[c->callable].fn, &args, h->callables[c->callable].arg);
     } else if (c->kind == PX_MB_CONTROL) {
         st = px_set_error(PX_EINVAL, "a control call reached a host sub-worker");
     } else {

@@ -145,6 +145,29 @@ typedef struct hier_hooks {
 
 px_status hier_hooks_register(px_worker *w, const hier_hooks *hooks, void *arg);
 
+/*
+ * The extension slot of a layer above: the arg registered with hooks (the layer's own static
+ * table, which names it) on w, or NULL when w is not a level-3 worker or has no such hooks.
+ * No lock: hooks are registered before px_worker_init, on the creating thread, and never
+ * change after.
+ */
+void *hier_hooks_arg(px_worker *w, const hier_hooks *hooks);
+
+/* ---- registering chip kernels and callables for the layers above ---- */
+
+/*
+ * The level-3 registry the public px_kernel_register / px_callable_register sit on, for the
+ * layers above (from their init hook, or before px_worker_init): a chip kernel, whose id is
+ * the same on every chip (px_kernel_lookup shows the user only the user's own once the
+ * chips are forked), and a callable whose calls get arg as their user pointer (on the chip:
+ * the parent's arg as the fork copied it). Return PX_OK with *id, or PX_EINVAL / PX_ESTATE /
+ * PX_ENOMEM (message set).
+ */
+px_status hier_kernel_register(px_worker *w, const char *name, px_kernel_fn fn,
+                               const px_signature *sig, px_kernel_id *id);
+px_status hier_callable_register(px_worker *w, const char *name, px_orch_fn fn, void *arg,
+                                 px_callable_id *id);
+
 /* ---- submitting for the layers above ---- */
 
 /* Checks that o is the orchestration of a running, initialised level-3 worker (`what` names

@@ -30,6 +30,7 @@
 #include "util/wait.h"
 
 #define PX_HIER_THREADS_WAIT_NS 100000000ull /* threads just joined may take a moment to go */
+#define PX_HIER_THREADS_POLL_NS 1000000ull    /* looking at /proc this often meanwhile */
 #define PX_HIER_SHUTDOWN_MAX_S 5.0           /* grace for children to exit at destroy */
 #define PX_HIER_START_SLICE_NS 10000000ull   /* a starting child is checked this often */
 
@@ -199,8 +200,23 @@ int px_hier_user_kernels(px_worker *w)
     return h->state == PX_HIER_CREATED ? w->nkernels : h->user_kernels;
 }
 
+px_status hier_kernel_register(px_worker *w, const char *name, px_kernel_fn fn,
+                               const px_signature *sig, px_kernel_id *id)
+{
+    if (w == NULL || w->level != 3 || px_hier_of(w) == NULL)
+        return px_set_error(PX_EINVAL, "hier_kernel_register(\"%s\"): a level-3 worker is "
+                            "required", name ? name : "(null)");
+    return px_hier_kernel_register(w, name, fn, sig, id);
+}
+
 px_status px_callable_register(px_worker *w, const char *name, px_orch_fn fn,
                                px_callable_id *id)
+{
+    return hier_callable_register(w, name, fn, NULL, id);
+}
+
+px_status hier_callable_register(px_worker *w, const char *name, px_orch_fn fn, void *arg,
+                                 px_callable_id *id)
 {
     px_hier *h;
 
@@ -226,6 +242,7 @@ px_status px_callable_register(px_worker *w, const char *name, px_orch_fn fn,
                             name, PX_HIER_MAX_CALLABLES);
     snprintf(h->callables[h->ncallables].name, PX_KERNEL_NAME_MAX, "%s", name);
     h->callables[h->ncallables].fn = fn;
+    h->callables[h->ncallables].arg = arg;
     if (id != NULL)
         *id = h->ncallables;
     h->ncallables++;
@@ -275,15 +292,31 @@ static int px_hier_threads(void)
     return n;
 }
 
-/* Refuses a multi-threaded process; threads that were just joined get a moment to go. */
+/* ready() of the wait below: the process runs no thread but this one (and the tool's). */
+static int px_hier_alone(void *arg)
+{
+    int *n = arg;
+
+    *n = px_hier_threads();
+    return *n <= 1 + PX_HIER_TOOL_THREADS;
+}
+
+/*
+ * Refuses a multi-threaded process; threads that were just joined get a moment to go: the one
+ * wait (util/wait.h) polls /proc with sched_yield for PX_HIER_THREADS_POLL_NS, then every
+ * PX_HIER_THREADS_POLL_NS (a slice on a word nobody wakes: a thread's exit rings no bell),
+ * until PX_HIER_THREADS_WAIT_NS have passed.
+ */
 static px_status px_hier_check_threads(void)
 {
-    uint64_t deadline = px_now_ns() + PX_HIER_THREADS_WAIT_NS;
-    int n;
+    _Atomic uint32_t no_bell = 0;
+    int n = 0;
+    util_wait wt = {.ready = px_hier_alone, .arg = &n, .word = &no_bell,
+                    .yield_ticks = px_ns_to_ticks(PX_HIER_THREADS_POLL_NS),
+                    .deadline_ns = px_now_ns() + PX_HIER_THREADS_WAIT_NS,
+                    .slice_ns = PX_HIER_THREADS_POLL_NS};
 
-    while ((n = px_hier_threads()) > 1 + PX_HIER_TOOL_THREADS && px_now_ns() < deadline)
-        sched_yield();
-    if (n > 1 + PX_HIER_TOOL_THREADS)
+    if (util_wait_run(&wt) != PX_OK)
         return px_set_error(PX_ESTATE, "px_worker_init at level 3 forks one process per chip "
                             "and needs a single-threaded process, but this process runs %d "
                             "threads (a thread holding a lock at fork would leave it locked in "
@@ -570,4 +603,14 @@ px_status hier_hooks_register(px_worker *w, const hier_hooks *hooks, void *arg)
     h->hooks[h->nhooks].hooks = hooks;
     h->hooks[h->nhooks++].arg = arg;
     return PX_OK;
+}
+
+void *hier_hooks_arg(px_worker *w, const hier_hooks *hooks)
+{
+    px_hier *h = w != NULL && w->level == 3 ? px_hier_of(w) : NULL;
+
+    for (int i = 0; h != NULL && i < h->nhooks; i++)
+        if (h->hooks[i].hooks == hooks)
+            return h->hooks[i].arg;
+    return NULL;
 }

@@ -52,6 +52,7 @@
 typedef struct px_hier_callable {
     char name[PX_KERNEL_NAME_MAX];
     px_orch_fn fn;
+    void *arg;                    /* its calls' user pointer (hier_callable_register) */
 } px_hier_callable;
 
 /* One child process and the parent's bookkeeping for it. */

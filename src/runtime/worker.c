@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/abi.h"
 #include "util/argcheck.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -108,8 +109,10 @@ px_status px_rt_worker_create(const px_config *c, int start_cores, px_worker **o
         return px_set_error(PX_ENOMEM, "cannot allocate a worker");
     pthread_mutex_init(&w->fail_lock, NULL);
     if (c != NULL)
-        w->cfg = *c;
-    else if ((st = px_config_default(&w->cfg)) != PX_OK)
+        st = util_config_import(c, &w->cfg, "px_worker_create");
+    else
+        st = px_config_default(&w->cfg);
+    if (st != PX_OK)
         goto out_free;
     if ((st = px_config_validate(&w->cfg)) != PX_OK)
         goto out_free;

@@ -17,6 +17,7 @@
 #include "comm/tl_list.h" /* the transports' names: data only */
 #include "log.h"
 #include "util.h"
+#include "util/abi.h"
 
 extern char **environ;
 
@@ -575,18 +576,136 @@ static px_status px_knob_apply(px_config *c, const px_knob *k, const char *text)
     return k->parse(field, k->name, text);
 }
 
+/* ---- size, version and unset fields (util/abi.h) ---- */
+
+/* sizes[v - 1]: the size of px_config version v. A version that adds fields appends its
+ * sizeof here and turns the previous last row into offsetof(px_config, <its first field>). */
+static const uint32_t config_sizes[] = {sizeof(px_config)};
+
+static const util_abi_type config_abi = {"px_config", "PX_CONFIG_INIT or px_config_default()",
+                                         config_sizes, PX_ARRAY_SIZE(config_sizes)};
+
+_Static_assert(PX_ARRAY_SIZE(config_sizes) == PX_CONFIG_VERSION,
+               "config_sizes needs one row per px_config version");
+
+typedef enum { CF_INT, CF_U32, CF_U64, CF_DBL, CF_STR } config_kind;
+
+typedef struct config_field {
+    size_t off, size;
+    config_kind kind;
+} config_field;
+
+#define CF(field, kind) {offsetof(px_config, field), sizeof(((px_config *)0)->field), kind}
+
+/* Every field after size and version, with its type: what an unset field looks like
+ * (PX_CONFIG_INIT). A new field gets a row here and its unset value in PX_CONFIG_INIT. */
+static const config_field config_fields[] = {
+    CF(level, CF_INT), CF(cores, CF_INT), CF(chips, CF_INT), CF(subs, CF_INT),
+    CF(device_profile, CF_STR), CF(device_mem, CF_U64), CF(heap_ring, CF_U64),
+    CF(task_ring, CF_U32), CF(dep_ring, CF_U32), CF(timeout_s, CF_DBL), CF(spin_ns, CF_U32),
+    CF(yield_ns, CF_U32), CF(hugepages, CF_INT), CF(log_level, CF_INT), CF(bind, CF_INT),
+    CF(dfx, CF_U32), CF(out_dir, CF_STR), CF(dfx_transport, CF_STR),
+    CF(dfx_args_level, CF_INT), CF(dfx_strict, CF_INT), CF(dfx_backstop_s, CF_DBL),
+    CF(dfx_buffer_records, CF_U32), CF(dfx_buffers, CF_U32), CF(dfx_args_arena, CF_U64),
+    CF(comm_timeout_s, CF_DBL), CF(comm_oneshot_max, CF_U64), CF(comm_transport, CF_INT),
+    CF(comm_mem_max, CF_U64),
+};
+
+/* 1 when field f of c holds its type's unset value. */
+static int config_unset(const px_config *c, const config_field *f)
+{
+    const char *p = (const char *)c + f->off;
+
+    switch (f->kind) {
+    case CF_INT:
+        return *(const int *)p == PX_CONFIG_UNSET_INT;
+    case CF_U32:
+        return *(const uint32_t *)p == PX_CONFIG_UNSET_U32;
+    case CF_U64:
+        return *(const uint64_t *)p == PX_CONFIG_UNSET_U64;
+    case CF_DBL:
+        return *(const double *)p == PX_CONFIG_UNSET_REAL;
+    case CF_STR:
+        return (unsigned char)p[0] == (unsigned char)PX_CONFIG_UNSET_STR[0];
+    }
+    return 0;
+}
+
+/* The row of the field at offset off, or NULL. */
+static const config_field *config_field_at(size_t off)
+{
+    for (size_t i = 0; i < PX_ARRAY_SIZE(config_fields); i++)
+        if (config_fields[i].off == off)
+            return &config_fields[i];
+    return NULL;
+}
+
+/* The built-in defaults (no environment), size and version set. */
+static void config_builtin(px_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    for (size_t i = 0; i < PX_NKNOBS; i++)
+        px_knob_apply(c, &px_knobs[i], px_knobs[i].dflt);
+    c->size = sizeof(*c);
+    c->version = PX_CONFIG_VERSION;
+}
+
+/* util_config_import with the defaults of env: 1 px_config_default(), 0 the built-in ones. */
+static px_status config_import(const px_config *c, int env, px_config *out, const char *who)
+{
+    px_config base;
+    int have = 0;
+    px_status st;
+
+    if (c == NULL)
+        return px_set_error(PX_EINVAL, "%s: config is NULL", who);
+    if ((st = util_abi_check(&config_abi, who, c->size, c->version)) != PX_OK)
+        return st;
+    *out = (px_config)PX_CONFIG_INIT;
+    memcpy(out, c, c->size); /* an older c: the fields past its end stay unset */
+    out->size = sizeof(*out);
+    out->version = PX_CONFIG_VERSION;
+    for (size_t i = 0; i < PX_ARRAY_SIZE(config_fields); i++) {
+        const config_field *f = &config_fields[i];
+
+        if (!config_unset(out, f))
+            continue;
+        if (!have && env && (st = px_config_default(&base)) != PX_OK)
+            return st;
+        if (!have && !env)
+            config_builtin(&base);
+        have = 1;
+        memcpy((char *)out + f->off, (const char *)&base + f->off, f->size);
+    }
+    return PX_OK;
+}
+
+px_status util_config_import(const px_config *c, px_config *out, const char *who)
+{
+    return config_import(c, 1, out, who);
+}
+
 px_status px_config_set(px_config *c, const char *name, const char *value)
 {
+    const config_field *f;
     const px_knob *k;
+    px_status st;
 
     if (c == NULL || name == NULL || value == NULL)
         return px_set_error(PX_EINVAL, "px_config_set: config, name and value are required (got "
                             "%s, %s%s%s, %s%s%s)", c ? "a config" : "NULL",
                             name ? "\"" : "", name ? name : "NULL", name ? "\"" : "",
                             value ? "\"" : "", value ? value : "NULL", value ? "\"" : "");
+    if ((st = util_abi_check(&config_abi, "px_config_set", c->size, c->version)) != PX_OK)
+        return st;
     k = px_knob_find(name, strlen(name));
     if (k == NULL)
         return px_set_error(PX_ENOENT, "unknown configuration knob \"%s\"", name);
+    f = k->offset == PX_NOFIELD ? NULL : config_field_at(k->offset);
+    if (f != NULL && f->off + f->size > c->size)
+        return px_set_error(PX_EINVAL, "px_config_set: %s has no field in this px_config "
+                            "(version %u, size %u, from an older header); it takes its "
+                            "default", name, c->version, c->size);
     return px_knob_apply(c, k, value);
 }
 
@@ -598,9 +717,7 @@ px_status px_config_default(px_config *c)
     if (c == NULL)
         return px_set_error(PX_EINVAL, "px_config_default: config is NULL; pass the px_config "
                             "to fill");
-    memset(c, 0, sizeof(*c));
-    for (size_t i = 0; i < PX_NKNOBS; i++)
-        px_knob_apply(c, &px_knobs[i], px_knobs[i].dflt);
+    config_builtin(c);
 
     for (char **e = environ; e && *e; e++) {
         const char *eq = strchr(*e, '=');
@@ -655,12 +772,16 @@ static px_status px_config_validate_dfx(const px_config *c)
     return PX_OK;
 }
 
-px_status px_config_validate(const px_config *c)
+px_status px_config_validate(const px_config *user)
 {
+    px_config v;
+    const px_config *c = &v;
     px_status st;
 
-    if (c == NULL)
+    if (user == NULL)
         return px_set_error(PX_EINVAL, "px_config_validate: config is NULL");
+    if ((st = config_import(user, 0, &v, "px_config_validate")) != PX_OK)
+        return st;
     /* every field in the range its knob accepts: the same table the parsers use */
     for (size_t i = 0; i < PX_ARRAY_SIZE(px_ranges); i++)
         if (px_ranges[i].offset != PX_NOFIELD && (st = px_range_check(c, &px_ranges[i])) != PX_OK)
@@ -731,11 +852,13 @@ static void px_knob_format(const px_config *c, const px_knob *k, char *buf, size
     }
 }
 
-void px_config_print(const px_config *c, FILE *f)
+void px_config_print(const px_config *user, FILE *f)
 {
+    px_config c_;
+    const px_config *c = &c_;
     char val[64];
 
-    if (c == NULL || f == NULL)
+    if (user == NULL || f == NULL || config_import(user, 0, &c_, "px_config_print") != PX_OK)
         return;
 
     fprintf(f, "%-22s %-12s %-8s %s\n", "knob", "value", "default", "description");

@@ -129,6 +129,20 @@ static inline void util_wake(_Atomic uint32_t *word, _Atomic uint32_t *sleeping,
         px_futex_wake(word, n, shared);
 }
 
+/* Wakes up to n sleepers on word if one announced itself in the flag *sleeping, taking the
+ * announcement (the flag goes to 0), so that the wakers that come before the woken side runs
+ * make no system call of their own; the waiter announces again before its next sleep.
+ * Returns 1 when it woke. */
+static inline int util_wake_take(_Atomic uint32_t *word, _Atomic uint32_t *sleeping, int n,
+                                 int shared)
+{
+    if (atomic_load_explicit(sleeping, memory_order_seq_cst) == 0 ||
+        atomic_exchange_explicit(sleeping, 0, memory_order_seq_cst) == 0)
+        return 0;
+    px_futex_wake(word, n, shared);
+    return 1;
+}
+
 /* Bumps the sequence word, then wakes as util_wake. */
 static inline void util_bump_wake(_Atomic uint32_t *word, _Atomic uint32_t *sleeping, int n,
                                   int shared)

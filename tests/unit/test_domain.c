@@ -169,7 +169,8 @@ static px_status td_ar_orch(px_orch *o, const px_task_args *args, void *user)
     const td_ar *t = user;
     const px_tensor *in = px_arg_tensor(args, 0), *out = px_arg_tensor(args, 1);
     px_domain_buffer b = {"x", (size_t)t->count * sizeof(float)};
-    px_domain_spec s = {.name = t->name, .chips = t->chips, .nchips = t->n,
+    px_domain_spec s = {PX_DOMAIN_SPEC_HEADER,
+                        .name = t->name, .chips = t->chips, .nchips = t->n,
                         .window_bytes = (size_t)t->count * sizeof(float), .buffers = &b,
                         .nbuffers = 1};
     const int64_t row[1] = {t->count};
@@ -255,7 +256,8 @@ static px_status td_overlap_orch(px_orch *o, const px_task_args *args, void *use
 {
     static const int ca[3] = {0, 1, 2}, cb[3] = {3, 2, 1};
     px_domain_buffer b[2] = {{"x", 64}, {"y", 4096}};
-    px_domain_spec sa = {.name = "a", .chips = ca, .nchips = 3, .window_bytes = 8192,
+    px_domain_spec sa = {PX_DOMAIN_SPEC_HEADER,
+                         .name = "a", .chips = ca, .nchips = 3, .window_bytes = 8192,
                          .buffers = b, .nbuffers = 2, .nsignals = 2};
     px_domain_spec sb = sa;
     px_domain *da, *db;
@@ -504,7 +506,8 @@ static px_status td_matrix_orch(px_orch *o, const px_task_args *args, void *user
 {
     int n = *(const int *)user, chips[8];
     px_domain_buffer b = {"x", TD_BIG * 8};
-    px_domain_spec s = {.name = "matrix", .chips = chips, .nchips = n,
+    px_domain_spec s = {PX_DOMAIN_SPEC_HEADER,
+                        .name = "matrix", .chips = chips, .nchips = n,
                         .window_bytes = TD_BIG * 8, .buffers = &b, .nbuffers = 1};
     px_domain *d;
     px_status st;
@@ -547,7 +550,8 @@ static px_status td_bad_orch(px_orch *o, const px_task_args *args, void *user)
     static const int two[2] = {0, 1}, dup[2] = {1, 1}, far[2] = {0, 9};
     px_domain_buffer ok = {"x", 64}, big = {"x", 1 << 20}, zero = {"x", 0};
     px_domain_buffer twice[2] = {{"x", 64}, {"x", 64}}, noname = {"", 64};
-    px_domain_spec base = {.name = "d", .chips = two, .nchips = 2, .window_bytes = 4096,
+    px_domain_spec base = {PX_DOMAIN_SPEC_HEADER,
+                           .name = "d", .chips = two, .nchips = 2, .window_bytes = 4096,
                            .buffers = &ok, .nbuffers = 1};
     px_domain_spec s[11];
     px_domain *d = NULL, *live;
@@ -685,7 +689,8 @@ static px_status td_busy_orch(px_orch *o, const px_task_args *args, void *user)
 {
     static const int chips[2] = {0, 1};
     px_domain_buffer b = {"x", 2u << 20};
-    px_domain_spec s = {.name = "busy", .chips = chips, .nchips = 2, .window_bytes = 2u << 20,
+    px_domain_spec s = {PX_DOMAIN_SPEC_HEADER,
+                        .name = "busy", .chips = chips, .nchips = 2, .window_bytes = 2u << 20,
                         .buffers = &b, .nbuffers = 1, .nsignals = 1};
     px_domain *d;
     px_status st = px_domain_alloc(o, &s, &d);
@@ -711,7 +716,8 @@ static px_status td_die_orch(px_orch *o, const px_task_args *args, void *user)
 {
     static const int chips[3] = {0, 1, 2};
     px_domain_buffer b = {"x", 64};
-    px_domain_spec s = {.name = "dies", .chips = chips, .nchips = 3, .window_bytes = 64,
+    px_domain_spec s = {PX_DOMAIN_SPEC_HEADER,
+                        .name = "dies", .chips = chips, .nchips = 3, .window_bytes = 64,
                         .buffers = &b, .nbuffers = 1};
     px_domain *d;
     px_status st = px_domain_alloc(o, &s, &d);
@@ -816,7 +822,8 @@ static px_status td_chain_orch(px_orch *o, const px_task_args *args, void *user)
 {
     static const int chips[3] = {2, 0, 1};
     px_domain_buffer b = {"x", TD_CHAIN_N * sizeof(float)};
-    px_domain_spec s = {.name = "chain", .chips = chips, .nchips = 3,
+    px_domain_spec s = {PX_DOMAIN_SPEC_HEADER,
+                        .name = "chain", .chips = chips, .nchips = 3,
                         .window_bytes = TD_CHAIN_N * sizeof(float), .buffers = &b,
                         .nbuffers = 1};
     px_tensor out = *px_arg_tensor(args, 0);
@@ -871,7 +878,8 @@ static px_status td_keep_orch(px_orch *o, const px_task_args *args, void *user)
 {
     static const int chips[2] = {0, 1};
     px_domain_buffer b = {"x", 4096};
-    px_domain_spec s = {.name = "kept", .chips = chips, .nchips = 2, .window_bytes = 4096,
+    px_domain_spec s = {PX_DOMAIN_SPEC_HEADER,
+                        .name = "kept", .chips = chips, .nchips = 2, .window_bytes = 4096,
                         .buffers = &b, .nbuffers = 1};
     px_domain **d = user;
 
@@ -963,7 +971,8 @@ static px_status td_select_orch(px_orch *o, const px_task_args *args, void *user
 
     for (int i = 0; i < 3; i++) {
         char name[8];
-        px_domain_spec s = {.name = name, .chips = sets[i], .nchips = ns[i],
+        px_domain_spec s = {PX_DOMAIN_SPEC_HEADER,
+                            .name = name, .chips = sets[i], .nchips = ns[i],
                             .window_bytes = 64, .buffers = &b, .nbuffers = 1, .nsignals = 2,
                             .need_peer_ptr = t->need_peer_ptr};
         px_domain *d = NULL;

@@ -85,7 +85,8 @@ static px_status tl_solo_orch(px_orch *o, const px_task_args *args, void *user)
 {
     static const int chips[1] = {1};
     px_domain_buffer b = {"x", 1 << 20};
-    px_domain_spec s = {.name = "solo", .chips = chips, .nchips = 1, .window_bytes = 1 << 20,
+    px_domain_spec s = {PX_DOMAIN_SPEC_HEADER,
+                        .name = "solo", .chips = chips, .nchips = 1, .window_bytes = 1 << 20,
                         .buffers = &b, .nbuffers = 1};
     px_domain *d;
     px_status st = px_domain_alloc(o, &s, &d);
@@ -132,7 +133,8 @@ static px_status tl_many_orch(px_orch *o, const px_task_args *args, void *user)
     const px_tensor *in = px_arg_tensor(args, 0), *out = px_arg_tensor(args, 1);
     const int64_t row[1] = {TL_EL};
     px_domain_buffer b = {"x", TL_EL * sizeof(float)};
-    px_domain_spec s = {.chips = chips, .nchips = 2, .window_bytes = TL_EL * sizeof(float),
+    px_domain_spec s = {PX_DOMAIN_SPEC_HEADER,
+                        .chips = chips, .nchips = 2, .window_bytes = TL_EL * sizeof(float),
                         .buffers = &b, .nbuffers = 1};
     int *done = user;
     px_status st = PX_OK;
@@ -234,7 +236,8 @@ static px_status tl_kill_orch(px_orch *o, const px_task_args *args, void *user)
 {
     static const int chips[3] = {0, 1, 2};
     px_domain_buffer b = {"x", 1 << 16};
-    px_domain_spec s = {.chips = chips, .nchips = 3, .window_bytes = 1 << 16, .buffers = &b,
+    px_domain_spec s = {PX_DOMAIN_SPEC_HEADER,
+                        .chips = chips, .nchips = 3, .window_bytes = 1 << 16, .buffers = &b,
                         .nbuffers = 1};
     tl_kill *k = user;
     uint64_t until = px_test_deadline_ns(30.0);
@@ -298,7 +301,8 @@ static px_status tl_keep_orch(px_orch *o, const px_task_args *args, void *user)
 {
     static const int chips[2] = {0, 1};
     px_domain_buffer b = {"x", 4096};
-    px_domain_spec s = {.name = "kept", .chips = chips, .nchips = 2, .window_bytes = 4096,
+    px_domain_spec s = {PX_DOMAIN_SPEC_HEADER,
+                        .name = "kept", .chips = chips, .nchips = 2, .window_bytes = 4096,
                         .buffers = &b, .nbuffers = 1};
 
     return px_domain_alloc(o, &s, (px_domain **)user);
@@ -344,7 +348,8 @@ static px_status tl_stop_orch(px_orch *o, const px_task_args *args, void *user)
 {
     static const int chips[3] = {0, 1, 2};
     px_domain_buffer b = {"x", 1 << 16};
-    px_domain_spec s = {.name = "stop", .chips = chips, .nchips = 3, .window_bytes = 1 << 16,
+    px_domain_spec s = {PX_DOMAIN_SPEC_HEADER,
+                        .name = "stop", .chips = chips, .nchips = 3, .window_bytes = 1 << 16,
                         .buffers = &b, .nbuffers = 1};
     tl_stop *t = user;
     px_status st = PX_OK;
@@ -421,7 +426,8 @@ static px_status tl_big_orch(px_orch *o, const px_task_args *args, void *user)
     static const int chips[3] = {0, 1, 2};
     tl_big *t = user;
     px_domain_buffer b = {"x", t->window};
-    px_domain_spec s = {.name = "big", .chips = chips, .nchips = 3, .window_bytes = t->window,
+    px_domain_spec s = {PX_DOMAIN_SPEC_HEADER,
+                        .name = "big", .chips = chips, .nchips = 3, .window_bytes = t->window,
                         .buffers = &b, .nbuffers = 1};
     px_domain *d = NULL;
 

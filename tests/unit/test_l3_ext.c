@@ -2,6 +2,10 @@
  * test_l3_ext.c - the extension points of level 3 (src/hier/ext.h): control calls, chip
  * services and file-descriptor passing.
  *
+ * Also the registry of the layers above: hooks, their extension slot (hier_hooks_arg), and
+ * chip kernels and callables registered from the init hook (hier_kernel_register,
+ * hier_callable_register: the callable gets its arg, the kernel runs by its id).
+ *
  * The handlers run inside the chip processes and answer with what they see there (their pid,
  * their chip index, bytes read from a descriptor, their descriptor count), so the test
  * compares with what it knows independently: px_hier_proc_pid, the bytes it wrote itself.
@@ -33,6 +37,8 @@ typedef struct ext_shared {
     _Atomic uint32_t kernel_state; /* 1 while the long kernel runs, 2 after */
     _Atomic uint32_t entered;      /* the hold handler was entered */
     _Atomic uint32_t stops;        /* service stop() calls */
+    _Atomic uint32_t layer_runs;   /* the layer kernel's runs, plus 100 for each one whose
+                                    * callable got the layer's arg */
 } ext_shared;
 
 static ext_shared *g_sh;
@@ -624,6 +630,87 @@ static void test_fd_to_dead_chip(void **state)
     PX_ASSERT_OK(px_worker_destroy(w));
 }
 
+/* ---- the layers above's registry ---- */
+
+typedef struct ext_layer {
+    px_worker *w;
+    px_kernel_id k;
+    px_callable_id c;
+} ext_layer;
+
+static ext_layer g_layer;
+
+static px_status layer_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    (void)ctx;
+    atomic_fetch_add(&g_sh->layer_runs, (uint32_t)px_arg_u64(a, 0));
+    return PX_OK;
+}
+
+/* The layer's callable: submits its kernel by the id kept in its arg. */
+static px_status layer_callable(px_orch *o, const px_task_args *args, void *user)
+{
+    const ext_layer *l = user;
+    px_task_args a;
+
+    px_args_init(&a);
+    px_args_scalar_u64(&a, user == &g_layer ? 101 : 1);
+    return px_submit(o, l->k, &a, NULL);
+}
+
+static px_status layer_init(void *arg)
+{
+    ext_layer *l = arg;
+    px_status st = hier_kernel_register(l->w, "layer.k", layer_kernel, NULL, &l->k);
+
+    return st == PX_OK ? hier_callable_register(l->w, "layer.c", layer_callable, l, &l->c) : st;
+}
+
+static const hier_hooks layer_hooks = {.init = layer_init};
+static const hier_hooks other_hooks = {.init = NULL};
+
+static px_status layer_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    px_task_args a;
+    px_status st = PX_OK;
+
+    (void)args;
+    (void)user;
+    for (int chip = 0; chip < 2 && st == PX_OK; chip++) {
+        px_args_init(&a);
+        st = px_submit_next_level(o, g_layer.c, &a, chip, NULL);
+    }
+    return st;
+}
+
+/* A layer's hooks give back its arg (and no other hooks' arg); its init hook registers a chip
+ * kernel and a callable through the level-3 registry: on each chip the callable gets the
+ * layer's arg and runs the kernel by its id, and the user's px_kernel_lookup does not see it. */
+static void test_layer_registry(void **state)
+{
+    px_config c;
+    px_kernel_id k;
+
+    (void)state;
+    px_test_config(&c, 1);
+    c.level = 3;
+    c.chips = 2;
+    c.device_mem = 64ull << 20;
+    c.heap_ring = 16ull << 20;
+    PX_ASSERT_OK(px_worker_create(&c, &g_layer.w));
+    assert_null(hier_hooks_arg(g_layer.w, &layer_hooks));
+    PX_ASSERT_OK(hier_hooks_register(g_layer.w, &layer_hooks, &g_layer));
+    assert_ptr_equal(hier_hooks_arg(g_layer.w, &layer_hooks), &g_layer);
+    assert_null(hier_hooks_arg(g_layer.w, &other_hooks));
+    assert_null(hier_hooks_arg(NULL, &layer_hooks));
+    PX_ASSERT_OK(px_worker_init(g_layer.w));
+    assert_int_equal(px_kernel_lookup(g_layer.w, "layer.k", &k), PX_ENOENT);
+    atomic_store(&g_sh->layer_runs, 0);
+    PX_ASSERT_OK(px_run(g_layer.w, layer_orch, NULL, NULL));
+    assert_int_equal(atomic_load(&g_sh->layer_runs), 202);
+    PX_ASSERT_OK(px_worker_destroy(g_layer.w));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -637,6 +724,7 @@ int main(void)
         cmocka_unit_test(test_service_answers_during_kernel),
         cmocka_unit_test(test_fd_passing),
         cmocka_unit_test(test_fd_to_dead_chip),
+        cmocka_unit_test(test_layer_registry),
     };
 
     return cmocka_run_group_tests(tests, ext_setup, ext_teardown);

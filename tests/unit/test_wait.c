@@ -1,6 +1,6 @@
 /*
  * test_wait.c - the one bounded wait (src/util/wait.h): deadline, wakers that make no system
- * call when nobody sleeps, a sleeper woken, a sleep_once sleeper handed back to its caller,
+ * call when nobody sleeps, a waker that takes the announcement, a sleeper woken, a sleep_once sleeper handed back to its caller,
  * and the rule that skips the spin when the waker last ran on the waiter's CPU.
  *
  * Futex system calls are counted per thread by src/util/futex.c (px_futex_counts_get), so a
@@ -75,6 +75,24 @@ static void test_wake_without_sleeper(void **state)
     util_wake(&word, NULL, 1, 0);
     px_futex_counts_get(&a);
     assert_int_equal(a.wakes, b.wakes + 2);
+}
+
+/* util_wake_take wakes only when the flag is up, takes it down, and so makes one system call
+ * for a burst of wakers: the second waker of one announcement finds nothing to do. */
+static void test_wake_take(void **state)
+{
+    _Atomic uint32_t word = 0, sleeping = 0;
+    px_futex_counts a, b;
+
+    px_futex_counts_get(&a);
+    assert_int_equal(util_wake_take(&word, &sleeping, 1, 0), 0);
+    atomic_store(&sleeping, 1);
+    assert_int_equal(util_wake_take(&word, &sleeping, 1, 0), 1);
+    assert_int_equal(atomic_load(&sleeping), 0);
+    assert_int_equal(util_wake_take(&word, &sleeping, 1, 0), 0);
+    px_futex_counts_get(&b);
+    assert_int_equal(b.wakes, a.wakes + 1);
+    assert_int_equal(atomic_load(&word), 0); /* no bump: the word is the caller's */
 }
 
 typedef struct sleeper {
@@ -240,6 +258,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_deadline),
         cmocka_unit_test(test_wake_without_sleeper),
+        cmocka_unit_test(test_wake_take),
         cmocka_unit_test(test_sleeper_woken),
         cmocka_unit_test(test_sleep_once),
         cmocka_unit_test(test_cpu_rule),
