@@ -24,6 +24,7 @@
 
 #define PX_IDLE_SLEEP_NS 100000000ull      /* a core with work in sight re-checks this often */
 #define PX_IDLE_SLEEP_MAX_NS 3200000000ull /* ... and an idle one at least this often */
+#define PX_KERNEL_POLL_NS 100000ull         /* a core polls a running kernel this often */
 
 /*
  * A core that is spinning will find the task by itself, so a sleeper is woken only when no
@@ -93,6 +94,55 @@ static px_task *px_task_release(px_worker *w, px_task *t, int failed)
 
 _Thread_local px_dfx_producer *px_rt_dfx_here __attribute__((tls_model("initial-exec")));
 
+/* ready(): the launched kernel has completed (px_core_await). */
+typedef struct px_core_launched {
+    px_plat_token *tok;
+    px_status st;
+} px_core_launched;
+
+static int px_core_done(void *arg)
+{
+    px_core_launched *l = arg;
+
+    return px_plat_poll(l->tok, &l->st);
+}
+
+/*
+ * Polls a launched kernel until it completes; returns its status. Off the hot path: a sim
+ * kernel has completed when its launch returns. A kernel has no deadline here (as on a core
+ * thread of sim, one that never returns keeps its core; px_cores_stop names it), so the wait
+ * goes on in bounded rounds: spin, yield, then sleep slices that nobody wakes (a device's
+ * completion is polled, not signalled).
+ */
+static __attribute__((noinline, cold)) px_status px_core_await(px_core_ctx *ctx,
+                                                              px_plat_token *tok)
+{
+    _Atomic uint32_t word = 0;
+    px_core_launched l = {.tok = tok};
+    util_wait uw = {.ready = px_core_done, .arg = &l, .word = &word,
+                    .spin_ticks = ctx->w->spin_ticks, .yield_ticks = ctx->w->yield_ticks,
+                    .slice_ns = PX_KERNEL_POLL_NS, .sleep_once = 1};
+
+    while (util_wait_run(&uw) != PX_OK)
+        uw.deadline_ns = 0;
+    return l.st;
+}
+
+/* Launches fn on ctx's core and returns the kernel's status once it has completed (on sim at
+ * once: the compiler drops the wait); a launch the device refused is the task's failure. */
+static inline px_status px_core_launch(px_core_ctx *ctx, px_kernel_fn fn,
+                                       const px_task_args *args)
+{
+    px_plat_token tok;
+    px_status st = px_plat_launch(&ctx->core, fn, ctx, args, &tok);
+
+    if (PX_UNLIKELY(st != PX_OK))
+        return st;
+    if (PX_LIKELY(px_plat_poll(&tok, &st)))
+        return st;
+    return px_core_await(ctx, &tok);
+}
+
 /*
  * Runs t (unless poisoned), releases it; returns the task to run next or NULL. Two copies,
  * as the submit has (orch.c): dfx 0 has no DFX site, dfx 1 writes to the core's producer.
@@ -119,7 +169,7 @@ static inline __attribute__((always_inline)) px_task *px_task_execute_t(px_core_
         if (comm)
             px_rt_dfx_here = dp;
         px_clear_error();
-        st = k->fn(ctx, &t->args);
+        st = px_core_launch(ctx, k->fn, &t->args);
         if (comm)
             px_rt_dfx_here = NULL;
         atomic_store_explicit(&ctx->in_kernel, 0, memory_order_relaxed);
@@ -250,7 +300,8 @@ static px_task *px_core_wait(px_core_ctx *ctx, int *slept)
     }
 }
 
-static void *px_core_main(void *arg)
+/* The loop a core runs from its start (px_plat_core_start) until the worker shuts down. */
+static void px_core_main(void *arg)
 {
     px_core_ctx *ctx = arg;
     px_task *t = NULL;
@@ -276,7 +327,6 @@ static void *px_core_main(void *arg)
             break;
         t = px_task_execute(ctx, t);
     }
-    return NULL;
 }
 
 int px_core_help(px_worker *w)
@@ -399,44 +449,42 @@ px_status px_cores_start(px_worker *w)
                     "the orchestration on CPU %d", w->ncores, w->ncores > 1 ? "s" : "",
                     px_bind_cpu(w, 0), w->bind_ncpu, px_bind_cpu(w, px_bind_orch_slot(w)));
     for (int i = first; i < w->ncores; i++) {
-        int rc = pthread_create(&w->cores[i].thread, NULL, px_core_main, &w->cores[i]);
+        px_status st = px_plat_core_start(w->chip, &w->cores[i].core, i, px_bind_cpu(w, i),
+                                          px_core_main, &w->cores[i]);
 
-        if (rc == 0 && (cpu = px_bind_cpu(w, i)) >= 0)
-            px_bind_thread(w->cores[i].thread, cpu, i);
-        if (rc != 0) {
+        if (st != PX_OK) {
             for (int j = i; j < w->ncores; j++)
                 w->cores[j].joined = 1; /* never started */
-            char what[64], why[PX_ERRMSG_MAX];
+            char what[64], why[PX_ERRMSG_MAX], plat[PX_ERRMSG_MAX];
             px_thread_plan plan = {.what = what, .unit = first ? "chip" : "worker",
                                    .lower = "--cores / PLEXUS_CORES", .cores = w->ncores,
                                    .here = w->ncores - i};
 
             /* which limit it met, when one can tell (the system changed since the check) */
+            snprintf(plat, sizeof(plat), "%s", px_last_error());
             snprintf(what, sizeof(what), "the rest of %d core threads", w->ncores);
             why[0] = '\0';
             if (px_rt_threads_fit(&plan) != PX_OK)
                 snprintf(why, sizeof(why), ": %s", px_last_error());
             /* The started cores are idle: they exit at once. */
             (void)px_cores_stop(w, w->cfg.timeout_s);
-            return px_set_error(PX_ENOMEM, "cannot start core thread %d of %d: %s%s%s", i,
-                                w->ncores, strerror(rc), why,
+            return px_set_error(st, "cannot start core thread %d of %d: %s%s%s", i,
+                                w->ncores, plat, why,
                                 why[0] ? "" : "; lower --cores / PLEXUS_CORES");
         }
     }
     return PX_OK;
 }
 
-/* Joins core i until deadline (CLOCK_REALTIME); returns 0 once joined, else ETIMEDOUT. */
+/* Joins core c until deadline (CLOCK_REALTIME); returns 0 once joined, else ETIMEDOUT. */
 static int px_core_join(px_core_ctx *c, const struct timespec *deadline)
 {
-    int rc;
-
     if (c->joined)
         return 0;
-    rc = pthread_timedjoin_np(c->thread, NULL, deadline);
-    if (rc == 0)
-        c->joined = 1;
-    return rc == 0 ? 0 : ETIMEDOUT;
+    if (px_plat_core_join(&c->core, deadline) != PX_OK)
+        return ETIMEDOUT;
+    c->joined = 1;
+    return 0;
 }
 
 px_status px_cores_stop(px_worker *w, double grace_s)

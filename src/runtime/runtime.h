@@ -1,9 +1,11 @@
 /*
  * runtime.h - internal structures of the single-chip runtime (level 2).
  *
- * Threads: the orchestration runs on the caller of px_run; each core is a thread. There is no
- * scheduler thread. A task lives in a slot of the task ring from submit until the watermark
- * (every older task finished) passes it. Edges are records in the dep ring, pushed lock-free
+ * Threads: the orchestration runs on the caller of px_run; each core is a thread, started and
+ * joined through the platform (px_plat_core_start), which also launches and polls its
+ * kernels (px_plat_launch, px_plat_poll). There is no scheduler thread. A task lives in a
+ * slot of the task ring from submit until the watermark (every older task finished) passes
+ * it. Edges are records in the dep ring, pushed lock-free
  * onto the producer's fanout list; a finishing task closes its list with one exchange,
  * releases its consumers, keeps one newly ready task for its core and queues the rest.
  */
@@ -95,8 +97,9 @@ struct px_core_ctx {
     struct px_worker *w;
     int index;
     px_task_id task;
-    pthread_t thread;
-    int joined;                     /* its thread has been joined (px_cores_stop) */
+    px_plat_core core;              /* the platform's core (its thread on sim) */
+    int joined;                     /* its core has been joined, or never started
+                                     * (px_cores_stop) */
     _Atomic int in_kernel;          /* inside the kernel of `task` now (px_cores_stop names it) */
     uint64_t executed;
     _Atomic(px_dfx_producer *) dfx; /* DFX producer of the current run, or NULL (rt_dfx.c) */

@@ -10,6 +10,8 @@
  * when host_map_effective says so. Huge-page blocks are separate memfds with MFD_HUGETLB,
  * mapped twice (device view and host view) and populated at once, so a shortage of huge
  * pages is an error at allocation and never a SIGBUS later; a small list keeps their fds.
+ * Copies and memset accept any device memory of the chip: the arena, a huge block, or a
+ * window (sim_share.c); the cores are sim_core.c's.
  */
 #include "platform/platform.h"
 
@@ -51,13 +53,26 @@ void px_plat_name_chips(int index)
     g_chip_name = index;
 }
 
+/* Returns the chip's level-3 index (px_plat_name_chips), else the index it was opened with. */
+int sim_chip_id(const px_chip *c)
+{
+    return g_chip_name >= 0 ? g_chip_name : c->index;
+}
+
 int sim_memfd(const px_chip *c, const char *suffix, unsigned flags)
 {
     char name[64];
+
+    snprintf(name, sizeof(name), "plexus-chip%d-pid%d%s", sim_chip_id(c), (int)getpid(),
+             suffix);
+    return sim_memfd_named(name, flags);
+}
+
+/* Returns the new memfd (mode 0600, close-on-exec), or -1 with errno. */
+int sim_memfd_named(const char *name, unsigned flags)
+{
     int fd, err;
 
-    snprintf(name, sizeof(name), "plexus-chip%d-pid%d%s", g_chip_name >= 0 ? g_chip_name :
-             c->index, (int)getpid(), suffix);
     if ((fd = memfd_create(name, MFD_CLOEXEC | flags)) < 0)
         return -1;
     if (fchmod(fd, 0600) != 0) { /* memfd_create makes it 0777 */
@@ -126,6 +141,7 @@ void px_plat_chip_close(px_chip *c)
     if (c == NULL)
         return;
     sim_huge_release_all(c);
+    sim_win_release_all(c);
     munmap(c->base, (size_t)c->size);
     close(c->fd);
     pthread_mutex_destroy(&c->lock);
@@ -164,10 +180,11 @@ int sim_inside(const void *p, size_t n, const void *lo, uint64_t len)
     return a >= b && n <= len && a - b <= len - n;
 }
 
-/* True when [dev, dev+n) is device memory: inside the arena or inside one huge block. */
+/* True when [dev, dev+n) is device memory: inside the arena, one huge block or one window. */
 static int sim_is_device(px_chip *c, const void *dev, size_t n)
 {
-    return sim_inside(dev, n, c->base, c->size) || sim_huge_contains(c, dev, n);
+    return sim_inside(dev, n, c->base, c->size) || sim_huge_contains(c, dev, n) ||
+           sim_win_contains(c, dev, n);
 }
 
 static px_status sim_range_error(px_chip *c, const char *what, const void *dev, size_t n)
@@ -199,6 +216,18 @@ px_status px_plat_copy_d2h(px_chip *c, void *host, const void *dev, size_t n)
         return sim_range_error(c, "copy from device", dev, n);
     if (n > 0)
         memcpy(host, dev, n);
+    return PX_OK;
+}
+
+/* Returns PX_OK, or PX_EINVAL when the device range is not device memory. */
+px_status px_plat_memset(px_chip *c, void *dev, int value, size_t n)
+{
+    if (c == NULL || (n > 0 && dev == NULL))
+        return px_set_error(PX_EINVAL, "px_plat_memset: chip and dev must be set");
+    if (!sim_is_device(c, dev, n))
+        return sim_range_error(c, "memset", dev, n);
+    if (n > 0)
+        memset(dev, value, n);
     return PX_OK;
 }
 
