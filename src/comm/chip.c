@@ -22,9 +22,9 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
+#include "platform/platform.h"
 #include "runtime/runtime.h"
 #include "util/log.h"
 #include "util/util.h"
@@ -72,9 +72,17 @@ static void comm_chip_discard(uint32_t id)
     (void)hier_chip_fd_discard(hier_chip_self(), comm_tag_domain(id), COMM_TAG_DOMAIN);
 }
 
+/* This chip's device (windows are its memory, through the platform). */
+static px_chip *comm_chip_dev(void)
+{
+    return hier_chip_engine(hier_chip_self())->chip;
+}
+
 /* Unmaps every mapping of d, closes its descriptors and frees its entry (g_lock held). */
 static void comm_chip_drop(comm_chip_dom *d)
 {
+    px_chip *dev = comm_chip_dev();
+
     if (d->built && d->comm.progresses && g_prog != NULL)
         comm_progress_remove(g_prog, &d->comm); /* after its sweep: nobody touches it now */
     d->built = 0;
@@ -84,12 +92,12 @@ static void comm_chip_drop(comm_chip_dom *d)
     comm_fini(&d->comm); /* before the unmaps: the transports' release may read them */
     for (int q = 0; q < d->n; q++) {
         if (d->win != NULL && d->win[q] != NULL)
-            munmap(d->win[q], d->win_len);
+            (void)px_plat_win_free(dev, d->win[q], d->win_len);
         if (d->shared != NULL && d->shared[q] != NULL)
-            munmap(d->shared[q], d->shared_len[q]);
+            (void)px_plat_shm_free(dev, d->shared[q], d->shared_len[q]);
     }
     if (d->desc != NULL)
-        munmap(d->desc, d->desc_len);
+        (void)px_plat_shm_free(dev, d->desc, d->desc_len);
     free(d->win);
     free(d->shared);
     free(d->shared_len);
@@ -99,14 +107,6 @@ static void comm_chip_drop(comm_chip_dom *d)
     d->shared_len = NULL;
     comm_chip_discard(atomic_load_explicit(&d->id, memory_order_relaxed));
     atomic_store_explicit(&d->id, 0, memory_order_release);
-}
-
-/* Maps fd (len bytes, shared); returns the address or NULL with errno. */
-static void *comm_chip_mmap(int fd, size_t len)
-{
-    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-
-    return p == MAP_FAILED ? NULL : p;
 }
 
 /* Takes and maps the description of m's domain into d, checks it and finds this chip's
@@ -122,12 +122,10 @@ static px_status comm_chip_desc(hier_chip *chip, comm_chip_dom *d, const comm_cr
                             "of the parent)", what, m->n, (unsigned long long)m->desc_bytes);
     if ((st = hier_chip_fd_take(chip, comm_desc_tag(m->id), &fd)) != PX_OK)
         return st;
-    d->desc = comm_chip_mmap(fd, m->desc_bytes);
+    st = px_plat_shm_import(comm_chip_dev(), fd, m->desc_bytes, (void **)&d->desc);
     close(fd);
-    if (d->desc == NULL)
-        return px_set_error(PX_ENOMEM, "%s: cannot map the domain's description (%llu "
-                            "bytes): %s", what, (unsigned long long)m->desc_bytes,
-                            strerror(errno));
+    if (st != PX_OK)
+        return px_set_error(st, "%s: the domain's description: %s", what, px_last_error());
     d->desc_len = m->desc_bytes;
     if (d->desc->magic != COMM_DESC_MAGIC || d->desc->id != m->id || d->desc->n != m->n)
         return px_set_error(PX_EINVAL, "%s: the description is not the domain's (a defect of "
@@ -178,11 +176,10 @@ static px_status comm_chip_create(hier_chip *chip, void *arg, const void *payloa
                         (d->shared_len = calloc((size_t)m->n, sizeof(size_t))) == NULL))
         st = px_set_error(PX_ENOMEM, "%s: out of memory for %d ranks' tables", what, m->n);
     d->win_len = px_comm_window_bytes(m->n, m->nsig, m->data_bytes);
-    if (st == PX_OK)
-        st = hier_memfd_create("plexus-window", d->win_len, &fd);
-    if (st == PX_OK && (d->win[d->rank] = comm_chip_mmap(fd, d->win_len)) == NULL)
-        st = px_set_error(PX_ENOMEM, "%s: cannot map its own window (%zu bytes): %s", what,
-                          d->win_len, strerror(errno));
+    /* the window is device memory of this chip that its peers may map (the platform's) */
+    if (st == PX_OK &&
+        (st = px_plat_win_create(comm_chip_dev(), d->win_len, &d->win[d->rank], &fd)) != PX_OK)
+        st = px_set_error(st, "%s: its window: %s", what, px_last_error());
     if (st == PX_OK) {
         px_comm_area *a = d->win[d->rank];
 
@@ -251,9 +248,9 @@ static int comm_chip_map_window(hier_chip *chip, comm_chip_dom *d, const comm_cr
     else if (comm_chip_hook_fails(me, peer))
         snprintf(why, n, "chip %d could not map chip %d's window: refused by the test hook "
                  "PX_TEST_COMM_MAP_FAIL", me, peer);
-    else if ((d->win[q] = comm_chip_mmap(fd, d->win_len)) == NULL)
+    else if (px_plat_win_import(eng->chip, peer, fd, d->win_len, &d->win[q]) != PX_OK)
         snprintf(why, n, "chip %d could not map chip %d's window (%zu bytes): %s", me, peer,
-                 d->win_len, strerror(errno));
+                 d->win_len, px_last_error());
     close(fd);
     return d->win[q] != NULL;
 }
@@ -270,11 +267,11 @@ static px_status comm_chip_map_shared(hier_chip *chip, comm_chip_dom *d,
 
     if (st != PX_OK)
         return st;
-    d->shared[q] = comm_chip_mmap(fd, bytes);
+    st = px_plat_shm_import(comm_chip_dev(), fd, bytes, &d->shared[q]);
     close(fd);
-    if (d->shared[q] == NULL)
-        return px_set_error(PX_ENOMEM, "%s: cannot map the %s memory shared with rank %d "
-                            "(%zu bytes): %s", what, t->name, q, bytes, strerror(errno));
+    if (st != PX_OK)
+        return px_set_error(st, "%s: the %s memory shared with rank %d (%zu bytes): %s", what,
+                            t->name, q, bytes, px_last_error());
     d->shared_len[q] = bytes;
     if (d->rank < q && t->format != NULL)
         t->format(d->shared[q], bytes, m->n);
@@ -319,7 +316,7 @@ static px_status comm_chip_map_all(hier_chip *chip, void *arg, const void *paylo
         }
         if (!t->maps_window && d->win[q] != NULL) { /* it fell back: the peer could not map
                                                       * ours */
-            munmap(d->win[q], d->win_len);
+            (void)px_plat_win_free(comm_chip_dev(), d->win[q], d->win_len);
             d->win[q] = NULL;
         }
         bytes = t->prepare != NULL ? t->prepare(m->n) : 0;
@@ -396,7 +393,7 @@ static px_status comm_chip_ready(hier_chip *chip, void *arg, const void *payload
         st = comm_progress_add(g_prog, &d->comm);
     if (st == PX_OK) {
         /* what the description said is in the communicator now */
-        munmap(d->desc, d->desc_len);
+        (void)px_plat_shm_free(comm_chip_dev(), d->desc, d->desc_len);
         d->desc = NULL;
         d->built = 1;
     } else {

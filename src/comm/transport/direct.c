@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "comm/tl_list.h"
+#include "platform/platform.h"
 
 /* To or from this rank's own window the bytes may overlap (a put to self): memmove. */
 static px_status direct_put(px_comm *c, int peer, size_t off, const void *src, size_t n)
@@ -57,26 +58,11 @@ static void *direct_peer_ptr(px_comm *c, int peer, size_t off)
     return c->data[peer] + off;
 }
 
-/* direct: each chip maps the other's window: peer mapping effective, both in one group. */
+/* direct: each chip maps the other's window: the device contract's peer-access query
+ * (peer mapping effective, both chips in one group), whose words are the reasons. */
 static int direct_accept(const comm_pair_facts *f, char *why, size_t n)
 {
-    int64_t group = px_caps_get(f->caps, PX_FACT_PEER_MAP_GROUP);
-
-    if (px_caps_get(f->caps, PX_FACT_PEER_MAP_EFFECTIVE) == 0) {
-        snprintf(why, n, "%s in profile %s",
-                 px_caps_get(f->caps, PX_FACT_PEER_MAP) ? "peer_map=1 but memfd=0" :
-                 "peer_map=0", f->profile);
-        return 0;
-    }
-    if (group > 0 && f->ca / group != f->cb / group) {
-        snprintf(why, n, "peer_map_group=%lld in profile %s: chips map each other only inside "
-                 "groups of %lld (0-%lld, %lld-%lld, ...)", (long long)group, f->profile,
-                 (long long)group, (long long)group - 1, (long long)group,
-                 2 * (long long)group - 1);
-        return 0;
-    }
-    snprintf(why, n, "peer_map=1 in profile %s", f->profile);
-    return 1;
+    return px_plat_peer_access(f->caps, f->ca, f->cb, why, n);
 }
 
 const px_comm_tl px_comm_tl_direct = {

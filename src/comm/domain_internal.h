@@ -1,0 +1,87 @@
+/*
+ * domain_internal.h - what the parent's side of communication domains shares between its
+ * files: the handle and the per-worker state, and the functions one file gives another.
+ *   domain.c          handles, attach and hooks, spec checks, allocation, release, lifetime
+ *   domain_setup.c    selection of every pair's transport and the set-up on the chips
+ *   domain_tasks.c    the tasks on a domain (copies, collectives, the user's group tasks)
+ *   domain_kernels.c  the built-in tasks' kernels and callables (they run in the chips)
+ *   domain_dfx.c      the domains' part of dfx.json
+ */
+#ifndef PX_COMM_DOMAIN_INTERNAL_H
+#define PX_COMM_DOMAIN_INTERNAL_H
+
+#include "comm/domain.h"
+#include "comm/select.h"
+#include "hier/ext.h"
+
+#define COMM_DOMAIN_MAGIC 0x50584f4du /* "PXOM" */
+
+enum { COMM_LIVE = 1, COMM_RELEASED, COMM_FREED };
+enum { COMM_OP_ALLREDUCE = 1, COMM_OP_ALLGATHER, COMM_OP_REDUCE_SCATTER, COMM_OP_BROADCAST,
+       COMM_OP_ALLTOALL };
+
+typedef struct comm_worker comm_worker;
+
+struct px_domain {
+    uint32_t magic;
+    uint32_t id;
+    comm_worker *cw;
+    int state;
+    uint64_t run;                    /* the run that allocated it */
+    comm_create_msg msg;             /* name, ranks, sizes, buffers: what every chip got */
+    int *chips;                      /* n: rank -> chip */
+    int need_peer_ptr;
+    int forced_direct;               /* a failed direct mapping is fatal, not a fallback */
+    int failed;                      /* its allocation failed (kept only to be freed) */
+    int draining;                    /* released in a run: forgotten once pend has finished */
+    px_task_id *pend;                /* the tasks submitted on it in this run, not all seen
+                                      * finished yet (npend of cap) */
+    int npend, cap;
+    int lost;                        /* a task id could not be kept: only the run end frees it */
+    uint8_t *tl;                     /* n * n: transport of each pair (a * n + b, symmetric) */
+    char (*why)[COMM_WHY_MAX];       /* n * n: why pair (a, b) uses tl[a][b] */
+    char *vbase;                     /* reserved addresses standing for the windows' data */
+    size_t vbytes;
+    px_domain *next;                 /* the worker's handles */
+};
+
+struct comm_worker {
+    px_worker *w;
+    int kinds[COMM_NKINDS];          /* comm.create, .map, .ready, .free */
+    comm_bell *bells;                /* the doorbell board (shared with the chips) */
+    px_kernel_id k_write, k_read, k_coll;
+    px_callable_id c_write, c_read, c_coll;
+    uint32_t next_id;
+    uint64_t run;                    /* runs ended so far */
+    px_domain *doms;
+};
+
+struct dfxc_buf;
+
+/* domain.c: PX_OK when d is a live domain handle, else PX_EINVAL / PX_ESTATE naming what. */
+px_status comm_check_domain(const px_domain *d, const char *what);
+
+/* domain.c: submits callable c with args a as a group on chips (n) with the dependency-only
+ * accesses deps, and keeps its id among d's pending tasks. */
+px_status comm_submit(px_orch *o, px_domain *d, px_callable_id c, px_task_args *a,
+                      const int *chips, int n, const px_task_args *deps, px_task_id *id);
+
+/* domain.c: sets the transport of ranks a and b (both directions) and why. */
+void comm_pair_set(px_domain *d, int a, int b, int tl, const char *why);
+
+/* domain_setup.c: applies the rule to every pair of d (d->tl, d->why); PX_ENOTSUP naming the
+ * first pair that has no transport. */
+px_status comm_select(px_worker *w, px_domain *d);
+
+/* domain_setup.c: sets d up on its chips; on failure the message says why (every member
+ * forgets it through the caller's abort). */
+px_status comm_make(comm_worker *cw, px_domain *d);
+
+/* domain_kernels.c: registers the built-in tasks' kernels and callables on cw's worker
+ * (the init hook, after the user's, through the level-3 registry). */
+px_status comm_builtins_register(comm_worker *cw);
+
+/* domain_dfx.c: the dfx_json hook: the domains and their pairs' transports. */
+void comm_dfx_json(void *arg, struct dfxc_buf *b);
+
+#endif

@@ -1,0 +1,331 @@
+/*
+ * domain_setup.c - a domain's set-up: the rule applied to every pair (select.c), then the
+ * steps on the chips (domain.h): the description and pairs' shared memory in one batch,
+ * comm.create, every window fetched at once and sent in one batch, comm.map, the fallback of
+ * pairs whose window mapping failed, comm.ready. Each step is one control call (or one batch
+ * of descriptors) to all members at once, whatever their count.
+ */
+#include "comm/domain_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "platform/platform.h"
+#include "runtime/runtime.h"
+#include "util/log.h"
+#include "util/util.h"
+#include "util/wait.h"
+
+/*
+ * Applies the rule (select.c) to every pair of d's ranks: fills d->tl and d->why. PX_ENOTSUP naming the first pair that has no transport, with
+ * the reasons and the alternatives.
+ */
+px_status comm_select(px_worker *w, px_domain *d)
+{
+    int n = d->msg.n, forced = w->cfg.comm_transport;
+    char err[640];
+    comm_choice ch;
+
+    if ((d->why = calloc((size_t)n * (size_t)n, sizeof(*d->why))) == NULL)
+        return px_set_error(PX_ENOMEM, "px_domain_alloc: out of host memory");
+    for (int a = 0; a < n; a++) {
+        d->tl[a * n + a] = PX_COMM_TL_DIRECT; /* its own window: by load and store */
+        snprintf(d->why[a * n + a], COMM_WHY_MAX, "own window");
+        for (int b = a + 1; b < n; b++) {
+            comm_choose(&w->caps, w->cfg.device_profile, forced, d->need_peer_ptr,
+                        d->chips[a], d->chips[b], &ch);
+            if (ch.tl == PX_COMM_TL_NONE)
+                return px_set_error(PX_ENOTSUP, "domain \"%s\": rank %d (chip %d) -> rank %d "
+                                    "(chip %d): no transport: %s", d->msg.name, a, d->chips[a],
+                                    b, d->chips[b],
+                                    comm_choice_error(&ch, forced, d->need_peer_ptr, err,
+                                                      sizeof(err)));
+            comm_pair_set(d, a, b, ch.tl, comm_choice_reason(&ch));
+        }
+    }
+    return PX_OK;
+}
+
+/* ---- set-up: the description, descriptors in batches, the fallback ---- */
+
+/* The set-up's state in the parent: the description (mapped) and per-chip descriptor lists. */
+typedef struct comm_setup {
+    comm_desc *desc;
+    int desc_fd;
+    int *fds;              /* n * n: the descriptors of the batch being sent (-1: none) */
+    uint64_t *tags;        /* n * n: their tags */
+    hier_fd_list *lists;   /* n */
+} comm_setup;
+
+static void comm_setup_fini(comm_setup *su, const px_domain *d)
+{
+    if (su->desc != NULL)
+        (void)px_plat_shm_free(NULL, su->desc, d->msg.desc_bytes);
+    if (su->desc_fd >= 0)
+        close(su->desc_fd);
+    free(su->fds);
+    free(su->tags);
+    free(su->lists);
+}
+
+/* Makes the description of d and the set-up's tables. */
+static px_status comm_setup_init(comm_setup *su, const px_domain *d)
+{
+    int n = d->msg.n;
+    void *p;
+    px_status st;
+
+    memset(su, 0, sizeof(*su));
+    su->desc_fd = -1;
+    if ((su->fds = calloc((size_t)n * (size_t)n, sizeof(*su->fds))) == NULL ||
+        (su->tags = calloc((size_t)n * (size_t)n, sizeof(*su->tags))) == NULL ||
+        (su->lists = calloc((size_t)n, sizeof(*su->lists))) == NULL)
+        return px_set_error(PX_ENOMEM, "out of host memory for the set-up of %d ranks", n);
+    /* host memory the parent and every member map (the platform's) */
+    if ((st = px_plat_shm_create(NULL, "domain", d->msg.desc_bytes, &p, &su->desc_fd)) !=
+        PX_OK)
+        return st;
+    su->desc = p;
+    su->desc->magic = COMM_DESC_MAGIC;
+    su->desc->id = d->id;
+    su->desc->n = n;
+    for (int r = 0; r < n; r++)
+        comm_desc_chips(su->desc)[r] = d->chips[r];
+    memcpy(comm_desc_pairs(su->desc), d->tl, (size_t)n * (size_t)n);
+    return PX_OK;
+}
+
+/* Starts a batch: every chip's list empty. */
+static void comm_batch_begin(comm_setup *su, const px_domain *d)
+{
+    int n = d->msg.n;
+
+    for (int r = 0; r < n; r++)
+        su->lists[r] = (hier_fd_list){.chip = d->chips[r], .n = 0,
+                                      .tags = su->tags + (size_t)r * n,
+                                      .fds = su->fds + (size_t)r * n};
+}
+
+/* Adds fd under tag to rank r's list of the batch. */
+static void comm_batch_add(comm_setup *su, const px_domain *d, int r, uint64_t tag, int fd)
+{
+    hier_fd_list *l = &su->lists[r];
+    size_t i = (size_t)r * (size_t)d->msg.n + (size_t)l->n++;
+
+    su->tags[i] = tag;
+    su->fds[i] = fd;
+}
+
+/* Sends the batch to the chips whose lists are not empty (all of them with every 1). */
+static px_status comm_batch_send(comm_worker *cw, comm_setup *su, const px_domain *d, int every)
+{
+    int nl = 0;
+
+    for (int r = 0; r < d->msg.n; r++)
+        if (every || su->lists[r].n > 0)
+            su->lists[nl++] = su->lists[r];
+    return hier_fd_send_lists(cw->w, su->lists, nl, 0);
+}
+
+/* Makes the shared memory of pair a < b if its transport asks for some (*fd -1 if not). */
+static px_status comm_pair_memory(const px_domain *d, int a, int b, int *fd)
+{
+    const px_comm_tl *t = comm_tl_of(d->tl[a * d->msg.n + b]);
+    size_t bytes = t->prepare != NULL ? t->prepare(d->msg.n) : 0;
+    *fd = -1;
+    if (bytes == 0)
+        return PX_OK;
+    return px_plat_shm_create(NULL, t->name, bytes, NULL, fd);
+}
+
+/* Adds the shared memory of pair a < b to both members' lists; *fd is closed after the send. */
+static px_status comm_batch_pair(comm_setup *su, const px_domain *d, int a, int b, int *fd)
+{
+    px_status st = comm_pair_memory(d, a, b, fd);
+
+    if (st == PX_OK && *fd >= 0) {
+        comm_batch_add(su, d, a, comm_pair_tag(d->id, a, b), *fd);
+        comm_batch_add(su, d, b, comm_pair_tag(d->id, a, b), *fd);
+    }
+    return st;
+}
+
+/* Closes the shared memory descriptors a batch sent (the chips hold their own now). */
+static void comm_batch_close(int *pair_fds, int npair)
+{
+    for (int i = 0; i < npair; i++)
+        if (pair_fds[i] >= 0)
+            close(pair_fds[i]);
+}
+
+/* Before comm.create: every member gets the description and the shared memory of its pairs,
+ * in one batch. */
+static px_status comm_send_first(comm_worker *cw, comm_setup *su, px_domain *d)
+{
+    int n = d->msg.n, np = 0, *pfd = calloc((size_t)n * (size_t)n, sizeof(int));
+    px_status st = pfd != NULL ? PX_OK : px_set_error(PX_ENOMEM, "out of host memory");
+
+    comm_batch_begin(su, d);
+    for (int r = 0; st == PX_OK && r < n; r++)
+        comm_batch_add(su, d, r, comm_desc_tag(d->id), su->desc_fd);
+    for (int a = 0; st == PX_OK && a < n; a++)
+        for (int b = a + 1; st == PX_OK && b < n; b++)
+            st = comm_batch_pair(su, d, a, b, &pfd[np++]);
+    if (st == PX_OK)
+        st = comm_batch_send(cw, su, d, 1);
+    if (pfd != NULL)
+        comm_batch_close(pfd, np);
+    free(pfd);
+    return st;
+}
+
+/* After comm.create: fetches every member's window at once and sends each member, in one
+ * batch, the windows of its peers whose transport maps them. */
+static px_status comm_send_windows(comm_worker *cw, comm_setup *su, px_domain *d)
+{
+    int n = d->msg.n, *win = calloc((size_t)n, sizeof(int));
+    px_status st = win != NULL ? PX_OK : px_set_error(PX_ENOMEM, "out of host memory");
+
+    /* each member offers one window: its own, under comm_fd_tag(id, rank) */
+    if (st == PX_OK)
+        st = hier_fd_fetch_each(cw->w, d->chips, n, comm_fd_tag(d->id, 0), ~0xFFFFull, win, 0);
+    comm_batch_begin(su, d);
+    for (int r = 0; st == PX_OK && r < n; r++)
+        for (int q = 0; q < n; q++)
+            if (q != r && comm_tl_of(d->tl[r * n + q])->maps_window)
+                comm_batch_add(su, d, r, comm_fd_tag(d->id, q), win[q]);
+    if (st == PX_OK)
+        st = comm_batch_send(cw, su, d, 0);
+    for (int q = 0; win != NULL && q < n; q++)
+        if (win[q] >= 0)
+            close(win[q]);
+    free(win);
+    return st;
+}
+
+/* The transport a pair whose window mapping failed falls back to: the first one after t in
+ * the list's order that the rule accepts for the pair and that maps no window, or NONE. */
+static int comm_fallback_tl(px_worker *w, const px_domain *d, int a, int b, int t)
+{
+    comm_choice ch;
+
+    comm_choose(&w->caps, w->cfg.device_profile, PX_COMM_TL_AUTO, 0, d->chips[a], d->chips[b],
+                &ch);
+    for (int u = t + 1; u < PX_COMM_TL_COUNT; u++)
+        if (ch.accepts[u] && !comm_tl_of(u)->maps_window)
+            return u;
+    return PX_COMM_TL_NONE;
+}
+
+/*
+ * Confirm by doing: the pairs whose window mapping failed on a member (res: every member's
+ * answer to comm.map; the peers: its row of the description's mapfail) move to the fallback,
+ * in the description and in d, both members get the pair's shared memory in one batch, and
+ * the log says why. *again is 1 when there were some. A forced direct, or a domain that needs
+ * peer pointers, cannot fall back: PX_ENOTSUP with the member's reason.
+ */
+static px_status comm_fallback(comm_worker *cw, comm_setup *su, px_domain *d,
+                               const hier_call_result *res, int *again)
+{
+    int n = d->msg.n, np = 0, *pfd = NULL;
+    uint8_t *fail = comm_desc_mapfail(su->desc), *pairs = comm_desc_pairs(su->desc);
+    px_status st = PX_OK;
+    char why[COMM_WHY_MAX + 64];
+
+    *again = 0;
+    comm_batch_begin(su, d);
+    for (int a = 0; a < n && st == PX_OK; a++) {
+        const comm_map_reply *rep = (const comm_map_reply *)res[a].reply;
+
+        if (res[a].reply_n != sizeof(*rep) || rep->failed == 0)
+            continue;
+        for (int b = 0; b < n && st == PX_OK; b++) {
+            int t = d->tl[a * n + b], u;
+
+            if (!fail[a * n + b] || !comm_tl_of(t)->maps_window)
+                continue;
+            if (d->forced_direct || d->need_peer_ptr)
+                return px_set_error(PX_ENOTSUP, "rank %d (chip %d) -> rank %d (chip %d): the "
+                                    "facts allow direct but the mapping failed: %s; %s",
+                                    a, d->chips[a], b, d->chips[b], rep->why,
+                                    d->need_peer_ptr ? "the domain needs peer pointers "
+                                    "(need_peer_ptr), which only direct gives" :
+                                    "direct is forced (PLEXUS_COMM_TRANSPORT=direct); "
+                                    "auto would fall back to staged");
+            if ((u = comm_fallback_tl(cw->w, d, a, b, t)) == PX_COMM_TL_NONE)
+                return px_set_error(PX_ENOTSUP, "rank %d (chip %d) -> rank %d (chip %d): the "
+                                    "%s mapping failed (%s) and no later transport accepts "
+                                    "the pair", a, d->chips[a], b, d->chips[b],
+                                    comm_tl_name(t), rep->why);
+            snprintf(why, sizeof(why), "%s mapping failed: %.200s", comm_tl_name(t),
+                     rep->why);
+            PX_LOG_WARN("comm[%s]: rank %d -> rank %d: %s; falling back to %s", d->msg.name,
+                        a, b, why, comm_tl_name(u));
+            comm_pair_set(d, a, b, u, why);
+            pairs[a * n + b] = pairs[b * n + a] = (uint8_t)u;
+            if (pfd == NULL && (pfd = calloc((size_t)n * (size_t)n, sizeof(int))) == NULL)
+                return px_set_error(PX_ENOMEM, "out of host memory");
+            st = comm_batch_pair(su, d, PX_MIN(a, b), PX_MAX(a, b), &pfd[np++]);
+            *again = 1;
+        }
+    }
+    if (st == PX_OK && *again)
+        st = comm_batch_send(cw, su, d, 0);
+    if (pfd != NULL)
+        comm_batch_close(pfd, np);
+    free(pfd);
+    return st;
+}
+
+/* Makes d on its chips: the first batch, create, the windows, map (and again after a
+ * fallback), ready; every step a control call to all members at once. On failure every
+ * member forgets it. */
+px_status comm_make(comm_worker *cw, px_domain *d)
+{
+    char msg[PX_ERRMSG_MAX];
+    hier_call_result *res = calloc((size_t)d->msg.n, sizeof(*res));
+    px_status st = res != NULL ? PX_OK : px_set_error(PX_ENOMEM, "out of host memory");
+    comm_setup su;
+    int again = 0;
+
+    if (st == PX_OK)
+        st = comm_setup_init(&su, d);
+    else
+        memset(&su, 0, sizeof(su)), su.desc_fd = -1;
+    if (st == PX_OK)
+        st = comm_send_first(cw, &su, d);
+    if (st == PX_OK)
+        st = hier_call_run(cw->w, cw->kinds[COMM_KIND_CREATE], &d->msg, sizeof(d->msg),
+                           d->chips, d->msg.n, 0, NULL);
+    if (st == PX_OK && d->msg.n > 1)
+        st = comm_send_windows(cw, &su, d);
+    if (st == PX_OK)
+        st = hier_call_run(cw->w, cw->kinds[COMM_KIND_MAP], &d->msg, sizeof(d->msg), d->chips,
+                           d->msg.n, 0, res);
+    if (st == PX_OK)
+        st = comm_fallback(cw, &su, d, res, &again);
+    if (st == PX_OK && again) {
+        st = hier_call_run(cw->w, cw->kinds[COMM_KIND_MAP], &d->msg, sizeof(d->msg), d->chips,
+                           d->msg.n, 0, res);
+        for (int r = 0; st == PX_OK && r < d->msg.n; r++) /* nothing mapped left to fail */
+            if (res[r].reply_n == sizeof(comm_map_reply) &&
+                ((const comm_map_reply *)res[r].reply)->failed != 0)
+                st = px_set_error(PX_EIO, "chip %d: a window mapping failed after the "
+                                  "fallback: %s", d->chips[r],
+                                  ((const comm_map_reply *)res[r].reply)->why);
+    }
+    if (st == PX_OK)
+        st = hier_call_run(cw->w, cw->kinds[COMM_KIND_READY], &d->msg, sizeof(d->msg),
+                           d->chips, d->msg.n, 0, NULL);
+    free(res);
+    comm_setup_fini(&su, d);
+    if (st != PX_OK) {
+        snprintf(msg, sizeof(msg), "%s", px_last_error());
+        px_set_error(st, "px_domain_alloc: domain \"%s\": %s", d->msg.name, msg);
+    }
+    return st;
+}
+
