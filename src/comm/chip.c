@@ -155,6 +155,8 @@ static px_status comm_chip_create(hier_chip *chip, void *arg, const void *payloa
         return px_set_error(PX_EINVAL, "comm.create: payload of %zu bytes, expected %zu", n,
                             sizeof(*m));
     snprintf(what, sizeof(what), "domain \"%.31s\" on chip %d", m->name, me);
+    if (m->batch != 0 && (st = hier_chip_fd_receive(chip, m->batch)) != PX_OK)
+        return st; /* what came of it is the domain's: comm.forget closes it */
     pthread_mutex_lock(&g_lock);
     if (comm_chip_find(m->id) != NULL) {
         pthread_mutex_unlock(&g_lock);
@@ -230,25 +232,21 @@ static int comm_chip_hook_fails(int me, int peer)
     return v != NULL && sscanf(v, "%d:%d", &a, &b) == 2 && a == me && b == peer;
 }
 
-/* Maps peer q's window into d; 0 with the reason in why when it cannot. */
+/* Maps peer q's window into d; 0 with the reason in why when it cannot. The platform's
+ * import applies the peer-access rule on this chip's own facts (what they forbid is not
+ * mapped) in the words of the rule. */
 static int comm_chip_map_window(hier_chip *chip, comm_chip_dom *d, const comm_create_msg *m,
-                                int q, const px_comm_tl *t, char *why, size_t n,
-                                px_status *fatal)
+                                int q, char *why, size_t n, px_status *fatal)
 {
-    px_worker *eng = hier_chip_engine(chip);
     int me = hier_chip_index(chip), peer = comm_desc_chips(d->desc)[q], fd;
-    comm_choice ch;
 
     if ((*fatal = hier_chip_fd_take(chip, comm_fd_tag(m->id, q), &fd)) != PX_OK)
         return 0;
-    /* the one rule (select.c) on this chip's own facts: what they forbid is not mapped */
-    comm_choose(&eng->caps, eng->cfg.device_profile, t->id, 0, me, peer, &ch);
-    if (!ch.accepts[t->id])
-        snprintf(why, n, "chip %d may not map chip %d's memory (%s)", me, peer, ch.why[t->id]);
-    else if (comm_chip_hook_fails(me, peer))
+    if (comm_chip_hook_fails(me, peer))
         snprintf(why, n, "chip %d could not map chip %d's window: refused by the test hook "
                  "PX_TEST_COMM_MAP_FAIL", me, peer);
-    else if (px_plat_win_import(eng->chip, peer, fd, d->win_len, &d->win[q]) != PX_OK)
+    else if (px_plat_win_import(hier_chip_engine(chip)->chip, peer, fd, d->win_len,
+                                &d->win[q]) != PX_OK)
         snprintf(why, n, "chip %d could not map chip %d's window (%zu bytes): %s", me, peer,
                  d->win_len, px_last_error());
     close(fd);
@@ -294,6 +292,8 @@ static px_status comm_chip_map_all(hier_chip *chip, void *arg, const void *paylo
     *reply_n = 0;
     if ((st = comm_chip_msg(chip, "comm.map", n, payload, what, sizeof(what))) != PX_OK)
         return st;
+    if (m->batch != 0 && (st = hier_chip_fd_receive(chip, m->batch)) != PX_OK)
+        return st;
     memset(out, 0, sizeof(*out));
     pthread_mutex_lock(&g_lock);
     if ((d = comm_chip_find(m->id)) == NULL || d->desc == NULL) {
@@ -323,7 +323,7 @@ static px_status comm_chip_map_all(hier_chip *chip, void *arg, const void *paylo
         if (bytes > 0 && d->shared[q] == NULL)
             st = comm_chip_map_shared(chip, d, m, q, t, bytes, what);
         if (st == PX_OK && t->maps_window && d->win[q] == NULL &&
-            !comm_chip_map_window(chip, d, m, q, t, why, sizeof(why), &st) && st == PX_OK) {
+            !comm_chip_map_window(chip, d, m, q, why, sizeof(why), &st) && st == PX_OK) {
             if (out->failed++ == 0)
                 snprintf(out->why, sizeof(out->why), "%s", why);
             *fail = 1;

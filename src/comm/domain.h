@@ -10,19 +10,19 @@
  *
  * A domain's life in the chips, driven by the parent through control calls (service route,
  * so a chip answers while its cores run kernels), each posted to every member at once:
- *   (batch)      every member is sent the description and the shared memory of each of its
- *                pairs whose transport asks for some (prepare), under comm_desc_tag and
- *                comm_pair_tag, in one batch of descriptors (hier_fd_send_lists);
- *   comm.create  every member maps the description, makes its window (head + data), maps it
- *                and offers its descriptor under comm_fd_tag(id, rank); the parent fetches
- *                them all at once (hier_fd_fetch_each) and sends each member, in one batch,
- *                the windows of its peers whose transport maps windows;
- *   comm.map     every member maps the descriptors of its pairs and formats the shared memory
+ *   comm.create  every member first receives, in one batch of descriptors
+ *                (hier_fd_send_lists_call), the description and the shared memory of each of
+ *                its pairs whose transport asks for some (prepare), under comm_desc_tag and
+ *                comm_pair_tag; then it maps the description, makes its window (head + data),
+ *                maps it and offers its descriptor under comm_fd_tag(id, rank); the parent
+ *                fetches them all at once (hier_fd_fetch_each);
+ *   comm.map     every member first receives, in one batch, the windows of its peers whose
+ *                transport maps windows; then it maps them and formats the shared memory
  *                of the pairs it is the lower rank of. A window mapping that fails is not an
  *                error: the member marks the peer in its row of the description's map
  *                failures and says why in its answer (comm_map_reply); the parent moves those
- *                pairs to the fallback (staged) in the description, sends both members the
- *                pair's shared memory and sends comm.map again, so a member unmaps the window
+ *                pairs to the fallback (staged) in the description and sends comm.map again
+ *                with the pairs' shared memory in its batch, so a member unmaps the window
  *                of a peer that could not map its own;
  *   comm.ready   every member builds its communicator over the pairs as they ended up
  *                (comm_build: the transports' connect), joins the chip's progress thread
@@ -86,6 +86,8 @@ static inline uint8_t *comm_desc_mapfail(comm_desc *d)
 /* The payload of comm.create, .map and .ready, the same for every member (a chip finds its
  * rank in the description's chips). */
 typedef struct comm_create_msg {
+    uint64_t batch;                       /* comm.create, comm.map: the batch of descriptors
+                                           * to receive first (hier_fd_send_lists_call) */
     uint32_t id;
     int32_t n;
     uint32_t nsig;

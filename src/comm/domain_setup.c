@@ -119,15 +119,17 @@ static void comm_batch_add(comm_setup *su, const px_domain *d, int r, uint64_t t
     su->fds[i] = fd;
 }
 
-/* Sends the batch to the chips whose lists are not empty (all of them with every 1). */
-static px_status comm_batch_send(comm_worker *cw, comm_setup *su, const px_domain *d, int every)
+/* Sends the batch to every member with control call kind (d->msg, which carries the batch's
+ * number): each member receives its list, then does the call's work; res: their answers. */
+static px_status comm_batch_call(comm_worker *cw, comm_setup *su, px_domain *d, int kind,
+                                 hier_call_result *res)
 {
-    int nl = 0;
+    px_status st = hier_fd_send_lists_call(cw->w, su->lists, d->msg.n, 0, cw->kinds[kind],
+                                           &d->msg, sizeof(d->msg),
+                                           offsetof(comm_create_msg, batch), res);
 
-    for (int r = 0; r < d->msg.n; r++)
-        if (every || su->lists[r].n > 0)
-            su->lists[nl++] = su->lists[r];
-    return hier_fd_send_lists(cw->w, su->lists, nl, 0);
+    d->msg.batch = 0; /* later calls receive nothing */
+    return st;
 }
 
 /* Makes the shared memory of pair a < b if its transport asks for some (*fd -1 if not). */
@@ -161,9 +163,9 @@ static void comm_batch_close(int *pair_fds, int npair)
             close(pair_fds[i]);
 }
 
-/* Before comm.create: every member gets the description and the shared memory of its pairs,
- * in one batch. */
-static px_status comm_send_first(comm_worker *cw, comm_setup *su, px_domain *d)
+/* comm.create, with the description and the shared memory of every member's pairs in its
+ * batch. */
+static px_status comm_create(comm_worker *cw, comm_setup *su, px_domain *d)
 {
     int n = d->msg.n, np = 0, *pfd = calloc((size_t)n * (size_t)n, sizeof(int));
     px_status st = pfd != NULL ? PX_OK : px_set_error(PX_ENOMEM, "out of host memory");
@@ -175,22 +177,26 @@ static px_status comm_send_first(comm_worker *cw, comm_setup *su, px_domain *d)
         for (int b = a + 1; st == PX_OK && b < n; b++)
             st = comm_batch_pair(su, d, a, b, &pfd[np++]);
     if (st == PX_OK)
-        st = comm_batch_send(cw, su, d, 1);
+        st = comm_batch_call(cw, su, d, COMM_KIND_CREATE, NULL);
     if (pfd != NULL)
         comm_batch_close(pfd, np);
     free(pfd);
     return st;
 }
 
-/* After comm.create: fetches every member's window at once and sends each member, in one
- * batch, the windows of its peers whose transport maps them. */
-static px_status comm_send_windows(comm_worker *cw, comm_setup *su, px_domain *d)
+/* After comm.create: fetches every member's window at once, then comm.map with the windows
+ * of each member's peers whose transport maps them in its batch; res: the answers. */
+static px_status comm_map(comm_worker *cw, comm_setup *su, px_domain *d,
+                          hier_call_result *res)
 {
     int n = d->msg.n, *win = calloc((size_t)n, sizeof(int));
     px_status st = win != NULL ? PX_OK : px_set_error(PX_ENOMEM, "out of host memory");
 
+    for (int q = 0; win != NULL && q < n; q++)
+        win[q] = -1;
+
     /* each member offers one window: its own, under comm_fd_tag(id, rank) */
-    if (st == PX_OK)
+    if (st == PX_OK && n > 1)
         st = hier_fd_fetch_each(cw->w, d->chips, n, comm_fd_tag(d->id, 0), ~0xFFFFull, win, 0);
     comm_batch_begin(su, d);
     for (int r = 0; st == PX_OK && r < n; r++)
@@ -198,8 +204,8 @@ static px_status comm_send_windows(comm_worker *cw, comm_setup *su, px_domain *d
             if (q != r && comm_tl_of(d->tl[r * n + q])->maps_window)
                 comm_batch_add(su, d, r, comm_fd_tag(d->id, q), win[q]);
     if (st == PX_OK)
-        st = comm_batch_send(cw, su, d, 0);
-    for (int q = 0; win != NULL && q < n; q++)
+        st = comm_batch_call(cw, su, d, COMM_KIND_MAP, res);
+    for (int q = 0; win != NULL && q < n && n > 1; q++)
         if (win[q] >= 0)
             close(win[q]);
     free(win);
@@ -228,7 +234,7 @@ static int comm_fallback_tl(px_worker *w, const px_domain *d, int a, int b, int 
  * peer pointers, cannot fall back: PX_ENOTSUP with the member's reason.
  */
 static px_status comm_fallback(comm_worker *cw, comm_setup *su, px_domain *d,
-                               const hier_call_result *res, int *again)
+                               hier_call_result *res, int *again)
 {
     int n = d->msg.n, np = 0, *pfd = NULL;
     uint8_t *fail = comm_desc_mapfail(su->desc), *pairs = comm_desc_pairs(su->desc);
@@ -272,8 +278,8 @@ static px_status comm_fallback(comm_worker *cw, comm_setup *su, px_domain *d,
             *again = 1;
         }
     }
-    if (st == PX_OK && *again)
-        st = comm_batch_send(cw, su, d, 0);
+    if (st == PX_OK && *again) /* comm.map again, with the pairs' shared memory */
+        st = comm_batch_call(cw, su, d, COMM_KIND_MAP, res);
     if (pfd != NULL)
         comm_batch_close(pfd, np);
     free(pfd);
@@ -296,27 +302,16 @@ px_status comm_make(comm_worker *cw, px_domain *d)
     else
         memset(&su, 0, sizeof(su)), su.desc_fd = -1;
     if (st == PX_OK)
-        st = comm_send_first(cw, &su, d);
+        st = comm_create(cw, &su, d);
     if (st == PX_OK)
-        st = hier_call_run(cw->w, cw->kinds[COMM_KIND_CREATE], &d->msg, sizeof(d->msg),
-                           d->chips, d->msg.n, 0, NULL);
-    if (st == PX_OK && d->msg.n > 1)
-        st = comm_send_windows(cw, &su, d);
-    if (st == PX_OK)
-        st = hier_call_run(cw->w, cw->kinds[COMM_KIND_MAP], &d->msg, sizeof(d->msg), d->chips,
-                           d->msg.n, 0, res);
+        st = comm_map(cw, &su, d, res);
     if (st == PX_OK)
         st = comm_fallback(cw, &su, d, res, &again);
-    if (st == PX_OK && again) {
-        st = hier_call_run(cw->w, cw->kinds[COMM_KIND_MAP], &d->msg, sizeof(d->msg), d->chips,
-                           d->msg.n, 0, res);
-        for (int r = 0; st == PX_OK && r < d->msg.n; r++) /* nothing mapped left to fail */
-            if (res[r].reply_n == sizeof(comm_map_reply) &&
-                ((const comm_map_reply *)res[r].reply)->failed != 0)
-                st = px_set_error(PX_EIO, "chip %d: a window mapping failed after the "
-                                  "fallback: %s", d->chips[r],
-                                  ((const comm_map_reply *)res[r].reply)->why);
-    }
+    for (int r = 0; st == PX_OK && again && r < d->msg.n; r++) /* nothing mapped left to fail */
+        if (res[r].reply_n == sizeof(comm_map_reply) &&
+            ((const comm_map_reply *)res[r].reply)->failed != 0)
+            st = px_set_error(PX_EIO, "chip %d: a window mapping failed after the fallback: "
+                              "%s", d->chips[r], ((const comm_map_reply *)res[r].reply)->why);
     if (st == PX_OK)
         st = hier_call_run(cw->w, cw->kinds[COMM_KIND_READY], &d->msg, sizeof(d->msg),
                            d->chips, d->msg.n, 0, NULL);

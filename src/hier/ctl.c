@@ -11,8 +11,8 @@
  *   service: into the chip's control ring, run at once by the chip's service thread; its
  *            answer is in the control ring's answers, and the chip rings the doorbell.
  * Answers are read by whoever reads completions (the watch thread, or the orchestration
- * while it polls), under h->lock, and broadcast on h->ctl_cv; hier_call_wait sleeps on it
- * until every chip has answered or the deadline. A chip that is dead when the call is posted
+ * while it polls), under h->lock; the last answer of a call broadcasts on h->ctl_cv, on which
+ * hier_call_wait sleeps until every chip has answered or the deadline. A chip that is dead when the call is posted
  * answers PX_EPEERDEAD at once; one that dies with the call in flight gets PX_EPEERDEAD from
  * the death watch (px_hier_on_death), naming the chip, its pid and how it ended. A call whose
  * wait timed out is detached from the rings, so a late answer is dropped, never written into
@@ -101,8 +101,9 @@ static void ctl_answer(px_hier *h, hier_call *call, int i, px_status st, const c
         snprintf(r->reply, sizeof(r->reply), "%s", text);
     }
     call->owed[i] = 0;
-    call->remaining--;
-    pthread_cond_broadcast(&h->ctl_cv);
+    /* its waiter waits for the last answer: one wake-up per call, not one per chip */
+    if (--call->remaining == 0)
+        pthread_cond_broadcast(&h->ctl_cv);
 }
 
 /* Records what chip p answered in d. */

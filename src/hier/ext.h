@@ -237,6 +237,19 @@ typedef struct hier_fd_list {
  * chip's table is full). */
 px_status hier_fd_send_lists(px_worker *w, const hier_fd_list *l, int nl, double timeout_s);
 
+/* Parent: the same, but each group of chips then gets control call `kind` with payload (n
+ * bytes, the same for all; this call writes the batch's number at batch_off of its copy)
+ * instead of "hier.fd_in", and its handler receives the batch itself
+ * (hier_chip_fd_receive) before it does its work: one control call both moves the
+ * descriptors and uses them. res: nl answers, in the lists' order (or NULL). */
+px_status hier_fd_send_lists_call(px_worker *w, const hier_fd_list *l, int nl,
+                                  double timeout_s, int kind, const void *payload, size_t n,
+                                  size_t batch_off, hier_call_result *res);
+
+/* Chip: receives batch `batch` (its descriptors go into the chip's table), from the handler of
+ * a call made by hier_fd_send_lists_call. PX_OK, PX_ETIMEDOUT, PX_EIO, PX_ENOMEM. */
+px_status hier_chip_fd_receive(hier_chip *chip, uint64_t batch);
+
 /* Parent: fetches from each of the n chips the one descriptor it offered under a tag that
  * matches tag in the bits of mask, all at once; fds[i] is the parent's own (close them).
  * PX_EPEERDEAD, PX_ETIMEDOUT, PX_ENOENT (nothing offered); on failure none is left open. */

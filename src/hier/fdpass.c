@@ -11,7 +11,8 @@
  *   parent -> chips: the parent sends each chip its list as messages of at most
  *                    HIER_FD_PER_MSG descriptors, each carrying the batch's number and the
  *                    descriptors' tags, then calls "hier.fd_in" {batch} on all of them (in
- *                    groups of at most HIER_FD_INFLIGHT descriptors in flight); each chip
+ *                    groups, so that the descriptors in flight stay within half of
+ *                    RLIMIT_NOFILE, which the kernel counts them against); each chip
  *                    receives its messages of that batch into its descriptor table
  *                    (hier_chip_fd_take);
  *   chips -> parent: every chip offered one descriptor under a tag of a family
@@ -32,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -40,8 +42,8 @@
 
 #define HIER_FD_MAGIC 0x66647078u /* "xpdf" */
 #define HIER_FD_PER_MSG 250       /* descriptors in one message (the kernel takes 253) */
-#define HIER_FD_INFLIGHT 512      /* descriptors sent and not yet taken, at most: the kernel
-                                   * counts them against the sender's RLIMIT_NOFILE */
+#define HIER_FD_INFLIGHT_MIN 64   /* descriptors sent and not yet taken, at least ... */
+#define HIER_FD_INFLIGHT_MAX 65536 /* ... and at most (fd_inflight) */
 
 /* A message's head; a batch message's tags follow it (count of them), one per descriptor. */
 typedef struct hier_fd_msg {
@@ -287,23 +289,17 @@ int hier_chip_fd_discard(hier_chip *chip, uint64_t tag, uint64_t mask)
     return n;
 }
 
-/* "hier.fd_in" {batch}: receive this chip's messages of the batch the parent just sent. */
-static px_status fd_in_cb(hier_chip *chip, void *arg, const void *payload, size_t n,
-                          void *reply, size_t *reply_n)
+px_status hier_chip_fd_receive(hier_chip *chip, uint64_t batch)
 {
     uint64_t deadline = px_now_ns() + (uint64_t)(chip->h->cfg.timeout_s * 1e9);
     fd_rx *rx;
     px_status st = PX_OK;
     int r = 1;
 
-    (void)arg, (void)reply, (void)reply_n;
-    if (n != sizeof(uint64_t))
-        return px_set_error(PX_EINVAL, "hier.fd_in: payload of %zu bytes, expected a batch "
-                            "number", n);
     if ((rx = calloc(1, sizeof(*rx))) == NULL)
         return px_set_error(PX_ENOMEM, "chip %d: out of memory receiving descriptors",
                             chip->index);
-    memcpy(&rx->want, payload, sizeof(rx->want));
+    rx->want = batch;
     rx->mask = ~0ull;
     rx->tagged = 1;
     do {
@@ -328,6 +324,20 @@ static px_status fd_in_cb(hier_chip *chip, void *arg, const void *payload, size_
     } while (!rx->m.last);
     free(rx);
     return st;
+}
+
+/* "hier.fd_in" {batch}: receive this chip's messages of the batch the parent just sent. */
+static px_status fd_in_cb(hier_chip *chip, void *arg, const void *payload, size_t n,
+                          void *reply, size_t *reply_n)
+{
+    uint64_t batch;
+
+    (void)arg, (void)reply, (void)reply_n;
+    if (n != sizeof(batch))
+        return px_set_error(PX_EINVAL, "hier.fd_in: payload of %zu bytes, expected a batch "
+                            "number", n);
+    memcpy(&batch, payload, sizeof(batch));
+    return hier_chip_fd_receive(chip, batch);
 }
 
 /* "hier.fd_out" {tag, mask}: send the descriptor offered under a tag that matches tag in the
@@ -421,36 +431,63 @@ static px_status fd_sock_error(px_hier *h, px_hier_proc *p, const char *what, in
                         (int)p->pid, strerror(err));
 }
 
+/* Descriptors a batch may have sent and not yet taken: the kernel counts them against the
+ * sender's RLIMIT_NOFILE (ETOOMANYREFS past it), so half of its soft limit. */
+static int fd_inflight(void)
+{
+    struct rlimit rl;
+    rlim_t n = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur / 2 : HIER_FD_INFLIGHT_MIN;
+
+    return (int)PX_MAX(PX_MIN(n, (rlim_t)HIER_FD_INFLIGHT_MAX), (rlim_t)HIER_FD_INFLIGHT_MIN);
+}
+
 /* The deadline of a transfer's socket work: timeout_s, or the worker's PLEXUS_TIMEOUT_S. */
 static uint64_t fd_deadline(const px_hier *h, double timeout_s)
 {
     return px_now_ns() + (uint64_t)((timeout_s > 0 ? timeout_s : h->cfg.timeout_s) * 1e9);
 }
 
-px_status hier_fd_send_lists(px_worker *w, const hier_fd_list *l, int nl, double timeout_s)
+px_status hier_fd_send_lists_call(px_worker *w, const hier_fd_list *l, int nl,
+                                  double timeout_s, int kind, const void *payload, size_t n,
+                                  size_t batch_off, hier_call_result *res)
 {
+    unsigned char *pl = NULL;
     px_status st = PX_OK;
     px_hier *h;
     uint64_t batch, deadline;
-    int *chips;
+    int *chips, budget = fd_inflight();
 
     for (int i = 0; i < nl; i++) {
         if (fd_proc(w, l[i].chip, "hier_fd_send_lists", &st) == NULL)
             return st;
-        for (int k = 0; k < l[i].n; k++)
-            if (l[i].fds[k] < 0 || fcntl(l[i].fds[k], F_GETFD) < 0)
-                return px_set_error(PX_EINVAL, "hier_fd_send_lists to chip %d: %d is not an "
-                                    "open descriptor", l[i].chip, l[i].fds[k]);
+        for (int k = 0; k < l[i].n; k++) /* a closed one: sendmsg's EBADF says so */
+            if (l[i].fds[k] < 0)
+                return px_set_error(PX_EINVAL, "hier_fd_send_lists to chip %d: %d is not a "
+                                    "descriptor", l[i].chip, l[i].fds[k]);
     }
     if (nl == 0)
         return PX_OK;
-    if ((chips = calloc((size_t)nl, sizeof(*chips))) == NULL)
+    if (payload == NULL ? n != 0 : batch_off + sizeof(batch) > n)
+        return px_set_error(PX_EINVAL, "hier_fd_send_lists_call: the batch number does not "
+                            "fit the %zu-byte payload at %zu", n, batch_off);
+    if ((chips = calloc((size_t)nl, sizeof(*chips))) == NULL ||
+        (pl = malloc(payload != NULL ? n : sizeof(batch))) == NULL) {
+        free(chips);
         return px_set_error(PX_ENOMEM, "hier_fd_send_lists: out of host memory");
+    }
     h = px_hier_of(w);
     pthread_mutex_lock(&h->fd_lock);
     batch = ++h->fd_batch;
     deadline = fd_deadline(h, timeout_s);
-    for (int i = 0, g = 0, inflight = 0; i < nl && st == PX_OK; i++) {
+    if (payload != NULL) { /* the call's payload, carrying the batch's number */
+        memcpy(pl, payload, n);
+        memcpy(pl + batch_off, &batch, sizeof(batch));
+    } else { /* hier.fd_in {batch} */
+        memcpy(pl, &batch, sizeof(batch));
+        kind = h->k_fd_in;
+        n = sizeof(batch);
+    }
+    for (int i = 0, g = 0, g0 = 0, inflight = 0; i < nl && st == PX_OK; i++) {
         px_hier_proc *p = &h->procs[l[i].chip];
         int k = 0;
 
@@ -479,19 +516,25 @@ px_status hier_fd_send_lists(px_worker *w, const hier_fd_list *l, int nl, double
             }
             k += m.count;
         } while (k < l[i].n);
-        /* the chips sent to so far take theirs once the descriptors in flight (counted
-         * against the sender's RLIMIT_NOFILE by the kernel) reach HIER_FD_INFLIGHT, and at
-         * the end */
-        if (st == PX_OK && (i == nl - 1 || inflight + l[i + 1].n > HIER_FD_INFLIGHT)) {
-            st = hier_call_run(w, h->k_fd_in, &batch, sizeof(batch), chips, g, timeout_s,
-                               NULL);
+        /* the chips sent to so far take theirs once the descriptors in flight would pass
+         * the budget (fd_inflight), and at the end */
+        if (st == PX_OK && (i == nl - 1 || inflight + l[i + 1].n > budget)) {
+            st = hier_call_run(w, kind, pl, n, chips, g, timeout_s,
+                               res != NULL ? res + g0 : NULL);
             g = 0;
+            g0 = i + 1;
             inflight = 0;
         }
     }
     pthread_mutex_unlock(&h->fd_lock);
     free(chips);
+    free(pl);
     return st;
+}
+
+px_status hier_fd_send_lists(px_worker *w, const hier_fd_list *l, int nl, double timeout_s)
+{
+    return hier_fd_send_lists_call(w, l, nl, timeout_s, -1, NULL, 0, 0, NULL);
 }
 
 px_status hier_fd_fetch_each(px_worker *w, const int *chips, int n, uint64_t tag,

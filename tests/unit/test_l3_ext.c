@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -582,7 +583,16 @@ static void test_fd_passing(void **state)
             many[i] = got[1];
             t1[i] = 0x5000 + (uint64_t)i;
         }
+        struct rlimit rl0, rl;
+
+        /* a descriptor budget below the batch (half of RLIMIT_NOFILE: 256): the two chips
+         * take theirs in two groups */
+        assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl0), 0);
+        rl = rl0;
+        rl.rlim_cur = 512;
+        assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
         PX_ASSERT_OK(hier_fd_send_lists(w, l, 2, 10));
+        assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl0), 0);
         close(got[0]);
         close(got[1]);
         ext_chip_check(w, 1, 0x4400, 3);
