@@ -36,6 +36,7 @@ extern "C" {
     X(PX_FACT_ONLINE_CPUS, "online_cpus", I)                                               \
     X(PX_FACT_HOSTNAME, "hostname", S)                                                     \
     X(PX_FACT_BOOT_ID, "boot_id", S)                                                       \
+    X(PX_FACT_HOST_ID, "host_id", S)                                                       \
     X(PX_FACT_MPI_LIBRARY, "mpi_library", B)                                               \
     X(PX_FACT_MPI_LAUNCHED, "mpi_launched", B)                                             \
     X(PX_FACT_MPI_INITIALIZED, "mpi_initialized", B)                                       \

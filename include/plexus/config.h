@@ -35,8 +35,11 @@ extern "C" {
 
 #define PX_PROFILE_NAME_MAX 32
 
-/* The version of px_config this header declares: 1 is the first with size and version. */
-#define PX_CONFIG_VERSION 1
+/* The version of px_config this header declares: 1 is the first with size and version; 2
+ * adds host_id. */
+#define PX_CONFIG_VERSION 2
+
+#define PX_HOST_ID_MAX 48 /* a host id's bytes, its terminating NUL included */
 
 /* "Unset" for each field type (PX_CONFIG_INIT; the library gives the field its default): an
  * integer field holding its sign bit alone, a real -1e308, a string whose first byte is
@@ -87,6 +90,9 @@ typedef struct px_config {
     uint64_t comm_mem_max;                     /* PLEXUS_COMM_MEM_MAX: host bytes one domain's
                                                 * windows and staging may take; 0: what the
                                                 * host can back now (MemAvailable + SwapFree) */
+    /* version 2 */
+    char host_id[PX_HOST_ID_MAX];              /* PLEXUS_HOST_ID: what makes two ranks one
+                                                * host; "": the hostname and the boot id */
 } px_config;
 
 /*
@@ -109,7 +115,7 @@ typedef struct px_config {
         .dfx_buffer_records = PX_CONFIG_UNSET_U32, .dfx_buffers = PX_CONFIG_UNSET_U32,             \
         .dfx_args_arena = PX_CONFIG_UNSET_U64, .comm_timeout_s = PX_CONFIG_UNSET_REAL,             \
         .comm_oneshot_max = PX_CONFIG_UNSET_U64, .comm_transport = PX_CONFIG_UNSET_INT,            \
-        .comm_mem_max = PX_CONFIG_UNSET_U64,                                                       \
+        .comm_mem_max = PX_CONFIG_UNSET_U64, .host_id = PX_CONFIG_UNSET_STR,                       \
     }
 
 /*

@@ -102,6 +102,26 @@ static void caps_apply_env(const px_config *cfg, px_caps *c)
                   "hidden by PLEXUS_HUGEPAGES=0 (%lld free)", (long long)free_pages);
 }
 
+/*
+ * The host's identity, what makes two ranks one host (several hosts under MPI): PLEXUS_HOST_ID
+ * when set, else the hostname and the first 8 characters of the boot id (two containers of
+ * one machine share the boot id; two machines may share a hostname, not both).
+ */
+static void caps_host_id(const px_config *cfg, px_caps *c)
+{
+    char id[PX_FACT_TEXT_MAX];
+    const char *host = c->f[PX_FACT_HOSTNAME].text, *boot = c->f[PX_FACT_BOOT_ID].text;
+
+    if (cfg->host_id[0] != '\0') {
+        caps_fact_set_text(c, PX_FACT_HOST_ID, cfg->host_id, PX_SRC_ENV, "PLEXUS_HOST_ID");
+        return;
+    }
+    snprintf(id, sizeof(id), "%.40s-%.8s", host[0] ? host : "unknown", boot[0] ? boot : "noboot");
+    caps_fact_set_text(c, PX_FACT_HOST_ID, id, PX_SRC_DERIVED,
+                       "hostname-boot id%s (PLEXUS_HOST_ID overrides)",
+                       host[0] && boot[0] ? "" : ", one of them unknown");
+}
+
 /* Returns PX_OK, or PX_EINVAL for a NULL argument or an unknown device profile. */
 px_status px_caps_probe_with(const px_config *user, px_caps *caps)
 {
@@ -121,6 +141,7 @@ px_status px_caps_probe_with(const px_config *user, px_caps *caps)
     caps_probe_host(&tmp);
     caps_probe_mpi(&tmp);
     caps_apply_env(cfg, &tmp);
+    caps_host_id(cfg, &tmp);
     caps_apply_profile(&tmp, cfg->device_profile);
     *caps = tmp;
     PX_LOG_DEBUG("caps: probed with device profile %s", cfg->device_profile);

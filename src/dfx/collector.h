@@ -36,6 +36,7 @@ typedef struct px_dfx_run_info {
     int pmu_set;                  /* PX_DFX_PMU_HARDWARE or _SOFTWARE (records.h) */
     const char *pmu_note;         /* why that set: "perf_hw=0: ..." or "hardware counters" */
     const char *device_profile;   /* device profile of the chip */
+    const char *host_id;          /* the host's identity (caps' host_id) */
     /* the task model report.html is written from (model.h): swimlane and depgen add to it
      * in finish(); NULL when no report is wanted */
     struct dfxc_model *model;

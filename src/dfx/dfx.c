@@ -291,6 +291,7 @@ static void dfx_info_init(px_dfx *d, const px_dfx_params *prm)
     in->pmu_set = d->pmu_set;
     in->pmu_note = d->pmu_note;
     in->device_profile = px_plat_caps(prm->chip)->f[PX_FACT_DEVICE_PROFILE].text;
+    in->host_id = px_plat_caps(prm->chip)->f[PX_FACT_HOST_ID].text;
     dfxc_model_init(&d->model, in->clock);
     d->model.has_trace = (d->enabled & (PX_DFX_SWIMLANE | PX_DFX_HOSTTRACE)) != 0;
     in->model = (d->enabled & (PX_DFX_SWIMLANE | PX_DFX_HOSTTRACE | PX_DFX_DEPGEN)) ? &d->model

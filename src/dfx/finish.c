@@ -167,6 +167,8 @@ static px_status dfx_json_write(px_dfx *d, uint64_t gaps)
             "\"chip\": %d, \"device_profile\": ", d->info.clock, d->ticks_per_ns,
             (unsigned long long)d->t0, d->chip_index);
     px_caps_json_string(f, d->info.device_profile);
+    fputs(", \"host_id\": ", f);
+    px_caps_json_string(f, d->info.host_id != NULL ? d->info.host_id : "");
     fprintf(f, ", \"records_version\": %d, \"drain_cpu_ns\": %llu, \"collectors\": {",
             PX_DFX_RECORDS_VERSION, (unsigned long long)d->drain_cpu_ns);
     for (int i = 0; i < PX_DFX_NCOLLECTORS; i++)

@@ -249,6 +249,30 @@ static px_status px_knob_profile(void *field, const char *name, const char *text
     return PX_OK;
 }
 
+/* 1 when text is a host id: 1..PX_HOST_ID_MAX-1 bytes of letters, digits and . _ : - */
+static int px_host_id_ok(const char *text)
+{
+    size_t n = strlen(text);
+
+    if (n == 0 || n >= PX_HOST_ID_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((text[i] >= 'a' && text[i] <= 'z') || (text[i] >= 'A' && text[i] <= 'Z') ||
+              (text[i] >= '0' && text[i] <= '9') || strchr("._:-", text[i]) != NULL))
+            return 0;
+    return 1;
+}
+
+/* PLEXUS_HOST_ID: empty (the hostname and the boot id) or a host id. */
+static px_status px_knob_host_id(void *field, const char *name, const char *text)
+{
+    if (text[0] != '\0' && !px_host_id_ok(text))
+        return px_bad_value(name, text, "a host id of 1..47 letters, digits and . _ : - "
+                            "(or empty: the hostname and the boot id)");
+    strcpy((char *)field, text);
+    return PX_OK;
+}
+
 /* PLEXUS_COMM_TRANSPORT: auto or a transport of the one list (comm/tl_list.h). */
 static px_status px_knob_comm_tl(void *field, const char *name, const char *text)
 {
@@ -549,6 +573,8 @@ static const px_knob px_knobs[] = {
      px_knob_comm_tl, "comm transport of every rank pair: auto (direct, else staged) or forced"},
     {"PLEXUS_COMM_MEM_MAX", PX_F(comm_mem_max), "0", "bytes", px_knob_bytes,
      "host memory one domain may take (windows + staging); 0: what the host can back now"},
+    {"PLEXUS_HOST_ID", PX_F(host_id), "", "host id", px_knob_host_id,
+     "what makes two ranks one host (several hosts under MPI); empty: hostname and boot id"},
     {"PLEXUS_TEST_SLACK", PX_NOFIELD, "1", "seconds factor", px_knob_seconds,
      "tests: multiplies every deadline (raised under sanitizers)"},
 };
@@ -580,7 +606,7 @@ static px_status px_knob_apply(px_config *c, const px_knob *k, const char *text)
 
 /* sizes[v - 1]: the size of px_config version v. A version that adds fields appends its
  * sizeof here and turns the previous last row into offsetof(px_config, <its first field>). */
-static const uint32_t config_sizes[] = {sizeof(px_config)};
+static const uint32_t config_sizes[] = {offsetof(px_config, host_id), sizeof(px_config)};
 
 static const util_abi_type config_abi = {"px_config", "PX_CONFIG_INIT or px_config_default()",
                                          config_sizes, PX_ARRAY_SIZE(config_sizes)};
@@ -608,7 +634,7 @@ static const config_field config_fields[] = {
     CF(dfx_args_level, CF_INT), CF(dfx_strict, CF_INT), CF(dfx_backstop_s, CF_DBL),
     CF(dfx_buffer_records, CF_U32), CF(dfx_buffers, CF_U32), CF(dfx_args_arena, CF_U64),
     CF(comm_timeout_s, CF_DBL), CF(comm_oneshot_max, CF_U64), CF(comm_transport, CF_INT),
-    CF(comm_mem_max, CF_U64),
+    CF(comm_mem_max, CF_U64), CF(host_id, CF_STR),
 };
 
 /* 1 when field f of c holds its type's unset value. */
@@ -791,6 +817,10 @@ px_status px_config_validate(const px_config *user)
         return px_set_error(PX_EINVAL, "config device_profile is empty or not terminated: "
                             "expected a profile name of 1..%d bytes (PLEXUS_DEVICE_PROFILE)",
                             PX_PROFILE_NAME_MAX - 1);
+    if (memchr(c->host_id, '\0', sizeof(c->host_id)) == NULL ||
+        (c->host_id[0] != '\0' && !px_host_id_ok(c->host_id)))
+        return px_set_error(PX_EINVAL, "config host_id is not a host id: expected \"\" or 1..%d "
+                            "letters, digits and . _ : - (PLEXUS_HOST_ID)", PX_HOST_ID_MAX - 1);
     if (c->heap_ring < 4096 || c->heap_ring >= c->device_mem)
         return px_set_error(PX_EINVAL, "heap ring %llu bytes must be at least 4096 and smaller "
                             "than device memory %llu bytes (PLEXUS_HEAP_RING, "

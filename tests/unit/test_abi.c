@@ -158,7 +158,12 @@ static void test_config_bad_headers(void **state)
     ta_config_refused(&c, "built against a newer plexus header than the library");
     PX_ASSERT_OK(px_config_default(&c));
     c.version = PX_CONFIG_VERSION + 1;
-    ta_config_refused(&c, "knows it up to version 1");
+    {
+        char want[64];
+
+        snprintf(want, sizeof(want), "knows it up to version %d", PX_CONFIG_VERSION);
+        ta_config_refused(&c, want);
+    }
     PX_ASSERT_OK(px_config_default(&c));
     c.size = 24;
     ta_config_refused(&c, "holds garbage");
