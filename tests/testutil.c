@@ -115,3 +115,28 @@ int px_test_shm_plexus_entries(void)
 
     return n < 0 ? 0 : n;
 }
+
+extern char **environ;
+
+void px_test_clear_env(const char *const *keep)
+{
+    char names[64][64];
+    int n = 0;
+
+    for (char **e = environ; e && *e && n < 64; e++) {
+        const char *eq = strchr(*e, '=');
+        int kept = 0;
+
+        if (strncmp(*e, "PLEXUS_", 7) != 0 || eq == NULL || eq - *e >= 64)
+            continue;
+        for (int k = 0; keep != NULL && keep[k] != NULL; k++)
+            kept |= strlen(keep[k]) == (size_t)(eq - *e) &&
+                    strncmp(*e, keep[k], (size_t)(eq - *e)) == 0;
+        if (!kept) {
+            memcpy(names[n], *e, (size_t)(eq - *e));
+            names[n++][eq - *e] = '\0';
+        }
+    }
+    for (int i = 0; i < n; i++)
+        unsetenv(names[i]);
+}

@@ -36,6 +36,10 @@ void px_test_rmtree(const char *dir);
 /* This process's open descriptors (the count's own directory descriptor left out). */
 int px_test_open_fds(void);
 
+/* Removes every PLEXUS_* variable of the environment but the names in keep (NULL-terminated;
+ * keep may be NULL), so a test starts from the built-in defaults. */
+void px_test_clear_env(const char *const *keep);
+
 /*
  * Entries of /dev/shm whose name starts with "plexus" (0 when /dev/shm does not exist): what
  * plexus would leave there if it ever named a memory object. Other programs of the machine (a

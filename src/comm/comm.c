@@ -641,7 +641,8 @@ static px_status comm_put_signal_impl(px_comm *c, int peer, size_t dst_off, cons
     if (st != PX_OK)
         return st;
     if (c->tl[peer]->put_signal != NULL)
-        return c->tl[peer]->put_signal(c, peer, dst_off, src, n, PX_COMM_SLOT_SIG(c->n, sig), op, v);
+        return c->tl[peer]->put_signal(c, peer, dst_off, src, n, PX_COMM_SLOT_SIG(c->n, sig),
+                                       op, v);
     if (n > 0 && (st = c->tl[peer]->put(c, peer, dst_off, src, n)) != PX_OK)
         return st;
     return c->tl[peer]->signal(c, peer, PX_COMM_SLOT_SIG(c->n, sig), op, v);

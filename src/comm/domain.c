@@ -731,7 +731,8 @@ px_status px_domain_alloc(px_orch *o, const px_domain_spec *spec, px_domain **ou
         return px_set_error(PX_ENOMEM, "px_domain_alloc: out of host memory");
     if ((st = comm_layout(spec, &d->msg)) != PX_OK)
         goto out_free;
-    if ((st = comm_fill(cw, d, spec)) != PX_OK || (st = comm_select(w, d)) != PX_OK || (st = comm_check_memory(w, d)) != PX_OK)
+    if ((st = comm_fill(cw, d, spec)) != PX_OK || (st = comm_select(w, d)) != PX_OK ||
+        (st = comm_check_memory(w, d)) != PX_OK)
         goto out_free;
     if (__builtin_mul_overflow(spec->window_bytes, (size_t)spec->nchips, &vbytes)) {
         st = px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": %d windows of %zu bytes "

@@ -20,8 +20,8 @@
 #include "util/wait.h"
 
 /*
- * Applies the rule (select.c) to every pair of d's ranks: fills d->tl and d->why. PX_ENOTSUP naming the first pair that has no transport, with
- * the reasons and the alternatives.
+ * Applies the rule (select.c) to every pair of d's ranks: fills d->tl and d->why. PX_ENOTSUP
+ * naming the first pair that has no transport, with the reasons and the alternatives.
  */
 px_status comm_select(px_worker *w, px_domain *d)
 {

@@ -8,7 +8,7 @@
  * (bits 0-2, of 0 .. 192 KiB + 3); byte 3 the ring's first request number; the rest is up to
  * 64 request lines of 64 bytes (the last one padded with zeros), written into the peer's
  * outgoing ring in batches of COMM_STG_SLOTS, each made ready (its seq word) and then carried
- * out by the target's comm_stg_poll. The window and the pair are exactly as large as they
+ * out by the target's progress (comm_progress_all). The window and the pair are exactly as large as they
  * should be, so the sanitizers see a byte read or written past them; and every byte of both
  * is compared with a copy: a request the decoder refuses must change nothing, a request it
  * accepts only what it says (a put's bytes, a signal's slot, a get's bytes in its chunk), and

@@ -14,25 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-extern char **environ;
-
 /* Removes every PLEXUS_* variable but PLEXUS_LOG and PLEXUS_TEST_SLACK. */
 static void ta_clear_env(void)
 {
-    char names[64][64];
-    int n = 0;
+    static const char *const keep[] = {"PLEXUS_LOG", "PLEXUS_TEST_SLACK", NULL};
 
-    for (char **e = environ; e && *e && n < 64; e++) {
-        const char *eq = strchr(*e, '=');
-
-        if (strncmp(*e, "PLEXUS_", 7) == 0 && eq && eq - *e < 64 &&
-            strncmp(*e, "PLEXUS_LOG=", 11) != 0 && strncmp(*e, "PLEXUS_TEST_SLACK=", 18) != 0) {
-            memcpy(names[n], *e, (size_t)(eq - *e));
-            names[n++][eq - *e] = '\0';
-        }
-    }
-    for (int i = 0; i < n; i++)
-        unsetenv(names[i]);
+    px_test_clear_env(keep);
 }
 
 static void ta_error_has(const char *what)

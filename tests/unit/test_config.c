@@ -14,24 +14,10 @@
 
 #include "util/log.h"
 
-extern char **environ;
-
 /* Removes every PLEXUS_* variable, so each test starts from the built-in defaults. */
 static void clear_plexus_env(void)
 {
-    char names[64][64];
-    int n = 0;
-
-    for (char **e = environ; e && *e && n < 64; e++) {
-        const char *eq = strchr(*e, '=');
-
-        if (strncmp(*e, "PLEXUS_", 7) == 0 && eq && eq - *e < 64) {
-            memcpy(names[n], *e, (size_t)(eq - *e));
-            names[n++][eq - *e] = '\0';
-        }
-    }
-    for (int i = 0; i < n; i++)
-        unsetenv(names[i]);
+    px_test_clear_env(NULL);
 }
 
 static int setup(void **state)

@@ -1,16 +1,17 @@
 /*
  * test_staged.c - the staged transport against a peer that writes malformed requests
  * (issue 20 item 12): two ranks of one process share a real staging pair (formatted by
- * comm_stg_pair_init, connected by comm_stg_connect) and windows, each surrounded by canary
- * bytes. Malformed requests are written straight into a ring, as a buggy or hostile peer
- * would, and carried out by the target's poll: each must be skipped and counted, and no byte
- * of the window, the staging mapping or the canaries around them may change but the ring's
- * done count. The issue's case is an inline GET_HEAD as long as the head (36 KiB with 4096
- * signals) in the ring's last slot, with 16 KiB chunks: carried out, it copied past the end of
- * the mapping (target rank 0) or over the other ring's header (target rank 1).
+ * comm_stg_pair_init, connected by comm_build, the transport's connect) and windows, each
+ * surrounded by canary bytes. Malformed requests are written straight into a ring, as a buggy
+ * or hostile peer would, and carried out by the target's poll: each must be skipped and
+ * counted, and no byte of the window, the staging mapping or the canaries around them may
+ * change but the ring's done count. The issue's case is an inline GET_HEAD as long as the
+ * head (36 KiB with 4096 signals) in the ring's last slot, with 16 KiB chunks: carried out,
+ * it copied past the end of the mapping (target rank 0) or over the other ring's header
+ * (target rank 1).
  *
- * Also: well-formed requests still do exactly what they say, and comm_stg_connect refuses a
- * pair whose header does not describe the bytes mapped.
+ * Also: well-formed requests still do exactly what they say, and the transport's connect
+ * refuses a pair whose header does not describe the bytes mapped.
  */
 #include "testutil.h"
 
