@@ -95,7 +95,7 @@ static void doctor_comm_text(const px_caps *caps, const px_config *c, int n)
            doctor_comm_forced(c), n - 1);
     for (int a = 0; a < n; a++) {
         for (int b = a + 1; b < n; b++) {
-            comm_choose(caps, c->device_profile, c->comm_transport, 0, a, b, &ch);
+            comm_choose(caps, c->comm_transport, 0, a, b, &ch);
             counts[ch.tl]++;
             doctor_comm_print_pair(&ch, a, b, c->comm_transport);
         }
@@ -145,7 +145,7 @@ static int doctor_comm_json(const px_caps *caps, const px_config *c, int n)
            doctor_comm_forced(c), n);
     for (int a = 0; a < n && st == PX_OK; a++) {
         for (int b = a + 1; b < n && st == PX_OK; b++) {
-            comm_choose(caps, c->device_profile, c->comm_transport, 0, a, b, &ch);
+            comm_choose(caps, c->comm_transport, 0, a, b, &ch);
             counts[ch.tl]++;
             printf("%s\n      ", a == 0 && b == 1 ? "" : ",");
             st = doctor_comm_json_pair(&ch, a, b, c->comm_transport, stdout);

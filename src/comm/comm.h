@@ -165,12 +165,11 @@ struct px_comm {
 
 /*
  * The facts the selection rule gives a transport's accept(): the host's capabilities (one
- * host today: every chip of a level-3 worker has the same), the profile's name for the words,
+ * host today: every chip of a level-3 worker has the same; the profile's name is among them)
  * and the pair's chips.
  */
 typedef struct comm_pair_facts {
     const px_caps *caps;
-    const char *profile;
     int ca, cb;
 } comm_pair_facts;
 

@@ -35,7 +35,7 @@ px_status comm_select(px_worker *w, px_domain *d)
         d->tl[a * n + a] = PX_COMM_TL_DIRECT; /* its own window: by load and store */
         snprintf(d->why[a * n + a], COMM_WHY_MAX, "own window");
         for (int b = a + 1; b < n; b++) {
-            comm_choose(&w->caps, w->cfg.device_profile, forced, d->need_peer_ptr,
+            comm_choose(&w->caps, forced, d->need_peer_ptr,
                         d->chips[a], d->chips[b], &ch);
             if (ch.tl == PX_COMM_TL_NONE)
                 return px_set_error(PX_ENOTSUP, "domain \"%s\": rank %d (chip %d) -> rank %d "
@@ -218,7 +218,7 @@ static int comm_fallback_tl(px_worker *w, const px_domain *d, int a, int b, int 
 {
     comm_choice ch;
 
-    comm_choose(&w->caps, w->cfg.device_profile, PX_COMM_TL_AUTO, 0, d->chips[a], d->chips[b],
+    comm_choose(&w->caps, PX_COMM_TL_AUTO, 0, d->chips[a], d->chips[b],
                 &ch);
     for (int u = t + 1; u < PX_COMM_TL_COUNT; u++)
         if (ch.accepts[u] && !comm_tl_of(u)->maps_window)

@@ -37,12 +37,10 @@ static void comm_choice_explain(comm_choice *ch, int forced)
     snprintf(ch->reason, COMM_WHY_MAX, "%s", why);
 }
 
-void comm_choose(const px_caps *caps, const char *profile, int forced, int need_peer_ptr,
-                 int ca, int cb, comm_choice *out)
+void comm_choose(const px_caps *caps, int forced, int need_peer_ptr, int ca, int cb,
+                 comm_choice *out)
 {
-    const char *prof = profile != NULL ? profile : "?";
-
-    comm_pair_facts f = {.caps = caps, .profile = prof, .ca = ca, .cb = cb};
+    comm_pair_facts f = {.caps = caps, .ca = ca, .cb = cb};
 
     out->tl = PX_COMM_TL_NONE;
     out->accepts[PX_COMM_TL_NONE] = 0;

@@ -39,13 +39,13 @@ typedef struct comm_choice {
 } comm_choice;
 
 /*
- * Applies the rule to chips ca and cb under the facts caps (profile: its name, for the words)
- * with forced (PX_COMM_TL_AUTO or a transport) and need_peer_ptr (the domain's kernels
- * dereference peers' windows: only direct will do). Fills *out; out->tl is PX_COMM_TL_NONE
- * when nothing may be used, and comm_choice_error then says why.
+ * Applies the rule to chips ca and cb under the facts caps (the profile's name, for the words,
+ * is caps' device_profile) with forced (PX_COMM_TL_AUTO or a transport) and need_peer_ptr (the
+ * domain's kernels dereference peers' windows: only direct will do). Fills *out; out->tl is
+ * PX_COMM_TL_NONE when nothing may be used, and comm_choice_error then says why.
  */
-void comm_choose(const px_caps *caps, const char *profile, int forced, int need_peer_ptr,
-                 int ca, int cb, comm_choice *out);
+void comm_choose(const px_caps *caps, int forced, int need_peer_ptr, int ca, int cb,
+                 comm_choice *out);
 
 /*
  * Returns why the pair uses ch->tl, the words of the log line: where an earlier transport

@@ -44,7 +44,7 @@ static void test_default_direct(void **state)
 
     (void)state;
     probe("default", &caps);
-    comm_choose(&caps, "default", PX_COMM_TL_AUTO, 0, 0, 3, &ch);
+    comm_choose(&caps, PX_COMM_TL_AUTO, 0, 0, 3, &ch);
     assert_int_equal(ch.tl, PX_COMM_TL_DIRECT);
     assert_int_equal(ch.accepts[PX_COMM_TL_DIRECT], 1);
     assert_string_equal(comm_choice_reason(&ch), "peer_map=1 in profile default");
@@ -61,7 +61,7 @@ static void test_a2a3_auto(void **state)
 
     (void)state;
     probe("a2a3-pcie", &caps);
-    comm_choose(&caps, "a2a3-pcie", PX_COMM_TL_AUTO, 0, 0, 1, &ch);
+    comm_choose(&caps, PX_COMM_TL_AUTO, 0, 0, 1, &ch);
     assert_int_equal(ch.accepts[PX_COMM_TL_DIRECT], 0);
     assert_string_equal(ch.why[PX_COMM_TL_DIRECT], "peer_map=0 in profile a2a3-pcie");
     assert_int_equal(ch.tl, PX_COMM_TL_STAGED);
@@ -78,7 +78,7 @@ static void test_forced_direct_a2a3(void **state)
 
     (void)state;
     probe("a2a3-pcie", &caps);
-    comm_choose(&caps, "a2a3-pcie", PX_COMM_TL_DIRECT, 0, 0, 1, &ch);
+    comm_choose(&caps, PX_COMM_TL_DIRECT, 0, 0, 1, &ch);
     assert_int_equal(ch.tl, PX_COMM_TL_NONE);
     comm_choice_error(&ch, PX_COMM_TL_DIRECT, 0, err, sizeof(err));
     assert_has(err, "forced direct (PLEXUS_COMM_TRANSPORT=direct) refused: peer_map=0 in "
@@ -96,7 +96,7 @@ static void test_forced_staged_default(void **state)
 
     (void)state;
     probe("default", &caps);
-    comm_choose(&caps, "default", PX_COMM_TL_STAGED, 0, 1, 2, &ch);
+    comm_choose(&caps, PX_COMM_TL_STAGED, 0, 1, 2, &ch);
     assert_int_equal(ch.accepts[PX_COMM_TL_DIRECT], 1);
     assert_int_equal(ch.tl, PX_COMM_TL_STAGED);
     assert_string_equal(comm_choice_reason(&ch), "forced by PLEXUS_COMM_TRANSPORT=staged "
@@ -114,14 +114,14 @@ static void test_need_peer_ptr(void **state)
 
     (void)state;
     probe("default", &caps);
-    comm_choose(&caps, "default", PX_COMM_TL_AUTO, 1, 0, 1, &ch);
+    comm_choose(&caps, PX_COMM_TL_AUTO, 1, 0, 1, &ch);
     assert_int_equal(ch.tl, PX_COMM_TL_DIRECT);
     assert_int_equal(ch.accepts[PX_COMM_TL_STAGED], 0);
     assert_string_equal(ch.why[PX_COMM_TL_STAGED], "the domain needs peer pointers "
                                                    "(need_peer_ptr) and staged maps no peer "
                                                    "window");
     probe("a2a3-pcie", &caps);
-    comm_choose(&caps, "a2a3-pcie", PX_COMM_TL_AUTO, 1, 0, 1, &ch);
+    comm_choose(&caps, PX_COMM_TL_AUTO, 1, 0, 1, &ch);
     assert_int_equal(ch.tl, PX_COMM_TL_NONE);
     comm_choice_error(&ch, PX_COMM_TL_AUTO, 1, err, sizeof(err));
     assert_has(err, "direct refused (peer_map=0 in profile a2a3-pcie), staged refused (the "
@@ -142,7 +142,7 @@ static void test_pairs_profile(void **state)
     probe("pairs", &caps);
     for (int a = 0; a < 4; a++) {
         for (int b = a + 1; b < 4; b++) {
-            comm_choose(&caps, "pairs", PX_COMM_TL_AUTO, 0, a, b, &ch);
+            comm_choose(&caps, PX_COMM_TL_AUTO, 0, a, b, &ch);
             assert_int_equal(ch.accepts[PX_COMM_TL_DIRECT], expect_direct[a][b]);
             if (expect_direct[a][b]) {
                 assert_int_equal(ch.tl, PX_COMM_TL_DIRECT);
@@ -169,7 +169,7 @@ static void test_no_memfd(void **state)
     probe("default", &caps);
     caps_fact_set(&caps, PX_FACT_MEMFD, 0, PX_SRC_ENV, "test: memfd hidden");
     caps_fact_set(&caps, PX_FACT_PEER_MAP_EFFECTIVE, 0, PX_SRC_ENV, "test: memfd hidden");
-    comm_choose(&caps, "default", PX_COMM_TL_AUTO, 0, 0, 1, &ch);
+    comm_choose(&caps, PX_COMM_TL_AUTO, 0, 0, 1, &ch);
     assert_int_equal(ch.tl, PX_COMM_TL_NONE);
     assert_string_equal(ch.why[PX_COMM_TL_DIRECT], "peer_map=1 but memfd=0 in profile default");
     assert_has(ch.why[PX_COMM_TL_STAGED], "memfd=0 on this host");
@@ -187,7 +187,7 @@ static void test_error_truncates(void **state)
 
     (void)state;
     probe("a2a3-pcie", &caps);
-    comm_choose(&caps, "a2a3-pcie", PX_COMM_TL_DIRECT, 0, 0, 1, &ch);
+    comm_choose(&caps, PX_COMM_TL_DIRECT, 0, 0, 1, &ch);
     memset(err, 'x', sizeof(err));
     comm_choice_error(&ch, PX_COMM_TL_DIRECT, 0, err, sizeof(err));
     assert_int_equal(strlen(err), sizeof(err) - 1);

@@ -334,6 +334,7 @@ static px_status coll_allreduce_rs_ag(px_comm *c, char *buf, size_t off, size_t 
 static px_status allreduce_impl(px_comm *c, void *buf, size_t count, px_dtype dt, px_redop op)
 {
     size_t es = coll_esize(c, dt, 1, "px_comm_allreduce"), bytes, off;
+    int few, oneshot;
     px_status st;
 
     if (es == 0)
@@ -349,16 +350,15 @@ static px_status allreduce_impl(px_comm *c, void *buf, size_t count, px_dtype dt
      * buffer through the transport's requests (each rank n - 1 of them), which costs 3 to 5
      * times reduce-scatter + allgather at 32 and 64 KiB over 4 staged ranks (each rank pulls
      * 1/n of every peer's): so only direct domains take the slots and the one-shot there. */
-    if (!c->all_in_place && bytes <= PX_COMM_SLOT_BYTES / (size_t)c->n &&
-        (bytes <= c->oneshot_max || count < (size_t)c->n))
+    few = count < (size_t)c->n; /* reduce-scatter needs an element per rank */
+    oneshot = bytes <= c->oneshot_max || few;
+    if (!c->all_in_place && oneshot && bytes <= PX_COMM_SLOT_BYTES / (size_t)c->n)
         return coll_allreduce_push(c, buf, count, es, dt, op);
-    if ((c->all_in_place || count < (size_t)c->n) && bytes <= PX_COMM_SLOT_BYTES &&
-        (bytes <= c->oneshot_max || count < (size_t)c->n))
+    if (!(c->all_in_place || few) || !oneshot)
+        return coll_allreduce_rs_ag(c, buf, off, count, es, dt, op);
+    if (bytes <= PX_COMM_SLOT_BYTES)
         return coll_allreduce_slots(c, buf, count, es, dt, op);
-    if ((c->all_in_place || count < (size_t)c->n) &&
-        (bytes <= c->oneshot_max || count < (size_t)c->n))
-        return coll_allreduce_oneshot(c, buf, off, count, es, dt, op);
-    return coll_allreduce_rs_ag(c, buf, off, count, es, dt, op);
+    return coll_allreduce_oneshot(c, buf, off, count, es, dt, op);
 }
 
 /* ---- reduce_scatter, allgather, broadcast ---- */
