@@ -16,9 +16,11 @@ set -eu
 pkgs="gcc make cmake pkg-config libcmocka-dev libjansson-dev python3 chromium"
 pkgs="$pkgs python3-dev python3-cffi python3-numpy python3-pytest"
 pkgs="$pkgs python3-venv python3-setuptools python3-wheel"
+# Open MPI: the MPI plugin (libplexus-mpi.so, dlopened under mpirun; libplexus never links
+# libmpi) and bench_comm's anchor
+pkgs="$pkgs libopenmpi-dev openmpi-bin"
 if [ "${1:-}" = "--bench" ]; then
-    # Open MPI: only bench_comm's separate comm_mpi_anchor program links it, never libplexus
-    pkgs="$pkgs libstarpu-dev libopenmpi-dev openmpi-bin python3-dask"
+    pkgs="$pkgs libstarpu-dev python3-dask"
 fi
 if [ "${1:-}" = "--fuzz" ]; then
     pkgs="$pkgs clang libclang-rt-14-dev"

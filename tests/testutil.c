@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 double px_test_slack(void)
 {
@@ -101,6 +102,36 @@ static int px_test_entries(const char *path, const char *prefix)
 int px_test_open_fds(void)
 {
     return px_test_entries("/proc/self/fd", "") - 1;
+}
+
+int px_test_open_fds_except(const char *targets)
+{
+    char path[300], link[512], want[256];
+    int n = 0, fd;
+    DIR *dir = opendir("/proc/self/fd");
+    struct dirent *e;
+
+    if (dir == NULL)
+        return -1;
+    fd = dirfd(dir);
+    while ((e = readdir(dir)) != NULL) {
+        ssize_t k;
+        int skip = 0;
+
+        if (e->d_name[0] == '.' || atoi(e->d_name) == fd)
+            continue;
+        snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+        if ((k = readlink(path, link, sizeof(link) - 1)) < 0)
+            continue;
+        link[k] = '\0';
+        snprintf(want, sizeof(want), "%s", targets);
+        for (char *save = NULL, *t = strtok_r(want, "|", &save); t != NULL && !skip;
+             t = strtok_r(NULL, "|", &save))
+            skip = strstr(link, t) != NULL;
+        n += !skip;
+    }
+    closedir(dir);
+    return n;
 }
 
 int px_test_shm_plexus_entries(void)

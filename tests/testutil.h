@@ -36,6 +36,10 @@ void px_test_rmtree(const char *dir);
 /* This process's open descriptors (the count's own directory descriptor left out). */
 int px_test_open_fds(void);
 
+/* Descriptors open now whose link target contains none of the '|'-separated words of
+ * targets (e.g. what a library keeps open that is not plexus's). */
+int px_test_open_fds_except(const char *targets);
+
 /* Removes every PLEXUS_* variable of the environment but the names in keep (NULL-terminated;
  * keep may be NULL), so a test starts from the built-in defaults. */
 void px_test_clear_env(const char *const *keep);

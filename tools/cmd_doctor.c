@@ -16,6 +16,8 @@
 #include <string.h>
 
 #include "caps/caps_internal.h"
+#include "comm/tl_list.h"
+#include "mpi/mpi_load.h"
 
 typedef struct doctor_path {
     const char *key;   /* JSON name */
@@ -102,6 +104,49 @@ static px_status doctor_json_paths(const px_caps *caps, const px_config *c, FILE
     return st;
 }
 
+/* Several hosts: whether a level-3 worker would run under MPI, and its plugin. */
+static void doctor_mpi_print(const px_config *c)
+{
+    px_mpi_info m;
+
+    px_mpi_describe(c->comm_transport == PX_COMM_TL_MPI, &m);
+    printf("\nMPI (several hosts, the mpi comm transport):\n");
+    printf("  %-30s %s (%s)\n", "a level-3 worker", m.wanted ? "runs under MPI" :
+           "runs alone", m.why);
+    if (m.loaded)
+        printf("  %-30s %s (%s)\n", "plugin", m.path, m.library);
+    else
+        printf("  %-30s not loadable: %s\n", "plugin", m.error);
+}
+
+/* The "mpi" member of the JSON document. */
+static px_status doctor_mpi_json(const px_config *c, FILE *f)
+{
+    px_mpi_info m;
+    px_status st;
+
+    px_mpi_describe(c->comm_transport == PX_COMM_TL_MPI, &m);
+    fprintf(f, "{\"wanted\": %s, \"why\": ", m.wanted ? "true" : "false");
+    st = px_caps_json_string(f, m.why);
+    fprintf(f, ", \"plugin\": ");
+    if (st == PX_OK && m.loaded)
+        st = px_caps_json_string(f, m.path);
+    else
+        fputs("null", f);
+    fprintf(f, ", \"library\": ");
+    if (st == PX_OK && m.loaded)
+        st = px_caps_json_string(f, m.library);
+    else
+        fputs("null", f);
+    fprintf(f, ", \"error\": ");
+    if (st == PX_OK && !m.loaded)
+        st = px_caps_json_string(f, m.error);
+    else
+        fputs("null", f);
+    fputc('}', f);
+    return st;
+}
+
 static int doctor_json(const px_caps *caps, const px_config *c)
 {
     px_status st;
@@ -111,6 +156,10 @@ static int doctor_json(const px_caps *caps, const px_config *c)
     if (st == PX_OK) {
         printf(",\n  \"paths\": ");
         st = doctor_json_paths(caps, c, stdout);
+    }
+    if (st == PX_OK) {
+        printf(",\n  \"mpi\": ");
+        st = doctor_mpi_json(c, stdout);
     }
     printf("\n}\n");
     if (st != PX_OK || fflush(stdout) != 0 || ferror(stdout))
@@ -179,6 +228,7 @@ int cli_cmd_doctor(const cli_opts *o)
     px_caps_print(&caps, stdout);
     doctor_print_paths(&caps);
     doctor_dfx_print(&caps, &c);
+    doctor_mpi_print(&c);
     printf("\ncomm transports: `plexus doctor --comm [--chips N]` shows each pair of chips' "
            "transport and why\n");
     return 0;

@@ -16,6 +16,7 @@
 
 #include "caps/caps_internal.h"
 #include "comm/select.h"
+#include "mpi/mpi_load.h"
 
 #define DOCTOR_COMM_DEFAULT_CHIPS 4
 #define DOCTOR_COMM_ERR_MAX 768
@@ -28,6 +29,22 @@ static int doctor_comm_chips(const cli_opts *o, const px_config *c)
     if ((o->given & CLI_OPT_CHIPS) || (env != NULL && env[0] != '\0'))
         return c->chips;
     return DOCTOR_COMM_DEFAULT_CHIPS;
+}
+
+/* Where the chips are for the rule: this host's, and whether a level-3 worker would have an
+ * MPI proxy (it runs under MPI and the plugin loads); doctor itself starts no MPI. */
+static const comm_site *doctor_comm_site(const px_config *c)
+{
+    static px_mpi_info m;
+    static comm_site s;
+    static int done;
+
+    if (!done) {
+        px_mpi_describe(c->comm_transport == PX_COMM_TL_MPI, &m);
+        s = (comm_site){.mpi = m.wanted && m.loaded, .no_mpi = m.wanted ? m.error : m.why};
+        done = 1;
+    }
+    return &s;
 }
 
 /* "auto", or the forced transport's name. */
@@ -95,7 +112,7 @@ static void doctor_comm_text(const px_caps *caps, const px_config *c, int n)
            doctor_comm_forced(c), n - 1);
     for (int a = 0; a < n; a++) {
         for (int b = a + 1; b < n; b++) {
-            comm_choose(caps, c->comm_transport, 0, a, b, &ch);
+            comm_choose_at(caps, doctor_comm_site(c), c->comm_transport, 0, a, b, &ch);
             counts[ch.tl]++;
             doctor_comm_print_pair(&ch, a, b, c->comm_transport);
         }
@@ -145,7 +162,7 @@ static int doctor_comm_json(const px_caps *caps, const px_config *c, int n)
            doctor_comm_forced(c), n);
     for (int a = 0; a < n && st == PX_OK; a++) {
         for (int b = a + 1; b < n && st == PX_OK; b++) {
-            comm_choose(caps, c->comm_transport, 0, a, b, &ch);
+            comm_choose_at(caps, doctor_comm_site(c), c->comm_transport, 0, a, b, &ch);
             counts[ch.tl]++;
             printf("%s\n      ", a == 0 && b == 1 ? "" : ",");
             st = doctor_comm_json_pair(&ch, a, b, c->comm_transport, stdout);

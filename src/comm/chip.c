@@ -362,7 +362,10 @@ static px_status comm_chip_ready(hier_chip *chip, void *arg, const void *payload
         links[q].window = d->win[q];
         links[q].shared = d->shared[q];
         links[q].shared_bytes = d->shared_len[q];
-        links[q].bell = &(*g_bells)[comm_desc_chips(d->desc)[q]];
+        /* a proxied pair's requests go to the worker's MPI proxy, not to the peer */
+        links[q].bell = comm_tl_of(comm_desc_pairs(d->desc)[d->rank * m->n + q])->proxied
+                            ? &(*g_bells)[COMM_BELL_PROXY]
+                            : &(*g_bells)[comm_desc_chips(d->desc)[q]];
     }
     if (st == PX_OK) {
         /* the pair table as every member got it: the transports, and the collectives'

@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <plexus/caps.h>
 #include <plexus/comm.h>
@@ -112,6 +113,10 @@ typedef struct comm_bell {
     uint32_t pad_[14];
 } comm_bell;
 
+/* The board: one bell per chip (by chip index), then the worker's MPI proxy's. */
+#define COMM_BELL_PROXY HIER_DEATHS_MAX
+#define COMM_BELLS (HIER_DEATHS_MAX + 1)
+
 /* Rings bell b when its progress thread announced a sleep (no system call otherwise). */
 void comm_bell_ring(comm_bell *b);
 
@@ -164,14 +169,42 @@ struct px_comm {
 };
 
 /*
- * The facts the selection rule gives a transport's accept(): the host's capabilities (one
- * host today: every chip of a level-3 worker has the same; the profile's name is among them)
- * and the pair's chips.
+ * Where a pair's chips are: whether this worker runs under MPI with its proxy (comm/proxy.c),
+ * and the two chips' hosts (MPI ranks of their workers) and host ids. NULL in the facts: one
+ * host, no MPI (every chip is this worker's).
+ */
+typedef struct comm_site {
+    int mpi;               /* 1: the worker has an MPI proxy */
+    const char *no_mpi;    /* when mpi is 0: why not, in words */
+    int ha, hb;            /* the chips' hosts (MPI ranks of their workers) */
+    const char *ida, *idb; /* their host ids (PLEXUS_HOST_ID, or hostname and boot id) */
+} comm_site;
+
+/*
+ * The facts the selection rule gives a transport's accept(): the host's capabilities (every
+ * chip of a level-3 worker has the same; the profile's name is among them), the pair's chips
+ * and where they are (site, NULL for one host without MPI).
  */
 typedef struct comm_pair_facts {
     const px_caps *caps;
     int ca, cb;
+    const comm_site *site;
 } comm_pair_facts;
+
+/* 1 when the pair's chips are chips of two workers (hosts); why then says how they differ. */
+static inline int comm_pair_apart(const comm_pair_facts *f, char *why, size_t n)
+{
+    const comm_site *s = f->site;
+
+    if (s == NULL || s->ha == s->hb)
+        return 0;
+    if (s->ida != NULL && s->idb != NULL && __builtin_strcmp(s->ida, s->idb) != 0)
+        snprintf(why, n, "different host id: %s vs %s", s->ida, s->idb);
+    else
+        snprintf(why, n, "chips of different workers (MPI ranks %d and %d) on host %s share "
+                 "no memory", s->ha, s->hb, s->ida != NULL ? s->ida : "?");
+    return 1;
+}
 
 /*
  * What the set-up made for the pair (this rank, peer) and this process mapped, handed to the
@@ -193,6 +226,10 @@ typedef struct comm_link {
  *   in_place     peer_ptr maps a peer's bytes: collectives may read them in place
  *   maps_window  a pair's members map each other's windows (the set-up sends the window's
  *                descriptor to the peer; a mapping that fails is the fallback's business)
+ *   proxied      the worker's MPI proxy serves the pair (comm/proxy.c): the worker maps the
+ *                pair's shared memory and its members' windows too, the requester's link
+ *                rings the proxy's doorbell, and on two hosts each worker makes its own copy
+ *                of the pair's memory for its member
  * Selection and set-up:
  *   accept       whether the transport may carry a pair under the facts, and why (the words
  *                of logs, errors, doctor and dfx.json); it decides nothing else (select.c
@@ -221,6 +258,7 @@ typedef struct px_comm_tl {
     int id;                               /* its PX_COMM_TL_* of tl_list.h */
     int in_place;
     int maps_window;
+    int proxied;
     int (*accept)(const comm_pair_facts *f, char *why, size_t n);
     size_t (*prepare)(int n);
     void (*format)(void *shared, size_t bytes, int n);
@@ -259,6 +297,13 @@ extern const px_comm_tl px_comm_tl_direct;
  * every request this rank posted has been carried out. Its format: transport/staged.h.
  */
 extern const px_comm_tl px_comm_tl_staged;
+
+/*
+ * transport/mpi.c: the pair's chips belong to two workers (hosts) under MPI, or mpi is forced:
+ * staged's requester over a ring that the worker's MPI proxy serves (comm/proxy.c); the
+ * target's worker carries requests out against the target's window.
+ */
+extern const px_comm_tl px_comm_tl_mpi;
 
 /* The transports of c with progress(): carry out what reached this rank (nonzero: some). */
 int comm_progress_all(px_comm *c);

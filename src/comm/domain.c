@@ -29,8 +29,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "comm/proxy.h"
 #include "comm/select.h"
 #include "dfx/collectors/out.h"
+#include "mpi/mpi_load.h"
 #include "platform/platform.h"
 #include "runtime/runtime.h"
 #include "util/abi.h"
@@ -187,8 +189,10 @@ static void comm_destroy(void *arg)
         free(d->tl);
         free(d);
     }
+    comm_proxy_stop(cw->proxy);
+    cw->proxy = NULL;
     if (cw->bells != NULL)
-        munmap(cw->bells, HIER_DEATHS_MAX * sizeof(comm_bell));
+        munmap(cw->bells, COMM_BELLS * sizeof(comm_bell));
     free(cw);
 }
 
@@ -200,7 +204,7 @@ static px_status comm_init(void *arg)
 
     /* the chips' doorbells, before the chips are forked (they inherit the mapping) */
     if (cw->bells == NULL) {
-        void *b = mmap(NULL, HIER_DEATHS_MAX * sizeof(comm_bell), PROT_READ | PROT_WRITE,
+        void *b = mmap(NULL, COMM_BELLS * sizeof(comm_bell), PROT_READ | PROT_WRITE,
                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 
         if (b == MAP_FAILED)
@@ -208,11 +212,46 @@ static px_status comm_init(void *arg)
                                 strerror(errno));
         cw->bells = b;
     }
+    /* MPI: decided and its plugin loaded before the fork; started after it (comm_started) */
+    if (px_mpi_wanted(cw->w->cfg.comm_transport == PX_COMM_TL_MPI, cw->mpi_why,
+                      sizeof(cw->mpi_why))) {
+        const px_mpi_ops *ops;
+        px_status st = px_mpi_load(&ops, NULL, 0);
+
+        if (st != PX_OK)
+            return st;
+        if (ops->initialized() && px_mpi_state() != PX_MPI_STATE_NONE)
+            return px_set_error(PX_ESTATE, "px_worker_init: MPI starts once per process, and "
+                                "an earlier worker of this process ran under MPI (%s): run one "
+                                "worker under MPI per process, or give this one PLEXUS_MPI=off",
+                                cw->mpi_why);
+        if (ops->initialized())
+            return px_set_error(PX_ESTATE, "px_worker_init: MPI is initialised in this process "
+                                "already (%s): plexus forks its chips before MPI starts (Open "
+                                "MPI does not support fork after MPI_Init) and its proxy "
+                                "thread initialises MPI itself; create the level-3 worker "
+                                "before MPI_Init and leave MPI to plexus (domains spanning "
+                                "hosts talk over the mpi transport)", cw->mpi_why);
+        cw->mpi_ops = ops;
+    }
     return comm_builtins_register(cw);
 }
 
-static const hier_hooks comm_hooks = {.init = comm_init, .run_end = comm_run_end,
-                                      .dfx_json = comm_dfx_json, .destroy = comm_destroy};
+/* The started hook: the MPI proxy, now that the chips are forked. */
+static px_status comm_started(void *arg)
+{
+    comm_worker *cw = arg;
+    px_worker *w = cw->w;
+
+    if (cw->mpi_ops == NULL)
+        return PX_OK;
+    return comm_proxy_start(cw->mpi_ops, w->caps.f[PX_FACT_HOST_ID].text, hier_nchips(w),
+                            &cw->bells[COMM_BELL_PROXY], w->cfg.timeout_s, &cw->proxy);
+}
+
+static const hier_hooks comm_hooks = {.init = comm_init, .started = comm_started,
+                                      .run_end = comm_run_end, .dfx_json = comm_dfx_json,
+                                      .destroy = comm_destroy};
 
 /* The comm state of level-3 worker w: its hooks' extension slot (no lock, no search beyond
  * the worker's few hook sets), or NULL. */
@@ -365,6 +404,7 @@ static void comm_free_domain(comm_worker *cw, px_domain *d, int chips_alive)
     comm_id_msg m = {.id = d->id};
     hier_call_result *res = chips_alive ? calloc((size_t)d->msg.n, sizeof(*res)) : NULL;
 
+    comm_proxied_drop(cw, d);
     if (chips_alive)
         (void)hier_call_run(cw->w, cw->kinds[COMM_KIND_FREE], &m, sizeof(m), d->chips,
                             d->msg.n, 0, res);
@@ -393,6 +433,7 @@ static int comm_forget(comm_worker *cw, px_domain *d)
     int ok = res != NULL;
 
     snprintf(msg, sizeof(msg), "%s", px_last_error());
+    comm_proxied_drop(cw, d);
     if (res != NULL)
         (void)hier_call_run(cw->w, cw->kinds[COMM_KIND_FORGET], &m, sizeof(m), d->chips,
                             d->msg.n, 0, res);

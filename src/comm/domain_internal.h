@@ -40,13 +40,23 @@ struct px_domain {
     int lost;                        /* a task id could not be kept: only the run end frees it */
     uint8_t *tl;                     /* n * n: transport of each pair (a * n + b, symmetric) */
     char (*why)[COMM_WHY_MAX];       /* n * n: why pair (a, b) uses tl[a][b] */
+    void **pmem;                     /* n * n: this worker's mapping of each proxied pair's
+                                      * memory (a * n + b, a < b), or NULL: the MPI proxy
+                                      * serves its rings */
+    void **hwin;                     /* n: the members' windows mapped here for the proxy */
+    int in_proxy;                    /* the proxy serves it (comm_proxy_add took it) */
     char *vbase;                     /* reserved addresses standing for the windows' data */
     size_t vbytes;
     px_domain *next;                 /* the worker's handles */
 };
 
+struct comm_proxy;
+
 struct comm_worker {
     px_worker *w;
+    const void *mpi_ops;             /* the MPI plugin's table when MPI is in use, else NULL */
+    char mpi_why[160];               /* why MPI is (not) in use */
+    struct comm_proxy *proxy;        /* the MPI proxy (started after the fork), or NULL */
     int kinds[COMM_NKINDS];          /* comm.create, .map, .ready, .free */
     comm_bell *bells;                /* the doorbell board (shared with the chips) */
     px_kernel_id k_write, k_read, k_coll;
@@ -68,6 +78,13 @@ px_status comm_submit(px_orch *o, px_domain *d, px_callable_id c, px_task_args *
 
 /* domain.c: sets the transport of ranks a and b (both directions) and why. */
 void comm_pair_set(px_domain *d, int a, int b, int tl, const char *why);
+
+/* domain_setup.c: the site of the pair of chips ca, cb (hosts and MPI) for the rule. */
+void comm_site_of(const comm_worker *cw, int ca, int cb, comm_site *s);
+
+/* domain_setup.c: the MPI proxy stops serving d and this worker unmaps what it mapped for
+ * it (the pairs' memory, the windows); nothing when d has no proxied pair. */
+void comm_proxied_drop(comm_worker *cw, px_domain *d);
 
 /* domain_setup.c: applies the rule to every pair of d (d->tl, d->why); PX_ENOTSUP naming the
  * first pair that has no transport. */

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "comm/proxy.h"
+#include "comm/transport/staged.h"
 #include "platform/platform.h"
 #include "runtime/runtime.h"
 #include "util/log.h"
@@ -23,11 +25,25 @@
  * Applies the rule (select.c) to every pair of d's ranks: fills d->tl and d->why. PX_ENOTSUP
  * naming the first pair that has no transport, with the reasons and the alternatives.
  */
+void comm_site_of(const comm_worker *cw, int ca, int cb, comm_site *s)
+{
+    const comm_proxy *p = cw->proxy;
+    int me = p != NULL ? comm_proxy_rank(p) : 0;
+    const char *id = cw->w->caps.f[PX_FACT_HOST_ID].text;
+
+    (void)ca;
+    (void)cb;
+    /* every chip a domain names is this worker's today (one host per domain) */
+    *s = (comm_site){.mpi = p != NULL, .no_mpi = cw->mpi_why, .ha = me, .hb = me, .ida = id,
+                     .idb = id};
+}
+
 px_status comm_select(px_worker *w, px_domain *d)
 {
     int n = d->msg.n, forced = w->cfg.comm_transport;
     char err[640];
     comm_choice ch;
+    comm_site site;
 
     if ((d->why = calloc((size_t)n * (size_t)n, sizeof(*d->why))) == NULL)
         return px_set_error(PX_ENOMEM, "px_domain_alloc: out of host memory");
@@ -35,8 +51,9 @@ px_status comm_select(px_worker *w, px_domain *d)
         d->tl[a * n + a] = PX_COMM_TL_DIRECT; /* its own window: by load and store */
         snprintf(d->why[a * n + a], COMM_WHY_MAX, "own window");
         for (int b = a + 1; b < n; b++) {
-            comm_choose(&w->caps, forced, d->need_peer_ptr,
-                        d->chips[a], d->chips[b], &ch);
+            comm_site_of(d->cw, d->chips[a], d->chips[b], &site);
+            comm_choose_at(&w->caps, &site, forced, d->need_peer_ptr, d->chips[a],
+                           d->chips[b], &ch);
             if (ch.tl == PX_COMM_TL_NONE)
                 return px_set_error(PX_ENOTSUP, "domain \"%s\": rank %d (chip %d) -> rank %d "
                                     "(chip %d): no transport: %s", d->msg.name, a, d->chips[a],
@@ -143,11 +160,19 @@ static px_status comm_pair_memory(const px_domain *d, int a, int b, int *fd)
     return px_plat_shm_create(NULL, t->name, bytes, NULL, fd);
 }
 
-/* Adds the shared memory of pair a < b to both members' lists; *fd is closed after the send. */
-static px_status comm_batch_pair(comm_setup *su, const px_domain *d, int a, int b, int *fd)
+/* Adds the shared memory of pair a < b to both members' lists; *fd is closed after the send.
+ * A proxied pair's memory is mapped here too: the MPI proxy serves its rings. */
+static px_status comm_batch_pair(comm_setup *su, px_domain *d, int a, int b, int *fd)
 {
     px_status st = comm_pair_memory(d, a, b, fd);
+    int n = d->msg.n;
+    const px_comm_tl *t = comm_tl_of(d->tl[a * n + b]);
 
+    if (st == PX_OK && *fd >= 0 && t->proxied) {
+        if (d->pmem == NULL && (d->pmem = calloc((size_t)n * (size_t)n, sizeof(void *))) == NULL)
+            return px_set_error(PX_ENOMEM, "out of host memory");
+        st = px_plat_shm_import(NULL, *fd, t->prepare(n), &d->pmem[a * n + b]);
+    }
     if (st == PX_OK && *fd >= 0) {
         comm_batch_add(su, d, a, comm_pair_tag(d->id, a, b), *fd);
         comm_batch_add(su, d, b, comm_pair_tag(d->id, a, b), *fd);
@@ -198,6 +223,15 @@ static px_status comm_map(comm_worker *cw, comm_setup *su, px_domain *d,
     /* each member offers one window: its own, under comm_fd_tag(id, rank) */
     if (st == PX_OK && n > 1)
         st = hier_fd_fetch_each(cw->w, d->chips, n, comm_fd_tag(d->id, 0), ~0xFFFFull, win, 0);
+    /* the MPI proxy carries requests out against the members' windows: mapped here */
+    if (st == PX_OK && n > 1 && d->pmem != NULL) {
+        size_t wb = px_comm_window_bytes(n, d->msg.nsig, d->msg.data_bytes);
+
+        if ((d->hwin = calloc((size_t)n, sizeof(void *))) == NULL)
+            st = px_set_error(PX_ENOMEM, "out of host memory");
+        for (int q = 0; st == PX_OK && q < n; q++)
+            st = px_plat_win_host_map(win[q], wb, &d->hwin[q]);
+    }
     comm_batch_begin(su, d);
     for (int r = 0; st == PX_OK && r < n; r++)
         for (int q = 0; q < n; q++)
@@ -217,9 +251,10 @@ static px_status comm_map(comm_worker *cw, comm_setup *su, px_domain *d,
 static int comm_fallback_tl(px_worker *w, const px_domain *d, int a, int b, int t)
 {
     comm_choice ch;
+    comm_site site;
 
-    comm_choose(&w->caps, PX_COMM_TL_AUTO, 0, d->chips[a], d->chips[b],
-                &ch);
+    comm_site_of(d->cw, d->chips[a], d->chips[b], &site);
+    comm_choose_at(&w->caps, &site, PX_COMM_TL_AUTO, 0, d->chips[a], d->chips[b], &ch);
     for (int u = t + 1; u < PX_COMM_TL_COUNT; u++)
         if (ch.accepts[u] && !comm_tl_of(u)->maps_window)
             return u;
@@ -286,6 +321,77 @@ static px_status comm_fallback(comm_worker *cw, comm_setup *su, px_domain *d,
     return st;
 }
 
+/*
+ * Gives the MPI proxy the rings of d's proxied pairs (both directions: every member is this
+ * worker's) and the windows mapped here. The rings were formatted by the pairs' lower ranks;
+ * their chunk is the one the domain's size implies, checked against the header (the memory
+ * is the chips' to write: the proxy decodes every request against the domain's own bounds).
+ */
+static px_status comm_proxied_add(comm_worker *cw, px_domain *d)
+{
+    int n = d->msg.n, nr = 0, *host = calloc((size_t)n, sizeof(int));
+    size_t chunk = comm_stg_chunk_for(n);
+    comm_proxy_ring *rings = calloc((size_t)n * (size_t)n, sizeof(*rings));
+    px_status st = host != NULL && rings != NULL ? PX_OK :
+                   px_set_error(PX_ENOMEM, "out of host memory");
+
+    if (st == PX_OK && (cw->proxy == NULL || d->hwin == NULL))
+        st = px_set_error(PX_ESTATE, "a pair takes the mpi transport but the worker has no MPI "
+                          "proxy (a defect)");
+    for (int a = 0; st == PX_OK && a < n; a++) {
+        host[a] = comm_proxy_rank(cw->proxy);
+        for (int b = a + 1; st == PX_OK && b < n; b++) {
+            void *mem = d->pmem[a * n + b];
+
+            if (mem == NULL)
+                continue;
+            for (int i = 0; i < 2; i++) {
+                comm_stg_ring *r = comm_stg_ring_at(mem, chunk, i);
+
+                if (r->magic != COMM_STG_MAGIC || r->chunk != chunk) {
+                    st = px_set_error(PX_EIO, "rank %d -> rank %d: the pair's staging memory is "
+                                      "not formatted for %d ranks (a defect of rank %d)", a,
+                                      b, n, a);
+                    break;
+                }
+                rings[nr++] = (comm_proxy_ring){.a = i == 0 ? a : b, .b = i == 0 ? b : a,
+                                                .ring = r, .chunk = chunk};
+            }
+        }
+    }
+    if (st == PX_OK) {
+        comm_proxy_dom pd = {.id = d->id, .n = n, .nsig = d->msg.nsig,
+                             .data_bytes = d->msg.data_bytes, .window = d->hwin, .host = host,
+                             .nrings = nr, .rings = rings};
+
+        if ((st = comm_proxy_add(cw->proxy, &pd, cw->w->cfg.timeout_s)) == PX_OK)
+            d->in_proxy = 1;
+    }
+    free(host);
+    free(rings);
+    return st;
+}
+
+void comm_proxied_drop(comm_worker *cw, px_domain *d)
+{
+    int n = d->msg.n;
+
+    if (d->in_proxy)
+        comm_proxy_remove(cw->proxy, d->id, cw->w->cfg.timeout_s);
+    d->in_proxy = 0;
+    for (int i = 0; d->pmem != NULL && i < n * n; i++)
+        if (d->pmem[i] != NULL)
+            (void)px_plat_shm_free(NULL, d->pmem[i], comm_tl_of(PX_COMM_TL_MPI)->prepare(n));
+    for (int q = 0; d->hwin != NULL && q < n; q++)
+        if (d->hwin[q] != NULL)
+            (void)px_plat_win_host_free(d->hwin[q], px_comm_window_bytes(n, d->msg.nsig,
+                                                                         d->msg.data_bytes));
+    free(d->pmem);
+    free(d->hwin);
+    d->pmem = NULL;
+    d->hwin = NULL;
+}
+
 /* Makes d on its chips: the first batch, create, the windows, map (and again after a
  * fallback), ready; every step a control call to all members at once. On failure every
  * member forgets it. */
@@ -315,6 +421,10 @@ px_status comm_make(comm_worker *cw, px_domain *d)
     if (st == PX_OK)
         st = hier_call_run(cw->w, cw->kinds[COMM_KIND_READY], &d->msg, sizeof(d->msg),
                            d->chips, d->msg.n, 0, NULL);
+    if (st == PX_OK && d->pmem != NULL)
+        st = comm_proxied_add(cw, d);
+    if (st != PX_OK)
+        comm_proxied_drop(cw, d);
     free(res);
     comm_setup_fini(&su, d);
     if (st != PX_OK) {

@@ -40,7 +40,13 @@ static void comm_choice_explain(comm_choice *ch, int forced)
 void comm_choose(const px_caps *caps, int forced, int need_peer_ptr, int ca, int cb,
                  comm_choice *out)
 {
-    comm_pair_facts f = {.caps = caps, .ca = ca, .cb = cb};
+    comm_choose_at(caps, NULL, forced, need_peer_ptr, ca, cb, out);
+}
+
+void comm_choose_at(const px_caps *caps, const comm_site *site, int forced, int need_peer_ptr,
+                    int ca, int cb, comm_choice *out)
+{
+    comm_pair_facts f = {.caps = caps, .ca = ca, .cb = cb, .site = site};
 
     out->tl = PX_COMM_TL_NONE;
     out->accepts[PX_COMM_TL_NONE] = 0;

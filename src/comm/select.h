@@ -47,6 +47,10 @@ typedef struct comm_choice {
 void comm_choose(const px_caps *caps, int forced, int need_peer_ptr, int ca, int cb,
                  comm_choice *out);
 
+/* The same with the pair's site (comm.h: hosts and MPI; NULL as comm_choose). */
+void comm_choose_at(const px_caps *caps, const comm_site *site, int forced, int need_peer_ptr,
+                    int ca, int cb, comm_choice *out);
+
 /*
  * Returns why the pair uses ch->tl, the words of the log line: where an earlier transport
  * refused, that refusal ("peer_map=0 in profile a2a3-pcie" for staged); where a force passed

@@ -15,7 +15,8 @@
 
 #define PX_COMM_TL_MAP(X)                                                                  \
     X(PX_COMM_TL_DIRECT, "direct", px_comm_tl_direct)                                      \
-    X(PX_COMM_TL_STAGED, "staged", px_comm_tl_staged)
+    X(PX_COMM_TL_STAGED, "staged", px_comm_tl_staged)                                      \
+    X(PX_COMM_TL_MPI, "mpi", px_comm_tl_mpi)
 
 enum {
     PX_COMM_TL_NONE = 0,

@@ -136,6 +136,9 @@ struct dfxc_buf;
 
 typedef struct hier_hooks {
     px_status (*init)(void *arg);
+    /* after the chips are forked and ready, at the end of px_worker_init (an error fails it):
+     * where a layer starts what must not be forked (the MPI proxy) */
+    px_status (*started)(void *arg);
     void (*run_end)(void *arg, px_status st);
     /* Appends members (",\n \"name\": value" each) to the merged dfx.json of a level-3
      * run with DFX on (dfx_merge.c), before it is written. */

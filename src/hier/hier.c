@@ -27,6 +27,7 @@
 
 #include "util/clock.h"
 #include "util/log.h"
+#include "mpi/mpi_load.h"
 #include "util/wait.h"
 
 #define PX_HIER_THREADS_WAIT_NS 100000000ull /* threads just joined may take a moment to go */
@@ -320,7 +321,12 @@ static px_status px_hier_check_threads(void)
         return px_set_error(PX_ESTATE, "px_worker_init at level 3 forks one process per chip "
                             "and needs a single-threaded process, but this process runs %d "
                             "threads (a thread holding a lock at fork would leave it locked in "
-                            "every chip). Call px_worker_init before starting threads", n);
+                            "every chip). Call px_worker_init before starting threads%s", n,
+                            px_mpi_state() != PX_MPI_STATE_NONE
+                                ? " (MPI, started by an earlier worker of this process, runs "
+                                  "threads of its own: one level-3 worker under MPI per "
+                                  "process)"
+                                : "");
     return PX_OK;
 }
 
@@ -466,13 +472,15 @@ px_status px_hier_init(px_worker *w)
     if (h->state == PX_HIER_FAILED)
         return px_set_error(PX_ESTATE, "px_worker_init: an earlier px_worker_init of this "
                             "worker failed; destroy it and create a new one");
-    if ((st = px_hier_check_threads()) != PX_OK)
-        return st;
     h->user_kernels = w->nkernels;
-    for (int i = 0; i < h->nhooks; i++) /* the layers above add their chip kernels */
+    /* the layers above add their chip kernels, and refuse what they know cannot work (MPI
+     * initialised by the program: said before the thread count, which MPI's threads raise) */
+    for (int i = 0; i < h->nhooks; i++)
         if (h->hooks[i].hooks->init != NULL &&
             (st = h->hooks[i].hooks->init(h->hooks[i].arg)) != PX_OK)
             return st;
+    if ((st = px_hier_check_threads()) != PX_OK)
+        return st;
     h->nkernels = w->nkernels; /* the chip kernels; the executors follow them */
     st = px_hier_register_executors(h);
     if (st == PX_OK)
@@ -481,7 +489,12 @@ px_status px_hier_init(px_worker *w)
         st = px_hier_start_procs(h);
     if (st == PX_OK)
         st = px_cores_start(w);
-    if (st == PX_OK && (st = px_hier_watch_start(h)) == PX_OK) {
+    if (st == PX_OK)
+        st = px_hier_watch_start(h);
+    for (int i = 0; st == PX_OK && i < h->nhooks; i++) /* after the fork: MPI may start */
+        if (h->hooks[i].hooks->started != NULL)
+            st = h->hooks[i].hooks->started(h->hooks[i].arg);
+    if (st == PX_OK) {
         px_hier_poller_setup(h);
         h->state = PX_HIER_INITED;
         PX_LOG_INFO("worker: level 3 started %d chips and %d sub-workers", h->nchips, h->nsubs);
@@ -489,6 +502,8 @@ px_status px_hier_init(px_worker *w)
     }
     snprintf(msg, sizeof(msg), "%s", px_last_error());
     h->state = PX_HIER_FAILED;
+    if (h->watch_started) /* a started hook failed */
+        px_hier_watch_stop(h);
     px_hier_release_procs(h);
     return px_set_error(st, "%s", msg);
 }

@@ -131,6 +131,19 @@ px_status px_plat_win_import(px_chip *c, int peer, int handle, size_t n, void **
 px_status px_plat_win_free(px_chip *c, void *addr, size_t n);
 
 /*
+ * Maps a chip's window (a handle made by px_plat_win_create, n bytes) into this host process
+ * for a host agent of the worker, with no chip of its own: the MPI proxy (comm/proxy.c)
+ * carries other hosts' requests out against the window and hands its bytes to MPI. *addr is
+ * host-addressable. sim: the window's memory object mapped. A device backend maps the
+ * allocation for the host (CUDA: the exported handle mapped with host access, or a pinned
+ * host mirror with device copies; with GPUDirect RDMA the window is registered with the
+ * network instead). Returns PX_OK; PX_EINVAL when handle is no memory object of at least n
+ * bytes; PX_ENOMEM when the mapping fails. Free with px_plat_win_host_free.
+ */
+px_status px_plat_win_host_map(int handle, size_t n, void **addr);
+px_status px_plat_win_host_free(void *addr, size_t n);
+
+/*
  * The peer-access query: returns 1 when chip a may map chip b's exported memory, else 0 with
  * the reason in why (n bytes; why may be NULL). A pure function of the capability table
  * (peer_map_effective and peer_map_group, which a CUDA probe fills from

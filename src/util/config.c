@@ -284,6 +284,25 @@ static px_status px_knob_comm_tl(void *field, const char *name, const char *text
     return PX_OK;
 }
 
+/* PLEXUS_MPI (no field: mpi/mpi_load.c reads it where the worker decides). */
+static px_status px_knob_mpi(void *field, const char *name, const char *text)
+{
+    (void)field;
+    if (strcmp(text, "auto") == 0 || strcmp(text, "on") == 0 || strcmp(text, "off") == 0 ||
+        text[0] == '\0')
+        return PX_OK;
+    return px_bad_value(name, text, "auto, on or off");
+}
+
+/* A file path knob without a field (PLEXUS_MPI_PLUGIN). */
+static px_status px_knob_path(void *field, const char *name, const char *text)
+{
+    (void)field;
+    if (strlen(text) >= 512)
+        return px_bad_value(name, text, "a file path of at most 511 bytes (or empty)");
+    return PX_OK;
+}
+
 static px_status px_knob_bind(void *field, const char *name, const char *text)
 {
     if (strcmp(text, "none") == 0 || strcmp(text, "cores") == 0) {
@@ -575,6 +594,11 @@ static const px_knob px_knobs[] = {
      "host memory one domain may take (windows + staging); 0: what the host can back now"},
     {"PLEXUS_HOST_ID", PX_F(host_id), "", "host id", px_knob_host_id,
      "what makes two ranks one host (several hosts under MPI); empty: hostname and boot id"},
+    {"PLEXUS_MPI", PX_NOFIELD, "auto", "auto, on or off", px_knob_mpi,
+     "level 3 under MPI: auto (when started by mpirun or with PLEXUS_COMM_TRANSPORT=mpi), on, "
+     "off"},
+    {"PLEXUS_MPI_PLUGIN", PX_NOFIELD, "", "file path", px_knob_path,
+     "the MPI plugin to load (empty: libplexus-mpi.so beside libplexus, then the install's)"},
     {"PLEXUS_TEST_SLACK", PX_NOFIELD, "1", "seconds factor", px_knob_seconds,
      "tests: multiplies every deadline (raised under sanitizers)"},
 };

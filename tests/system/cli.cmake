@@ -127,10 +127,10 @@ px_cli_test(run_comm_transport_auto
 list(APPEND px_cli_chips_tests cli.run_comm_transport_direct cli.run_comm_transport_beats_env
      cli.run_comm_transport_auto)
 px_cli_test(run_comm_transport_bad
-            "^FAIL: option --comm-transport: PLEXUS_COMM_TRANSPORT=\"bogus\" is not valid: expected one of auto, direct, staged\nexit status 1\n$"
+            "^FAIL: option --comm-transport: PLEXUS_COMM_TRANSPORT=\"bogus\" is not valid: expected one of auto, direct, staged, mpi\nexit status 1\n$"
             "" run allreduce --comm-transport bogus)
 px_cli_test(env_comm_transport_bad
-            "^FAIL: environment: PX_EINVAL: PLEXUS_COMM_TRANSPORT=\"bogus\" is not valid: expected one of auto, direct, staged\nexit status 1\n$"
+            "^FAIL: environment: PX_EINVAL: PLEXUS_COMM_TRANSPORT=\"bogus\" is not valid: expected one of auto, direct, staged, mpi\nexit status 1\n$"
             "PLEXUS_COMM_TRANSPORT=bogus" run allreduce)
 px_cli_test(run_comm_transport_level2
             "^FAIL: option --comm-transport does not apply to example vector \\(level 2: [^\n]*\nexit status 1\n$"
@@ -194,11 +194,11 @@ px_cli_test(doctor_comm_option_forced
             "^comm transports \\(device profile default, PLEXUS_COMM_TRANSPORT direct; [^\n]*\n  rank 0 -> rank 1 via direct \\(peer_map=1 in profile default\\)[^\n]*\n  2 chips: 1 pair direct\nexit status 0\n$"
             "PLEXUS_COMM_TRANSPORT=staged" doctor --comm --chips 2 --comm-transport direct)
 px_cli_test(doctor_comm_bad_env
-            "^FAIL: environment: PX_EINVAL: PLEXUS_COMM_TRANSPORT=\"bogus\" is not valid: expected one of auto, direct, staged\nexit status 1\n$"
+            "^FAIL: environment: PX_EINVAL: PLEXUS_COMM_TRANSPORT=\"bogus\" is not valid: expected one of auto, direct, staged, mpi\nexit status 1\n$"
             "PLEXUS_COMM_TRANSPORT=bogus" doctor --comm)
 px_cli_test(doctor_comm_bad_option
-            "^FAIL: option --comm-transport: PLEXUS_COMM_TRANSPORT=\"mpi\" is not valid: expected one of auto, direct, staged\nexit status 1\n$"
-            "" doctor --comm --comm-transport mpi)
+            "^FAIL: option --comm-transport: PLEXUS_COMM_TRANSPORT=\"rdma\" is not valid: expected one of auto, direct, staged, mpi\nexit status 1\n$"
+            "" doctor --comm --comm-transport rdma)
 px_cli_test(doctor_chips_without_comm
             "^FAIL: doctor: option --chips applies only with --comm [^\n]*\nexit status 1\n$" ""
             doctor --chips 4)

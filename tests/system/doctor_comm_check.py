@@ -40,7 +40,7 @@ def doctor(profile, chips, env=None):
     if [(q["a"], q["b"]) for q in c["pairs"]] != [p for p in PAIRS4 if p[1] < chips]:
         fail("%s: pairs %r" % (profile, [(q["a"], q["b"]) for q in c["pairs"]]))
     for q in c["pairs"]:
-        if [v["transport"] for v in q["verdicts"]] != ["direct", "staged"]:
+        if [v["transport"] for v in q["verdicts"]] != ["direct", "staged", "mpi"]:
             fail("%s: verdicts %r" % (profile, q["verdicts"]))
         chosen = [v for v in q["verdicts"] if v["transport"] == q["transport"]]
         if q["transport"] is not None and not chosen[0]["accepts"]:
@@ -63,7 +63,7 @@ def expect(c, a, b, transport, why, direct_why):
 
 
 def counts(c, direct, staged, none):
-    want = {"direct": direct, "staged": staged, "none": none}
+    want = {"direct": direct, "staged": staged, "mpi": 0, "none": none}
     if c["counts"] != want or c["ok"] != (none == 0):
         fail("%s: counts %r ok %r, expected %r" % (c["device_profile"], c["counts"], c["ok"], want))
 
@@ -95,8 +95,9 @@ if c["forced"] != "direct":
     fail("forced: %r" % c["forced"])
 q = expect(c, 0, 1, None, "no transport", "peer_map=0 in profile a2a3-pcie")
 want = ("forced direct (PLEXUS_COMM_TRANSPORT=direct) refused: peer_map=0 in profile a2a3-pcie; "
-        + ("the alternative: staged would work (" if STAGED else
-           "staged refused (the staged transport is not built yet); no path"))
+        "mpi refused (this worker does not run under MPI (not started by an MPI launcher")
+if STAGED and "; the alternative: staged would work (" not in q["error"]:
+    fail("forced direct: error %r does not name staged as the alternative" % q["error"])
 if not q["error"].startswith(want):
     fail("forced direct: error %r, expected it to start with %r" % (q["error"], want))
 counts(c, 0, 0, 1)

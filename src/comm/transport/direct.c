@@ -62,6 +62,8 @@ static void *direct_peer_ptr(px_comm *c, int peer, size_t off)
  * (peer mapping effective, both chips in one group), whose words are the reasons. */
 static int direct_accept(const comm_pair_facts *f, char *why, size_t n)
 {
+    if (comm_pair_apart(f, why, n))
+        return 0;
     return px_plat_peer_access(f->caps, f->ca, f->cb, why, n);
 }
 

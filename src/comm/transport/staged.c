@@ -69,6 +69,7 @@ typedef struct stg_peer {
     uint32_t done_seen;            /* out->done as last read (plock): space known free */
     _Atomic int clock;             /* a thread of this rank carrying out the peer's requests */
     _Atomic uint32_t bad;          /* malformed requests of the peer skipped (a defect) */
+    int proxied;                   /* the worker's MPI proxy carries requests out (mpi.c) */
 } stg_peer;
 
 /*
@@ -111,15 +112,21 @@ void comm_stg_pair_init(void *mem, size_t chunk)
     }
 }
 
-/* The staged peers of a communicator (c->tl_comm[PX_COMM_TL_STAGED]). */
+/* The peers of a communicator on a transport whose requests go through rings
+ * (c->tl_comm[id]: staged's, and mpi's, whose rings the worker's proxy serves). */
 typedef struct stg_comm {
     int n;
     int peers[]; /* c->n entries at most */
 } stg_comm;
 
+static stg_comm *stg_list(const px_comm *c, int id)
+{
+    return c->tl_comm[id];
+}
+
 static stg_comm *stg_of(const px_comm *c)
 {
-    return c->tl_comm[PX_COMM_TL_STAGED];
+    return stg_list(c, PX_COMM_TL_STAGED);
 }
 
 static size_t staged_prepare(int n)
@@ -133,10 +140,10 @@ static void staged_format(void *shared, size_t bytes, int n)
     comm_stg_pair_init(shared, comm_stg_chunk_for(n));
 }
 
-static px_status staged_connect(px_comm *c, int peer, const comm_link *l)
+px_status comm_stg_connect_as(px_comm *c, int peer, const comm_link *l, int id)
 {
     stg_ring *r0 = l->shared, *r1;
-    stg_comm *sc = stg_of(c);
+    stg_comm *sc = stg_list(c, id);
     stg_peer *p;
     size_t chunk, bytes = l->shared_bytes;
     int mine;
@@ -163,7 +170,7 @@ static px_status staged_connect(px_comm *c, int peer, const comm_link *l)
                             "defect of the rank that formatted it", c->name, c->rank, peer,
                             chunk, r1->chunk);
     if (sc == NULL &&
-        (sc = c->tl_comm[PX_COMM_TL_STAGED] =
+        (sc = c->tl_comm[id] =
              calloc(1, sizeof(*sc) + (size_t)c->n * sizeof(int))) == NULL)
         return px_set_error(PX_ENOMEM, "comm: domain \"%s\" rank %d: out of memory for the "
                             "staged peers", c->name, c->rank);
@@ -177,10 +184,16 @@ static px_status staged_connect(px_comm *c, int peer, const comm_link *l)
     p->in_data = (char *)p->in + STG_HEAD_BYTES;
     p->chunk = chunk;
     p->bell = l->bell;
+    p->proxied = id != PX_COMM_TL_STAGED;
     pthread_mutex_init(&p->plock, NULL);
     c->tl_state[peer] = p;
     sc->peers[sc->n++] = peer;
     return PX_OK;
+}
+
+static px_status staged_connect(px_comm *c, int peer, const comm_link *l)
+{
+    return comm_stg_connect_as(c, peer, l, PX_COMM_TL_STAGED);
 }
 
 uint32_t comm_stg_skipped(const px_comm *c, int peer)
@@ -193,10 +206,10 @@ uint32_t comm_stg_skipped(const px_comm *c, int peer)
     return atomic_load_explicit(&p->bad, memory_order_relaxed);
 }
 
-/* Frees c's staged state (comm_fini). */
-static void staged_release(px_comm *c)
+/* Frees c's state of transport id (comm_fini). */
+void comm_stg_release_as(px_comm *c, int id)
 {
-    stg_comm *sc = stg_of(c);
+    stg_comm *sc = stg_list(c, id);
 
     for (int i = 0; sc != NULL && i < sc->n; i++) {
         stg_peer *p = c->tl_state[sc->peers[i]];
@@ -212,7 +225,12 @@ static void staged_release(px_comm *c)
         c->tl_state[sc->peers[i]] = NULL;
     }
     free(sc);
-    c->tl_comm[PX_COMM_TL_STAGED] = NULL;
+    c->tl_comm[id] = NULL;
+}
+
+static void staged_release(px_comm *c)
+{
+    comm_stg_release_as(c, PX_COMM_TL_STAGED);
 }
 
 /* ---- the target's side ---- */
@@ -430,12 +448,14 @@ static px_status stg_wait_done(px_comm *c, int peer, stg_peer *p, uint32_t done,
 
     if (st == PX_ETIMEDOUT)
         st = px_set_error(PX_ETIMEDOUT, "domain \"%s\" rank %d: waited %g s for rank %d to "
-                          "carry out a staged %s (it has done %u of %u requests); its kernels "
-                          "and its progress thread have not taken it (a stopped or stuck "
-                          "chip): raise PLEXUS_COMM_TIMEOUT_S only if it is slow", c->name,
-                          c->rank, c->timeout_s, peer, what,
+                          "carry out a%s %s (it has done %u of %u requests); %s: raise "
+                          "PLEXUS_COMM_TIMEOUT_S only if it is slow", c->name,
+                          c->rank, c->timeout_s, peer, p->proxied ? "n mpi" : " staged", what,
                           atomic_load_explicit(&p->out->done, memory_order_relaxed),
-                          atomic_load_explicit(&p->out->head, memory_order_relaxed));
+                          atomic_load_explicit(&p->out->head, memory_order_relaxed),
+                          p->proxied ? "the MPI proxies of the two hosts have not completed it "
+                          "(a stopped or stuck host or chip)" : "its kernels and its progress "
+                          "thread have not taken it (a stopped or stuck chip)");
     return st;
 }
 
@@ -493,7 +513,7 @@ static px_status stg_post(px_comm *c, int peer, stg_peer *p, const stg_req *rq,
     return PX_OK;
 }
 
-static px_status staged_put(px_comm *c, int peer, size_t off, const void *src, size_t n)
+px_status comm_stg_put(px_comm *c, int peer, size_t off, const void *src, size_t n)
 {
     stg_peer *p = c->tl_state[peer];
     px_status st = PX_OK;
@@ -511,8 +531,8 @@ static px_status staged_put(px_comm *c, int peer, size_t off, const void *src, s
 }
 
 /* A put whose last request carries the signal: one request for a small put_signal. */
-static px_status staged_put_signal(px_comm *c, int peer, size_t off, const void *src, size_t n,
-                                   uint32_t slot, px_sig_op op, uint64_t v)
+px_status comm_stg_put_signal(px_comm *c, int peer, size_t off, const void *src, size_t n,
+                              uint32_t slot, px_sig_op op, uint64_t v)
 {
     stg_peer *p = c->tl_state[peer];
     px_status st = PX_OK;
@@ -579,24 +599,24 @@ static void stg_copy_out(void *arg, size_t at, const void *piece, size_t len)
     memcpy((char *)arg + at, piece, len);
 }
 
-static px_status staged_get(px_comm *c, int peer, size_t off, void *dst, size_t n)
+px_status comm_stg_get(px_comm *c, int peer, size_t off, void *dst, size_t n)
 {
     return stg_get(c, peer, STG_GET, off, n, stg_copy_out, dst);
 }
 
-static px_status staged_get_head(px_comm *c, int peer, size_t off, void *dst, size_t n)
+px_status comm_stg_get_head(px_comm *c, int peer, size_t off, void *dst, size_t n)
 {
     return stg_get(c, peer, STG_GET_HEAD, off, n, stg_copy_out, dst);
 }
 
-static px_status staged_get_each(px_comm *c, int peer, size_t off, size_t n,
-                                 void (*fn)(void *arg, size_t at, const void *piece, size_t len),
-                                 void *arg)
+px_status comm_stg_get_each(px_comm *c, int peer, size_t off, size_t n,
+                            void (*fn)(void *arg, size_t at, const void *piece, size_t len),
+                            void *arg)
 {
     return stg_get(c, peer, STG_GET, off, n, fn, arg);
 }
 
-static px_status staged_signal(px_comm *c, int peer, uint32_t slot, px_sig_op op, uint64_t v)
+px_status comm_stg_signal(px_comm *c, int peer, uint32_t slot, px_sig_op op, uint64_t v)
 {
     stg_peer *p = c->tl_state[peer];
     stg_req rq = {.op = STG_SIGNAL, .slot = slot, .sigop = (uint32_t)op, .v = v};
@@ -609,9 +629,9 @@ static px_status staged_signal(px_comm *c, int peer, uint32_t slot, px_sig_op op
     return st;
 }
 
-static px_status staged_flush(px_comm *c)
+px_status comm_stg_flush_as(px_comm *c, int id)
 {
-    stg_comm *sc = stg_of(c);
+    stg_comm *sc = stg_list(c, id);
     px_status st = PX_OK;
 
     for (int i = 0; i < sc->n && st == PX_OK; i++) {
@@ -625,9 +645,16 @@ static px_status staged_flush(px_comm *c)
     return st;
 }
 
+static px_status staged_flush(px_comm *c)
+{
+    return comm_stg_flush_as(c, PX_COMM_TL_STAGED);
+}
+
 /* staged: host memory both chips map (a memfd); the chips of one worker share the host. */
 static int staged_accept(const comm_pair_facts *f, char *why, size_t n)
 {
+    if (comm_pair_apart(f, why, n))
+        return 0;
     if (px_caps_get(f->caps, PX_FACT_MEMFD) == 0) {
         snprintf(why, n, "memfd=0 on this host: no shared staging memory");
         return 0;
@@ -650,11 +677,11 @@ const px_comm_tl px_comm_tl_staged = {
     .poll_enter = staged_poll_enter,
     .poll_leave = staged_poll_leave,
     .flush = staged_flush,
-    .put = staged_put,
-    .get = staged_get,
-    .get_head = staged_get_head,
-    .get_each = staged_get_each,
-    .signal = staged_signal,
-    .put_signal = staged_put_signal,
+    .put = comm_stg_put,
+    .get = comm_stg_get,
+    .get_head = comm_stg_get_head,
+    .get_each = comm_stg_get_each,
+    .signal = comm_stg_signal,
+    .put_signal = comm_stg_put_signal,
     .peer_ptr = NULL,
 };

@@ -131,4 +131,30 @@ int comm_stg_decode(const void *line, const comm_stg_bounds *b, comm_stg_op *op)
  * peer's to write). 0 when peer is not a staged peer of c. */
 uint32_t comm_stg_skipped(const px_comm *c, int peer);
 
+/*
+ * The requester's side of the rings, shared with the mpi transport (transport/mpi.c), whose
+ * rings the worker's MPI proxy serves instead of the peer: connect as transport id (the
+ * peers of c on it are kept in c->tl_comm[id]), release and flush that transport's peers,
+ * and the data operations, which work on any peer connected so.
+ */
+px_status comm_stg_connect_as(px_comm *c, int peer, const comm_link *l, int id);
+void comm_stg_release_as(px_comm *c, int id);
+px_status comm_stg_flush_as(px_comm *c, int id);
+px_status comm_stg_put(px_comm *c, int peer, size_t off, const void *src, size_t n);
+px_status comm_stg_put_signal(px_comm *c, int peer, size_t off, const void *src, size_t n,
+                              uint32_t slot, px_sig_op op, uint64_t v);
+px_status comm_stg_get(px_comm *c, int peer, size_t off, void *dst, size_t n);
+px_status comm_stg_get_head(px_comm *c, int peer, size_t off, void *dst, size_t n);
+px_status comm_stg_get_each(px_comm *c, int peer, size_t off, size_t n,
+                            void (*fn)(void *arg, size_t at, const void *piece, size_t len),
+                            void *arg);
+px_status comm_stg_signal(px_comm *c, int peer, uint32_t slot, px_sig_op op, uint64_t v);
+
+/* The offset in a chunk of a request's bytes whose window data offset is off (the same
+ * offset in a page: staged.c's rule, which the proxy follows when it fills a get's chunk). */
+static inline size_t comm_stg_at(uint64_t off)
+{
+    return (size_t)(off % PX_COMM_DATA_ALIGN);
+}
+
 #endif

@@ -225,6 +225,27 @@ px_status px_plat_win_free(px_chip *c, void *addr, size_t n)
     return PX_OK;
 }
 
+px_status px_plat_win_host_map(int handle, size_t n, void **addr)
+{
+    const char *what = "mapping a chip's window for the host";
+    px_status st;
+
+    if (addr == NULL || n == 0)
+        return px_set_error(PX_EINVAL, "px_plat_win_host_map: addr must be set and n > 0 "
+                            "(n = %zu)", n);
+    if ((st = sim_share_check(handle, n, what)) != PX_OK)
+        return st;
+    return sim_share_map(handle, n, what, addr);
+}
+
+px_status px_plat_win_host_free(void *addr, size_t n)
+{
+    if (addr == NULL || n == 0 || munmap(addr, n) != 0)
+        return px_set_error(PX_EINVAL, "px_plat_win_host_free(%p, %zu bytes): not a mapping "
+                            "of px_plat_win_host_map", addr, n);
+    return PX_OK;
+}
+
 /* Returns 1 when [dev, dev+n) lies inside one live window of c, else 0. */
 int sim_win_contains(px_chip *c, const void *dev, size_t n)
 {

@@ -1,0 +1,907 @@
+/*
+ * proxy.c - the MPI proxy of a level-3 worker (proxy.h).
+ *
+ * One thread per worker, started after the chips are forked. It is the only thread of the
+ * process that calls MPI (the plugin's ops, MPI_THREAD_FUNNELED). Its loop, in one sweep:
+ *   1. the parent's command (add or remove a domain), if one is posted;
+ *   2. every ring it serves: each new request of this worker's chips is decoded against the
+ *      domain's bounds (the ring is the chip's to write, so the proxy trusts nothing in it,
+ *      as a staged target does) and sent to the proxy of the target's worker;
+ *   3. every message waiting from a proxy (itself included): a request is carried out
+ *      against the target's window (mapped here) and answered; an answer completes its
+ *      request in the ring (a get's bytes into the request's chunk), and `done` advances over
+ *      every request answered in order, waking a requester asleep on it;
+ *   4. sends of answers that MPI has finished are freed.
+ * Between sweeps it waits the one wait (util/wait.h) on its doorbell, which this worker's
+ * requesters ring: a short yield phase, then sleeps. A message from another host rings
+ * nothing, so while the job has several hosts, or answers are awaited, a sleep lasts at most
+ * PROXY_POLL_NS; with one host and nothing in flight nothing can arrive unrung, and it sleeps
+ * in long slices.
+ */
+#include "comm/proxy.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "comm/transport/staged.h"
+#include "mpi/mpi_load.h"
+#include "mpi/mpi_ops.h"
+#include "runtime/runtime.h"
+#include "util/clock.h"
+#include "util/log.h"
+#include "util/wait.h"
+
+#define PROXY_MAGIC 0x50584d31u /* "PXM1" */
+#define PROXY_TAG_REQ 0x5201
+#define PROXY_TAG_REP 0x5202
+#define PROXY_TAG_DATA 0x5203
+#define PROXY_DOMS 64
+#define PROXY_YIELD_NS 20000
+#define PROXY_POLL_NS 200000                  /* a sleep while messages may come unrung */
+#define PROXY_SLICE_NS (100 * 1000 * 1000)    /* a sleep when nothing can come unrung */
+#define PROXY_RECV_BURST 64                   /* messages taken per sweep at most */
+
+/* A request or an answer between proxies. */
+typedef struct comm_proxy_msg {
+    uint32_t magic;
+    uint8_t op, flags, sigop, inl;
+    uint32_t dom;
+    int32_t src, dst;     /* requesting rank, target rank (of the domain) */
+    uint32_t slot;
+    uint32_t seq;         /* the request's number in src's ring to dst */
+    int32_t status;       /* answer: PX_OK, or PX_EINVAL when the target skipped it */
+    uint32_t pad_;
+    uint64_t off, n, v;
+    uint8_t data[COMM_STG_INLINE];
+} comm_proxy_msg;
+
+/* A ring this proxy serves. */
+typedef struct pring {
+    int a, b;
+    comm_stg_ring *r;
+    char *data;                       /* its chunks */
+    size_t chunk;
+    uint32_t sent, done;              /* requests sent on / answered in order */
+    uint8_t answered[COMM_STG_SLOTS];
+    comm_proxy_msg hdr[COMM_STG_SLOTS];    /* what was sent for each slot */
+    px_mpi_req *sreq[COMM_STG_SLOTS][2];   /* its sends not yet seen finished */
+} pring;
+
+typedef struct pdom {
+    uint32_t id;
+    int n;
+    uint32_t nsig;
+    size_t data_bytes;
+    void **window;
+    int *host;
+    int nrings;
+    pring *rings;
+    int *ring_of;                     /* n * n: a * n + b -> index in rings, or -1 */
+    uint32_t bad;                     /* malformed requests skipped (from this worker's chips) */
+} pdom;
+
+/* A send of an answer in flight: buf is freed when MPI is done with it. */
+typedef struct psend {
+    px_mpi_req *req;
+    void *buf;
+} psend;
+
+enum { CMD_NONE, CMD_ADD, CMD_REMOVE };
+
+struct comm_proxy {
+    const px_mpi_ops *ops;
+    pthread_t thread;
+    comm_bell *bell;
+    double timeout_s;
+    int rank, size, nchips;
+    char host_id[COMM_HOST_ID_MAX];
+    comm_host *hosts;
+    char lib[160];
+    /* start */
+    _Atomic uint32_t up;              /* 0 starting, 1 up, 2 failed (futex word) */
+    _Atomic uint32_t up_sleep;
+    px_status start_st;
+    char start_err[PX_ERRMSG_MAX];
+    /* commands */
+    pthread_mutex_t lock;
+    int cmd;
+    pdom *cmd_dom;
+    uint32_t cmd_id;
+    _Atomic uint32_t cmd_seq, cmd_done, cmd_sleep;
+    _Atomic int stop;
+    /* the proxy thread's own */
+    pdom *doms[PROXY_DOMS];
+    int ndoms;
+    psend *ps;
+    int nps, cps;
+    int woke;
+    uint32_t seen;
+    int failed;                       /* an MPI call failed: serving stopped, said once */
+    int stopped;                      /* its thread has ended */
+    uint64_t forwarded, served;
+};
+
+static void proxy_mpi_fail(comm_proxy *p, int e, const char *what)
+{
+    char s[256];
+
+    if (p->failed)
+        return;
+    p->failed = 1;
+    p->ops->error(e, s, sizeof(s));
+    PX_LOG_ERROR("mpi proxy (host %d): %s failed: %s; the mpi transport of this worker stops "
+                 "here and its requests end at their deadline", p->rank, what, s);
+}
+
+/*
+ * MPI starts once per process: the proxy of the first worker under MPI initialises it and
+ * finalises it when that worker is destroyed (or at the process's exit, for a worker never
+ * destroyed: mpirun counts a rank that never finalised as failed). A later level-3 worker of
+ * the process cannot run under MPI: MPI cannot start again, and while it runs its own
+ * threads forbid the fork of chips (px_worker_init refuses a multi-threaded process).
+ */
+static pthread_mutex_t g_mpi_lock = PTHREAD_MUTEX_INITIALIZER;
+static comm_proxy *g_live;   /* the proxy running now */
+static pid_t g_mpi_pid;
+
+static void proxy_stop_thread(comm_proxy *p);
+
+static void proxy_atexit(void)
+{
+    comm_proxy *p;
+
+    if (getpid() != g_mpi_pid)
+        return;
+    pthread_mutex_lock(&g_mpi_lock);
+    p = g_live;
+    pthread_mutex_unlock(&g_mpi_lock);
+    if (p != NULL) /* a worker not destroyed: its proxy stops and finalises MPI */
+        proxy_stop_thread(p);
+}
+
+/* ---- domains ---- */
+
+static void pdom_free(pdom *d)
+{
+    if (d == NULL)
+        return;
+    free(d->window);
+    free(d->host);
+    free(d->rings);
+    free(d->ring_of);
+    free(d);
+}
+
+static pdom *pdom_copy(const comm_proxy_dom *s)
+{
+    pdom *d = calloc(1, sizeof(*d));
+    size_t n = (size_t)s->n;
+
+    if (d == NULL)
+        return NULL;
+    d->id = s->id;
+    d->n = s->n;
+    d->nsig = s->nsig;
+    d->data_bytes = s->data_bytes;
+    d->nrings = s->nrings;
+    if ((d->window = calloc(n, sizeof(void *))) == NULL ||
+        (d->host = calloc(n, sizeof(int))) == NULL ||
+        (d->rings = calloc((size_t)(s->nrings > 0 ? s->nrings : 1), sizeof(pring))) == NULL ||
+        (d->ring_of = malloc(n * n * sizeof(int))) == NULL) {
+        pdom_free(d);
+        return NULL;
+    }
+    memcpy(d->window, s->window, n * sizeof(void *));
+    memcpy(d->host, s->host, n * sizeof(int));
+    for (size_t i = 0; i < n * n; i++)
+        d->ring_of[i] = -1;
+    for (int i = 0; i < s->nrings; i++) {
+        pring *g = &d->rings[i];
+
+        g->a = s->rings[i].a;
+        g->b = s->rings[i].b;
+        g->r = s->rings[i].ring;
+        g->chunk = s->rings[i].chunk;
+        g->data = (char *)g->r + COMM_STG_HEAD_BYTES;
+        g->sent = g->done = atomic_load_explicit(&g->r->done, memory_order_acquire);
+        d->ring_of[(size_t)g->a * n + (size_t)g->b] = i;
+    }
+    return d;
+}
+
+static pdom *proxy_dom(comm_proxy *p, uint32_t id)
+{
+    for (int i = 0; i < p->ndoms; i++)
+        if (p->doms[i]->id == id)
+            return p->doms[i];
+    return NULL;
+}
+
+static comm_stg_bounds pdom_bounds(const pdom *d, size_t chunk)
+{
+    comm_stg_bounds b = {.win_bytes = d->data_bytes + 2 * (size_t)PX_COMM_SLOT_BYTES,
+                         .head_bytes = px_comm_area_bytes(d->n, d->nsig),
+                         .nslots = (uint32_t)d->n + d->nsig, .chunk = chunk};
+
+    return b;
+}
+
+/* ---- sends ---- */
+
+/* Frees the answers' sends MPI has finished; returns how many. */
+static int proxy_reap(comm_proxy *p)
+{
+    int k = 0;
+
+    for (int i = 0; i < p->nps;) {
+        int done = 0, e = p->ops->test(p->ps[i].req, &done);
+
+        if (e != 0) {
+            proxy_mpi_fail(p, e, "MPI_Test of an answer");
+            done = 1; /* forget it: serving has stopped */
+        }
+        if (done) {
+            free(p->ps[i].buf);
+            p->ps[i] = p->ps[--p->nps];
+            k++;
+        } else {
+            i++;
+        }
+    }
+    return k;
+}
+
+/* Sends n bytes at buf (owned: freed when sent, or NULL for bytes that outlive the send) to
+ * rank dst; 0 on failure (said). */
+static int proxy_send(comm_proxy *p, const void *bytes, void *owned, size_t n, int dst, int tag)
+{
+    px_mpi_req *r = NULL;
+    int e;
+
+    if (p->nps == p->cps) {
+        int c = p->cps ? 2 * p->cps : 64;
+        psend *q = realloc(p->ps, (size_t)c * sizeof(*q));
+
+        if (q == NULL) {
+            free(owned);
+            PX_LOG_ERROR("mpi proxy (host %d): out of memory for an answer", p->rank);
+            return 0;
+        }
+        p->ps = q;
+        p->cps = c;
+    }
+    if ((e = p->ops->isend(bytes, n, dst, tag, &r)) != 0) {
+        free(owned);
+        proxy_mpi_fail(p, e, "MPI_Isend of an answer");
+        return 0;
+    }
+    p->ps[p->nps++] = (psend){r, owned};
+    return 1;
+}
+
+/* 1 when slot i of ring g has no send in flight (tests them). */
+static int pring_sends_done(comm_proxy *p, pring *g, uint32_t i)
+{
+    for (int k = 0; k < 2; k++) {
+        int done = 0, e;
+
+        if (g->sreq[i][k] == NULL)
+            continue;
+        if ((e = p->ops->test(g->sreq[i][k], &done)) != 0) {
+            proxy_mpi_fail(p, e, "MPI_Test of a request");
+            return 0;
+        }
+        if (!done)
+            return 0;
+        g->sreq[i][k] = NULL;
+    }
+    return 1;
+}
+
+/* ---- the requester's side: rings of this worker's chips ---- */
+
+/* Stores done over every request answered in order, and wakes a requester asleep on it. */
+static void pring_advance(pring *g)
+{
+    uint32_t d = g->done;
+
+    while (d != g->sent && g->answered[d % COMM_STG_SLOTS]) {
+        g->answered[d % COMM_STG_SLOTS] = 0;
+        d++;
+    }
+    if (d == g->done)
+        return;
+    g->done = d;
+    atomic_store_explicit(&g->r->done, d, memory_order_seq_cst);
+    util_wake(&g->r->done, &g->r->req_sleep, INT_MAX, 1);
+}
+
+/* Sends on every new request of ring g; returns how many. */
+static int pring_forward(comm_proxy *p, pdom *d, pring *g)
+{
+    comm_stg_bounds b = pdom_bounds(d, g->chunk);
+    int work = 0;
+
+    while (!p->failed && g->sent - g->done < COMM_STG_SLOTS &&
+           atomic_load_explicit(&g->r->req[g->sent % COMM_STG_SLOTS].seq,
+                                memory_order_acquire) == g->sent + 1) {
+        uint32_t i = g->sent % COMM_STG_SLOTS;
+        comm_proxy_msg *m = &g->hdr[i];
+        int host = d->host[g->b], e;
+        comm_stg_op op;
+
+        if (!pring_sends_done(p, g, i))
+            break; /* answered, so finishing: the next sweep takes it */
+        if (!comm_stg_decode(&g->r->req[i], &b, &op)) {
+            d->bad++; /* skipped whole, as a staged target does */
+            g->answered[i] = 1;
+            g->sent++;
+            pring_advance(g);
+            continue;
+        }
+        memset(m, 0, sizeof(*m));
+        m->magic = PROXY_MAGIC;
+        m->op = (uint8_t)op.op;
+        m->flags = op.signal && op.op == COMM_STG_PUT ? COMM_STG_F_SIGNAL : 0;
+        m->sigop = op.signal ? (uint8_t)op.sigop : 0;
+        m->inl = (uint8_t)(op.op == COMM_STG_PUT && op.inl);
+        m->dom = d->id;
+        m->src = g->a;
+        m->dst = g->b;
+        m->slot = op.signal ? op.slot : 0;
+        m->seq = g->sent;
+        m->off = op.off;
+        m->n = op.op == COMM_STG_SIGNAL ? 0 : op.n;
+        m->v = op.signal ? op.v : 0;
+        if (m->inl)
+            memcpy(m->data, op.data, op.n);
+        if ((e = p->ops->isend(m, sizeof(*m), host, PROXY_TAG_REQ, &g->sreq[i][0])) != 0) {
+            proxy_mpi_fail(p, e, "MPI_Isend of a request");
+            break;
+        }
+        if (op.op == COMM_STG_PUT && !op.inl && op.n > 0 &&
+            (e = p->ops->isend(g->data + (size_t)i * g->chunk + op.at, op.n, host,
+                               PROXY_TAG_DATA, &g->sreq[i][1])) != 0) {
+            proxy_mpi_fail(p, e, "MPI_Isend of a put's bytes");
+            break;
+        }
+        g->sent++;
+        p->forwarded++;
+        work++;
+    }
+    return work;
+}
+
+/* Receives n bytes from src into nothing (a message that cannot be used). */
+static void proxy_drain(comm_proxy *p, int src, int tag, size_t n)
+{
+    void *junk = malloc(n > 0 ? n : 1);
+    int e;
+
+    if (junk == NULL) {
+        PX_LOG_ERROR("mpi proxy (host %d): out of memory draining a message", p->rank);
+        return;
+    }
+    if ((e = p->ops->recv(junk, n, src, tag)) != 0)
+        proxy_mpi_fail(p, e, "MPI_Recv");
+    free(junk);
+}
+
+/* An answer from host src: completes its request. */
+static void proxy_answer(comm_proxy *p, int src, const comm_proxy_msg *m)
+{
+    pdom *d = proxy_dom(p, m->dom);
+    pring *g = NULL;
+    int gi = -1, e;
+
+    if (d != NULL && m->src >= 0 && m->src < d->n && m->dst >= 0 && m->dst < d->n)
+        gi = d->ring_of[(size_t)m->src * (size_t)d->n + (size_t)m->dst];
+    if (gi >= 0)
+        g = &d->rings[gi];
+    if (g == NULL || d->host[g->b] != src || m->seq - g->done >= g->sent - g->done ||
+        g->hdr[m->seq % COMM_STG_SLOTS].seq != m->seq) {
+        PX_LOG_WARN("mpi proxy (host %d): an answer from host %d for domain %u rank %d -> "
+                    "%d request %u matches nothing in flight; dropped", p->rank, src, m->dom,
+                    m->src, m->dst, m->seq);
+        if ((m->op == COMM_STG_GET || m->op == COMM_STG_GET_HEAD) && m->status == PX_OK)
+            proxy_drain(p, src, PROXY_TAG_DATA, m->n);
+        return;
+    }
+    {
+        uint32_t i = m->seq % COMM_STG_SLOTS;
+        const comm_proxy_msg *q = &g->hdr[i]; /* what we sent: its range, not the answer's */
+
+        if ((q->op == COMM_STG_GET || q->op == COMM_STG_GET_HEAD) && m->status == PX_OK &&
+            q->n > 0) {
+            if (m->n != q->n) {
+                proxy_drain(p, src, PROXY_TAG_DATA, m->n);
+            } else if ((e = p->ops->recv(g->data + (size_t)i * g->chunk + comm_stg_at(q->off),
+                                         q->n, src, PROXY_TAG_DATA)) != 0) {
+                proxy_mpi_fail(p, e, "MPI_Recv of a get's bytes");
+                return;
+            }
+        }
+        g->answered[i] = 1;
+        pring_advance(g);
+    }
+}
+
+/* ---- the target's side: requests from proxies for this worker's members ---- */
+
+/* A request from host src: carried out against its target's window, then answered. */
+static void proxy_serve(comm_proxy *p, int src, const comm_proxy_msg *m)
+{
+    pdom *d = proxy_dom(p, m->dom);
+    comm_proxy_msg *ans;
+    comm_stg_req line;
+    comm_stg_bounds b;
+    comm_stg_op op;
+    int ok, e;
+    char *win = NULL;
+    px_comm_area *a = NULL;
+
+    memset(&line, 0, sizeof(line));
+    line.op = m->op;
+    line.flags = m->flags;
+    line.sigop = m->sigop;
+    line.inl = m->inl;
+    line.slot = m->slot;
+    line.off = m->off;
+    line.n = m->n;
+    line.v = m->v;
+    if (m->inl)
+        memcpy(line.data, m->data, sizeof(line.data));
+    ok = d != NULL && m->dst >= 0 && m->dst < d->n && m->src >= 0 && m->src < d->n &&
+         d->window[m->dst] != NULL && d->host[m->src] == src;
+    if (ok) {
+        b = pdom_bounds(d, comm_stg_chunk_for(d->n));
+        ok = comm_stg_decode(&line, &b, &op);
+    }
+    if (ok) {
+        a = d->window[m->dst];
+        win = (char *)a + px_comm_area_bytes(d->n, d->nsig);
+    }
+    if (m->op == COMM_STG_PUT && !m->inl && m->n > 0) {
+        if (!ok)
+            proxy_drain(p, src, PROXY_TAG_DATA, m->n);
+        else if ((e = p->ops->recv(win + op.off, op.n, src, PROXY_TAG_DATA)) != 0) {
+            proxy_mpi_fail(p, e, "MPI_Recv of a put's bytes");
+            return;
+        }
+    }
+    if (ok && op.op == COMM_STG_PUT && op.inl)
+        memcpy(win + op.off, op.data, op.n);
+    if (ok && op.signal) {
+        _Atomic uint64_t *s = comm_slot(a, d->n, op.slot);
+
+        if (op.sigop == PX_SIG_ADD)
+            atomic_fetch_add_explicit(s, op.v, memory_order_release);
+        else
+            atomic_store_explicit(s, op.v, memory_order_release);
+        comm_wake(a);
+    }
+    if (!ok)
+        PX_LOG_WARN("mpi proxy (host %d): skipped a malformed request from host %d (domain "
+                    "%u, rank %d -> %d, op %u)", p->rank, src, m->dom, m->src, m->dst, m->op);
+    if ((ans = malloc(sizeof(*ans))) == NULL) {
+        PX_LOG_ERROR("mpi proxy (host %d): out of memory for an answer", p->rank);
+        return;
+    }
+    *ans = *m;
+    ans->status = ok ? PX_OK : PX_EINVAL;
+    if (!proxy_send(p, ans, ans, sizeof(*ans), src, PROXY_TAG_REP))
+        return;
+    if (ok && (op.op == COMM_STG_GET || op.op == COMM_STG_GET_HEAD) && op.n > 0)
+        (void)proxy_send(p, op.op == COMM_STG_GET ? win + op.off : (char *)a + op.off, NULL,
+                         op.n, src, PROXY_TAG_DATA);
+    p->served++;
+}
+
+/* Takes what other proxies sent; returns how many messages. */
+static int proxy_receive(comm_proxy *p)
+{
+    int work = 0;
+
+    for (int k = 0; k < PROXY_RECV_BURST && !p->failed; k++) {
+        comm_proxy_msg m;
+        int flag = 0, src = 0, tag = 0, e;
+        size_t n = 0;
+
+        if ((e = p->ops->iprobe(&flag, &src, &tag, &n)) != 0) {
+            proxy_mpi_fail(p, e, "MPI_Iprobe");
+            break;
+        }
+        if (!flag)
+            break;
+        work++;
+        if ((tag != PROXY_TAG_REQ && tag != PROXY_TAG_REP) || n != sizeof(m)) {
+            PX_LOG_WARN("mpi proxy (host %d): dropped a message of %zu bytes, tag %d, from host "
+                        "%d that is no proxy request or answer", p->rank, n, tag, src);
+            proxy_drain(p, src, tag, n);
+            continue;
+        }
+        if ((e = p->ops->recv(&m, sizeof(m), src, tag)) != 0) {
+            proxy_mpi_fail(p, e, "MPI_Recv");
+            break;
+        }
+        if (m.magic != PROXY_MAGIC) {
+            PX_LOG_WARN("mpi proxy (host %d): dropped a message from host %d with a bad magic",
+                        p->rank, src);
+            continue;
+        }
+        if (tag == PROXY_TAG_REQ)
+            proxy_serve(p, src, &m);
+        else
+            proxy_answer(p, src, &m);
+    }
+    return work;
+}
+
+/* ---- commands ---- */
+
+static int proxy_command(comm_proxy *p)
+{
+    uint32_t seq = atomic_load_explicit(&p->cmd_seq, memory_order_acquire);
+
+    if (seq == atomic_load_explicit(&p->cmd_done, memory_order_relaxed))
+        return 0;
+    pthread_mutex_lock(&p->lock);
+    if (p->cmd == CMD_ADD && p->ndoms < PROXY_DOMS) {
+        p->doms[p->ndoms++] = p->cmd_dom;
+        p->cmd_dom = NULL;
+    } else if (p->cmd == CMD_REMOVE) {
+        for (int i = 0; i < p->ndoms; i++) {
+            if (p->doms[i]->id == p->cmd_id) {
+                pdom *d = p->doms[i];
+
+                for (int r = 0; r < d->nrings; r++) /* sends still in flight: dropped */
+                    for (uint32_t s = 0; s < COMM_STG_SLOTS; s++)
+                        for (int k = 0; k < 2; k++)
+                            if (d->rings[r].sreq[s][k] != NULL)
+                                p->ops->cancel(d->rings[r].sreq[s][k]);
+                if (d->bad > 0)
+                    PX_LOG_WARN("mpi proxy (host %d): domain %u: skipped %u malformed requests "
+                                "of this worker's chips (a defect)", p->rank, d->id, d->bad);
+                pdom_free(d);
+                p->doms[i] = p->doms[--p->ndoms];
+                break;
+            }
+        }
+    }
+    p->cmd = CMD_NONE;
+    pthread_mutex_unlock(&p->lock);
+    atomic_store_explicit(&p->cmd_done, seq, memory_order_seq_cst);
+    util_wake(&p->cmd_done, &p->cmd_sleep, INT_MAX, 0);
+    return 1;
+}
+
+/* Posts a command and waits until the thread took it. */
+static px_status proxy_post(comm_proxy *p, int cmd, pdom *d, uint32_t id, double timeout_s);
+
+static int proxy_cmd_taken(void *arg)
+{
+    comm_proxy *p = arg;
+
+    return atomic_load_explicit(&p->cmd_done, memory_order_acquire) ==
+           atomic_load_explicit(&p->cmd_seq, memory_order_relaxed);
+}
+
+static px_status proxy_post(comm_proxy *p, int cmd, pdom *d, uint32_t id, double timeout_s)
+{
+    util_wait w = {.ready = proxy_cmd_taken, .arg = p, .word = &p->cmd_done,
+                   .sleeping = &p->cmd_sleep, .count_sleepers = 1, .shared = 0,
+                   .spin_ticks = 0, .yield_ticks = px_ns_to_ticks(PROXY_YIELD_NS),
+                   .timeout_ns = (uint64_t)(timeout_s * 1e9)};
+    px_status st;
+
+    pthread_mutex_lock(&p->lock); /* one command at a time: the caller's lock is the parent's */
+    p->cmd = cmd;
+    p->cmd_dom = d;
+    p->cmd_id = id;
+    atomic_fetch_add_explicit(&p->cmd_seq, 1, memory_order_seq_cst);
+    pthread_mutex_unlock(&p->lock);
+    util_bump_wake(&p->bell->bell, NULL, 1, 1);
+    st = util_wait_run(&w);
+    if (st != PX_OK)
+        return px_set_error(PX_ETIMEDOUT, "the worker's MPI proxy did not take a command "
+                            "within %g s (it is stuck inside MPI: a host of the job is gone "
+                            "or stopped)", timeout_s);
+    return PX_OK;
+}
+
+px_status comm_proxy_add(comm_proxy *p, const comm_proxy_dom *s, double timeout_s)
+{
+    pdom *d = pdom_copy(s);
+    px_status st;
+
+    if (d == NULL)
+        return px_set_error(PX_ENOMEM, "out of host memory for the MPI proxy's domain");
+    if (p->ndoms >= PROXY_DOMS) { /* read racily: the parent's calls are serialised */
+        pdom_free(d);
+        return px_set_error(PX_ENOMEM, "the worker's MPI proxy serves %d domains already; "
+                            "release one first", PROXY_DOMS);
+    }
+    if ((st = proxy_post(p, CMD_ADD, d, 0, timeout_s)) != PX_OK)
+        return st; /* d stays with the command: the thread may still take it */
+    return PX_OK;
+}
+
+void comm_proxy_remove(comm_proxy *p, uint32_t id, double timeout_s)
+{
+    if (proxy_post(p, CMD_REMOVE, NULL, id, timeout_s) != PX_OK)
+        PX_LOG_WARN("mpi proxy: domain %u: %s", id, px_last_error());
+}
+
+/* ---- the thread ---- */
+
+/* Any request of this worker's chips waiting for an answer. */
+static int proxy_in_flight(const comm_proxy *p)
+{
+    for (int i = 0; i < p->ndoms; i++)
+        for (int r = 0; r < p->doms[i]->nrings; r++)
+            if (p->doms[i]->rings[r].sent != p->doms[i]->rings[r].done)
+                return 1;
+    return p->nps > 0;
+}
+
+static int proxy_sweep(comm_proxy *p)
+{
+    int work = proxy_command(p);
+
+    for (int i = 0; i < p->ndoms; i++)
+        for (int r = 0; r < p->doms[i]->nrings; r++)
+            work += pring_forward(p, p->doms[i], &p->doms[i]->rings[r]);
+    if (p->nps > 0)
+        work += proxy_reap(p);
+    work += proxy_receive(p);
+    return work;
+}
+
+static int proxy_ready(void *arg)
+{
+    comm_proxy *p = arg;
+
+    return p->woke || atomic_load_explicit(&p->stop, memory_order_acquire);
+}
+
+static int proxy_progress(void *arg, int asleep)
+{
+    comm_proxy *p = arg;
+    int work = proxy_sweep(p);
+
+    if (asleep && work > 0)
+        p->woke = 1;
+    return work > 0;
+}
+
+static void proxy_sleep_cb(void *arg, int asleep)
+{
+    comm_proxy *p = arg;
+
+    if (asleep)
+        p->seen = atomic_load_explicit(&p->bell->bell, memory_order_seq_cst);
+}
+
+static void proxy_up(comm_proxy *p, uint32_t v)
+{
+    atomic_store_explicit(&p->up, v, memory_order_seq_cst);
+    util_wake(&p->up, &p->up_sleep, INT_MAX, 0);
+}
+
+/* Start: MPI up, then the hosts' records. */
+static px_status proxy_init(comm_proxy *p)
+{
+    comm_host me;
+    px_mpi_req *r = NULL;
+    char s[256];
+    uint64_t until;
+    int e, done = 0;
+
+    if (px_mpi_state() == PX_MPI_STATE_DONE)
+        return px_set_error(PX_ESTATE, "MPI starts once per process, and an earlier worker of "
+                            "this process ran under MPI: run one worker under MPI per process "
+                            "(PLEXUS_MPI=off for one that needs no other host)");
+    if ((e = p->ops->init(&p->rank, &p->size)) != 0) {
+        p->ops->error(e, s, sizeof(s));
+        return px_set_error(PX_EIO, "MPI_Init_thread failed: %s", s);
+    }
+    px_mpi_state_set(PX_MPI_STATE_UP);
+    pthread_mutex_lock(&g_mpi_lock);
+    g_live = p;
+    if (g_mpi_pid == 0)
+        atexit(proxy_atexit);
+    g_mpi_pid = getpid();
+    pthread_mutex_unlock(&g_mpi_lock);
+    p->ops->version(p->lib, sizeof(p->lib));
+    if ((p->hosts = calloc((size_t)p->size, sizeof(*p->hosts))) == NULL)
+        return px_set_error(PX_ENOMEM, "out of host memory for %d hosts", p->size);
+    memset(&me, 0, sizeof(me));
+    snprintf(me.id, sizeof(me.id), "%s", p->host_id);
+    me.chips = p->nchips;
+    me.pid = (int32_t)getpid();
+    if ((e = p->ops->iallgather(&me, p->hosts, sizeof(me), &r)) != 0) {
+        p->ops->error(e, s, sizeof(s));
+        return px_set_error(PX_EIO, "MPI_Iallgather of the hosts failed: %s", s);
+    }
+    until = px_now_ns() + (uint64_t)(p->timeout_s * 1e9);
+    while ((e = p->ops->test(r, &done)) == 0 && !done) {
+        if (px_now_ns() > until) {
+            p->ops->cancel(r);
+            return px_set_error(PX_ETIMEDOUT, "the %d workers of the MPI job did not all "
+                                "tell their hosts within %g s (PLEXUS_TIMEOUT_S): a worker "
+                                "did not start or is stuck", p->size, p->timeout_s);
+        }
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    }
+    if (e != 0) {
+        p->ops->error(e, s, sizeof(s));
+        return px_set_error(PX_EIO, "MPI_Iallgather of the hosts failed: %s", s);
+    }
+    for (int h = 0; h < p->size; h++)
+        p->hosts[h].id[COMM_HOST_ID_MAX - 1] = '\0';
+    return PX_OK;
+}
+
+static void *proxy_main(void *arg)
+{
+    comm_proxy *p = arg;
+    px_status st;
+    util_wait w = {.ready = proxy_ready, .arg = p, .word = &p->bell->bell,
+                   .sleeping = &p->bell->sleeping, .shared = 1, .spin_ticks = 0,
+                   .yield_ticks = px_ns_to_ticks(PROXY_YIELD_NS), .sleep_once = 1,
+                   .progress = proxy_progress, .sleep_cb = proxy_sleep_cb};
+
+    pthread_setname_np(pthread_self(), "px-mpi-proxy");
+    if ((st = proxy_init(p)) != PX_OK) {
+        pthread_mutex_lock(&g_mpi_lock);
+        if (g_live == p)
+            g_live = NULL;
+        pthread_mutex_unlock(&g_mpi_lock);
+        p->start_st = st;
+        snprintf(p->start_err, sizeof(p->start_err), "%s", px_last_error());
+        proxy_up(p, 2);
+        return NULL;
+    }
+    PX_LOG_INFO("mpi: host %d of %d (%s), %s", p->rank, p->size, p->host_id, p->lib);
+    proxy_up(p, 1);
+    while (!atomic_load_explicit(&p->stop, memory_order_acquire)) {
+        uint64_t slice = p->size > 1 || proxy_in_flight(p) ? PROXY_POLL_NS : PROXY_SLICE_NS;
+
+        p->woke = 0;
+        w.deadline_ns = 0;
+        w.timeout_ns = slice;
+        w.slice_ns = slice;
+        (void)util_wait_run(&w);
+    }
+    while (proxy_command(p))
+        ;
+    for (int i = 0; i < p->ndoms; i++)
+        pdom_free(p->doms[i]);
+    p->ndoms = 0;
+    for (int i = 0; i < p->nps; i++) {
+        p->ops->cancel(p->ps[i].req);
+        free(p->ps[i].buf);
+    }
+    p->nps = 0;
+    PX_LOG_DEBUG("mpi proxy (host %d): sent on %llu requests, served %llu", p->rank,
+                 (unsigned long long)p->forwarded, (unsigned long long)p->served);
+    if (!p->failed)
+        (void)p->ops->finalize();
+    px_mpi_state_set(PX_MPI_STATE_DONE);
+    return NULL;
+}
+
+static int proxy_is_up(void *arg)
+{
+    comm_proxy *p = arg;
+
+    return atomic_load_explicit(&p->up, memory_order_acquire) != 0;
+}
+
+px_status comm_proxy_start(const void *ops, const char *host_id, int nchips, comm_bell *bell,
+                           double timeout_s, comm_proxy **out)
+{
+    comm_proxy *p = calloc(1, sizeof(*p));
+    util_wait w = {.ready = proxy_is_up, .word = NULL, .count_sleepers = 1, .shared = 0,
+                   .spin_ticks = 0, .yield_ticks = px_ns_to_ticks(PROXY_YIELD_NS)};
+    int e;
+    px_status st;
+
+    if (p == NULL)
+        return px_set_error(PX_ENOMEM, "out of host memory for the MPI proxy");
+    p->ops = ops;
+    p->bell = bell;
+    p->timeout_s = timeout_s;
+    p->nchips = nchips;
+    snprintf(p->host_id, sizeof(p->host_id), "%s", host_id);
+    pthread_mutex_init(&p->lock, NULL);
+    if ((e = pthread_create(&p->thread, NULL, proxy_main, p)) != 0) {
+        pthread_mutex_destroy(&p->lock);
+        free(p);
+        return px_set_error(PX_ENOMEM, "cannot start the MPI proxy thread: %s", strerror(e));
+    }
+    w.arg = p;
+    w.word = &p->up;
+    w.sleeping = &p->up_sleep;
+    w.timeout_ns = (uint64_t)(timeout_s * 1e9) + 1000000000ull; /* its own deadline first */
+    if (util_wait_run(&w) != PX_OK) {
+        /* stuck inside MPI_Init: it cannot be joined; the process should end */
+        pthread_detach(p->thread);
+        return px_set_error(PX_ETIMEDOUT, "MPI_Init_thread did not return within %g s "
+                            "(PLEXUS_TIMEOUT_S): is every rank of the job started (mpirun -np "
+                            "H), and can the hosts reach each other?", timeout_s);
+    }
+    if (atomic_load_explicit(&p->up, memory_order_acquire) != 1) {
+        st = p->start_st;
+        pthread_join(p->thread, NULL);
+        px_set_error(st, "the worker's MPI proxy could not start: %s", p->start_err);
+        free(p->hosts);
+        pthread_mutex_destroy(&p->lock);
+        free(p);
+        return st;
+    }
+    *out = p;
+    return PX_OK;
+}
+
+int comm_proxy_rank(const comm_proxy *p)
+{
+    return p->rank;
+}
+
+int comm_proxy_size(const comm_proxy *p)
+{
+    return p->size;
+}
+
+const comm_host *comm_proxy_host(const comm_proxy *p, int r)
+{
+    return r >= 0 && r < p->size ? &p->hosts[r] : NULL;
+}
+
+const char *comm_proxy_library(const comm_proxy *p)
+{
+    return p->lib;
+}
+
+/* Stops p's thread (it finalises MPI); p->stopped when it ended. */
+static void proxy_stop_thread(comm_proxy *p)
+{
+    struct timespec until;
+
+    atomic_store_explicit(&p->stop, 1, memory_order_release);
+    util_bump_wake(&p->bell->bell, NULL, INT_MAX, 1);
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += (time_t)p->timeout_s + 1;
+    if (pthread_timedjoin_np(p->thread, NULL, &until) != 0) {
+        PX_LOG_WARN("mpi proxy (host %d): did not stop within %g s (stuck inside MPI: another "
+                    "host of the job is gone or stuck); leaving it", p->rank, p->timeout_s);
+        pthread_detach(p->thread);
+        return; /* it stays live: MPI is not finalised under it */
+    }
+    pthread_mutex_lock(&g_mpi_lock);
+    if (g_live == p)
+        g_live = NULL;
+    pthread_mutex_unlock(&g_mpi_lock);
+    p->stopped = 1;
+}
+
+void comm_proxy_stop(comm_proxy *p)
+{
+    if (p == NULL)
+        return;
+    proxy_stop_thread(p);
+    if (!p->stopped)
+        return; /* p stays: the thread still uses it */
+    free(p->hosts);
+    free(p->ps);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}

@@ -1,0 +1,79 @@
+/*
+ * proxy.h - the MPI proxy of a level-3 worker (proxy.c): the one thread of the worker that
+ * calls MPI. It initialises MPI after the chips are forked (Open MPI does not support a fork
+ * after MPI_Init), learns the other workers (hosts) of the job, and serves the rings of the
+ * mpi transport (transport/mpi.c): requests of this worker's chips go to the proxies of the
+ * targets' workers, requests from other proxies are carried out against this worker's
+ * members' windows.
+ *
+ * Wire protocol between proxies (on the plugin's own duplicate of MPI_COMM_WORLD): a request
+ * is a comm_proxy_msg with tag PROXY_TAG_REQ, followed for a put whose bytes are not inline
+ * by its bytes (PROXY_TAG_DATA); the target's proxy answers every request with a
+ * comm_proxy_msg (PROXY_TAG_REP), followed for a get by the bytes (PROXY_TAG_DATA). Messages
+ * between two proxies are not overtaken (MPI's order), so a ring's requests are carried out
+ * in order; `done` is stored as each answer arrives.
+ */
+#ifndef PX_COMM_PROXY_H
+#define PX_COMM_PROXY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <plexus/status.h>
+
+#include "comm/comm.h"
+
+#define COMM_HOST_ID_MAX 48
+
+/* What every worker of the job tells the others at start (one MPI allgather). */
+typedef struct comm_host {
+    char id[COMM_HOST_ID_MAX]; /* host id (caps' host_id) */
+    int32_t chips;             /* its chips */
+    int32_t pid;               /* its parent's pid */
+} comm_host;
+
+typedef struct comm_proxy comm_proxy;
+
+/*
+ * Starts the proxy thread of a worker with nchips chips on host host_id: it initialises MPI
+ * through the plugin ops, exchanges comm_host records with every worker, then serves rings.
+ * bell is its doorbell (the board's COMM_BELL_PROXY). Returns once MPI is up (within
+ * timeout_s), PX_OK with *out; else the error (MPI's words).
+ */
+px_status comm_proxy_start(const void *ops, const char *host_id, int nchips, comm_bell *bell,
+                           double timeout_s, comm_proxy **out);
+
+/* This worker's host (MPI rank), the job's hosts, and host r's record. */
+int comm_proxy_rank(const comm_proxy *p);
+int comm_proxy_size(const comm_proxy *p);
+const comm_host *comm_proxy_host(const comm_proxy *p, int r);
+const char *comm_proxy_library(const comm_proxy *p);
+
+/* One ring the proxy serves: rank a's requests to rank b (a a member of this worker). */
+typedef struct comm_proxy_ring {
+    int a, b;
+    void *ring;            /* comm_stg_ring_at(pair memory, chunk, a < b ? 0 : 1) */
+    size_t chunk;
+} comm_proxy_ring;
+
+/* A domain with proxied pairs, as the proxy sees it (copied by comm_proxy_add). */
+typedef struct comm_proxy_dom {
+    uint32_t id;
+    int n;
+    uint32_t nsig;
+    size_t data_bytes;     /* a window's data part (px_comm_window_bytes' data_bytes) */
+    void *const *window;   /* n: this worker's members' windows (mapped here), else NULL */
+    const int *host;       /* n: the host (MPI rank) of each rank's chip */
+    int nrings;
+    const comm_proxy_ring *rings;
+} comm_proxy_dom;
+
+/* Adds / removes a domain; return once the proxy thread has taken it (deadline timeout_s).
+ * remove: nothing of the domain is touched after it returns. */
+px_status comm_proxy_add(comm_proxy *p, const comm_proxy_dom *d, double timeout_s);
+void comm_proxy_remove(comm_proxy *p, uint32_t id, double timeout_s);
+
+/* Stops the thread, which finalises MPI (it starts once per process), and frees p. */
+void comm_proxy_stop(comm_proxy *p);
+
+#endif

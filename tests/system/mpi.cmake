@@ -1,0 +1,62 @@
+# Issue 21, first step: the MPI plugin, the proxy and the mpi transport on one host.
+#  - the forced mpi transport (PLEXUS_COMM_TRANSPORT=mpi: every pair through the worker's
+#    MPI proxy, MPI started as a singleton) passes test_domain's data-moving tests, one
+#    process per test (MPI starts once per process), and the examples at several sizes;
+#  - two workers under mpirun each run their own domains;
+#  - without the plugin: a run that does not need MPI still runs levels 2 and 3, one that does
+#    fails saying what to do; a program that initialised MPI itself is refused clearly.
+# Only where the plugin is built (MPI found, not under sanitizers).
+if(NOT PX_MPI_FOUND)
+  return()
+endif()
+set(PX_MPI_ENV "PLEXUS_LOG=warn;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_btl=self,vader,tcp;OMPI_MCA_rmaps_base_oversubscribe=1")
+
+foreach(t test_allreduce_end_to_end test_overlapping_domains test_collective_matrix_processes
+          test_member_dies_in_collective test_window_buffer_as_device_tensor
+          test_domain_across_runs test_one_sided_progress)
+  add_test(NAME unit.test_domain_mpi_${t} COMMAND test_domain transport ${t})
+  set_tests_properties(unit.test_domain_mpi_${t} PROPERTIES TIMEOUT 300 RESOURCE_LOCK chips
+                       ENVIRONMENT "${PX_MPI_ENV};PLEXUS_COMM_TRANSPORT=mpi")
+endforeach()
+
+foreach(v "7;f32" "16385;f64" "300001;i64")
+  list(GET v 0 size)
+  list(GET v 1 dt)
+  px_cli_test(run_allreduce_mpi_${size}_${dt}
+              "transport mpi \\(6 pairs mpi\\)[^\n]*\n  mpi for 6 pairs: forced by PLEXUS_COMM_TRANSPORT=mpi[^\n]*\n.*\nPASS\nexit status 0\n$"
+              "${PX_MPI_ENV};PLEXUS_COMM_TRANSPORT=mpi"
+              run allreduce --chips 4 --cores 1 --size ${size} --dtype ${dt} --iters 2)
+  set_tests_properties(cli.run_allreduce_mpi_${size}_${dt} PROPERTIES RESOURCE_LOCK chips)
+endforeach()
+foreach(ex moe tp_mlp)
+  px_cli_test(run_${ex}_mpi "\nPASS\nexit status 0\n$" "${PX_MPI_ENV};PLEXUS_COMM_TRANSPORT=mpi"
+              run ${ex} --chips 4 --cores 1 --iters 2)
+  set_tests_properties(cli.run_${ex}_mpi PROPERTIES RESOURCE_LOCK chips)
+endforeach()
+
+# No plugin: nothing needs MPI, so levels 2 and 3 run; forcing MPI fails with what to do.
+px_cli_test(run_multi_chip_no_plugin "\nPASS\nexit status 0\n$"
+            "PLEXUS_MPI_PLUGIN=/nonexistent/libplexus-mpi.so" run multi_chip --chips 2 --cores 1)
+px_cli_test(run_vector_no_plugin "\nPASS\nexit status 0\n$"
+            "PLEXUS_MPI_PLUGIN=/nonexistent/libplexus-mpi.so" run vector)
+px_cli_test(run_allreduce_mpi_no_plugin
+            "FAIL: [^\n]*MPI is in use but the MPI plugin libplexus-mpi.so could not be loaded \\(/nonexistent/libplexus-mpi.so: cannot open shared object file[^\n]*set PLEXUS_MPI_PLUGIN[^\n]*PLEXUS_MPI=off[^\n]*\nexit status 1\n$"
+            "PLEXUS_MPI_PLUGIN=/nonexistent/libplexus-mpi.so;PLEXUS_COMM_TRANSPORT=mpi"
+            run allreduce --chips 2 --cores 1)
+px_cli_test(knob_mpi_bad "PLEXUS_MPI=\"maybe\" is not valid: expected auto, on or off\n.*exit status 1\n$"
+            "PLEXUS_MPI=maybe" run vector)
+
+if(MPIEXEC_EXECUTABLE)
+  # two workers (hosts 0 and 1 of the job), each with its own domain of its own chips
+  add_test(NAME mpi.two_workers_allreduce
+           COMMAND sh -c [=["$0" -np 2 "$1" run allreduce --chips 2 --cores 1 --iters 2; echo "exit status $?"]=]
+                   ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:plexus>)
+  set_tests_properties(mpi.two_workers_allreduce PROPERTIES TIMEOUT 300 RESOURCE_LOCK chips
+                       ENVIRONMENT "${PX_MPI_ENV};PLEXUS_LOG=info"
+                       PASS_REGULAR_EXPRESSION "mpi: host [01] of 2 .*mpi: host [01] of 2 .*PASS\n.*PASS\n.*exit status 0\n$")
+  add_executable(test_mpi_preinit ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_mpi_preinit.c)
+  target_link_libraries(test_mpi_preinit PRIVATE plexus_internal MPI::MPI_C)
+  add_test(NAME mpi.preinit_refused COMMAND ${MPIEXEC_EXECUTABLE} -np 1 $<TARGET_FILE:test_mpi_preinit>)
+  set_tests_properties(mpi.preinit_refused PROPERTIES TIMEOUT 120 RESOURCE_LOCK chips
+                       ENVIRONMENT "${PX_MPI_ENV}" PASS_REGULAR_EXPRESSION "\nPASS\n")
+endif()
