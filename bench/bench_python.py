@@ -7,14 +7,18 @@ Graphs (bench_tasks' independent and chain, same accesses and so the same edges)
 Systems, each with 2 threads running tasks, timed from the first submit to the end of the
 drain, median over interleaved repetitions:
   c           the graph submitted from C (libbench_python_c.so's bp_run_c), its C kernels
-  plexus_py   the same C kernels, loaded by name, submitted from a Python orchestration
+  plexus_py_batch  the same C kernels, loaded by name, submitted from a Python orchestration
+              in one o.submit_many call (per-task arguments as numpy arrays): the normal
+              way to submit many tiny tasks from Python
+  plexus_py   the same, one o.submit call per task
   plexus_pyk  independent only: a @plexus.kernel doing the same check in Python
   dask        dask.threaded.get over the same graph as a raw task dict, Python task functions
   threadpool  concurrent.futures.ThreadPoolExecutor(2); a chain task waits on its
               predecessor's future
 Every kernel and task function checks the value its place in the graph implies and counts
 its runs, so a lost edge or task fails the benchmark. Prints BENCH python lines with
-python_over_c (plexus_py over c, per task) and dask_over_plexus (dask over plexus_py).
+python_over_c (plexus_py_batch over c, per task), percall_over_c (plexus_py over c),
+dask_over_plexus (dask over plexus_py_batch) and dask_over_percall (dask over plexus_py).
 Usage: bench_python [--quick | --smoke]   (docs/benchmarks.md, "bench_python")
 """
 import concurrent.futures as cf
@@ -88,13 +92,23 @@ def check(graph, n, runs, bad, edges, who):
              % (who, graph, runs, n, bad, edges, want_edges))
 
 
-def run_plexus(w, kern, graph, n, ffi, clib):
+def run_plexus(w, kern, graph, n, ffi, clib, batch):
     block = np.zeros(CHAINS * PAD, np.int64)
     block[0] = MAGIC if graph == 0 else 0
     rows = [block[j * PAD:j * PAD + 1] for j in range(CHAINS)]
     shared = rows[0]
+    got = []
+    who = "plexus_py_batch" if batch else "plexus_py"
 
-    if graph == 0:
+    if batch and graph == 0:
+        def orch(o):
+            got.append(o.submit_many(kern, inputs=[shared], scalars=[np.arange(n)]))
+    elif batch:
+        def orch(o):
+            t = np.arange(n)
+            got.append(o.submit_many(kern, inouts=[plexus.Pick(rows, t % CHAINS)],
+                                     scalars=[t, t // CHAINS]))
+    elif graph == 0:
         def orch(o):
             sub = o.submit
             for t in range(n):
@@ -111,10 +125,12 @@ def run_plexus(w, kern, graph, n, ffi, clib):
     runs, bad = counts(ffi, clib)
     # the copy-back of the written rows adds one task and one edge per chain
     extra = 0 if graph == 0 else CHAINS
-    check(graph, n, runs, bad, r.stats["edges"] - extra, "plexus_py")
+    check(graph, n, runs, bad, r.stats["edges"] - extra, who)
     if graph == 1 and block[::PAD].tolist() != [n // CHAINS + (j < n % CHAINS)
                                                 for j in range(CHAINS)]:
-        fail("plexus_py chain: the chains ended at %s" % block[::PAD].tolist())
+        fail("%s chain: the chains ended at %s" % (who, block[::PAD].tolist()))
+    if batch and (len(got[0]) != n or np.any(np.diff(got[0].astype(np.int64)) != 1)):
+        fail("%s: submit_many returned %d ids, not %d consecutive ones" % (who, len(got[0]), n))
     return dt / n * 1e6
 
 
@@ -250,7 +266,9 @@ def main(argv):
             for g in (0, 1):
                 res.setdefault((g, "c"), []).append(run_c(ffi, clib, g, n))
                 res.setdefault((g, "plexus_py"), []).append(
-                    run_plexus(w, kerns[g], g, n, ffi, clib))
+                    run_plexus(w, kerns[g], g, n, ffi, clib, False))
+                res.setdefault((g, "plexus_py_batch"), []).append(
+                    run_plexus(w, kerns[g], g, n, ffi, clib, True))
                 if g == 0:
                     res.setdefault((g, "plexus_pyk"), []).append(run_plexus_pyk(w, nd))
                 if dask_version:
@@ -258,17 +276,19 @@ def main(argv):
                 res.setdefault((g, "threadpool"), []).append(run_pool(g, nd))
     for g, gname in ((0, "independent"), (1, "chain")):
         med = {s: statistics.median(v) for (gg, s), v in res.items() if gg == g}
-        for s in ("c", "plexus_py", "plexus_pyk", "dask", "threadpool"):
+        for s in ("c", "plexus_py_batch", "plexus_py", "plexus_pyk", "dask", "threadpool"):
             if s in med:
-                kernel = {"c": "c", "plexus_py": "c", "plexus_pyk": "python"}.get(s, "python")
+                kernel = {"c": "c", "plexus_py": "c", "plexus_py_batch": "c"}.get(s, "python")
                 print("BENCH %s graph=%s system=%s kernel=%s tasks=%d us_per_task=%.3f" % (
                     NAME, gname, s, kernel, nd if s in ("plexus_pyk", "dask", "threadpool")
                     else n, med[s]))
-        line = "BENCH %s graph=%s python_over_c=%.2f" % (NAME, gname,
-                                                         med["plexus_py"] / med["c"])
+        batch, percall = med["plexus_py_batch"], med["plexus_py"]
+        line = "BENCH %s graph=%s python_over_c=%.2f percall_over_c=%.2f" % (
+            NAME, gname, batch / med["c"], percall / med["c"])
         if "dask" in med:
-            line += " dask_over_plexus=%.1f" % (med["dask"] / med["plexus_py"])
-        line += " threadpool_over_plexus=%.1f" % (med["threadpool"] / med["plexus_py"])
+            line += " dask_over_plexus=%.1f dask_over_percall=%.1f" % (med["dask"] / batch,
+                                                                      med["dask"] / percall)
+        line += " threadpool_over_plexus=%.1f" % (med["threadpool"] / batch)
         if "plexus_pyk" in med:
             line += " pykernel_over_ckernel=%.2f" % (med["plexus_pyk"] / med["plexus_py"])
         print(line)

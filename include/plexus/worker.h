@@ -118,6 +118,44 @@ PX_API px_status px_submit(px_orch *o, px_kernel_id k, px_task_args *a, px_task_
 PX_API px_status px_submit_after(px_orch *o, px_kernel_id k, px_task_args *a,
                                  const px_task_id *deps, int ndeps, px_task_id *id);
 
+/*
+ * One argument of a batch of tasks (px_submit_batch): a table of `count` entries, tensors
+ * for a tensor tag, scalars (u64, i64 or f64 by scalar_kind) for PX_TAG_SCALAR, and the
+ * entry each task takes: task i takes entry index[i] when index is not NULL, else entry
+ * i * step (step 0: entry 0 for every task; step 1: entry i).
+ */
+typedef struct px_batch_arg {
+    uint8_t tag;              /* px_tag: a tensor tag, or PX_TAG_SCALAR */
+    uint8_t scalar_kind;      /* px_scalar_kind of a PX_TAG_SCALAR argument */
+    int64_t count;            /* entries in the table (at least 1 when tasks are submitted) */
+    int64_t step;             /* without index: task i takes entry i * step (0 or more) */
+    const int64_t *index;     /* NULL, or one entry number per task */
+    const px_tensor *tensors; /* the table of a tensor argument (OUT tensors need an addr) */
+    const void *values;       /* the table of a scalar argument: uint64_t, int64_t or double */
+} px_batch_arg;
+
+/*
+ * Submits n tasks of kernel k in one call. Task i gets nargs arguments, argument j being the
+ * entry of args[j]'s table that task i takes, plus explicit edges from the ndeps tasks of
+ * deps (as px_submit_after; NULL and 0 for none). Each task is submitted as px_submit would
+ * submit it after the ones before: the same checks, dependencies inferred from its bytes,
+ * ids in order into ids[0 .. n) (ids may be NULL). *submitted (may be NULL) receives the
+ * number of tasks submitted, n on success.
+ *
+ * The descriptions are checked before any task: n < 0, nargs outside 0 .. PX_MAX_ARGS, a
+ * NULL args with nargs > 0, a bad tag or scalar kind, a NULL or empty table, a step whose
+ * last entry lies past the table or an OUT tensor without an address are PX_EINVAL and
+ * submit nothing. A task that fails (its entry index outside the table, its arguments
+ * refused, the run aborted...) stops the batch there: the tasks before it stay submitted
+ * (their ids written), *submitted is its index, and the message starts with
+ * "px_submit_batch: task I of N". The failing task is not submitted, unless it failed while
+ * its edges were wired (out of memory, a dep-ring wait timed out), which fails the run as it
+ * does for px_submit. n == 0 submits nothing and is PX_OK.
+ */
+PX_API px_status px_submit_batch(px_orch *o, px_kernel_id k, const px_batch_arg *args,
+                                 int nargs, const px_task_id *deps, int ndeps, int64_t n,
+                                 px_task_id *ids, int64_t *submitted);
+
 /* Opens a scope: memory allocated until the matching end belongs to it. */
 PX_API px_status px_scope_begin(px_orch *o);
 

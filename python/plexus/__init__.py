@@ -12,7 +12,7 @@ from ._plexus_cffi import ffi, lib
 from .errors import (Error, InvalidArgument, OutOfMemory, NotSupported, Timeout, PeerDead,
                      IOFailure, StateError, Aborted, KernelError, NotFound)
 from ._core import (Worker, Orchestration, RunResult, DeviceTensor, CKernel, KernelLibrary,
-                    PyKernel, Callable, Comm, In, Out, InOut, OutputExisting, NoDep, U64,
+                    PyKernel, Callable, Comm, In, Out, InOut, OutputExisting, NoDep, U64, Pick,
                     kernel, callable, builtin, caps, doctor, chip_index, config, px_dtype,
                     np_dtype)
 from .domain import Domain
@@ -23,5 +23,5 @@ __all__ = ["Error", "InvalidArgument", "OutOfMemory", "NotSupported", "Timeout",
            "IOFailure", "StateError", "Aborted", "KernelError", "NotFound", "Worker",
            "Orchestration", "RunResult", "DeviceTensor", "CKernel", "KernelLibrary",
            "PyKernel", "Callable", "Comm", "Domain", "In", "Out", "InOut", "OutputExisting",
-           "NoDep", "U64", "kernel", "callable", "builtin", "caps", "doctor", "chip_index",
+           "NoDep", "U64", "Pick", "kernel", "callable", "builtin", "caps", "doctor", "chip_index",
            "config", "px_dtype", "np_dtype", "ffi", "lib"]

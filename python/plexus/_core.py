@@ -9,6 +9,7 @@ import json
 import os
 import threading
 import weakref
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -99,6 +100,22 @@ class U64:
         if v < 0 or v >= 1 << 64:
             raise InvalidArgument("U64(%d) is out of range 0 .. 2**64-1" % v)
         self.v = v
+
+
+class Pick:
+    """A per-task tensor argument of o.submit_many: task i takes tensors[index[i]].
+
+    tensors is a sequence of arrays (or device tensors), index a 1-D sequence of integers
+    (a numpy index array: ``plexus.Pick(rows, np.arange(n) % len(rows))``), one per task."""
+
+    __slots__ = ("tensors", "index")
+
+    def __init__(self, tensors: Sequence[object], index: object) -> None:
+        self.tensors = list(tensors)
+        self.index = index
+
+    def __repr__(self) -> str:
+        return "Pick(%d tensors, %d tasks)" % (len(self.tensors), len(self.index))
 
 
 def _as_array(x, what):
@@ -796,9 +813,9 @@ class Orchestration:
         n, tags = self._build(inputs, outputs, inouts, scalars, args, "submit")
         if domain is not None:
             return self._submit_domain_arg(o, kid, n, tags, domain, after)
-        if after:
+        if after is not None and len(after) > 0:
             check(lib.pxpy_build(self._args, n, tags, self._ts, self._f, self._i), "submit")
-            d = ffi.new("px_task_id[]", list(after))
+            d = ffi.new("px_task_id[]", [int(x) for x in after])
             check(lib.px_submit_after(o, kid, self._args, d, len(d), self._tid),
                   "submit of %s" % kernel.name)
             return self._tid[0]
@@ -810,9 +827,83 @@ class Orchestration:
     def _submit_domain_arg(self, o, kid, n, tags, domain, after):
         check(lib.pxpy_build(self._args, n, tags, self._ts, self._f, self._i), "submit")
         check(lib.px_args_domain(self._args, domain._live()), "submit with a domain")
-        d = ffi.new("px_task_id[]", list(after or ()))
+        d = ffi.new("px_task_id[]", [int(x) for x in (after if after is not None else ())])
         check(lib.px_submit_after(o, kid, self._args, d, len(d), self._tid), "submit")
         return self._tid[0]
+
+    def submit_many(self, kernel: object, inputs: Sequence[object] = (),
+                    outputs: Sequence[object] = (), inouts: Sequence[object] = (),
+                    scalars: Sequence[object] = (), *, n: Optional[int] = None,
+                    after: Optional[Sequence[int]] = None) -> np.ndarray:
+        """Submits n tasks of kernel in one C call (px_submit_batch); returns their ids
+        (a numpy uint64 array, in submission order).
+
+        Each argument, in the order inputs, outputs, inouts, scalars, is the same for every
+        task or one per task. A tensor argument is one array (or device tensor) for every
+        task, a list or tuple of n of them, or plexus.Pick(tensors, index) (task i takes
+        tensors[index[i]]). A scalar argument is one int, float or plexus.U64 for every
+        task, or a 1-D sequence of n numbers (a numpy array: int arrays are passed as i64,
+        uint64 as u64, float as f64). n is the length of the per-task arguments (give it
+        when every argument is the same for all tasks). after: task ids every task waits for.
+
+        Task i is exactly the task o.submit would submit with task i's arguments, after the
+        tasks before it: dependencies are inferred from its bytes, each task is checked. A
+        failing task raises the plexus.Error of its status, naming the task's index; the
+        tasks before it stay submitted (the exception's .index is the failing task's index,
+        .submitted the ids of the tasks submitted)."""
+        o = self._live()
+        kid = self._kernel_id(kernel)
+        what = "submit_many of %s" % getattr(kernel, "name", kernel)
+        items = [(_IN, x) for x in inputs] + [(_OUT, x) for x in outputs]
+        items += [(_INOUT, x) for x in inouts] + [(None, x) for x in scalars]
+        if len(items) > lib.PX_MAX_ARGS:
+            raise InvalidArgument("%s: %d arguments; a task has at most %d"
+                                  % (what, len(items), lib.PX_MAX_ARGS))
+        cols = [_batch_column(tag, x, "%s argument %d" % (what, j))
+                for j, (tag, x) in enumerate(items)]
+        n = _batch_count(cols, n, what)
+        ids = np.empty(n, np.uint64)
+        if n == 0:
+            return ids
+        b = ffi.new("px_batch_arg[]", max(len(cols), 1))
+        keep = []
+        for j, ((tag, _), col) in enumerate(zip(items, cols)):
+            self._batch_arg(b[j], tag, col, "%s argument %d" % (what, j), keep)
+        deps, ndeps = ffi.NULL, 0
+        if after is not None and len(after) > 0:
+            deps = ffi.new("px_task_id[]", [int(x) for x in after])
+            ndeps = len(deps)
+        done = ffi.new("int64_t *")
+        st = lib.px_submit_batch(o, kid, b, len(cols), deps, ndeps, n,
+                                 ffi.from_buffer("px_task_id[]", ids), done)
+        if st:
+            err = error_from(st, what)
+            err.index = done[0]
+            err.submitted = ids[:done[0]].copy()
+            raise err
+        return ids
+
+    def _batch_arg(self, b: object, tag: Optional[int], col: "_Column", what: str,
+                   keep: list) -> None:
+        """Fills px_batch_arg b from col (staging its tensors); keep holds what b points to."""
+        b.count = len(col.table)
+        b.step = 0 if col.tasks is None else 1
+        if tag is None:
+            b.tag = lib.PX_TAG_SCALAR
+            b.scalar_kind = col.kind
+            buf = ffi.from_buffer(col.table)
+            b.values = buf
+        else:
+            b.tag = tag
+            buf = ffi.new("px_tensor[]", len(col.table))
+            for e, x in enumerate(col.table):
+                buf[e] = self._tensor(x, tag, "%s entry %d" % (what, e))[0]
+            b.tensors = buf
+            if col.index is not None:
+                idx = ffi.from_buffer("int64_t[]", col.index)
+                keep.append(idx)
+                b.index = idx
+        keep.append(buf)
 
     def _kernel_id(self, k):
         if self._w is not None:
@@ -943,6 +1034,92 @@ class Orchestration:
                 check(lib.pxpy_build(pr + i, n, tags, self._ts, self._f, self._i))
         check(lib.px_submit_domain_task(o, d._live(), cid, pr, self._tid), "submit_domain")
         return self._tid[0]
+
+
+class _Column:
+    """One argument of a submit_many: its table (tensors, or a numpy array of scalars of
+    kind), the index array picking a table entry per task (tensors only), and the number of
+    tasks it describes (None: the same entry for every task)."""
+
+    __slots__ = ("kind", "table", "index", "tasks")
+
+    def __init__(self, table: object, kind: Optional[int] = None,
+                 index: Optional[np.ndarray] = None, tasks: Optional[int] = None) -> None:
+        self.kind, self.table, self.index, self.tasks = kind, table, index, tasks
+
+
+def _batch_column(tag: Optional[int], x: object, what: str) -> _Column:
+    """Argument x of a submit_many (a tensor argument when tag is not None) as a _Column."""
+    if tag is not None:
+        if isinstance(x, Pick):
+            idx = np.asarray(x.index)
+            if idx.ndim != 1 or (idx.size and idx.dtype.kind not in "iu"):
+                raise InvalidArgument("%s: Pick's index is %s %s; pass a 1-D sequence of "
+                                      "integers, one per task" % (what, idx.dtype, idx.shape))
+            if not x.tensors:
+                raise InvalidArgument("%s: Pick has no tensors to pick from" % what)
+            idx = np.ascontiguousarray(idx, dtype=np.int64)
+            return _Column(x.tensors, index=idx, tasks=len(idx))
+        if isinstance(x, (list, tuple)):
+            pos, table, idx = {}, [], []
+            for t in x:
+                k = pos.get(id(t))
+                if k is None:
+                    k = pos[id(t)] = len(table)
+                    table.append(t)
+                idx.append(k)
+            if not table:
+                raise InvalidArgument("%s: an empty list of tensors (one per task); pass "
+                                      "n=0 with one tensor to submit nothing" % what)
+            return _Column(table, index=np.array(idx, dtype=np.int64), tasks=len(idx))
+        return _Column([x])
+    if isinstance(x, (list, tuple, np.ndarray)):
+        col = np.asarray(x)
+        if col.ndim != 1:
+            raise InvalidArgument("%s: a per-task scalar argument is a 1-D sequence, not shape "
+                                  "%s" % (what, col.shape))
+        if col.dtype.kind == "f":
+            kind, dt = lib.PX_SCALAR_F64, np.float64
+        elif col.dtype == np.uint64:
+            kind, dt = lib.PX_SCALAR_U64, np.uint64
+        elif col.dtype.kind in "iu" or col.size == 0:
+            kind, dt = lib.PX_SCALAR_I64, np.int64
+        else:
+            raise InvalidArgument("%s: per-task scalars of dtype %s; pass int or float "
+                                  "numbers (or plexus.U64 values one by one)" % (what, col.dtype))
+        if col.size == 0:
+            col = np.zeros(1, dt)  # a table has one entry; no task reads it
+            return _Column(col, kind, tasks=0)
+        return _Column(np.ascontiguousarray(col, dtype=dt), kind, tasks=len(col))
+    if isinstance(x, bool) or x is None:
+        raise InvalidArgument("%s: scalar argument is %r; pass an int or a float" % (what, x))
+    if isinstance(x, U64):
+        return _Column(np.array([x.v], dtype=np.uint64), lib.PX_SCALAR_U64)
+    if isinstance(x, (float, np.floating)):
+        return _Column(np.array([x], dtype=np.float64), lib.PX_SCALAR_F64)
+    if isinstance(x, (int, np.integer)):
+        if not -(1 << 63) <= int(x) < 1 << 63:
+            raise InvalidArgument("%s: scalar %d does not fit int64; use plexus.U64 for "
+                                  "unsigned values" % (what, x))
+        return _Column(np.array([x], dtype=np.int64), lib.PX_SCALAR_I64)
+    raise InvalidArgument("%s: scalar argument is a %s; pass an int, a float, plexus.U64 or "
+                          "a sequence of them, one per task" % (what, type(x).__name__))
+
+
+def _batch_count(cols: list, n: Optional[int], what: str) -> int:
+    """The number of tasks of a submit_many: n, or the length of its per-task arguments."""
+    lens = {c.tasks for c in cols if c.tasks is not None}
+    if n is not None:
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise InvalidArgument("%s: n=%r; pass the number of tasks (0 or more)" % (what, n))
+        lens.add(int(n))
+    if len(lens) > 1:
+        raise InvalidArgument("%s: the per-task arguments (and n) disagree on the number of "
+                              "tasks: %s" % (what, sorted(lens)))
+    if not lens:
+        raise InvalidArgument("%s: every argument is the same for every task; pass n= (the "
+                              "number of tasks)" % what)
+    return lens.pop()
 
 
 _REDOPS = {"sum": lib.PX_OP_SUM, "prod": lib.PX_OP_PROD, "min": lib.PX_OP_MIN,

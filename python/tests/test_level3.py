@@ -35,6 +35,12 @@ def c_scale_on_chip(o, x, z, s):
 
 
 @plexus.callable
+def batch_on_chip(o, x, z, s):
+    # three writers of z in one batch: the last one's result stays (WAW order)
+    o.submit_many(C["scale"], inputs=[x], outputs=[z], scalars=[[1.0, 2.0, s]])
+
+
+@plexus.callable
 def who_on_chip(o, z):
     o.submit(whoami, outputs=[z])
 
@@ -57,7 +63,7 @@ def w3():
     with plexus.Worker(level=3, chips=2, cores=1) as w:
         C["scale"] = plexus.builtin(w).scale
         w.register(pyscale, whoami, die, scale_on_chip, c_scale_on_chip, who_on_chip,
-                   die_on_chip, host_array_on_chip)
+                   die_on_chip, host_array_on_chip, batch_on_chip)
         yield w
 
 
@@ -86,6 +92,17 @@ def test_c_kernels_in_chips_and_groups(w3):
                                     [dict(inputs=[a], outputs=[b[i]], scalars=[3.0 + i])
                                      for i in range(2)]))
     np.testing.assert_array_equal(b, np.stack([3 * a, 4 * a]))
+
+
+def test_submit_many_inside_a_chip_and_refused_on_the_host(w3):
+    a = np.arange(16, dtype=np.float32)
+    b = np.zeros((2, 16), np.float32)
+    w3.run(lambda o: [o.submit_next_level(batch_on_chip, c, inputs=[a], outputs=[b[c]],
+                                          scalars=[5.0 + c]) for c in range(2)])
+    np.testing.assert_array_equal(b, np.stack([5 * a, 6 * a]))
+    with pytest.raises(plexus.InvalidArgument, match="level 3"):
+        w3.run(lambda o: o.submit_many(C["scale"], inputs=[a], outputs=[b[0]], scalars=[1.0],
+                                       n=2))
 
 
 def test_host_tasks(w3):

@@ -786,6 +786,118 @@ px_status px_submit(px_orch *o, px_kernel_id k, px_task_args *a, px_task_id *id)
     return px_submit_after(o, k, a, NULL, 0, id);
 }
 
+/* ---- batched submit ---- */
+
+/* Checks batch argument j against n tasks before any task is submitted. */
+static px_status orch_batch_arg_check(const px_batch_arg *b, int j, int64_t n)
+{
+    int64_t last;
+
+    if (b->tag == PX_TAG_SCALAR) {
+        if (b->scalar_kind < PX_SCALAR_U64 || b->scalar_kind > PX_SCALAR_F64)
+            return px_set_error(PX_EINVAL, "px_submit_batch: argument %d is a scalar of the "
+                                "invalid kind %u; use PX_SCALAR_U64, _I64 or _F64", j,
+                                (unsigned)b->scalar_kind);
+        if (b->values == NULL)
+            return px_set_error(PX_EINVAL, "px_submit_batch: scalar argument %d has no values "
+                                "table", j);
+    } else if (b->tag < PX_TAG_IN || b->tag > PX_TAG_NO_DEP) {
+        return px_set_error(PX_EINVAL, "px_submit_batch: argument %d has the invalid tag %u",
+                            j, (unsigned)b->tag);
+    } else if (b->tensors == NULL) {
+        return px_set_error(PX_EINVAL, "px_submit_batch: tensor argument %d (%s) has no "
+                            "tensors table", j, px_tag_name((px_tag)b->tag));
+    }
+    if (b->count < 1 || b->step < 0)
+        return px_set_error(PX_EINVAL, "px_submit_batch: argument %d has a table of %lld "
+                            "entries and step %lld; a table has at least one entry and the "
+                            "step is 0 or more", j, (long long)b->count, (long long)b->step);
+    if (b->index == NULL &&
+        (__builtin_mul_overflow(n - 1, b->step, &last) || last >= b->count))
+        return px_set_error(PX_EINVAL, "px_submit_batch: argument %d: task %lld would take "
+                            "entry %lld x %lld of a table of %lld entries", j,
+                            (long long)(n - 1), (long long)(n - 1), (long long)b->step,
+                            (long long)b->count);
+    for (int64_t e = 0; b->tag == PX_TAG_OUT && e < b->count; e++)
+        if (b->tensors[e].addr == NULL)
+            return px_set_error(PX_EINVAL, "px_submit_batch: argument %d (out) entry %lld has "
+                                "no address; a batch cannot write allocated outputs back, so "
+                                "allocate them first (px_tensor_alloc)", j, (long long)e);
+    return PX_OK;
+}
+
+/* Builds task i's arguments from the batch's tables into a. */
+static inline px_status orch_batch_task_args(const px_batch_arg *args, int nargs, int64_t i,
+                                             px_task_args *a)
+{
+    px_args_init(a);
+    for (int j = 0; j < nargs; j++) {
+        const px_batch_arg *b = &args[j];
+        int64_t e = b->index != NULL ? b->index[i] : i * b->step;
+
+        if (PX_UNLIKELY(e < 0 || e >= b->count))
+            return px_set_error(PX_EINVAL, "argument %d takes entry %lld of a table of %lld "
+                                "entries", j, (long long)e, (long long)b->count);
+        switch (b->tag) {
+        case PX_TAG_IN: px_args_in(a, &b->tensors[e]); break;
+        case PX_TAG_OUT: px_args_out(a, &b->tensors[e]); break;
+        case PX_TAG_INOUT: px_args_inout(a, &b->tensors[e]); break;
+        case PX_TAG_OUTPUT_EXISTING: px_args_output_existing(a, &b->tensors[e]); break;
+        case PX_TAG_NO_DEP: px_args_no_dep(a, &b->tensors[e]); break;
+        default:
+            if (b->scalar_kind == PX_SCALAR_U64)
+                px_args_scalar_u64(a, ((const uint64_t *)b->values)[e]);
+            else if (b->scalar_kind == PX_SCALAR_I64)
+                px_args_scalar_i64(a, ((const int64_t *)b->values)[e]);
+            else
+                px_args_scalar_f64(a, ((const double *)b->values)[e]);
+        }
+    }
+    return PX_OK;
+}
+
+px_status px_submit_batch(px_orch *o, px_kernel_id k, const px_batch_arg *args, int nargs,
+                          const px_task_id *deps, int ndeps, int64_t n, px_task_id *ids,
+                          int64_t *submitted)
+{
+    px_status st = px_rt_orch_check(o, "px_submit_batch");
+    int64_t i = 0;
+
+    if (submitted != NULL)
+        *submitted = 0;
+    if (st != PX_OK)
+        return st;
+    if (o->w->level == 3)
+        return px_set_error(PX_EINVAL, "px_submit_batch at level 3: a level-3 orchestration "
+                            "submits px_submit_next_level, px_submit_group or px_submit_host "
+                            "tasks");
+    if (n < 0 || nargs < 0 || nargs > PX_MAX_ARGS || (args == NULL && nargs > 0))
+        return px_set_error(PX_EINVAL, "px_submit_batch: %lld tasks of %d arguments from a %s "
+                            "table; n is 0 or more, nargs 0 .. %d with a table", (long long)n,
+                            nargs, args ? "valid" : "NULL", PX_MAX_ARGS);
+    if (k < 0 || k >= o->w->nkernels)
+        return px_set_error(PX_EINVAL, "px_submit_batch: unknown kernel id %d: %d kernels are "
+                            "registered on this worker", (int)k, o->w->nkernels);
+    for (int j = 0; n > 0 && j < nargs; j++)
+        if ((st = orch_batch_arg_check(&args[j], j, n)) != PX_OK)
+            return st;
+    for (; i < n; i++) {
+        px_task_args a;
+
+        st = orch_batch_task_args(args, nargs, i, &a);
+        if (PX_LIKELY(st == PX_OK))
+            st = px_orch_submit(o, k, &a, deps, ndeps, ids != NULL ? &ids[i] : NULL);
+        if (PX_UNLIKELY(st != PX_OK)) {
+            st = px_set_error(st, "px_submit_batch: task %lld of %lld: %s", (long long)i,
+                              (long long)n, px_last_error());
+            break;
+        }
+    }
+    if (submitted != NULL)
+        *submitted = i;
+    return st;
+}
+
 px_worker *px_orch_worker(px_orch *o)
 {
     return o ? o->w : NULL;

@@ -262,6 +262,8 @@ static void test_handle_after_run(void **state)
     assert_int_equal(px_submit(g_orch, g_noop, &a, NULL), PX_ESTATE);
     assert_non_null(strstr(px_last_error(), "px_run has returned"));
     assert_int_equal(px_submit_after(g_orch, g_noop, &a, NULL, 0, NULL), PX_ESTATE);
+    assert_int_equal(px_submit_batch(g_orch, g_noop, NULL, 0, NULL, 0, 1, NULL, NULL),
+                     PX_ESTATE);
     assert_int_equal(px_scope_begin(g_orch), PX_ESTATE);
     assert_int_equal(px_scope_end(g_orch), PX_ESTATE);
     assert_int_equal(px_tensor_alloc(g_orch, PX_F32, 1, &n, &t), PX_ESTATE);
