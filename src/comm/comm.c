@@ -585,7 +585,7 @@ static px_status comm_wait_slot(px_comm *c, uint32_t slot, px_cmp cmp, uint64_t 
     x = atomic_load_explicit(sw.s, memory_order_acquire);
     comm_stopped_peers(c, stopped, sizeof(stopped));
     return px_set_error(PX_ETIMEDOUT, "domain \"%s\" rank %d: waited %.3g s for %s to be %s "
-                        "%llu; it is %llu. %s: raise the deadline (PLEXUS_COMM_TIMEOUT_S, now "
+                        "%llu; it is %llu. %s. Raise the deadline (PLEXUS_COMM_TIMEOUT_S, now "
                         "%g s) only if it is slow", c->name, c->rank,
                         (double)(px_now_ns() - t0) / 1e9, what, comm_cmp_names[cmp],
                         (unsigned long long)v, (unsigned long long)x,
