@@ -375,6 +375,26 @@ static px_status comm_check_alive(const px_comm *c, int peer, const char *what)
                         c->name, c->rank, peer, comm_dead_why(c, peer));
 }
 
+int comm_peer_text(const px_comm *c, int q, char *buf, size_t n)
+{
+    size_t len = (size_t)snprintf(buf, n, "rank %d", q);
+
+    if (c->deaths == NULL || len + 4 >= n)
+        return 0;
+    snprintf(buf + len, n - len, " on ");
+    return hier_chip_text(c->deaths, c->member[q], buf + len + 4, n - len - 4);
+}
+
+int comm_blame(const px_comm *c, int q)
+{
+    return q != c->rank && !comm_peer_is_dead(c, q) && hier_blame(c->member[q]);
+}
+
+const char *comm_blamed_text(int blamed)
+{
+    return blamed ? "; named silent: plexus kills its chip" : "";
+}
+
 /* ---- DFX ---- */
 
 uint64_t comm_dfx_t0(void)
@@ -524,24 +544,53 @@ static int comm_slot_ready(void *arg)
     return comm_holds(atomic_load_explicit(w->s, memory_order_acquire), w->cmp, w->v);
 }
 
+/*
+ * After a wait for a signal timed out (nobody knows which peer should have changed it): the
+ * peers whose process is stopped cannot have, so each is named silent (comm_blame: the parent
+ * kills its chip). Writes "A stopped peer cannot change it: rank 1 on chip 1 (pid 42,
+ * stopped); named silent: plexus kills its chip" into buf, or "" when no peer is stopped.
+ */
+static void comm_stopped_peers(const px_comm *c, char *buf, size_t n)
+{
+    size_t len = 0;
+    int blamed = 0;
+
+    buf[0] = '\0';
+    for (int q = 0; q < c->n && len < n; q++) {
+        char who[128];
+
+        if (q == c->rank || comm_peer_is_dead(c, q) ||
+            comm_peer_text(c, q, who, sizeof(who)) != 'T')
+            continue;
+        blamed |= comm_blame(c, q);
+        len += (size_t)snprintf(buf + len, n - len, "%s%s",
+                                len ? ", " : "A stopped peer cannot change it: ", who);
+    }
+    if (len > 0 && len < n)
+        snprintf(buf + len, n - len, "%s", comm_blamed_text(blamed));
+}
+
 /* Waits until slot of this rank's area compares to v; `what` names it in messages. */
 static px_status comm_wait_slot(px_comm *c, uint32_t slot, px_cmp cmp, uint64_t v,
                                 double timeout_s, const char *what)
 {
     px_comm_area *a = c->area[c->rank];
     comm_slot_wait sw = {comm_slot(a, c->n, slot), cmp, v};
+    char stopped[512];
     uint64_t t0 = px_now_ns(), x;
     px_status st = comm_wait(c, comm_slot_ready, &sw, &a->wake, &a->sleepers, timeout_s);
 
     if (st != PX_ETIMEDOUT)
         return st;
     x = atomic_load_explicit(sw.s, memory_order_acquire);
+    comm_stopped_peers(c, stopped, sizeof(stopped));
     return px_set_error(PX_ETIMEDOUT, "domain \"%s\" rank %d: waited %.3g s for %s to be %s "
-                        "%llu; it is %llu. The peer that should change it has not (a missing "
-                        "signal, or a peer still busy): raise the deadline "
-                        "(PLEXUS_COMM_TIMEOUT_S, now %g s) only if it is slow", c->name,
-                        c->rank, (double)(px_now_ns() - t0) / 1e9, what, comm_cmp_names[cmp],
-                        (unsigned long long)v, (unsigned long long)x, c->timeout_s);
+                        "%llu; it is %llu. %s. Raise the deadline (PLEXUS_COMM_TIMEOUT_S, now "
+                        "%g s) only if it is slow", c->name, c->rank,
+                        (double)(px_now_ns() - t0) / 1e9, what, comm_cmp_names[cmp],
+                        (unsigned long long)v, (unsigned long long)x,
+                        stopped[0] ? stopped : "The peer that should change it has not (a "
+                        "missing signal, or a peer still busy)", c->timeout_s);
 }
 
 static px_status comm_signal_impl(px_comm *c, int peer, int sig, px_sig_op op, uint64_t v)
@@ -777,15 +826,26 @@ static px_status comm_bar_wait_peer(px_comm *c, int q, uint64_t e)
     char mine[96], theirs[96];
 
     v = atomic_load_explicit(w.s, memory_order_acquire);
-    if (st == PX_ETIMEDOUT)
+    if (st == PX_ETIMEDOUT) {
+        char who[128];
+        int blamed = 0;
+
+        comm_peer_text(c, q, who, sizeof(who));
+        /* the ranks that kept this barrier waiting are silent: the parent kills their chips,
+         * so the rest of the group, the drain and the shutdown do not wait for them again */
+        for (int r = 0; r < c->n; r++)
+            if (comm_peer_behind(c, r))
+                blamed |= comm_blame(c, r);
         return px_set_error(PX_ETIMEDOUT, "domain \"%s\" rank %d: waited %.3g s in %s (call "
-                            "%llu) at barrier %llu for rank %d, which has not reached it (its "
-                            "last barrier is %llu). A rank that skipped the call, or is still "
+                            "%llu) at barrier %llu for %s, which has not reached it (its last "
+                            "barrier is %llu%s). A rank that skipped the call, or is still "
                             "busy: raise the deadline (PLEXUS_COMM_TIMEOUT_S, now %g s) only "
                             "if it is slow", c->name, c->rank,
                             (double)(px_now_ns() - t0) / 1e9, comm_coll_names[c->coll_kind],
-                            (unsigned long long)(c->coll_seq - 1), (unsigned long long)e, q,
-                            (unsigned long long)(uint32_t)v, c->timeout_s);
+                            (unsigned long long)(c->coll_seq - 1), (unsigned long long)e, who,
+                            (unsigned long long)(uint32_t)v, comm_blamed_text(blamed),
+                            c->timeout_s);
+    }
     if (st != PX_OK)
         return st;
     if ((v & COMM_BAR_FAILED) != 0 && (uint32_t)((uint32_t)e - (uint32_t)v) - 1 >= 1u << 31)

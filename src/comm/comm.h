@@ -372,6 +372,19 @@ void comm_wake(px_comm_area *a);
  * barrier timed out, the ranks that kept it waiting (a failure mark is not silence). */
 int comm_peer_behind(const px_comm *c, int q);
 
+/* Writes "rank 1 on chip 3 (pid 42, stopped)" for rank q of c ("rank 1" where no board names
+ * chips) into buf; returns the state letter of its process (hier_chip_text), 0 unknown. */
+int comm_peer_text(const px_comm *c, int q, char *buf, size_t n);
+
+/* After a wait of c for rank q passed its deadline: names q's chip silent to the parent
+ * (hier_blame), which kills it when this chip's call fails. Not for a dead or own rank.
+ * Returns 1 when it did (this process is a level-3 chip), else 0. */
+int comm_blame(const px_comm *c, int q);
+
+/* What a message adds after naming a rank that comm_blame named: "; named silent: plexus
+ * kills its chip", or "" when blamed is 0. */
+const char *comm_blamed_text(int blamed);
+
 /* Returns PX_OK or PX_EPEERDEAD (message naming the dead member) from c's deaths. */
 px_status comm_check_dead(const px_comm *c);
 

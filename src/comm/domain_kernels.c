@@ -75,31 +75,11 @@ static px_status comm_coll_run(px_comm *c, const px_task_args *a)
     return px_set_error(PX_EINVAL, "comm.coll: unknown collective %llu", (unsigned long long)op);
 }
 
-/*
- * After a collective of c timed out on this rank: names to the parent (hier_chip_blame) the
- * chips of the ranks that have not announced the barrier this rank reached, so that it kills
- * them and nothing else waits for them (a stopped chip would otherwise hold the group, the
- * run's drain and the shutdown, each for its own deadline).
- */
-static void comm_blame_silent(const px_comm *c)
-{
-    hier_chip *chip = hier_chip_self();
-    px_comm_area *a = c->area[c->rank];
-
-    for (int q = 0; chip != NULL && a != NULL && q < c->n; q++)
-        if (comm_peer_behind(c, q))
-            hier_chip_blame(chip, c->member[q]);
-}
-
-/* comm.coll_k: domain, op, buffer index, count, dtype, redop or root. */
+/* comm.coll_k: domain, op, buffer index, count, dtype, redop or root. A barrier that timed
+ * out named the ranks that kept it waiting silent already (comm.c). */
 static px_status comm_coll_kernel(px_core_ctx *ctx, const px_task_args *a)
 {
-    px_comm *c = px_arg_comm(a, 0);
-    px_status st = comm_coll_run(c, a);
-
-    if (st == PX_ETIMEDOUT && c != NULL)
-        comm_blame_silent(c);
-    return st;
+    return comm_coll_run(px_arg_comm(a, 0), a);
 }
 
 /* The callables: run kernel k on the call's own args (the chip's orchestration). Their user

@@ -14,9 +14,10 @@
  * while it polls), under h->lock; the last answer of a call broadcasts on h->ctl_cv, on which
  * hier_call_wait sleeps until every chip has answered or the deadline. A chip that is dead when the call is posted
  * answers PX_EPEERDEAD at once; one that dies with the call in flight gets PX_EPEERDEAD from
- * the death watch (px_hier_on_death), naming the chip, its pid and how it ended. A call whose
- * wait timed out is detached from the rings, so a late answer is dropped, never written into
- * freed memory.
+ * the death watch (px_hier_on_death), naming the chip, its pid and how it ended. A chip that
+ * does not answer within the deadline is silent and is killed (px_hier_silence), so nothing
+ * waits for it a second time. A call whose wait timed out is detached from the rings, so a
+ * late answer is dropped, never written into freed memory.
  */
 #include "hier/hier_internal.h"
 
@@ -338,6 +339,27 @@ static void ctl_detach(px_hier *h, hier_call *call)
     }
 }
 
+/*
+ * Chip i of call did not answer within t seconds (h->lock held): it is silent, so it is killed
+ * (px_hier_silence) and every later wait for it (the rest of a set-up, its abort, the run's
+ * end, the shutdown) ends at once with its death instead of waiting out a deadline again.
+ */
+static void ctl_answer_late(px_hier *h, hier_call *call, int i, double t)
+{
+    px_hier_proc *p = &h->procs[call->res[i].chip];
+    const char *state = hier_pid_state_name(hier_pid_state(p->pid));
+    char msg[HIER_CTL_REPLY_MAX], why[128];
+
+    snprintf(why, sizeof(why), "control call \"%s\" waited for it past its deadline (%g s)",
+             h->ctl[call->kind].name, t);
+    snprintf(msg, sizeof(msg), "chip %d (pid %d, %s) did not answer control call \"%s\" "
+             "within %g s (PLEXUS_TIMEOUT_S)%s. Find why it stopped or hangs, or raise "
+             "PLEXUS_TIMEOUT_S if its handler is only slow", p->index, (int)p->pid, state,
+             h->ctl[call->kind].name, t, px_hier_silence(h, p, why) ? "; plexus killed it "
+             "(SIGKILL), so nothing else waits for it" : "");
+    ctl_answer(h, call, i, PX_ETIMEDOUT, msg, 0);
+}
+
 px_status hier_call_wait(hier_call *call, double timeout_s)
 {
     px_hier *h = call->h;
@@ -351,17 +373,9 @@ px_status hier_call_wait(hier_call *call, double timeout_s)
     pthread_mutex_lock(&h->lock);
     while (call->remaining > 0 && rc != ETIMEDOUT)
         rc = pthread_cond_timedwait(&h->ctl_cv, &h->lock, &ts);
-    for (int i = 0; i < call->n; i++) {
-        const px_hier_proc *p = &h->procs[call->res[i].chip];
-        char msg[HIER_CTL_REPLY_MAX];
-
-        if (!call->owed[i])
-            continue;
-        snprintf(msg, sizeof(msg), "chip %d (pid %d) did not answer control call \"%s\" "
-                 "within %g s (PLEXUS_TIMEOUT_S); it lives but is busy or stuck", p->index,
-                 (int)p->pid, h->ctl[call->kind].name, t);
-        ctl_answer(h, call, i, PX_ETIMEDOUT, msg, 0);
-    }
+    for (int i = 0; i < call->n; i++)
+        if (call->owed[i])
+            ctl_answer_late(h, call, i, t);
     ctl_detach(h, call);
     pthread_mutex_unlock(&h->lock);
     for (int i = 0; i < call->n; i++) {

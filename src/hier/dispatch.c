@@ -351,16 +351,13 @@ static int px_finish_part(px_hier *h, px_task_id id, px_status *st, char *msg, s
 static void px_kill_silent(px_hier *h, const px_hier_proc *p, const px_mb_done *d)
 {
     for (int c = 0; c < h->nchips && c < 64; c++) {
-        px_hier_proc *q = &h->procs[c];
+        char why[128];
 
-        if (!(d->silent >> c & 1) || q == p || q->dead || q->pid <= 0 || q->killed[0])
+        if (!(d->silent >> c & 1) || &h->procs[c] == p)
             continue;
-        snprintf(q->killed, sizeof(q->killed), "killed by plexus: chip %d's call of task %llu "
-                 "waited for it past its deadline", p->index, (unsigned long long)d->task);
-        PX_LOG_WARN("chip %d (pid %d) is silent (chip %d's call of task %llu waited for it "
-                    "past its deadline): killing it", c, (int)q->pid, p->index,
-                    (unsigned long long)d->task);
-        kill(q->pid, SIGKILL);
+        snprintf(why, sizeof(why), "chip %d's call of task %llu waited for it past its "
+                 "deadline", p->index, (unsigned long long)d->task);
+        px_hier_silence(h, &h->procs[c], why);
     }
 }
 

@@ -82,7 +82,8 @@ px_status hier_call_post(px_worker *w, int kind, const void *payload, size_t n,
 
 /*
  * Waits until every chip of call has answered or died, at most timeout_s seconds (<= 0: the
- * worker's PLEXUS_TIMEOUT_S); the chips that did not answer in time get PX_ETIMEDOUT. Returns
+ * worker's PLEXUS_TIMEOUT_S); the chips that did not answer in time get PX_ETIMEDOUT and are
+ * killed as silent (SIGKILL, once; later calls to them fail at once with PX_EPEERDEAD). Returns
  * PX_OK when every chip answered PX_OK, else the first failure in chip order, with its message
  * set ("chip 2 (pid 41) died: killed by signal 9 (SIGKILL); control call \"x\" ...").
  */
@@ -197,12 +198,29 @@ px_status hier_submit_group_deps(px_orch *o, px_callable_id c, px_task_args *per
 /*
  * The deaths of a worker's chips, in memory that the parent and every chip map (made before
  * the fork): bit i of mask is set, with why[i] written first, when the parent notices that
- * chip i died. Anyone may read it, e.g. a wait inside a chip on a peer that is gone.
+ * chip i died. Anyone may read it, e.g. a wait inside a chip on a peer that is gone. pid[i] is
+ * chip i's process id, written by the parent when it forks the chip (0 before), so that a
+ * chip's message can name a peer's process.
  */
 typedef struct hier_deaths {
     _Atomic uint64_t mask;
+    _Atomic int32_t pid[HIER_DEATHS_MAX];
     char why[HIER_DEATHS_MAX][256];
 } hier_deaths;
+
+/* The state letter of process pid in /proc/PID/stat ('R', 'S', 'T' for stopped, ...), or 0
+ * when it is unknown (no such process, or pid <= 0). */
+int hier_pid_state(pid_t pid);
+
+/* The words for a state letter of hier_pid_state ("running", "stopped", "state unknown"). */
+const char *hier_pid_state_name(int state);
+
+/*
+ * Writes "chip 3 (pid 42, stopped)" for chip `chip` of the worker whose board is b (its pid
+ * from the board, its state from /proc; "dead" when the board says so) into buf (n bytes).
+ * Returns the state letter (hier_pid_state; 'X' when dead), or 0 when unknown.
+ */
+int hier_chip_text(const hier_deaths *b, int chip, char *buf, size_t n);
 
 /* The board of level-3 worker w (parent), or NULL before px_worker_init. */
 const hier_deaths *hier_deaths_board(px_worker *w);
@@ -218,6 +236,10 @@ const hier_deaths *hier_chip_deaths(hier_chip *chip);
  * out its own deadline, and the death message says why it was killed.
  */
 void hier_chip_blame(hier_chip *chip, int peer);
+
+/* hier_chip_blame for the chip this process is (hier_chip_self). Returns 1, or 0 when this
+ * process is no chip (nobody will kill the peer). */
+int hier_blame(int peer);
 
 /* ---- file descriptors (fdpass.c) ---- */
 

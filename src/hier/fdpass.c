@@ -431,6 +431,24 @@ static px_status fd_sock_error(px_hier *h, px_hier_proc *p, const char *what, in
                         (int)p->pid, strerror(err));
 }
 
+/* A chip that did not read its socket within the transfer's deadline is silent: it is killed
+ * (px_hier_silence), so nothing else waits for it. Returns PX_ETIMEDOUT (message set). */
+static px_status fd_send_late(px_hier *h, px_hier_proc *p, const char *what, double timeout_s)
+{
+    double t = timeout_s > 0 ? timeout_s : h->cfg.timeout_s;
+    const char *state = hier_pid_state_name(hier_pid_state(p->pid));
+    char why[96];
+    int killed;
+
+    snprintf(why, sizeof(why), "it did not read its socket within %g s", t);
+    pthread_mutex_lock(&h->lock);
+    killed = px_hier_silence(h, p, why);
+    pthread_mutex_unlock(&h->lock);
+    return px_set_error(PX_ETIMEDOUT, "%s: the chip (%s) did not read its socket within %g s "
+                        "(PLEXUS_TIMEOUT_S)%s", what, state, t, killed ? "; plexus killed it "
+                        "(SIGKILL), so nothing else waits for it" : "");
+}
+
 /* Descriptors a batch may have sent and not yet taken: the kernel counts them against the
  * sender's RLIMIT_NOFILE (ETOOMANYREFS past it), so half of its soft limit. */
 static int fd_inflight(void)
@@ -510,6 +528,8 @@ px_status hier_fd_send_lists_call(px_worker *w, const hier_fd_list *l, int nl,
                     hier_call_run(w, h->k_fd_in, &batch, sizeof(batch), &p->index, 1,
                                   timeout_s, NULL) == PX_EPEERDEAD)
                     st = PX_EPEERDEAD;
+                else if (err == ETIMEDOUT)
+                    st = fd_send_late(h, p, what, timeout_s);
                 else
                     st = fd_sock_error(h, p, what, err);
                 break;

@@ -373,6 +373,8 @@ static px_status px_hier_fork(px_hier *h, px_hier_proc *p)
     if (pid == 0)
         px_hier_child_main(h, p);
     p->pid = pid;
+    if (!p->is_sub && p->index < HIER_DEATHS_MAX) /* the board names peers' processes */
+        atomic_store_explicit(&h->deaths->pid[p->index], (int32_t)pid, memory_order_relaxed);
     close(p->child_sock);
     p->child_sock = -1;
     p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);

@@ -293,6 +293,15 @@ int px_hier_drain_done(px_hier *h, px_hier_proc *p);
  * polling of the completion rings, and the DFX flush and merge at the end of a run. */
 void px_hier_poller_setup(px_hier *h);
 
+/*
+ * watch.c (h->lock held): kills proc p, which the parent found silent (why: what waited for it
+ * past its deadline, e.g. "control call \"x\" waited for it past its deadline"), once:
+ * SIGKILL ends a stopped process too, the death watch then fails everything sent to it with
+ * PX_EPEERDEAD at once, and its death message carries "killed by plexus: <why>". Logged at
+ * warn with its pid and state. Returns 1 when it killed p now, 0 when p was dead or killed.
+ */
+int px_hier_silence(px_hier *h, px_hier_proc *p, const char *why);
+
 /* watch.c: describes how p ended ("killed by signal 9 (SIGKILL)") if it has; reaps it. Returns
  * 1 when it had ended, 0 when it still runs. */
 int px_hier_reap(px_hier_proc *p, int block, char *how, size_t n);

@@ -42,6 +42,12 @@ void hier_chip_blame(hier_chip *chip, int peer)
         atomic_fetch_or_explicit(&chip->silent, 1ull << peer, memory_order_relaxed);
 }
 
+int hier_blame(int peer)
+{
+    hier_chip_blame(hier_chip_self(), peer);
+    return hier_chip_self() != NULL;
+}
+
 px_worker *hier_chip_engine(hier_chip *chip)
 {
     return chip != NULL ? chip->engine : NULL;

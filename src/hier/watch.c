@@ -201,15 +201,14 @@ static int px_hier_alone(void *arg)
     return 1;
 }
 
-/* The state letter of proc p in /proc/PID/stat ('R', 'S', 'T' ...), or 0 when unknown. */
-static int px_hier_proc_state(const px_hier_proc *p)
+int hier_pid_state(pid_t pid)
 {
     char path[64], stat[256] = "", *rp;
     int c = 0;
     FILE *f;
 
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)p->pid);
-    if (p->pid > 0 && (f = fopen(path, "r")) != NULL) {
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if (pid > 0 && (f = fopen(path, "r")) != NULL) {
         if (fgets(stat, sizeof(stat), f) != NULL && (rp = strrchr(stat, ')')) != NULL &&
             rp[1] == ' ')
             c = (unsigned char)rp[2];
@@ -218,35 +217,66 @@ static int px_hier_proc_state(const px_hier_proc *p)
     return c;
 }
 
-/* Appends " chip 1 (pid 42, stopped)" for proc p to buf (len bytes used of n). */
-static size_t px_hier_proc_where(const px_hier_proc *p, char *buf, size_t len, size_t n)
+const char *hier_pid_state_name(int c)
 {
     static const char *const states[] = {
         ['R'] = "running", ['S'] = "sleeping", ['D'] = "in uninterruptible sleep",
         ['T'] = "stopped", ['t'] = "stopped by a tracer", ['Z'] = "exited (zombie)",
         ['X'] = "dead", ['I'] = "idle",
     };
-    int c = px_hier_proc_state(p);
-    const char *state = c > 0 && (size_t)c < sizeof(states) / sizeof(states[0]) &&
-                        states[c] != NULL ? states[c] : "state unknown";
+
+    return c > 0 && (size_t)c < sizeof(states) / sizeof(states[0]) && states[c] != NULL
+               ? states[c] : "state unknown";
+}
+
+int hier_chip_text(const hier_deaths *b, int chip, char *buf, size_t n)
+{
+    pid_t pid = 0;
+    int c = 0;
+
+    if (b != NULL && chip >= 0 && chip < HIER_DEATHS_MAX) {
+        pid = atomic_load_explicit(&b->pid[chip], memory_order_relaxed);
+        c = atomic_load_explicit(&b->mask, memory_order_acquire) >> chip & 1
+                ? 'X' : hier_pid_state(pid);
+    }
+    snprintf(buf, n, "chip %d (pid %d, %s)", chip, (int)pid, hier_pid_state_name(c));
+    return c;
+}
+
+/* Appends " chip 1 (pid 42, stopped)" for proc p to buf (len bytes used of n). */
+static size_t px_hier_proc_where(const px_hier_proc *p, char *buf, size_t len, size_t n)
+{
+    int c = hier_pid_state(p->pid);
 
     if (len < n)
         len += (size_t)snprintf(buf + len, n - len, " %s %d (pid %d, %s)", px_hier_proc_kind(p),
-                                p->index, (int)p->pid, p->dead ? "dead" : state);
+                                p->index, (int)p->pid,
+                                p->dead ? "dead" : hier_pid_state_name(c));
     return len;
 }
 
-/* The host engine's task_where: which chips a level-3 task in flight waits for. */
-static void px_hier_task_where(void *arg, px_task_id id, char *buf, size_t n)
+int px_hier_silence(px_hier *h, px_hier_proc *p, const char *why)
 {
-    px_hier *h = arg;
+    (void)h;
+    if (p->dead || p->pid <= 0 || p->killed[0])
+        return 0;
+    snprintf(p->killed, sizeof(p->killed), "killed by plexus: %s", why);
+    PX_LOG_WARN("%s %d (pid %d, %s) is silent (%s): killing it", px_hier_proc_kind(p), p->index,
+                (int)p->pid, hier_pid_state_name(hier_pid_state(p->pid)), why);
+    kill(p->pid, SIGKILL);
+    return 1;
+}
+
+/* Writes which chips level-3 task id waits for into buf. */
+static void px_hier_task_where(px_hier *h, px_task_id id, char *buf, size_t n)
+{
     const px_l3_slot *s = px_hier_side(h, id);
     size_t len = 0;
 
     buf[0] = '\0';
     if (s->kind == PX_L3_NEXT && s->chip >= 0 && s->chip < h->nchips) {
         len = (size_t)snprintf(buf, n, " on");
-        px_hier_proc_where(&h->procs[s->chip], buf, len, n);
+        len = px_hier_proc_where(&h->procs[s->chip], buf, len, n);
     } else if (s->kind == PX_L3_GROUP && s->group != NULL) {
         len = (size_t)snprintf(buf, n, " on the group of");
         for (int i = 0; i < s->group->n && len < n; i++)
@@ -255,6 +285,57 @@ static void px_hier_task_where(void *arg, px_task_id id, char *buf, size_t n)
     } else if (s->kind == PX_L3_HOST) {
         snprintf(buf, n, " on the host");
     }
+}
+
+/* The oldest task whose call is in flight on p (h->lock held), or PX_TASK_NONE. */
+static px_task_id px_hier_first_inflight(const px_hier_proc *p)
+{
+    for (uint64_t pos = p->completed; pos < p->posted; pos++) {
+        px_task_id id = p->inflight[pos % PX_MB_DEPTH];
+
+        if (id != PX_L3_CONTROL && id != PX_L3_ORPHAN)
+            return id;
+    }
+    return PX_TASK_NONE;
+}
+
+/*
+ * The host engine's task_late: where level-3 task id waits, then every child with a task's
+ * call in flight has held the run past its deadline: it is killed (px_hier_silence), so the
+ * drain, the layers' run-end calls and the shutdown do not wait for it again, and the message
+ * names it (a task may wait for its inputs while another chip holds them).
+ */
+static void px_hier_task_late(void *arg, px_task_id id, char *where, char *buf, size_t nw,
+                              size_t n)
+{
+    px_hier *h = arg;
+    size_t len = 0;
+
+    px_hier_task_where(h, id, where, nw);
+    buf[0] = '\0';
+
+    pthread_mutex_lock(&h->lock);
+    for (int i = 0; i < h->nprocs; i++) {
+        px_hier_proc *p = &h->procs[i];
+        px_task_id t = p->dead ? PX_TASK_NONE : px_hier_first_inflight(p);
+        char why[128];
+        int killed;
+
+        if (t == PX_TASK_NONE)
+            continue;
+        if (len < n)
+            len += (size_t)snprintf(buf + len, n - len, ";");
+        len = PX_MIN(px_hier_proc_where(p, buf, len, n), n);
+        snprintf(why, sizeof(why), "task %llu was in flight on it past the run's deadline "
+                 "(PLEXUS_TIMEOUT_S)", (unsigned long long)t);
+        killed = px_hier_silence(h, p, why);
+        if (len < n)
+            len += (size_t)snprintf(buf + len, n - len, " had task %llu in flight past the "
+                                    "deadline%s", (unsigned long long)t,
+                                    killed ? ": plexus killed it (SIGKILL)" : "");
+        len = PX_MIN(len, n);
+    }
+    pthread_mutex_unlock(&h->lock);
 }
 
 /*
@@ -266,17 +347,10 @@ static void px_hier_task_where(void *arg, px_task_id id, char *buf, size_t n)
 static void px_hier_kill_stopped(px_hier *h)
 {
     pthread_mutex_lock(&h->lock);
-    for (int i = 0; i < h->nprocs; i++) {
-        px_hier_proc *p = &h->procs[i];
-
-        if (p->dead || p->pid <= 0 || p->killed[0] || px_hier_proc_state(p) != 'T')
-            continue;
-        snprintf(p->killed, sizeof(p->killed), "killed by plexus: it was stopped (SIGSTOP) "
-                 "at the end of a failed run");
-        PX_LOG_WARN("%s %d (pid %d) is stopped at the end of a failed run: killing it",
-                    px_hier_proc_kind(p), p->index, (int)p->pid);
-        kill(p->pid, SIGKILL);
-    }
+    for (int i = 0; i < h->nprocs; i++)
+        if (!h->procs[i].dead && hier_pid_state(h->procs[i].pid) == 'T')
+            px_hier_silence(h, &h->procs[i], "it was stopped (SIGSTOP) at the end of a failed "
+                            "run");
     pthread_mutex_unlock(&h->lock);
 }
 
@@ -300,7 +374,7 @@ static const px_rt_ext_ops px_hier_host_ops = {
     .alone = px_hier_alone,
     .dfx_flush = px_hier_dfx_flush,
     .dfx_merge = px_hier_dfx_merge,
-    .task_where = px_hier_task_where,
+    .task_late = px_hier_task_late,
     .run_end = px_hier_run_end,
 };
 

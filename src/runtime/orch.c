@@ -73,14 +73,14 @@ static px_status px_orch_timeout(px_orch *o, px_task_id id, double waited, const
 {
     px_worker *w = o->w;
     px_task *t = px_task_slot(w, id);
-    char where[256] = "";
+    char where[256] = "", done[384] = "";
 
-    if (w->ext.ops != NULL && w->ext.ops->task_where != NULL)
-        w->ext.ops->task_where(w->ext.owner, id, where, sizeof(where));
+    if (w->ext.ops != NULL && w->ext.ops->task_late != NULL)
+        w->ext.ops->task_late(w->ext.owner, id, where, done, sizeof(where), sizeof(done));
     return px_set_error(PX_ETIMEDOUT, "waited %.1f s for task %llu (kernel \"%s\")%s to finish "
-                        "%s; it is still running or waiting for its inputs. Raise "
+                        "%s; it is still running or waiting for its inputs%s. Raise "
                         "PLEXUS_TIMEOUT_S (now %g s) if kernels run this long", waited,
-                        (unsigned long long)id, w->kernels[t->kernel].name, where, why,
+                        (unsigned long long)id, w->kernels[t->kernel].name, where, why, done,
                         w->cfg.timeout_s);
 }
 

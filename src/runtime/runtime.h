@@ -170,8 +170,12 @@ struct px_orch {
  *     host's own px_dfx_finish (the chips finish their DFX sessions), dfx_merge after the
  *     host's files are written (wait for the chips, merge); it returns PX_OK or its error,
  *     with the message set.
- *   task_where: writes where task `id`, still in flight, runs (" on chip 1 (pid 42,
- *     stopped)") into buf, for a timeout's message.
+ *   task_late: task `id`, still in flight, passed its deadline (PLEXUS_TIMEOUT_S): writes
+ *     where it runs (" on chip 1 (pid 42, stopped)") into where (nw bytes) and what the level
+ *     above did about it ("; chip 2 (pid 43, stopped) had task 7 in flight past the deadline:
+ *     plexus killed it (SIGKILL)") into done (nd bytes), for the timeout's message. Level 3
+ *     kills the chips that had calls in flight past the deadline, so no later wait (the
+ *     drain, the run's end, the shutdown) waits for them again.
  *   run_end: px_run is about to return st (the graph has drained, or never started).
  */
 typedef struct px_rt_ext_ops {
@@ -180,7 +184,8 @@ typedef struct px_rt_ext_ops {
     int (*alone)(void *owner);
     void (*dfx_flush)(void *owner);
     px_status (*dfx_merge)(void *owner);
-    void (*task_where)(void *owner, px_task_id id, char *buf, size_t n);
+    void (*task_late)(void *owner, px_task_id id, char *where, char *done, size_t nw,
+                      size_t nd);
     void (*run_end)(void *owner, px_status st);
 } px_rt_ext_ops;
 

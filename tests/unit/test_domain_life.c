@@ -7,7 +7,10 @@
  * px_domain_alloc leaves no descriptor in the survivors; a handle used after
  * px_worker_destroy is refused without reading freed memory (ASan); a chip stopped before a
  * run of allreduces is killed once the collective has named it, and the run ends within the
- * comm deadline plus a little; windows the host cannot back are refused at allocation; each
+ * comm deadline plus a little; so is a chip stopped before a user's domain kernel that waits
+ * for it (barrier or signal), and one stopped before a copy task or px_domain_alloc ends the
+ * run within PLEXUS_TIMEOUT_S plus a little (one deadline, then it is killed and nothing waits
+ * for it again); windows the host cannot back are refused at allocation; each
  * chip's device arena is a memfd of mode 0600 named after the chip and its pid.
  * Multi-process: ctest runs it under RESOURCE_LOCK "chips" (tests/system/domain_life.cmake).
  */
@@ -376,6 +379,7 @@ static void test_stopped_chip_ends_run_quickly(void **state)
     px_config c;
     px_worker *w = NULL;
     tl_stop t = {0};
+    char want[128];
     pid_t pid;
     uint64_t t0;
     double took, destroy_s;
@@ -401,7 +405,9 @@ static void test_stopped_chip_ends_run_quickly(void **state)
                   px_status_name(st), px_last_error());
     assert_int_equal(st, PX_ETIMEDOUT);
     assert_non_null(strstr(px_last_error(), "barrier"));
-    assert_non_null(strstr(px_last_error(), "for rank 1, which has not reached it"));
+    snprintf(want, sizeof(want), "for rank 1 on chip 1 (pid %d, stopped), which has not "
+             "reached it", (int)pid);
+    assert_non_null(strstr(px_last_error(), want));
     assert_true(took < (TL_STOP_COMM_S + 1.0) * px_test_slack()); /* run deadline: 4 x slack */
     t0 = px_test_now_ns();
     PX_ASSERT_OK(px_worker_destroy(w));
@@ -411,6 +417,165 @@ static void test_stopped_chip_ends_run_quickly(void **state)
     assert_int_equal(kill(pid, 0), -1); /* reaped: no such process */
     assert_int_equal(px_test_shm_plexus_entries(), shm0);
     assert_int_equal(px_test_open_fds(), fd0);
+}
+
+/* ---- item 11: a chip stopped in a copy task, in px_domain_alloc, in a user's kernel ---- */
+
+#define TL_SIL_COMM_S 1.0 /* PLEXUS_COMM_TIMEOUT_S of these tests */
+#define TL_SIL_RUN_S 2.0  /* PLEXUS_TIMEOUT_S of these tests ... */
+#define TL_SIL_RUN_LONG_S 4.0 /* ... and of those whose bound is the comm deadline's */
+
+enum { TL_SIL_COPY, TL_SIL_ALLOC, TL_SIL_BARRIER, TL_SIL_WAIT };
+
+typedef struct tl_sil {
+    int mode;              /* TL_SIL_* */
+    px_domain *d;          /* run 1's domain (all but TL_SIL_ALLOC) */
+} tl_sil;
+
+static px_kernel_id tl_k_sil;
+static px_callable_id tl_c_sil;
+
+/* The user's own domain kernel: every rank enters a barrier (TL_SIL_BARRIER), or rank 0 waits
+ * for signal 0, which rank 1 sets (TL_SIL_WAIT); scalar arg 0 is the mode. */
+static px_status tl_sil_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    px_comm *c = px_arg_comm(a, px_arg_count(a) - 1);
+
+    if (c == NULL)
+        return PX_EINVAL;
+    if (px_arg_u64(a, 0) == TL_SIL_BARRIER)
+        return px_comm_barrier(c);
+    if (px_comm_rank(c) == 1)
+        return px_comm_signal(c, 0, 0, PX_SIG_SET, 1);
+    return px_comm_rank(c) == 0 ? px_comm_wait_until(c, 0, PX_CMP_EQ, 1, 0) : PX_OK;
+}
+
+static px_status tl_sil_callable(px_orch *o, const px_task_args *args, void *user)
+{
+    px_task_args a = *args;
+
+    return px_submit(o, tl_k_sil, &a, NULL);
+}
+
+/* Run 1 (t->d NULL, all modes but TL_SIL_ALLOC) allocates the domain of chips 0, 1, 2 and
+ * keeps it; run 2 does what the mode says with chip 1 stopped. */
+static px_status tl_sil_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    static const int chips[3] = {0, 1, 2};
+    static const int64_t shape[1] = {256};
+    px_domain_buffer b = {"x", 4096};
+    px_domain_spec s = {PX_DOMAIN_SPEC_HEADER,
+                        .name = "sil", .chips = chips, .nchips = 3, .window_bytes = 4096,
+                        .buffers = &b, .nbuffers = 1, .nsignals = 1};
+    tl_sil *t = user;
+    px_task_args per[3];
+    px_tensor x;
+    px_status st;
+
+    if (t->d == NULL) {
+        st = px_domain_alloc(o, &s, &t->d);
+        if (t->mode == TL_SIL_ALLOC && st == PX_OK)
+            return px_set_error(PX_EKERNEL, "px_domain_alloc succeeded with chip 1 stopped");
+        return st;
+    }
+    if (t->mode == TL_SIL_COPY) {
+        if ((st = px_tensor_alloc(o, PX_F32, 1, shape, &x)) != PX_OK)
+            return st;
+        for (int i = 0; i < 300 && st == PX_OK; i++)
+            st = i % 2 ? px_submit_domain_read(o, t->d, i / 2 % 3, "x", 0, &x, NULL)
+                       : px_submit_domain_write(o, t->d, i / 2 % 3, "x", 0, &x, NULL);
+        return st == PX_EABORTED ? PX_OK : st; /* the run's failure is its first task's */
+    }
+    for (int r = 0; r < 3; r++) {
+        px_args_init(&per[r]);
+        px_args_scalar_u64(&per[r], (uint64_t)t->mode);
+    }
+    return px_submit_domain_task(o, t->d, tl_c_sil, per, NULL);
+}
+
+/*
+ * Chip 1 of 3 is stopped (SIGSTOP) before a run that needs it, with PLEXUS_COMM_TIMEOUT_S 1
+ * and PLEXUS_TIMEOUT_S run_s (times PLEXUS_TEST_SLACK): the run fails naming chip 1 and its
+ * pid within `bound_s` (a deadline + 1.5 s, times the slack) counted from the run's start to
+ * the end of px_worker_destroy, with PX_ETIMEDOUT (a user's kernel: naming rank 1 on chip 1
+ * and its pid); the chip was killed, nothing waited for it a second time, and no chip
+ * process, descriptor or /dev/shm entry is left.
+ */
+static void tl_silent_case(int mode, double run_s_cfg, double bound_s, const char *say)
+{
+    int shm0 = px_test_shm_plexus_entries(), fd0 = px_test_open_fds();
+    px_config c;
+    px_worker *w = NULL;
+    tl_sil t = {.mode = mode};
+    char pidtext[64], msg[PX_ERRMSG_MAX];
+    pid_t pid;
+    uint64_t t0;
+    double run_s, total_s;
+    px_status st;
+
+    px_test_config(&c, 1);
+    c.level = 3;
+    c.chips = 3;
+    c.device_mem = 64ull << 20;
+    c.heap_ring = 16ull << 20;
+    c.timeout_s = run_s_cfg * px_test_slack();
+    c.comm_timeout_s = TL_SIL_COMM_S * px_test_slack();
+    PX_ASSERT_OK(px_worker_create(&c, &w));
+    PX_ASSERT_OK(px_kernel_register(w, "tl.sil", tl_sil_kernel, NULL, &tl_k_sil));
+    PX_ASSERT_OK(px_callable_register(w, "tl.sil", tl_sil_callable, &tl_c_sil));
+    PX_ASSERT_OK(px_worker_init(w));
+    if (mode != TL_SIL_ALLOC) {
+        PX_ASSERT_OK(px_run(w, tl_sil_orch, NULL, &t));
+        assert_non_null(t.d);
+    }
+    pid = tl_chip_pid(w, 1);
+    assert_int_equal(kill(pid, SIGSTOP), 0);
+    t0 = px_test_now_ns();
+    st = px_run(w, tl_sil_orch, NULL, &t);
+    run_s = (double)(px_test_now_ns() - t0) / 1e9;
+    snprintf(msg, sizeof(msg), "%s", px_last_error());
+    PX_ASSERT_OK(px_worker_destroy(w));
+    total_s = (double)(px_test_now_ns() - t0) / 1e9;
+    print_message("%s: run ended after %.2f s, destroyed after %.2f s (bound %.2f s): %s: %s\n",
+                  say, run_s, total_s, bound_s * px_test_slack(), px_status_name(st), msg);
+    assert_int_equal(st, PX_ETIMEDOUT);
+    snprintf(pidtext, sizeof(pidtext), "%schip 1 (pid %d",
+             mode == TL_SIL_BARRIER || mode == TL_SIL_WAIT ? "rank 1 on " : "", (int)pid);
+    assert_non_null(strstr(msg, pidtext));
+    assert_true(total_s < bound_s * px_test_slack());
+    assert_int_equal(kill(pid, 0), -1); /* reaped: no such process */
+    assert_int_equal(px_test_shm_plexus_entries(), shm0);
+    assert_int_equal(px_test_open_fds(), fd0);
+}
+
+/* A copy task (px_submit_domain_write) to the stopped chip: the run's drain times out at
+ * PLEXUS_TIMEOUT_S naming it, it is killed then, and nothing waits for it again. */
+static void test_stopped_chip_in_copy(void **state)
+{
+    tl_silent_case(TL_SIL_COPY, TL_SIL_RUN_S, TL_SIL_RUN_S + 1.5, "copy");
+}
+
+/* px_domain_alloc with a member stopped: its control call times out at PLEXUS_TIMEOUT_S
+ * naming the chip, which is killed then, so the abort of the allocation, the run's end and
+ * the shutdown do not wait for it again (it took 2 x PLEXUS_TIMEOUT_S). */
+static void test_stopped_chip_in_alloc(void **state)
+{
+    tl_silent_case(TL_SIL_ALLOC, TL_SIL_RUN_S, TL_SIL_RUN_S + 1.5, "alloc");
+}
+
+/* A user's domain kernel whose barrier waits for the stopped rank: the timeout at
+ * PLEXUS_COMM_TIMEOUT_S names rank 1's chip and pid, and the chip is killed, as after a
+ * collective's. */
+static void test_stopped_chip_in_user_barrier(void **state)
+{
+    tl_silent_case(TL_SIL_BARRIER, TL_SIL_RUN_LONG_S, TL_SIL_COMM_S + 1.5, "user barrier");
+}
+
+/* A user's domain kernel waiting (px_comm_wait_until) for a signal the stopped rank would
+ * set: the timeout names the stopped rank's chip and pid, and the chip is killed. */
+static void test_stopped_chip_in_user_wait(void **state)
+{
+    tl_silent_case(TL_SIL_WAIT, TL_SIL_RUN_LONG_S, TL_SIL_COMM_S + 1.5, "user wait");
 }
 
 /* ---- item 6: windows the host cannot back ---- */
@@ -537,6 +702,10 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_kill_during_alloc_leaves_nothing),
         cmocka_unit_test(test_handle_after_destroy),
         cmocka_unit_test(test_stopped_chip_ends_run_quickly),
+        cmocka_unit_test(test_stopped_chip_in_copy),
+        cmocka_unit_test(test_stopped_chip_in_alloc),
+        cmocka_unit_test(test_stopped_chip_in_user_barrier),
+        cmocka_unit_test(test_stopped_chip_in_user_wait),
         cmocka_unit_test(test_windows_beyond_memory_refused),
         cmocka_unit_test(test_arena_memfd_private_and_named),
     };

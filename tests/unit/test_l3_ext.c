@@ -430,8 +430,9 @@ static void test_ctl_killed_during_call(void **state)
     PX_ASSERT_OK(px_worker_destroy(w));
 }
 
-/* A call that nobody answers in time fails with PX_ETIMEDOUT naming the chip; its late
- * answer is dropped (the worker stays usable). */
+/* A call that nobody answers in time fails with PX_ETIMEDOUT naming the chip, which is then
+ * killed as silent (so no later wait, such as the shutdown, waits for it again); its late
+ * answer is dropped, and a later call to it fails at once with PX_EPEERDEAD giving why. */
 static void test_ctl_timeout(void **state)
 {
     px_worker *w = ext_worker(1);
@@ -445,8 +446,13 @@ static void test_ctl_timeout(void **state)
     assert_true(ext_ns() - t0 >= 300000000ull);
     assert_non_null(strstr(px_last_error(), "chip 0"));
     assert_non_null(strstr(px_last_error(), "did not answer control call \"test.hold\""));
-    /* the chip is still inside the handler: kill it so the destroy need not wait 20 s */
-    ext_kill(w, 0);
+    assert_non_null(strstr(px_last_error(), "plexus killed it (SIGKILL)"));
+    t0 = ext_ns();
+    assert_int_equal(hier_call_run(w, k_hold, &victim, sizeof(victim), chips, 1, 0, res),
+                     PX_EPEERDEAD);
+    assert_true(ext_ns() - t0 < (uint64_t)(EXT_WAIT_S * px_test_slack() * 1e9));
+    assert_non_null(strstr(px_last_error(), "killed by plexus: control call \"test.hold\" "
+                                            "waited for it past its deadline"));
     PX_ASSERT_OK(px_worker_destroy(w));
 }
 

@@ -445,18 +445,29 @@ static px_status stg_wait_done(px_comm *c, int peer, stg_peer *p, uint32_t done,
 {
     stg_until u = {p->out, done};
     px_status st = comm_wait(c, stg_reached, &u, &p->out->done, &p->out->req_sleep, 0);
+    char who[128];
+    int blamed;
 
-    if (st == PX_ETIMEDOUT)
-        st = px_set_error(PX_ETIMEDOUT, "domain \"%s\" rank %d: waited %g s for rank %d to "
-                          "carry out a%s %s (it has done %u of %u requests); %s: raise "
-                          "PLEXUS_COMM_TIMEOUT_S only if it is slow", c->name,
-                          c->rank, c->timeout_s, peer, p->proxied ? "n mpi" : " staged", what,
-                          atomic_load_explicit(&p->out->done, memory_order_relaxed),
-                          atomic_load_explicit(&p->out->head, memory_order_relaxed),
-                          p->proxied ? "the MPI proxies of the two hosts have not completed it "
-                          "(a stopped or stuck host or chip)" : "its kernels and its progress "
-                          "thread have not taken it (a stopped or stuck chip)");
-    return st;
+    if (st != PX_ETIMEDOUT)
+        return st;
+    comm_peer_text(c, peer, who, sizeof(who));
+    if (p->proxied) /* the MPI proxies carry it out, not the peer: nobody to kill here */
+        return px_set_error(PX_ETIMEDOUT, "domain \"%s\" rank %d: waited %g s for the MPI "
+                            "proxies to carry out an mpi %s to %s (it has done %u of %u "
+                            "requests): a host of the job is stopped or stuck; raise "
+                            "PLEXUS_COMM_TIMEOUT_S only if it is slow", c->name, c->rank,
+                            c->timeout_s, what, who,
+                            atomic_load_explicit(&p->out->done, memory_order_relaxed),
+                            atomic_load_explicit(&p->out->head, memory_order_relaxed));
+    blamed = comm_blame(c, peer); /* its progress thread is silent: the parent kills it */
+    return px_set_error(PX_ETIMEDOUT, "domain \"%s\" rank %d: waited %g s for %s to carry "
+                        "out a staged %s (it has done %u of %u requests); its kernels and its "
+                        "progress thread have not taken it (a stopped or stuck chip%s): raise "
+                        "PLEXUS_COMM_TIMEOUT_S only if it is slow", c->name, c->rank,
+                        c->timeout_s, who, what,
+                        atomic_load_explicit(&p->out->done, memory_order_relaxed),
+                        atomic_load_explicit(&p->out->head, memory_order_relaxed),
+                        comm_blamed_text(blamed));
 }
 
 /* The ring's done count, acquired: the slots it frees may be written after this. */
