@@ -43,17 +43,19 @@
 #define AR_MAX_ITERS 1000
 
 typedef struct ar_state {
-    int n;               /* ranks = chips of the worker */
+    int n;               /* ranks: the chips of every host (host-major: rank = host * nl + chip) */
+    int nl, r0;          /* this host's ranks: r0 .. r0 + nl - 1 (its chips) */
     int chips[PX_COMM_MAX_RANKS];
     int64_t size;        /* elements per rank */
     int iters;
     px_redop op;
     px_dtype dt;
     size_t es;           /* element bytes */
-    void *in;            /* [n][size] */
-    void *out;           /* [iters][n][size] */
+    void *in;            /* [nl][size]: this host's ranks */
+    void *out;           /* [iters][nl][size] */
     char info[PX_EXAMPLE_WHY_MAX]; /* the domain, from the orchestration */
     char reasons[PX_EXAMPLE_REASONS_MAX]; /* the pairs not on direct, and why */
+    px_example_opts opts;
 } ar_state;
 
 /* Rank r's input element i (see the file comment). */
@@ -167,48 +169,66 @@ static px_status ar_validate(const px_example_opts *o, ar_state *s)
                             "or use --dtype f64 or i64", s->n, (long long)s->size,
                             px_example_redop_name(s->op), (long long)ar_largest(s),
                             (long long)ar_exact_limit(s->dt), px_dtype_name(s->dt));
-    if (__builtin_mul_overflow((size_t)s->n * s->es, (size_t)s->size, &bytes) ||
+    if (__builtin_mul_overflow((size_t)s->nl * s->es, (size_t)s->size, &bytes) ||
         __builtin_mul_overflow(bytes, (size_t)s->iters + 1, &bytes) || bytes > AR_MAX_HOST_BYTES)
         return px_set_error(PX_EINVAL, "allreduce: %d ranks x %lld elements of %s x (%d "
                             "iterations + 1) is more than the %llu bytes of host data it keeps; "
-                            "lower --size or --iters", s->n, (long long)s->size,
+                            "lower --size or --iters", s->nl, (long long)s->size,
                             px_dtype_name(s->dt), s->iters,
                             (unsigned long long)AR_MAX_HOST_BYTES);
     return PX_OK;
 }
 
+/* Registration: the options are kept; the data is made in ar_run, once the worker knows its
+ * hosts (under mpirun every host runs this program with the same options). */
 static px_status ar_reg(px_worker *w, const px_example_opts *o, void **state)
 {
     ar_state *s = calloc(1, sizeof(*s));
     px_status st;
-    size_t row;
 
     if (s == NULL)
         return px_set_error(PX_ENOMEM, "allreduce: cannot allocate its state");
-    s->n = px_worker_chips(w);
-    for (int r = 0; r < s->n; r++)
-        s->chips[r] = r;
+    s->n = s->nl = px_worker_chips(w);
+    s->opts = *o;
     if ((st = ar_validate(o, s)) != PX_OK) {
         ar_fini(s);
         return st;
     }
-    row = (size_t)s->size * s->es;
-    s->in = malloc((size_t)s->n * row);
-    s->out = malloc((size_t)s->iters * (size_t)s->n * row);
-    if (s->in == NULL || s->out == NULL) {
-        st = px_set_error(PX_ENOMEM, "allreduce: cannot allocate %d x %lld elements of host "
-                          "data", s->n, (long long)s->size);
-        ar_fini(s);
-        return st;
-    }
-    for (int r = 0; r < s->n; r++)
-        for (int64_t i = 0; i < s->size; i++)
-            px_example_elem_set(s->in, s->dt, (size_t)r * (size_t)s->size + (size_t)i,
-                                ar_input(s, r, i));
-    /* a result that was never read back shows as -7 */
-    for (size_t i = 0; i < (size_t)s->iters * (size_t)s->n * (size_t)s->size; i++)
-        px_example_elem_set(s->out, s->dt, i, -7);
     *state = s;
+    return PX_OK;
+}
+
+/* The ranks over every host (known after px_worker_init), checked again at that size, and
+ * this host's data: the inputs of its ranks and the results, -7 until read back. */
+static px_status ar_setup(px_worker *w, ar_state *s, const px_example_opts *o)
+{
+    int hosts = px_worker_hosts(w), me = px_worker_host(w);
+    size_t row;
+    px_status st;
+
+    s->nl = px_worker_chips(w);
+    s->n = hosts * s->nl;
+    s->r0 = me * s->nl;
+    if (s->n > PX_COMM_MAX_RANKS)
+        return px_set_error(PX_EINVAL, "allreduce: %d hosts x %d chips is more than %d ranks",
+                            hosts, s->nl, PX_COMM_MAX_RANKS);
+    if ((st = ar_validate(o, s)) != PX_OK)
+        return st;
+    for (int r = 0; r < s->n; r++) /* one host: its own chips; several: host-major names */
+        s->chips[r] = hosts == 1 ? r : px_chip_global(r / s->nl, r % s->nl);
+    row = (size_t)s->size * s->es;
+    s->in = malloc((size_t)s->nl * row);
+    s->out = malloc((size_t)s->iters * (size_t)s->nl * row);
+    if (s->in == NULL || s->out == NULL)
+        return px_set_error(PX_ENOMEM, "allreduce: cannot allocate %d x %lld elements of host "
+                            "data", s->nl, (long long)s->size);
+    for (int j = 0; j < s->nl; j++)
+        for (int64_t i = 0; i < s->size; i++)
+            px_example_elem_set(s->in, s->dt, (size_t)j * (size_t)s->size + (size_t)i,
+                                ar_input(s, s->r0 + j, i));
+    /* a result that was never read back shows as -7 */
+    for (size_t i = 0; i < (size_t)s->iters * (size_t)s->nl * (size_t)s->size; i++)
+        px_example_elem_set(s->out, s->dt, i, -7);
     return PX_OK;
 }
 
@@ -219,21 +239,21 @@ static px_status ar_step(px_orch *o, const ar_state *s, px_domain *d, const px_t
     const int64_t row[1] = {s->size};
     px_status st = PX_OK;
 
-    for (int r = 0; st == PX_OK && r < s->n; r++) {
+    for (int j = 0; st == PX_OK && j < s->nl; j++) { /* this host's ranks */
         px_tensor v;
 
-        st = px_tensor_view(in, 1, row, NULL, (int64_t)r * s->size, &v);
+        st = px_tensor_view(in, 1, row, NULL, (int64_t)j * s->size, &v);
         if (st == PX_OK)
-            st = px_submit_domain_write(o, d, r, "x", 0, &v, NULL);
+            st = px_submit_domain_write(o, d, s->r0 + j, "x", 0, &v, NULL);
     }
     if (st == PX_OK)
         st = px_submit_allreduce(o, d, "x", (size_t)s->size, s->dt, s->op, NULL);
-    for (int r = 0; st == PX_OK && r < s->n; r++) {
+    for (int j = 0; st == PX_OK && j < s->nl; j++) {
         px_tensor v;
 
-        st = px_tensor_view(out, 1, row, NULL, ((int64_t)k * s->n + r) * s->size, &v);
+        st = px_tensor_view(out, 1, row, NULL, ((int64_t)k * s->nl + j) * s->size, &v);
         if (st == PX_OK)
-            st = px_submit_domain_read(o, d, r, "x", 0, &v, NULL);
+            st = px_submit_domain_read(o, d, s->r0 + j, "x", 0, &v, NULL);
     }
     return st;
 }
@@ -264,11 +284,14 @@ static px_status ar_orchestrate(px_orch *o, const px_task_args *args, void *stat
 static px_status ar_run(px_worker *w, void *state, px_example_result *r)
 {
     ar_state *s = state;
-    int64_t ishape[2] = {s->n, s->size}, oshape[3] = {s->iters, s->n, s->size};
+    px_status st = ar_setup(w, s, &s->opts);
+    int64_t ishape[2] = {s->nl, s->size}, oshape[3] = {s->iters, s->nl, s->size};
     uint64_t b = (uint64_t)s->size * s->es, n = (uint64_t)s->n;
     px_tensor tin, tout;
     px_task_args args;
-    px_status st;
+
+    if (st != PX_OK)
+        return st;
 
     px_tensor_make(&tin, s->in, s->dt, 2, ishape);
     px_tensor_make(&tout, s->out, s->dt, 3, oshape);
@@ -290,14 +313,21 @@ static px_status ar_run(px_worker *w, void *state, px_example_result *r)
 static int ar_check(void *state, const px_example_result *r, char *why, size_t n)
 {
     const ar_state *s = state;
-    uint64_t nn = (uint64_t)s->n, k = (uint64_t)s->iters;
-    uint64_t e = s->n > 1, want_tasks = k * (2 * nn + 1);
+    /* this host's tasks: its ranks' copies and its part of each allreduce */
+    uint64_t nn = (uint64_t)s->nl, k = (uint64_t)s->iters;
+    uint64_t e = s->nl > 1, want_tasks = k * (2 * nn + 1);
     uint64_t want_edges = 2 * nn + (k - 1) * (4 * nn + e);
 
+    if (s->in == NULL || s->out == NULL) {
+        snprintf(why, n, "allreduce: no data was made (the run did not start)");
+        return 0;
+    }
     for (int it = 0; it < s->iters; it++) {
-        for (int rk = 0; rk < s->n; rk++) {
+        for (int j = 0; j < s->nl; j++) {
+            int rk = s->r0 + j;
+
             for (int64_t i = 0; i < s->size; i++) {
-                size_t at = ((size_t)it * (size_t)s->n + (size_t)rk) * (size_t)s->size +
+                size_t at = ((size_t)it * (size_t)s->nl + (size_t)j) * (size_t)s->size +
                             (size_t)i;
                 double got = px_example_elem_get(s->out, s->dt, at);
                 int64_t want = ar_expected(s, i);
@@ -325,8 +355,8 @@ static int ar_check(void *state, const px_example_result *r, char *why, size_t n
              "%llu = 2 x %d + %llu x (4 x %d + %llu)", px_example_redop_name(s->op),
              (long long)s->size, px_dtype_name(s->dt), s->n, s->n == 1 ? "" : "s", s->iters,
              s->iters == 1 ? "" : "s", (long long)ar_expected(s, 0),
-             (unsigned long long)r->tasks, (unsigned long long)k, s->n,
-             (unsigned long long)r->edges, s->n, (unsigned long long)(k - 1), s->n,
+             (unsigned long long)r->tasks, (unsigned long long)k, s->nl,
+             (unsigned long long)r->edges, s->nl, (unsigned long long)(k - 1), s->nl,
              (unsigned long long)e);
     return 1;
 }

@@ -119,9 +119,13 @@ void px_example_pairs_info(const px_example_pairs *p, char *buf, size_t n)
 
     used += (size_t)snprintf(buf, n, "domain %s: %d member%s", p->name, p->size,
                              p->size == 1 ? "" : "s");
-    for (int r = 0; r < p->size && used < n; r++)
-        used += (size_t)snprintf(buf + used, n - used, "%s%d", r ? "," : " (chips ",
-                                 p->chips[r]);
+    for (int r = 0; r < p->size && used < n; r++) /* a host's chip: host:chip */
+        used += p->chips[r] >= 0 && (p->chips[r] & PX_CHIP_GLOBAL_BIT)
+                    ? (size_t)snprintf(buf + used, n - used, "%s%d:%d", r ? "," : " (chips ",
+                                       (p->chips[r] & ~PX_CHIP_GLOBAL_BIT) >> 16,
+                                       p->chips[r] & 0xFFFF)
+                    : (size_t)snprintf(buf + used, n - used, "%s%d", r ? "," : " (chips ",
+                                       p->chips[r]);
     if (used < n)
         used += (size_t)snprintf(buf + used, n - used, ")");
     if (used >= n)

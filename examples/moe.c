@@ -52,15 +52,17 @@ static px_kernel_id moe_k_route, moe_k_dispatch, moe_k_combine;
 static px_callable_id moe_c_route, moe_c_dispatch, moe_c_combine;
 
 typedef struct moe_state {
-    int n;
+    int n;           /* ranks: the chips of every host (host-major) */
+    int nl, r0;      /* this host's ranks: r0 .. r0 + nl - 1 */
     int chips[PX_COMM_MAX_RANKS];
     int64_t t;       /* tokens per rank */
     int iters;
-    float *in;       /* [n][T][H] */
-    float *out;      /* [iters][n][T][H] */
+    float *in;       /* [nl][T][H]: this host's ranks */
+    float *out;      /* [iters][nl][T][H] */
     uint64_t remote; /* tokens routed to another rank, over all ranks */
     char info[PX_EXAMPLE_WHY_MAX];
     char reasons[PX_EXAMPLE_REASONS_MAX]; /* the pairs not on direct, and why */
+    px_example_opts opts;
 } moe_state;
 
 static int moe_expert(int r, int64_t t, int n)
@@ -283,46 +285,62 @@ static px_status moe_register(px_worker *w)
     return st;
 }
 
+/* Registration: the kernels (before px_worker_init, so every chip has them) and the options;
+ * the data is made in moe_run, once the worker knows its hosts. */
 static px_status moe_reg(px_worker *w, const px_example_opts *o, void **state)
 {
     moe_state *s = calloc(1, sizeof(*s));
     px_status st;
-    size_t tok;
 
     if (s == NULL)
         return px_set_error(PX_ENOMEM, "moe: cannot allocate its state");
-    s->n = px_worker_chips(w);
-    for (int r = 0; r < s->n; r++)
-        s->chips[r] = r;
-    if ((st = moe_validate(o, s)) != PX_OK) {
-        moe_fini(s);
-        return st;
-    }
-    s->t = o->size;
-    s->iters = o->iters;
-    tok = (size_t)s->n * (size_t)s->t * MOE_H;
-    s->in = malloc(tok * sizeof(float));
-    s->out = malloc(tok * (size_t)s->iters * sizeof(float));
-    if (s->in == NULL || s->out == NULL)
-        st = px_set_error(PX_ENOMEM, "moe: cannot allocate %zu floats of host data",
-                          tok * ((size_t)s->iters + 1));
-    if (st == PX_OK)
+    s->n = s->nl = px_worker_chips(w);
+    s->opts = *o;
+    if ((st = moe_validate(o, s)) == PX_OK)
         st = moe_register(w);
     if (st != PX_OK) {
         moe_fini(s);
         return st;
     }
-    for (int r = 0; r < s->n; r++) {
-        for (int64_t t = 0; t < s->t; t++) {
+    *state = s;
+    return PX_OK;
+}
+
+/* The ranks over every host (host-major), checked again at that size, and this host's data. */
+static px_status moe_setup(px_worker *w, moe_state *s)
+{
+    int hosts = px_worker_hosts(w), me = px_worker_host(w);
+    px_status st;
+    size_t tok;
+
+    s->nl = px_worker_chips(w);
+    s->n = hosts * s->nl;
+    s->r0 = me * s->nl;
+    if (s->n > PX_COMM_MAX_RANKS)
+        return px_set_error(PX_EINVAL, "moe: %d hosts x %d chips is more than %d ranks", hosts,
+                            s->nl, PX_COMM_MAX_RANKS);
+    if ((st = moe_validate(&s->opts, s)) != PX_OK)
+        return st;
+    for (int r = 0; r < s->n; r++)
+        s->chips[r] = hosts == 1 ? r : px_chip_global(r / s->nl, r % s->nl);
+    s->t = s->opts.size;
+    s->iters = s->opts.iters;
+    tok = (size_t)s->nl * (size_t)s->t * MOE_H;
+    s->in = malloc(tok * sizeof(float));
+    s->out = malloc(tok * (size_t)s->iters * sizeof(float));
+    if (s->in == NULL || s->out == NULL)
+        return px_set_error(PX_ENOMEM, "moe: cannot allocate %zu floats of host data",
+                            tok * ((size_t)s->iters + 1));
+    for (int j = 0; j < s->nl; j++)
+        for (int64_t t = 0; t < s->t; t++)
             for (int h = 0; h < MOE_H; h++)
-                s->in[((size_t)r * (size_t)s->t + (size_t)t) * MOE_H + (size_t)h] =
-                    moe_token(r, t, h);
+                s->in[((size_t)j * (size_t)s->t + (size_t)t) * MOE_H + (size_t)h] =
+                    moe_token(s->r0 + j, t, h);
+    for (int r = 0; r < s->n; r++) /* over every host's ranks: the bytes moved */
+        for (int64_t t = 0; t < s->t; t++)
             s->remote += moe_expert(r, t, s->n) != r;
-        }
-    }
     for (size_t i = 0; i < tok * (size_t)s->iters; i++)
         s->out[i] = 0.5f; /* every expert output is an integer: a missing one shows */
-    *state = s;
     return PX_OK;
 }
 
@@ -340,12 +358,12 @@ static px_status moe_step(px_orch *o, const moe_state *s, px_domain *d, const px
         px_args_init(&per[r]);
         px_args_scalar_u64(&per[r], (uint64_t)s->t);
     }
-    for (int r = 0; st == PX_OK && r < s->n; r++) {
+    for (int j = 0; st == PX_OK && j < s->nl; j++) { /* this host's ranks */
         px_tensor v;
 
-        st = px_tensor_view(px_arg_tensor(args, 0), 1, &row, NULL, r * row, &v);
+        st = px_tensor_view(px_arg_tensor(args, 0), 1, &row, NULL, j * row, &v);
         if (st == PX_OK)
-            st = px_submit_domain_write(o, d, r, "tok", 0, &v, NULL);
+            st = px_submit_domain_write(o, d, s->r0 + j, "tok", 0, &v, NULL);
     }
     if (st == PX_OK)
         st = px_submit_domain_task(o, d, moe_c_route, per, NULL);
@@ -355,13 +373,13 @@ static px_status moe_step(px_orch *o, const moe_state *s, px_domain *d, const px
         st = px_submit_domain_task(o, d, moe_c_dispatch, per, NULL);
     if (st == PX_OK)
         st = px_submit_domain_task(o, d, moe_c_combine, per, NULL);
-    for (int r = 0; st == PX_OK && r < s->n; r++) {
+    for (int j = 0; st == PX_OK && j < s->nl; j++) {
         px_tensor v;
 
         st = px_tensor_view(px_arg_tensor(args, 1), 1, &row, NULL,
-                            ((int64_t)k * s->n + r) * row, &v);
+                            ((int64_t)k * s->nl + j) * row, &v);
         if (st == PX_OK)
-            st = px_submit_domain_read(o, d, r, "res", 0, &v, NULL);
+            st = px_submit_domain_read(o, d, s->r0 + j, "res", 0, &v, NULL);
     }
     free(per);
     return st;
@@ -397,12 +415,15 @@ static px_status moe_orchestrate(px_orch *o, const px_task_args *args, void *sta
 static px_status moe_run(px_worker *w, void *state, px_example_result *r)
 {
     moe_state *s = state;
-    int64_t is[3] = {s->n, s->t, MOE_H}, os[4] = {s->iters, s->n, s->t, MOE_H};
+    px_status st = moe_setup(w, s);
+    int64_t is[3] = {s->nl, s->t, MOE_H}, os[4] = {s->iters, s->nl, s->t, MOE_H};
     uint64_t n = (uint64_t)s->n, tb = (uint64_t)s->t * MOE_H * sizeof(float);
     uint64_t payload = s->remote * MOE_H * sizeof(float), counts = n * (n - 1) * 8;
     px_tensor tin, tout;
     px_task_args args;
-    px_status st;
+
+    if (st != PX_OK)
+        return st;
 
     px_tensor_make(&tin, s->in, PX_F32, 3, is);
     px_tensor_make(&tout, s->out, PX_F32, 4, os);
@@ -424,16 +445,23 @@ static px_status moe_run(px_worker *w, void *state, px_example_result *r)
 static int moe_check(void *state, const px_example_result *r, char *why, size_t n)
 {
     const moe_state *s = state;
-    uint64_t nn = (uint64_t)s->n, k = (uint64_t)s->iters;
+    /* this host's tasks: its ranks' copies and its part of each group task */
+    uint64_t nn = (uint64_t)s->nl, k = (uint64_t)s->iters;
     uint64_t want_tasks = k * (2 * nn + 4), want_edges = 2 * nn + 4 + (k - 1) * (4 * nn + 5);
 
+    if (s->in == NULL || s->out == NULL) {
+        snprintf(why, n, "moe: no data was made (the run did not start)");
+        return 0;
+    }
     for (int it = 0; it < s->iters; it++) {
-        for (int rk = 0; rk < s->n; rk++) {
+        for (int j = 0; j < s->nl; j++) {
+            int rk = s->r0 + j;
+
             for (int64_t t = 0; t < s->t; t++) {
                 int e = moe_expert(rk, t, s->n);
 
                 for (int h = 0; h < MOE_H; h++) {
-                    size_t at = (((size_t)it * (size_t)s->n + (size_t)rk) * (size_t)s->t +
+                    size_t at = (((size_t)it * (size_t)s->nl + (size_t)j) * (size_t)s->t +
                                  (size_t)t) * MOE_H + (size_t)h;
                     float want = moe_token(rk, t, h) * (float)(e + 1) + (float)e;
 
@@ -461,8 +489,8 @@ static int moe_check(void *state, const px_example_result *r, char *why, size_t 
              "iteration%s; tasks %llu = %llu x (2 x %d + 4), edges %llu = 2 x %d + 4 + %llu x "
              "(4 x %d + 5)", (long long)s->t, MOE_H, s->n, s->n == 1 ? "" : "s",
              (unsigned long long)s->remote, s->iters, s->iters == 1 ? "" : "s",
-             (unsigned long long)r->tasks, (unsigned long long)k, s->n,
-             (unsigned long long)r->edges, s->n, (unsigned long long)(k - 1), s->n);
+             (unsigned long long)r->tasks, (unsigned long long)k, s->nl,
+             (unsigned long long)r->edges, s->nl, (unsigned long long)(k - 1), s->nl);
     return 1;
 }
 

@@ -45,17 +45,19 @@ static px_kernel_id tp_k_rank;
 static px_callable_id tp_c_rank;
 
 typedef struct tp_state {
-    int n;
+    int n;              /* ranks: the chips of every host (host-major) */
+    int nl, r0;         /* this host's ranks: r0 .. r0 + nl - 1 */
     int chips[PX_COMM_MAX_RANKS];
     int64_t m;          /* rows */
     int iters;
     float *x;           /* [M][K] */
-    float *w1s;         /* [n][K][TP_F]: rank r's columns of W1 */
-    float *w2s;         /* [n][TP_F][N]: rank r's rows of W2 */
-    float *y;           /* [iters][n][M][N] */
+    float *w1s;         /* [nl][K][TP_F]: this host's ranks' columns of W1 */
+    float *w2s;         /* [nl][TP_F][N]: their rows of W2 */
+    float *y;           /* [iters][nl][M][N] */
     int64_t *golden;    /* [M][N], single chip */
     char info[PX_EXAMPLE_WHY_MAX];
     char reasons[PX_EXAMPLE_REASONS_MAX]; /* the pairs not on direct, and why */
+    px_example_opts opts;
 } tp_state;
 
 static int64_t tp_x(int64_t m, int64_t k)
@@ -176,13 +178,15 @@ static void tp_fill(tp_state *s)
     for (int64_t i = 0; i < s->m; i++)
         for (int64_t k = 0; k < TP_K; k++)
             s->x[i * TP_K + k] = (float)tp_x(i, k);
-    for (int r = 0; r < s->n; r++) {
+    for (int q = 0; q < s->nl; q++) { /* this host's ranks r0 + q */
+        int64_t r = s->r0 + q;
+
         for (int64_t k = 0; k < TP_K; k++)
             for (int64_t j = 0; j < TP_F; j++)
-                s->w1s[((size_t)r * TP_K + k) * TP_F + j] = (float)tp_w1(k, r * TP_F + j);
+                s->w1s[((size_t)q * TP_K + k) * TP_F + j] = (float)tp_w1(k, r * TP_F + j);
         for (int64_t j = 0; j < TP_F; j++)
             for (int64_t c = 0; c < TP_N; c++)
-                s->w2s[((size_t)r * TP_F + j) * TP_N + c] = (float)tp_w2(r * TP_F + j, c);
+                s->w2s[((size_t)q * TP_F + j) * TP_N + c] = (float)tp_w2(r * TP_F + j, c);
     }
     for (int64_t i = 0; i < s->m; i++) {
         for (int64_t c = 0; c < TP_N; c++) {
@@ -198,10 +202,12 @@ static void tp_fill(tp_state *s)
             s->golden[i * TP_N + c] = acc;
         }
     }
-    for (size_t i = 0; i < (size_t)s->iters * (size_t)s->n * (size_t)s->m * TP_N; i++)
+    for (size_t i = 0; i < (size_t)s->iters * (size_t)s->nl * (size_t)s->m * TP_N; i++)
         s->y[i] = -7.0f; /* a Y that was never read back shows */
 }
 
+/* Registration: the kernel (before px_worker_init) and the options; the data is made in
+ * tp_run, once the worker knows its hosts. */
 static px_status tp_reg(px_worker *w, const px_example_opts *o, void **state)
 {
     tp_state *s = calloc(1, sizeof(*s));
@@ -209,24 +215,9 @@ static px_status tp_reg(px_worker *w, const px_example_opts *o, void **state)
 
     if (s == NULL)
         return px_set_error(PX_ENOMEM, "tp_mlp: cannot allocate its state");
-    s->n = px_worker_chips(w);
-    for (int r = 0; r < s->n; r++)
-        s->chips[r] = r;
-    if ((st = tp_validate(o, s)) != PX_OK) {
-        tp_fini(s);
-        return st;
-    }
-    s->m = o->size;
-    s->iters = o->iters;
-    s->x = malloc((size_t)s->m * TP_K * sizeof(float));
-    s->w1s = malloc((size_t)s->n * TP_K * TP_F * sizeof(float));
-    s->w2s = malloc((size_t)s->n * TP_F * TP_N * sizeof(float));
-    s->y = malloc((size_t)s->iters * (size_t)s->n * (size_t)s->m * TP_N * sizeof(float));
-    s->golden = malloc((size_t)s->m * TP_N * sizeof(int64_t));
-    if (s->x == NULL || s->w1s == NULL || s->w2s == NULL || s->y == NULL || s->golden == NULL)
-        st = px_set_error(PX_ENOMEM, "tp_mlp: cannot allocate the host data of %lld rows",
-                          (long long)s->m);
-    if (st == PX_OK)
+    s->n = s->nl = px_worker_chips(w);
+    s->opts = *o;
+    if ((st = tp_validate(o, s)) == PX_OK)
         st = px_kernel_register(w, "tp_mlp.rank", tp_rank_kernel, NULL, &tp_k_rank);
     if (st == PX_OK)
         st = px_callable_register(w, "tp_mlp.rank", tp_rank_callable, &tp_c_rank);
@@ -234,8 +225,37 @@ static px_status tp_reg(px_worker *w, const px_example_opts *o, void **state)
         tp_fini(s);
         return st;
     }
-    tp_fill(s);
     *state = s;
+    return PX_OK;
+}
+
+/* The ranks over every host (host-major), checked again at that size, and this host's data. */
+static px_status tp_setup(px_worker *w, tp_state *s)
+{
+    int hosts = px_worker_hosts(w), me = px_worker_host(w);
+    px_status st;
+
+    s->nl = px_worker_chips(w);
+    s->n = hosts * s->nl;
+    s->r0 = me * s->nl;
+    if (s->n > PX_COMM_MAX_RANKS)
+        return px_set_error(PX_EINVAL, "tp_mlp: %d hosts x %d chips is more than %d ranks",
+                            hosts, s->nl, PX_COMM_MAX_RANKS);
+    if ((st = tp_validate(&s->opts, s)) != PX_OK)
+        return st;
+    for (int r = 0; r < s->n; r++)
+        s->chips[r] = hosts == 1 ? r : px_chip_global(r / s->nl, r % s->nl);
+    s->m = s->opts.size;
+    s->iters = s->opts.iters;
+    s->x = malloc((size_t)s->m * TP_K * sizeof(float));
+    s->w1s = malloc((size_t)s->nl * TP_K * TP_F * sizeof(float));
+    s->w2s = malloc((size_t)s->nl * TP_F * TP_N * sizeof(float));
+    s->y = malloc((size_t)s->iters * (size_t)s->nl * (size_t)s->m * TP_N * sizeof(float));
+    s->golden = malloc((size_t)s->m * TP_N * sizeof(int64_t));
+    if (s->x == NULL || s->w1s == NULL || s->w2s == NULL || s->y == NULL || s->golden == NULL)
+        return px_set_error(PX_ENOMEM, "tp_mlp: cannot allocate the host data of %lld rows",
+                            (long long)s->m);
+    tp_fill(s);
     return PX_OK;
 }
 
@@ -259,25 +279,29 @@ static px_status tp_step(px_orch *o, const tp_state *s, px_domain *d, const px_t
 
     if (per == NULL)
         return px_set_error(PX_ENOMEM, "tp_mlp: out of host memory for %d ranks' args", s->n);
-    for (int r = 0; st == PX_OK && r < s->n; r++) {
-        st = tp_write(o, d, r, "x", px_arg_tensor(args, 0), 0, s->m * TP_K);
-        if (st == PX_OK)
-            st = tp_write(o, d, r, "w1", px_arg_tensor(args, 1), r * w1n, w1n);
-        if (st == PX_OK)
-            st = tp_write(o, d, r, "w2", px_arg_tensor(args, 2), r * w2n, w2n);
+    for (int r = 0; r < s->n; r++) {
         px_args_init(&per[r]);
         px_args_scalar_u64(&per[r], (uint64_t)s->m);
+    }
+    for (int q = 0; st == PX_OK && q < s->nl; q++) { /* this host's ranks */
+        int r = s->r0 + q;
+
+        st = tp_write(o, d, r, "x", px_arg_tensor(args, 0), 0, s->m * TP_K);
+        if (st == PX_OK)
+            st = tp_write(o, d, r, "w1", px_arg_tensor(args, 1), q * w1n, w1n);
+        if (st == PX_OK)
+            st = tp_write(o, d, r, "w2", px_arg_tensor(args, 2), q * w2n, w2n);
     }
     if (st == PX_OK)
         st = px_submit_domain_task(o, d, tp_c_rank, per, NULL);
     free(per);
-    for (int r = 0; st == PX_OK && r < s->n; r++) {
+    for (int q = 0; st == PX_OK && q < s->nl; q++) {
         px_tensor v;
 
         st = px_tensor_view(px_arg_tensor(args, 3), 1, &yn, NULL,
-                            ((int64_t)k * s->n + r) * yn, &v);
+                            ((int64_t)k * s->nl + q) * yn, &v);
         if (st == PX_OK)
-            st = px_submit_domain_read(o, d, r, "y", 0, &v, NULL);
+            st = px_submit_domain_read(o, d, s->r0 + q, "y", 0, &v, NULL);
     }
     return st;
 }
@@ -311,13 +335,16 @@ static px_status tp_orchestrate(px_orch *o, const px_task_args *args, void *stat
 static px_status tp_run(px_worker *w, void *state, px_example_result *r)
 {
     tp_state *s = state;
-    int64_t xs[2] = {s->m, TP_K}, w1s[3] = {s->n, TP_K, TP_F}, w2s[3] = {s->n, TP_F, TP_N};
-    int64_t ys[4] = {s->iters, s->n, s->m, TP_N};
+    px_status st = tp_setup(w, s);
+    int64_t xs[2] = {s->m, TP_K}, w1s[3] = {s->nl, TP_K, TP_F}, w2s[3] = {s->nl, TP_F, TP_N};
+    int64_t ys[4] = {s->iters, s->nl, s->m, TP_N};
     uint64_t n = (uint64_t)s->n, yb = (uint64_t)s->m * TP_N * sizeof(float);
     uint64_t in = ((uint64_t)s->m * TP_K + TP_K * TP_F + TP_F * TP_N) * sizeof(float);
     px_tensor tx, t1, t2, ty;
     px_task_args args;
-    px_status st;
+
+    if (st != PX_OK)
+        return st;
 
     px_tensor_make(&tx, s->x, PX_F32, 2, xs);
     px_tensor_make(&t1, s->w1s, PX_F32, 3, w1s);
@@ -344,13 +371,19 @@ static px_status tp_run(px_worker *w, void *state, px_example_result *r)
 static int tp_check(void *state, const px_example_result *r, char *why, size_t n)
 {
     const tp_state *s = state;
-    uint64_t nn = (uint64_t)s->n, k = (uint64_t)s->iters;
+    /* this host's tasks: its ranks' copies and its part of the group task */
+    uint64_t nn = (uint64_t)s->nl, k = (uint64_t)s->iters;
     uint64_t want_tasks = k * (4 * nn + 1), want_edges = 4 * nn + (k - 1) * (8 * nn + 1);
     size_t yn = (size_t)s->m * TP_N;
 
+    if (s->y == NULL || s->golden == NULL) {
+        snprintf(why, n, "tp_mlp: no data was made (the run did not start)");
+        return 0;
+    }
     for (int it = 0; it < s->iters; it++) {
-        for (int rk = 0; rk < s->n; rk++) {
-            const float *y = s->y + ((size_t)it * (size_t)s->n + (size_t)rk) * yn;
+        for (int q = 0; q < s->nl; q++) {
+            const float *y = s->y + ((size_t)it * (size_t)s->nl + (size_t)q) * yn;
+            int rk = s->r0 + q;
 
             for (size_t i = 0; i < yn; i++) {
                 if (y[i] != (float)s->golden[i]) {
@@ -375,8 +408,8 @@ static int tp_check(void *state, const px_example_result *r, char *why, size_t n
              "chip result on every rank, %d iteration%s; tasks %llu = %llu x (4 x %d + 1), "
              "edges %llu = 4 x %d + %llu x (8 x %d + 1)", (long long)s->m, TP_N, TP_F * s->n,
              s->n, TP_F, s->iters, s->iters == 1 ? "" : "s", (unsigned long long)r->tasks,
-             (unsigned long long)k, s->n, (unsigned long long)r->edges, s->n,
-             (unsigned long long)(k - 1), s->n);
+             (unsigned long long)k, s->nl, (unsigned long long)r->edges, s->nl,
+             (unsigned long long)(k - 1), s->nl);
     return 1;
 }
 

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "caps/caps_internal.h"
+#include "comm/proxy.h"
 #include "comm/select.h"
 #include "mpi/mpi_load.h"
 
@@ -31,20 +32,45 @@ static int doctor_comm_chips(const cli_opts *o, const px_config *c)
     return DOCTOR_COMM_DEFAULT_CHIPS;
 }
 
-/* Where the chips are for the rule: this host's, and whether a level-3 worker would have an
- * MPI proxy (it runs under MPI and the plugin loads); doctor itself starts no MPI. */
-static const comm_site *doctor_comm_site(const px_config *c)
-{
-    static px_mpi_info m;
-    static comm_site s;
-    static int done;
+/*
+ * The domain shown: chips 0..N-1 of this host; under MPI (started by mpirun, the plugin
+ * loading) the chips of every host of the job, host-major (rank = host * N + chip), with the
+ * hosts' facts exchanged through an MPI proxy as a worker's would be. Doctor starts a proxy
+ * of its own for that (no chips), prints on host 0 only, and stops it.
+ */
+typedef struct doctor_view {
+    int chips, hosts, n;
+    comm_proxy *proxy;
+    px_mpi_info m;
+    comm_bell bell;
+} doctor_view;
 
-    if (!done) {
-        px_mpi_describe(c->comm_transport == PX_COMM_TL_MPI, &m);
-        s = (comm_site){.mpi = m.wanted && m.loaded, .no_mpi = m.wanted ? m.error : m.why};
-        done = 1;
-    }
-    return &s;
+static doctor_view g_view;
+
+/* The site and the facts of ranks a and b, as comm_select would see them. */
+static const px_caps *doctor_comm_pair(const doctor_view *v, const px_caps *caps, int a, int b,
+                                       comm_site *s)
+{
+    int ha = a / v->chips, hb = b / v->chips;
+
+    *s = (comm_site){.mpi = v->m.wanted && v->m.loaded, .no_mpi = v->m.wanted ? v->m.error
+                                                                              : v->m.why,
+                     .ha = ha, .hb = hb};
+    if (v->proxy == NULL)
+        return caps;
+    s->ida = comm_proxy_host(v->proxy, ha)->id;
+    s->idb = comm_proxy_host(v->proxy, hb)->id;
+    return ha == hb && ha != comm_proxy_rank(v->proxy) ? &comm_proxy_host(v->proxy, ha)->caps
+                                                       : caps;
+}
+
+static void doctor_comm_choose(const doctor_view *v, const px_caps *caps, const px_config *c,
+                               int a, int b, comm_choice *ch)
+{
+    comm_site site;
+    const px_caps *f = doctor_comm_pair(v, caps, a, b, &site);
+
+    comm_choose_at(f, &site, c->comm_transport, 0, a % v->chips, b % v->chips, ch);
 }
 
 /* "auto", or the forced transport's name. */
@@ -107,12 +133,18 @@ static void doctor_comm_text(const px_caps *caps, const px_config *c, int n)
     int counts[PX_COMM_TL_COUNT] = {0};
     comm_choice ch;
 
-    printf("comm transports (device profile %s, PLEXUS_COMM_TRANSPORT %s; a domain of chips "
-           "0..%d, rank r on chip r; selection code of px_domain_alloc):\n", c->device_profile,
-           doctor_comm_forced(c), n - 1);
+    if (g_view.hosts > 1)
+        printf("comm transports (device profile %s, PLEXUS_COMM_TRANSPORT %s; a domain of %d "
+               "hosts x chips 0..%d, rank r on chip r %% %d of host r / %d; selection code of "
+               "px_domain_alloc):\n", c->device_profile, doctor_comm_forced(c), g_view.hosts,
+               g_view.chips - 1, g_view.chips, g_view.chips);
+    else
+        printf("comm transports (device profile %s, PLEXUS_COMM_TRANSPORT %s; a domain of chips "
+               "0..%d, rank r on chip r; selection code of px_domain_alloc):\n",
+               c->device_profile, doctor_comm_forced(c), n - 1);
     for (int a = 0; a < n; a++) {
         for (int b = a + 1; b < n; b++) {
-            comm_choose_at(caps, doctor_comm_site(c), c->comm_transport, 0, a, b, &ch);
+            doctor_comm_choose(&g_view, caps, c, a, b, &ch);
             counts[ch.tl]++;
             doctor_comm_print_pair(&ch, a, b, c->comm_transport);
         }
@@ -158,11 +190,11 @@ static int doctor_comm_json(const px_caps *caps, const px_config *c, int n)
 
     printf("{\n  \"version\": 1,\n  \"comm\": {\n    \"device_profile\": ");
     st = px_caps_json_string(stdout, c->device_profile);
-    printf(",\n    \"forced\": \"%s\",\n    \"chips\": %d,\n    \"pairs\": [",
-           doctor_comm_forced(c), n);
+    printf(",\n    \"forced\": \"%s\",\n    \"hosts\": %d,\n    \"chips\": %d,\n    "
+           "\"pairs\": [", doctor_comm_forced(c), g_view.hosts, n);
     for (int a = 0; a < n && st == PX_OK; a++) {
         for (int b = a + 1; b < n && st == PX_OK; b++) {
-            comm_choose_at(caps, doctor_comm_site(c), c->comm_transport, 0, a, b, &ch);
+            doctor_comm_choose(&g_view, caps, c, a, b, &ch);
             counts[ch.tl]++;
             printf("%s\n      ", a == 0 && b == 1 ? "" : ",");
             st = doctor_comm_json_pair(&ch, a, b, c->comm_transport, stdout);
@@ -180,13 +212,34 @@ static int doctor_comm_json(const px_caps *caps, const px_config *c, int n)
 
 int doctor_comm(const cli_opts *o, const px_caps *caps, const px_config *c)
 {
-    int n = doctor_comm_chips(o, c);
+    doctor_view *v = &g_view;
+    int n = doctor_comm_chips(o, c), rc = 0;
+    const px_mpi_ops *ops;
+    px_status st;
 
+    v->chips = n;
+    v->hosts = 1;
+    px_mpi_describe(c->comm_transport == PX_COMM_TL_MPI, &v->m);
+    /* under a launcher: the hosts of the job, as a worker would learn them */
+    if (v->m.wanted && v->m.loaded && px_mpi_mode() != PX_MPI_ON &&
+        getenv("OMPI_COMM_WORLD_SIZE") != NULL && px_mpi_load(&ops, NULL, 0) == PX_OK) {
+        if ((st = comm_proxy_start(ops, caps, c->comm_transport, n, &v->bell, c->timeout_s,
+                                   &v->proxy)) != PX_OK)
+            return cli_fail("doctor --comm: %s", px_last_error());
+        v->hosts = comm_proxy_size(v->proxy);
+        n *= v->hosts;
+    }
+    v->n = n;
     if (n > PX_COMM_MAX_RANKS)
-        return cli_fail("doctor --comm: %d chips: a domain has at most %d ranks; use --chips "
-                        "1..%d", n, PX_COMM_MAX_RANKS, PX_COMM_MAX_RANKS);
-    if (o->given & CLI_OPT_JSON)
-        return doctor_comm_json(caps, c, n);
-    doctor_comm_text(caps, c, n);
-    return 0;
+        rc = cli_fail("doctor --comm: %d chips: a domain has at most %d ranks; use --chips "
+                      "1..%d", n, PX_COMM_MAX_RANKS, PX_COMM_MAX_RANKS / v->hosts);
+    else if (v->proxy != NULL && comm_proxy_rank(v->proxy) != 0)
+        rc = 0; /* host 0 prints the job's table */
+    else if (o->given & CLI_OPT_JSON)
+        rc = doctor_comm_json(caps, c, n);
+    else
+        doctor_comm_text(caps, c, n);
+    comm_proxy_stop(v->proxy);
+    v->proxy = NULL;
+    return rc;
 }

@@ -84,6 +84,30 @@ PX_API px_status px_submit_host(px_orch *o, px_host_fn fn, px_task_args *a, void
 /* Number of chips of a level-3 worker (after px_worker_create); 1 for a level-2 worker. */
 PX_API int px_worker_chips(const px_worker *w);
 
+/*
+ * Several hosts under MPI (level 4). Under mpirun each MPI rank is one level-3 worker, a
+ * *host* of the job: px_worker_hosts is the job's hosts (1 for a worker that runs alone) and
+ * px_worker_host this worker's (0 .. hosts-1), both known after px_worker_init.
+ *
+ * A domain spans hosts when its spec names its chips with px_chip_global(host, chip): chip
+ * `chip` (0 .. that host's chips - 1) of host `host`. Such a spec names every member that
+ * way; its ranks are the order given (document yours: the examples take host-major order,
+ * rank = host * chips + chip). Every host of the job allocates it, with the same spec, in
+ * the same order among its spanning domains (a collective call, as MPI_Comm_create); each
+ * host's tasks on it (copies, collectives, domain tasks) run on that host's members. A plain
+ * chip index names a chip of this worker, as on one host.
+ */
+#define PX_CHIP_GLOBAL_BIT 0x40000000
+#define PX_CHIP_HOSTS_MAX 16384   /* hosts a global chip name can hold */
+#define PX_CHIP_HOST_CHIPS 65536  /* chips per host it can hold */
+
+PX_API int px_worker_hosts(px_worker *w);
+PX_API int px_worker_host(px_worker *w);
+
+/* The global name of chip `chip` of host `host` (PX_CHIP_GLOBAL_BIT | host << 16 | chip);
+ * -1 when either is out of range. */
+PX_API int px_chip_global(int host, int chip);
+
 /* Core threads of each chip: for a level-3 worker the cores of every chip's engine (the host
  * side has its own, see px_worker_cores); for a level-2 worker px_worker_cores. */
 PX_API int px_worker_chip_cores(const px_worker *w);

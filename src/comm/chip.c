@@ -254,7 +254,8 @@ static int comm_chip_map_window(hier_chip *chip, comm_chip_dom *d, const comm_cr
 }
 
 /* Takes and maps the shared memory of pair (rank, q) (t's prepare asked for bytes); the
- * lower rank formats it (comm.ready comes after both mapped). */
+ * lower rank formats it (comm.ready comes after both mapped), or this rank when q is another
+ * host's. */
 static px_status comm_chip_map_shared(hier_chip *chip, comm_chip_dom *d,
                                       const comm_create_msg *m, int q, const px_comm_tl *t,
                                       size_t bytes, const char *what)
@@ -271,7 +272,9 @@ static px_status comm_chip_map_shared(hier_chip *chip, comm_chip_dom *d,
         return px_set_error(st, "%s: the %s memory shared with rank %d (%zu bytes): %s", what,
                             t->name, q, bytes, px_last_error());
     d->shared_len[q] = bytes;
-    if (d->rank < q && t->format != NULL)
+    /* the lower rank formats it; with the peer on another host this rank has a copy of its
+     * own (made by its worker) and formats it */
+    if ((d->rank < q || comm_desc_chips(d->desc)[q] < 0) && t->format != NULL)
         t->format(d->shared[q], bytes, m->n);
     return PX_OK;
 }

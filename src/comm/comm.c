@@ -379,6 +379,10 @@ int comm_peer_text(const px_comm *c, int q, char *buf, size_t n)
 {
     size_t len = (size_t)snprintf(buf, n, "rank %d", q);
 
+    if (c->member[q] < 0) { /* a chip of another host: its worker watches it */
+        snprintf(buf + len, n - len, " (a chip of another host)");
+        return 0;
+    }
     if (c->deaths == NULL || len + 4 >= n)
         return 0;
     snprintf(buf + len, n - len, " on ");
@@ -387,7 +391,8 @@ int comm_peer_text(const px_comm *c, int q, char *buf, size_t n)
 
 int comm_blame(const px_comm *c, int q)
 {
-    return q != c->rank && !comm_peer_is_dead(c, q) && hier_blame(c->member[q]);
+    return q != c->rank && c->member[q] >= 0 && !comm_peer_is_dead(c, q) &&
+           hier_blame(c->member[q]);
 }
 
 const char *comm_blamed_text(int blamed)

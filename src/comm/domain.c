@@ -149,6 +149,7 @@ static int comm_handle_known(const px_domain *d)
 /* ---- attach, hooks ---- */
 
 static void comm_free_domain(comm_worker *cw, px_domain *d, int chips_alive);
+static void comm_domain_tables_free(px_domain *d);
 
 /* The run_end hook: frees what the run released and its chips still hold, after a failed run
  * what it allocated, and the addresses of the domains forgotten during the run. */
@@ -184,9 +185,7 @@ static void comm_destroy(void *arg)
         comm_handle_remove(d);
         d->magic = 0;
         free(d->pend);
-        free(d->why);
-        free(d->chips);
-        free(d->tl);
+        comm_domain_tables_free(d);
         free(d);
     }
     comm_proxy_stop(cw->proxy);
@@ -245,7 +244,7 @@ static px_status comm_started(void *arg)
 
     if (cw->mpi_ops == NULL)
         return PX_OK;
-    return comm_proxy_start(cw->mpi_ops, w->caps.f[PX_FACT_HOST_ID].text, hier_nchips(w),
+    return comm_proxy_start(cw->mpi_ops, &w->caps, w->cfg.comm_transport, hier_nchips(w),
                             &cw->bells[COMM_BELL_PROXY], w->cfg.timeout_s, &cw->proxy);
 }
 
@@ -313,15 +312,62 @@ static px_status comm_check_name(const char *name, const char *what)
 }
 
 /* Checks the members: chips of the worker, each once, 1..64 of them. */
-static px_status comm_check_members(px_worker *w, const px_domain_spec *s)
+/*
+ * The members of a spec naming global chips (px_chip_global): every one so, on a host of the
+ * job, each once, every host with one at least (each host's part of the set-up and of every
+ * collective is its members'). Fills *job with 1.
+ */
+static px_status comm_check_global(comm_worker *cw, const px_domain_spec *s, int *job)
 {
+    const comm_proxy *p = cw->proxy;
+    int hosts = p != NULL ? comm_proxy_size(p) : 1, have[PX_COMM_MAX_RANKS] = {0}, with = 0;
+
+    *job = 1;
+    if (p == NULL)
+        return px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": chips[0] = %#x names a "
+                            "chip of a host (px_chip_global), but this worker does not run "
+                            "under MPI (%s); name this worker's chips 0..%d, or run under "
+                            "mpirun", s->name, (unsigned)s->chips[0], cw->mpi_why,
+                            hier_nchips(cw->w) - 1);
+    for (int r = 0; r < s->nchips; r++) {
+        int g = s->chips[r], h = (g & ~PX_CHIP_GLOBAL_BIT) >> 16, c = g & 0xFFFF;
+
+        if (g < 0 || !(g & PX_CHIP_GLOBAL_BIT))
+            return px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": chips[%d] = %d is "
+                                "a chip of this worker while chips[0] names a host's chip "
+                                "(px_chip_global): name every member one way", s->name, r, g);
+        if (h >= hosts || c >= comm_proxy_host(p, h)->chips)
+            return px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": chips[%d] names chip "
+                                "%d of host %d; the job has %d hosts%s", s->name, r, c, h, hosts,
+                                h < hosts ? ", and that one fewer chips" : "");
+        for (int q = 0; q < r; q++)
+            if (s->chips[q] == g)
+                return px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": chip %d of "
+                                    "host %d appears twice in chips", s->name, c, h);
+        if (h < PX_COMM_MAX_RANKS && !have[h]++)
+            with++;
+    }
+    if (with < hosts)
+        return px_set_error(PX_ENOTSUP, "px_domain_alloc: domain \"%s\": its members are chips "
+                            "of %d of the job's %d hosts; a domain spanning hosts has members "
+                            "on every host for now (each host's part of the set-up and of every "
+                            "collective is its members')", s->name, with, hosts);
+    return PX_OK;
+}
+
+static px_status comm_check_members(comm_worker *cw, const px_domain_spec *s, int *job)
+{
+    px_worker *w = cw->w;
     uint64_t seen = 0;
     int nchips = hier_nchips(w);
 
+    *job = 0;
     if (s->chips == NULL || s->nchips < 1 || s->nchips > PX_COMM_MAX_RANKS)
         return px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": nchips %d (chips %s); a "
                             "domain has 1..%d member chips", s->name, s->nchips,
                             s->chips ? "set" : "NULL", PX_COMM_MAX_RANKS);
+    if (s->chips[0] >= 0 && (s->chips[0] & PX_CHIP_GLOBAL_BIT))
+        return comm_check_global(cw, s, job);
     for (int r = 0; r < s->nchips; r++) {
         int c = s->chips[r];
 
@@ -402,16 +448,17 @@ void comm_pair_set(px_domain *d, int a, int b, int tl, const char *why)
 static void comm_free_domain(comm_worker *cw, px_domain *d, int chips_alive)
 {
     comm_id_msg m = {.id = d->id};
-    hier_call_result *res = chips_alive ? calloc((size_t)d->msg.n, sizeof(*res)) : NULL;
+    hier_call_result *res = chips_alive && d->nmem > 0 ? calloc((size_t)d->nmem, sizeof(*res))
+                                                       : NULL;
 
     comm_proxied_drop(cw, d);
-    if (chips_alive)
-        (void)hier_call_run(cw->w, cw->kinds[COMM_KIND_FREE], &m, sizeof(m), d->chips,
-                            d->msg.n, 0, res);
-    for (int r = 0; res != NULL && r < d->msg.n; r++)
+    if (res != NULL)
+        (void)hier_call_run(cw->w, cw->kinds[COMM_KIND_FREE], &m, sizeof(m), d->mem, d->nmem,
+                            0, res);
+    for (int r = 0; res != NULL && r < d->nmem; r++)
         if (res[r].st != PX_OK && res[r].st != PX_EPEERDEAD)
             PX_LOG_WARN("comm[%s]: chip %d did not free the domain (%s): %.*s; its window "
-                        "stays until the chip ends", d->msg.name, d->chips[r],
+                        "stays until the chip ends", d->msg.name, d->mem[r],
                         px_status_name(res[r].st), (int)sizeof(res[r].reply), res[r].reply);
     free(res);
     if (d->vbase != NULL)
@@ -429,15 +476,15 @@ static int comm_forget(comm_worker *cw, px_domain *d)
 {
     char msg[PX_ERRMSG_MAX];
     comm_id_msg m = {.id = d->id};
-    hier_call_result *res = calloc((size_t)d->msg.n, sizeof(*res));
+    hier_call_result *res = calloc((size_t)(d->nmem > 0 ? d->nmem : 1), sizeof(*res));
     int ok = res != NULL;
 
     snprintf(msg, sizeof(msg), "%s", px_last_error());
     comm_proxied_drop(cw, d);
-    if (res != NULL)
-        (void)hier_call_run(cw->w, cw->kinds[COMM_KIND_FORGET], &m, sizeof(m), d->chips,
-                            d->msg.n, 0, res);
-    for (int r = 0; r < d->msg.n && ok; r++)
+    if (res != NULL && d->nmem > 0)
+        (void)hier_call_run(cw->w, cw->kinds[COMM_KIND_FORGET], &m, sizeof(m), d->mem,
+                            d->nmem, 0, res);
+    for (int r = 0; r < d->nmem && ok; r++)
         ok = res[r].st == PX_OK || res[r].st == PX_EPEERDEAD;
     if (!ok)
         PX_LOG_DEBUG("comm[%s]: a member did not forget it; freed at the end of the run",
@@ -549,8 +596,8 @@ static int comm_chip_holds(const comm_worker *cw, int chip, int *draining)
 
     *draining = 0;
     for (const px_domain *e = cw->doms; e != NULL; e = e->next) {
-        for (int q = 0; q < e->msg.n; q++) {
-            if (e->chips[q] != chip || e->state == COMM_FREED)
+        for (int q = 0; q < e->nmem; q++) {
+            if (e->mem[q] != chip || e->state == COMM_FREED)
                 continue;
             n++;
             *draining += e->state == COMM_RELEASED && e->draining;
@@ -563,8 +610,8 @@ static int comm_chip_holds(const comm_worker *cw, int chip, int *draining)
 static px_task_id comm_chip_pending(comm_worker *cw, int chip)
 {
     for (px_domain *e = cw->doms; e != NULL; e = e->next)
-        for (int q = 0; e->state == COMM_RELEASED && e->draining && q < e->msg.n; q++)
-            if (e->chips[q] == chip && comm_pend_prune(e) > 0)
+        for (int q = 0; e->state == COMM_RELEASED && e->draining && q < e->nmem; q++)
+            if (e->mem[q] == chip && comm_pend_prune(e) > 0)
                 return e->pend[0];
     return PX_TASK_NONE;
 }
@@ -587,9 +634,17 @@ static px_status comm_slots_wait(comm_worker *cw, const px_domain_spec *s)
     px_worker *w = cw->w;
     uint64_t deadline = px_now_ns() + (uint64_t)(w->cfg.timeout_s * 1e9);
 
+    int me = cw->proxy != NULL ? comm_proxy_rank(cw->proxy) : 0;
+
     comm_sweep(cw);
     for (int r = 0; r < s->nchips; r++) {
         int c = s->chips[r], draining, held;
+
+        if (c & PX_CHIP_GLOBAL_BIT) { /* a host's chip: this worker's ones only */
+            if (((c & ~PX_CHIP_GLOBAL_BIT) >> 16) != me)
+                continue;
+            c &= 0xFFFF;
+        }
 
         while ((held = comm_chip_holds(cw, c, &draining)) >= COMM_MAX_DOMAINS && draining > 0 &&
                !atomic_load_explicit(&w->failed, memory_order_acquire) &&
@@ -627,8 +682,14 @@ static px_status comm_fill(comm_worker *cw, px_domain *d, const px_domain_spec *
     px_worker *w = cw->w;
     int n = s->nchips;
 
+    int job = s->chips[0] & PX_CHIP_GLOBAL_BIT, me = cw->proxy ? comm_proxy_rank(cw->proxy) : 0;
+
     if ((d->chips = calloc((size_t)n, sizeof(*d->chips))) == NULL ||
-        (d->tl = calloc((size_t)n * (size_t)n, sizeof(*d->tl))) == NULL)
+        (d->tl = calloc((size_t)n * (size_t)n, sizeof(*d->tl))) == NULL ||
+        (d->mem = calloc((size_t)n, sizeof(int))) == NULL ||
+        (d->mrank = calloc((size_t)n, sizeof(int))) == NULL ||
+        (d->mpos = calloc((size_t)n, sizeof(int))) == NULL ||
+        (job && (d->hosts = calloc((size_t)n, sizeof(int))) == NULL))
         return px_set_error(PX_ENOMEM, "px_domain_alloc: out of host memory for %d ranks' "
                             "tables", n);
 
@@ -646,8 +707,20 @@ static px_status comm_fill(comm_worker *cw, px_domain *d, const px_domain_spec *
     d->msg.desc_bytes = comm_desc_bytes(n);
     d->msg.yield_ns = w->cfg.yield_ns;
     snprintf(d->msg.name, sizeof(d->msg.name), "%s", s->name);
-    for (int r = 0; r < n; r++)
-        d->chips[r] = s->chips[r];
+    d->wire_id = job ? 0x80000000u | cw->next_job++ : d->id;
+    for (int r = 0; r < n; r++) {
+        int c = s->chips[r], h = job ? (c & ~PX_CHIP_GLOBAL_BIT) >> 16 : me;
+
+        d->chips[r] = job ? c & 0xFFFF : c;
+        if (d->hosts != NULL)
+            d->hosts[r] = h;
+        d->mpos[r] = -1;
+        if (h == me) {
+            d->mpos[r] = d->nmem;
+            d->mrank[d->nmem] = r;
+            d->mem[d->nmem++] = d->chips[r];
+        }
+    }
     return PX_OK;
 }
 
@@ -690,11 +763,14 @@ static px_status comm_check_memory(px_worker *w, const px_domain *d)
             const px_comm_tl *t = comm_tl_of(d->tl[a * d->msg.n + b]);
             size_t bytes = t->prepare != NULL ? t->prepare(d->msg.n) : 0;
 
+            if (d->mpos[a] < 0 && d->mpos[b] < 0)
+                continue; /* another host's pair */
             pairs += bytes > 0;
             stage += bytes;
         }
     }
-    if (__builtin_mul_overflow(win, (uint64_t)d->msg.n, &need) ||
+    /* this host's part: its members' windows and its pairs' memory */
+    if (__builtin_mul_overflow(win, (uint64_t)d->nmem, &need) ||
         __builtin_add_overflow(need, stage, &need))
         need = UINT64_MAX;
     if (limit != 0) {
@@ -703,7 +779,7 @@ static px_status comm_check_memory(px_worker *w, const px_domain *d)
         return px_set_error(PX_ENOMEM, "px_domain_alloc: domain \"%s\": %d windows of %llu "
                             "bytes (%llu with head and slots)%s need %llu bytes of host memory, "
                             "more than PLEXUS_COMM_MEM_MAX (%llu); lower window_bytes or the "
-                            "ranks, or raise PLEXUS_COMM_MEM_MAX", d->msg.name, d->msg.n,
+                            "ranks, or raise PLEXUS_COMM_MEM_MAX", d->msg.name, d->nmem,
                             (unsigned long long)d->msg.data_bytes, (unsigned long long)win,
                             pairs ? " and their staging memory" : "",
                             (unsigned long long)need, (unsigned long long)limit);
@@ -717,7 +793,7 @@ static px_status comm_check_memory(px_worker *w, const px_domain *d)
                         "/proc/meminfo), and a window is backed when first touched: lower "
                         "window_bytes or the ranks, free memory, or set PLEXUS_COMM_MEM_MAX "
                         "to the bytes to allow if the windows will stay mostly untouched",
-                        d->msg.name, d->msg.n, (unsigned long long)d->msg.data_bytes,
+                        d->msg.name, d->nmem, (unsigned long long)d->msg.data_bytes,
                         (unsigned long long)win, pairs ? " and their staging memory" : "",
                         (unsigned long long)need, (unsigned long long)limit,
                         (unsigned long long)avail, (unsigned long long)swap);
@@ -726,18 +802,149 @@ static px_status comm_check_memory(px_worker *w, const px_domain *d)
 /* Logs the domain, then each pair's choice once, in the shape every run-time choice has. */
 static void comm_log_choice(const px_domain *d)
 {
-    char chips[PX_COMM_MAX_RANKS * 4] = "";
+    char chips[PX_COMM_MAX_RANKS * 12] = "";
     size_t len = 0;
 
     for (int r = 0; r < d->msg.n && len < sizeof(chips); r++)
-        len += (size_t)snprintf(chips + len, sizeof(chips) - len, "%s%d", r ? "," : "",
-                                d->chips[r]);
+        len += d->hosts != NULL
+                   ? (size_t)snprintf(chips + len, sizeof(chips) - len, "%s%d:%d", r ? "," : "",
+                                      d->hosts[r], d->chips[r])
+                   : (size_t)snprintf(chips + len, sizeof(chips) - len, "%s%d", r ? "," : "",
+                                      d->chips[r]);
     PX_LOG_INFO("comm[%s]: %d ranks (chips %s), window %llu bytes, %u signals", d->msg.name,
                 d->msg.n, chips, (unsigned long long)d->msg.data_bytes, d->msg.nsig);
     for (int a = 0; a < d->msg.n; a++)
         for (int b = a + 1; b < d->msg.n; b++)
             PX_LOG_INFO("comm[%s]: rank %d -> rank %d via %s (%s)", d->msg.name, a, b,
                         comm_tl_name(d->tl[a * d->msg.n + b]), d->why[a * d->msg.n + b]);
+}
+
+static void comm_domain_tables_free(px_domain *d)
+{
+    free(d->why);
+    free(d->chips);
+    free(d->tl);
+    free(d->hosts);
+    free(d->mem);
+    free(d->mrank);
+    free(d->mpos);
+}
+
+/* What every host says of a domain spanning hosts before it makes its part. */
+typedef struct comm_job_rec {
+    uint32_t magic;
+    uint32_t wire_id;
+    uint64_t hash;       /* the spec's (comm_spec_hash) */
+    int32_t forced;      /* PLEXUS_COMM_TRANSPORT */
+    int32_t st;          /* PX_OK, or why this host cannot make its part */
+    char msg[200];
+} comm_job_rec;
+
+/* FNV-1a over the spec's fields that every host must give alike. */
+static uint64_t comm_spec_hash(const px_domain_spec *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *p;
+
+#define COMM_HASH(ptr, len)                                                                \
+    for (p = (const unsigned char *)(ptr); p < (const unsigned char *)(ptr) + (len); p++) \
+        h = (h ^ *p) * 1099511628211ull
+    COMM_HASH(s->name, strlen(s->name) + 1);
+    COMM_HASH(&s->nchips, sizeof(s->nchips));
+    COMM_HASH(s->chips, (size_t)s->nchips * sizeof(int));
+    COMM_HASH(&s->window_bytes, sizeof(s->window_bytes));
+    COMM_HASH(&s->nsignals, sizeof(s->nsignals));
+    COMM_HASH(&s->need_peer_ptr, sizeof(s->need_peer_ptr));
+    for (int i = 0; i < s->nbuffers; i++) {
+        COMM_HASH(s->buffers[i].name, strlen(s->buffers[i].name) + 1);
+        COMM_HASH(&s->buffers[i].bytes, sizeof(s->buffers[i].bytes));
+    }
+#undef COMM_HASH
+    return h;
+}
+
+/*
+ * Every host says the same domain, under the same rule, before any makes its part: one
+ * allgather through the proxies of (job id, the spec's hash, PLEXUS_COMM_TRANSPORT).
+ * PX_EINVAL naming the first host that differs.
+ */
+px_status comm_job_sync(comm_worker *cw, px_domain *d, uint64_t hash, px_status local)
+{
+    comm_proxy *p = cw->proxy;
+    int hosts = comm_proxy_size(p);
+    comm_job_rec me = {.magic = COMM_DOMAIN_MAGIC, .wire_id = d->wire_id, .hash = hash,
+                       .forced = cw->w->cfg.comm_transport, .st = local}, *all;
+    px_status st;
+    char mine[PX_ERRMSG_MAX];
+
+    snprintf(mine, sizeof(mine), "%s", px_last_error());
+    if (local != PX_OK)
+        snprintf(me.msg, sizeof(me.msg), "%.199s", mine);
+    if ((all = calloc((size_t)hosts, sizeof(*all))) == NULL)
+        return px_set_error(PX_ENOMEM, "px_domain_alloc: out of host memory");
+    st = comm_proxy_allgather(p, &me, sizeof(me), all, cw->w->cfg.timeout_s);
+    if (st == PX_OK && local != PX_OK) {
+        free(all);
+        return px_set_error(local, "%s", mine); /* this host's own reason first */
+    }
+    for (int h = 0; st == PX_OK && h < hosts; h++) {
+        const comm_job_rec *r = &all[h];
+
+        if (r->magic == me.magic && r->st != PX_OK)
+            st = px_set_error(r->st == PX_EPEERDEAD || r->st == PX_ENOMEM ||
+                              r->st == PX_ENOTSUP ? r->st : PX_EIO, "host %d could not make "
+                              "its part (%s): %.*s", h, px_status_name(r->st),
+                              (int)sizeof(r->msg), r->msg);
+        else if (r->magic != me.magic || r->wire_id != me.wire_id || r->hash != me.hash)
+            st = px_set_error(PX_EINVAL, "host %d allocates another domain at this point (its "
+                              "spanning domain number %u, spec hash %016llx; here %u, "
+                              "%016llx): every host allocates the domains spanning hosts with "
+                              "the same specs, in the same order", h,
+                              r->wire_id & 0x7FFFFFFFu, (unsigned long long)r->hash,
+                              me.wire_id & 0x7FFFFFFFu, (unsigned long long)me.hash);
+        else if (r->forced != me.forced)
+            st = px_set_error(PX_EINVAL, "host %d has PLEXUS_COMM_TRANSPORT=%s, this one %s: "
+                              "the hosts must apply one rule (set it alike everywhere, e.g. "
+                              "mpirun -x PLEXUS_COMM_TRANSPORT)", h,
+                              r->forced == 0 ? "auto" : comm_tl_name(r->forced),
+                              me.forced == 0 ? "auto" : comm_tl_name(me.forced));
+    }
+    free(all);
+    if (st != PX_OK) {
+        char msg[PX_ERRMSG_MAX];
+
+        snprintf(msg, sizeof(msg), "%s", px_last_error());
+        px_set_error(st, "px_domain_alloc: domain \"%s\": %s", d->msg.name, msg);
+    }
+    return st;
+}
+
+static px_status comm_job_agree(comm_worker *cw, px_domain *d, const px_domain_spec *s,
+                                px_status local)
+{
+    d->hash = comm_spec_hash(s);
+    return comm_job_sync(cw, d, d->hash, local);
+}
+
+int px_chip_global(int host, int chip)
+{
+    if (host < 0 || host >= PX_CHIP_HOSTS_MAX || chip < 0 || chip >= PX_CHIP_HOST_CHIPS)
+        return -1;
+    return PX_CHIP_GLOBAL_BIT | host << 16 | chip;
+}
+
+int px_worker_hosts(px_worker *w)
+{
+    comm_worker *cw = w != NULL ? comm_worker_of(w) : NULL;
+
+    return cw != NULL && cw->proxy != NULL ? comm_proxy_size(cw->proxy) : 1;
+}
+
+int px_worker_host(px_worker *w)
+{
+    comm_worker *cw = w != NULL ? comm_worker_of(w) : NULL;
+
+    return cw != NULL && cw->proxy != NULL ? comm_proxy_rank(cw->proxy) : 0;
 }
 
 px_status px_domain_alloc(px_orch *o, const px_domain_spec *spec, px_domain **out)
@@ -748,6 +955,7 @@ px_status px_domain_alloc(px_orch *o, const px_domain_spec *spec, px_domain **ou
     px_domain *d;
     px_status st;
     size_t vbytes;
+    int job = 0;
 
     if (spec == NULL || out == NULL)
         return px_set_error(PX_EINVAL, "px_domain_alloc: spec and output are required");
@@ -760,7 +968,7 @@ px_status px_domain_alloc(px_orch *o, const px_domain_spec *spec, px_domain **ou
         return px_set_error(PX_ESTATE, "px_domain_alloc: this worker has no communication "
                             "state (it was created without level 3)");
     if ((st = comm_check_name(spec->name, "name")) != PX_OK ||
-        (st = comm_check_members(w, spec)) != PX_OK)
+        (st = comm_check_members(cw, spec, &job)) != PX_OK)
         return st;
     for (px_domain *e = cw->doms; e != NULL; e = e->next)
         if (e->state == COMM_LIVE && strcmp(e->msg.name, spec->name) == 0)
@@ -772,8 +980,15 @@ px_status px_domain_alloc(px_orch *o, const px_domain_spec *spec, px_domain **ou
         return px_set_error(PX_ENOMEM, "px_domain_alloc: out of host memory");
     if ((st = comm_layout(spec, &d->msg)) != PX_OK)
         goto out_free;
-    if ((st = comm_fill(cw, d, spec)) != PX_OK || (st = comm_select(w, d)) != PX_OK ||
-        (st = comm_check_memory(w, d)) != PX_OK)
+    if ((st = comm_fill(cw, d, spec)) != PX_OK)
+        goto out_free;
+    if ((st = comm_select(w, d)) == PX_OK)
+        st = comm_check_memory(w, d);
+    /* a domain spanning hosts: every host agrees on it (and hears why one cannot make its
+     * part) before any makes its part */
+    if (d->hosts != NULL)
+        st = comm_job_agree(cw, d, spec, st);
+    if (st != PX_OK)
         goto out_free;
     if (__builtin_mul_overflow(spec->window_bytes, (size_t)spec->nchips, &vbytes)) {
         st = px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": %d windows of %zu bytes "
@@ -805,9 +1020,7 @@ px_status px_domain_alloc(px_orch *o, const px_domain_spec *spec, px_domain **ou
 out_free:
     if (d->vbase != NULL)
         munmap(d->vbase, d->vbytes);
-    free(d->why);
-    free(d->chips);
-    free(d->tl);
+    comm_domain_tables_free(d);
     free(d);
     return st;
 }

@@ -29,7 +29,15 @@ struct px_domain {
     int state;
     uint64_t run;                    /* the run that allocated it */
     comm_create_msg msg;             /* name, ranks, sizes, buffers: what every chip got */
-    int *chips;                      /* n: rank -> chip */
+    int *chips;                      /* n: rank -> chip (on the rank's host) */
+    int *hosts;                      /* n: rank -> host, for a domain spanning hosts; NULL:
+                                      * every rank is a chip of this worker */
+    int *mem, *mrank, *mpos;         /* this worker's members: nmem chips and their ranks;
+                                      * mpos: n, rank -> index in mem or -1 */
+    int nmem;
+    uint32_t wire_id;                /* the id the MPI proxies know it by (the job's, the same
+                                      * on every host, for a domain spanning hosts) */
+    uint64_t hash;                   /* a spanning domain's spec, as every host agreed on it */
     int need_peer_ptr;
     int forced_direct;               /* a failed direct mapping is fatal, not a fallback */
     int failed;                      /* its allocation failed (kept only to be freed) */
@@ -62,6 +70,8 @@ struct comm_worker {
     px_kernel_id k_write, k_read, k_coll;
     px_callable_id c_write, c_read, c_coll;
     uint32_t next_id;
+    uint32_t next_job;               /* domains spanning hosts allocated so far (every host
+                                      * counts alike: they are allocated collectively) */
     uint64_t run;                    /* runs ended so far */
     px_domain *doms;
 };
@@ -79,8 +89,13 @@ px_status comm_submit(px_orch *o, px_domain *d, px_callable_id c, px_task_args *
 /* domain.c: sets the transport of ranks a and b (both directions) and why. */
 void comm_pair_set(px_domain *d, int a, int b, int tl, const char *why);
 
-/* domain_setup.c: the site of the pair of chips ca, cb (hosts and MPI) for the rule. */
-void comm_site_of(const comm_worker *cw, int ca, int cb, comm_site *s);
+/* domain.c: for a domain spanning hosts: every host tells the others its status (local: PX_OK
+ * or why it failed, message set) and the spec's hash; returns local's failure, else the first
+ * host's failure or disagreement (message naming it), else PX_OK. A collective call. */
+px_status comm_job_sync(comm_worker *cw, px_domain *d, uint64_t hash, px_status local);
+
+/* domain_setup.c: the site of ranks a and b of d (hosts and MPI) for the rule. */
+void comm_site_of(const comm_worker *cw, const px_domain *d, int a, int b, comm_site *s);
 
 /* domain_setup.c: the MPI proxy stops serving d and this worker unmaps what it mapped for
  * it (the pairs' memory, the windows); nothing when d has no proxied pair. */

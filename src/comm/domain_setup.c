@@ -25,17 +25,27 @@
  * Applies the rule (select.c) to every pair of d's ranks: fills d->tl and d->why. PX_ENOTSUP
  * naming the first pair that has no transport, with the reasons and the alternatives.
  */
-void comm_site_of(const comm_worker *cw, int ca, int cb, comm_site *s)
+void comm_site_of(const comm_worker *cw, const px_domain *d, int a, int b, comm_site *s)
 {
     const comm_proxy *p = cw->proxy;
     int me = p != NULL ? comm_proxy_rank(p) : 0;
-    const char *id = cw->w->caps.f[PX_FACT_HOST_ID].text;
+    int ha = d->hosts != NULL ? d->hosts[a] : me, hb = d->hosts != NULL ? d->hosts[b] : me;
 
-    (void)ca;
-    (void)cb;
-    /* every chip a domain names is this worker's today (one host per domain) */
-    *s = (comm_site){.mpi = p != NULL, .no_mpi = cw->mpi_why, .ha = me, .hb = me, .ida = id,
-                     .idb = id};
+    *s = (comm_site){.mpi = p != NULL, .no_mpi = cw->mpi_why, .ha = ha, .hb = hb,
+                     .ida = p != NULL ? comm_proxy_host(p, ha)->id
+                                      : cw->w->caps.f[PX_FACT_HOST_ID].text,
+                     .idb = p != NULL ? comm_proxy_host(p, hb)->id
+                                      : cw->w->caps.f[PX_FACT_HOST_ID].text};
+}
+
+/* The facts the rule reads for a pair of ranks: the probe of their host (the union of the
+ * hosts' facts: each host's own, exchanged at the start), this host's for a pair of two. */
+static const px_caps *comm_pair_caps(const comm_worker *cw, const px_domain *d, int a, int b)
+{
+    if (d->hosts == NULL || cw->proxy == NULL || d->hosts[a] != d->hosts[b] ||
+        d->hosts[a] == comm_proxy_rank(cw->proxy))
+        return &cw->w->caps;
+    return &comm_proxy_host(cw->proxy, d->hosts[a])->caps;
 }
 
 px_status comm_select(px_worker *w, px_domain *d)
@@ -51,9 +61,9 @@ px_status comm_select(px_worker *w, px_domain *d)
         d->tl[a * n + a] = PX_COMM_TL_DIRECT; /* its own window: by load and store */
         snprintf(d->why[a * n + a], COMM_WHY_MAX, "own window");
         for (int b = a + 1; b < n; b++) {
-            comm_site_of(d->cw, d->chips[a], d->chips[b], &site);
-            comm_choose_at(&w->caps, &site, forced, d->need_peer_ptr, d->chips[a],
-                           d->chips[b], &ch);
+            comm_site_of(d->cw, d, a, b, &site);
+            comm_choose_at(comm_pair_caps(d->cw, d, a, b), &site, forced, d->need_peer_ptr,
+                           d->chips[a], d->chips[b], &ch);
             if (ch.tl == PX_COMM_TL_NONE)
                 return px_set_error(PX_ENOTSUP, "domain \"%s\": rank %d (chip %d) -> rank %d "
                                     "(chip %d): no transport: %s", d->msg.name, a, d->chips[a],
@@ -109,28 +119,33 @@ static px_status comm_setup_init(comm_setup *su, const px_domain *d)
     su->desc->magic = COMM_DESC_MAGIC;
     su->desc->id = d->id;
     su->desc->n = n;
-    for (int r = 0; r < n; r++)
-        comm_desc_chips(su->desc)[r] = d->chips[r];
+    for (int r = 0; r < n; r++) /* another host's rank: no chip here */
+        comm_desc_chips(su->desc)[r] = d->mpos[r] >= 0 ? d->chips[r] : -1;
     memcpy(comm_desc_pairs(su->desc), d->tl, (size_t)n * (size_t)n);
     return PX_OK;
 }
 
-/* Starts a batch: every chip's list empty. */
+/* Starts a batch: every member's list empty (one list per chip of this worker). */
 static void comm_batch_begin(comm_setup *su, const px_domain *d)
 {
     int n = d->msg.n;
 
-    for (int r = 0; r < n; r++)
-        su->lists[r] = (hier_fd_list){.chip = d->chips[r], .n = 0,
-                                      .tags = su->tags + (size_t)r * n,
-                                      .fds = su->fds + (size_t)r * n};
+    for (int i = 0; i < d->nmem; i++)
+        su->lists[i] = (hier_fd_list){.chip = d->mem[i], .n = 0,
+                                      .tags = su->tags + (size_t)i * n,
+                                      .fds = su->fds + (size_t)i * n};
 }
 
-/* Adds fd under tag to rank r's list of the batch. */
+/* Adds fd under tag to rank r's list of the batch (nothing for another host's rank). */
 static void comm_batch_add(comm_setup *su, const px_domain *d, int r, uint64_t tag, int fd)
 {
-    hier_fd_list *l = &su->lists[r];
-    size_t i = (size_t)r * (size_t)d->msg.n + (size_t)l->n++;
+    hier_fd_list *l;
+    size_t i;
+
+    if (d->mpos[r] < 0)
+        return;
+    l = &su->lists[d->mpos[r]];
+    i = (size_t)d->mpos[r] * (size_t)d->msg.n + (size_t)l->n++;
 
     su->tags[i] = tag;
     su->fds[i] = fd;
@@ -141,7 +156,7 @@ static void comm_batch_add(comm_setup *su, const px_domain *d, int r, uint64_t t
 static px_status comm_batch_call(comm_worker *cw, comm_setup *su, px_domain *d, int kind,
                                  hier_call_result *res)
 {
-    px_status st = hier_fd_send_lists_call(cw->w, su->lists, d->msg.n, 0, cw->kinds[kind],
+    px_status st = hier_fd_send_lists_call(cw->w, su->lists, d->nmem, 0, cw->kinds[kind],
                                            &d->msg, sizeof(d->msg),
                                            offsetof(comm_create_msg, batch), res);
 
@@ -200,7 +215,8 @@ static px_status comm_create(comm_worker *cw, comm_setup *su, px_domain *d)
         comm_batch_add(su, d, r, comm_desc_tag(d->id), su->desc_fd);
     for (int a = 0; st == PX_OK && a < n; a++)
         for (int b = a + 1; st == PX_OK && b < n; b++)
-            st = comm_batch_pair(su, d, a, b, &pfd[np++]);
+            if (d->mpos[a] >= 0 || d->mpos[b] >= 0) /* each host makes its pairs' memory */
+                st = comm_batch_pair(su, d, a, b, &pfd[np++]);
     if (st == PX_OK)
         st = comm_batch_call(cw, su, d, COMM_KIND_CREATE, NULL);
     if (pfd != NULL)
@@ -214,34 +230,34 @@ static px_status comm_create(comm_worker *cw, comm_setup *su, px_domain *d)
 static px_status comm_map(comm_worker *cw, comm_setup *su, px_domain *d,
                           hier_call_result *res)
 {
-    int n = d->msg.n, *win = calloc((size_t)n, sizeof(int));
+    int n = d->msg.n, m = d->nmem, *win = calloc((size_t)m, sizeof(int));
     px_status st = win != NULL ? PX_OK : px_set_error(PX_ENOMEM, "out of host memory");
 
-    for (int q = 0; win != NULL && q < n; q++)
-        win[q] = -1;
+    for (int i = 0; win != NULL && i < m; i++)
+        win[i] = -1;
 
-    /* each member offers one window: its own, under comm_fd_tag(id, rank) */
+    /* each member of this worker offers one window: its own, under comm_fd_tag(id, rank) */
     if (st == PX_OK && n > 1)
-        st = hier_fd_fetch_each(cw->w, d->chips, n, comm_fd_tag(d->id, 0), ~0xFFFFull, win, 0);
+        st = hier_fd_fetch_each(cw->w, d->mem, m, comm_fd_tag(d->id, 0), ~0xFFFFull, win, 0);
     /* the MPI proxy carries requests out against the members' windows: mapped here */
     if (st == PX_OK && n > 1 && d->pmem != NULL) {
         size_t wb = px_comm_window_bytes(n, d->msg.nsig, d->msg.data_bytes);
 
         if ((d->hwin = calloc((size_t)n, sizeof(void *))) == NULL)
             st = px_set_error(PX_ENOMEM, "out of host memory");
-        for (int q = 0; st == PX_OK && q < n; q++)
-            st = px_plat_win_host_map(win[q], wb, &d->hwin[q]);
+        for (int i = 0; st == PX_OK && i < m; i++)
+            st = px_plat_win_host_map(win[i], wb, &d->hwin[d->mrank[i]]);
     }
     comm_batch_begin(su, d);
     for (int r = 0; st == PX_OK && r < n; r++)
         for (int q = 0; q < n; q++)
-            if (q != r && comm_tl_of(d->tl[r * n + q])->maps_window)
-                comm_batch_add(su, d, r, comm_fd_tag(d->id, q), win[q]);
+            if (q != r && d->mpos[q] >= 0 && comm_tl_of(d->tl[r * n + q])->maps_window)
+                comm_batch_add(su, d, r, comm_fd_tag(d->id, q), win[d->mpos[q]]);
     if (st == PX_OK)
         st = comm_batch_call(cw, su, d, COMM_KIND_MAP, res);
-    for (int q = 0; win != NULL && q < n && n > 1; q++)
-        if (win[q] >= 0)
-            close(win[q]);
+    for (int i = 0; win != NULL && i < m && n > 1; i++)
+        if (win[i] >= 0)
+            close(win[i]);
     free(win);
     return st;
 }
@@ -253,8 +269,9 @@ static int comm_fallback_tl(px_worker *w, const px_domain *d, int a, int b, int 
     comm_choice ch;
     comm_site site;
 
-    comm_site_of(d->cw, d->chips[a], d->chips[b], &site);
-    comm_choose_at(&w->caps, &site, PX_COMM_TL_AUTO, 0, d->chips[a], d->chips[b], &ch);
+    comm_site_of(d->cw, d, a, b, &site);
+    comm_choose_at(comm_pair_caps(d->cw, d, a, b), &site, PX_COMM_TL_AUTO, 0, d->chips[a],
+                   d->chips[b], &ch);
     for (int u = t + 1; u < PX_COMM_TL_COUNT; u++)
         if (ch.accepts[u] && !comm_tl_of(u)->maps_window)
             return u;
@@ -278,10 +295,11 @@ static px_status comm_fallback(comm_worker *cw, comm_setup *su, px_domain *d,
 
     *again = 0;
     comm_batch_begin(su, d);
-    for (int a = 0; a < n && st == PX_OK; a++) {
-        const comm_map_reply *rep = (const comm_map_reply *)res[a].reply;
+    for (int i = 0; i < d->nmem && st == PX_OK; i++) {
+        const comm_map_reply *rep = (const comm_map_reply *)res[i].reply;
+        int a = d->mrank[i];
 
-        if (res[a].reply_n != sizeof(*rep) || rep->failed == 0)
+        if (res[i].reply_n != sizeof(*rep) || rep->failed == 0)
             continue;
         for (int b = 0; b < n && st == PX_OK; b++) {
             int t = d->tl[a * n + b], u;
@@ -339,7 +357,7 @@ static px_status comm_proxied_add(comm_worker *cw, px_domain *d)
         st = px_set_error(PX_ESTATE, "a pair takes the mpi transport but the worker has no MPI "
                           "proxy (a defect)");
     for (int a = 0; st == PX_OK && a < n; a++) {
-        host[a] = comm_proxy_rank(cw->proxy);
+        host[a] = d->hosts != NULL ? d->hosts[a] : comm_proxy_rank(cw->proxy);
         for (int b = a + 1; st == PX_OK && b < n; b++) {
             void *mem = d->pmem[a * n + b];
 
@@ -347,6 +365,9 @@ static px_status comm_proxied_add(comm_worker *cw, px_domain *d)
                 continue;
             for (int i = 0; i < 2; i++) {
                 comm_stg_ring *r = comm_stg_ring_at(mem, chunk, i);
+
+                if (d->mpos[i == 0 ? a : b] < 0)
+                    continue; /* the requester is another host's: its copy is there */
 
                 if (r->magic != COMM_STG_MAGIC || r->chunk != chunk) {
                     st = px_set_error(PX_EIO, "rank %d -> rank %d: the pair's staging memory is "
@@ -360,7 +381,7 @@ static px_status comm_proxied_add(comm_worker *cw, px_domain *d)
         }
     }
     if (st == PX_OK) {
-        comm_proxy_dom pd = {.id = d->id, .n = n, .nsig = d->msg.nsig,
+        comm_proxy_dom pd = {.id = d->wire_id, .n = n, .nsig = d->msg.nsig,
                              .data_bytes = d->msg.data_bytes, .window = d->hwin, .host = host,
                              .nrings = nr, .rings = rings};
 
@@ -376,8 +397,15 @@ void comm_proxied_drop(comm_worker *cw, px_domain *d)
 {
     int n = d->msg.n;
 
-    if (d->in_proxy)
-        comm_proxy_remove(cw->proxy, d->id, cw->w->cfg.timeout_s);
+    if (d->in_proxy && comm_proxy_remove(cw->proxy, d->wire_id, cw->w->cfg.timeout_s) !=
+                           PX_OK) {
+        d->in_proxy = 0; /* the proxy may still read its memory: left mapped */
+        free(d->pmem);
+        free(d->hwin);
+        d->pmem = NULL;
+        d->hwin = NULL;
+        return;
+    }
     d->in_proxy = 0;
     for (int i = 0; d->pmem != NULL && i < n * n; i++)
         if (d->pmem[i] != NULL)
@@ -413,16 +441,20 @@ px_status comm_make(comm_worker *cw, px_domain *d)
         st = comm_map(cw, &su, d, res);
     if (st == PX_OK)
         st = comm_fallback(cw, &su, d, res, &again);
-    for (int r = 0; st == PX_OK && again && r < d->msg.n; r++) /* nothing mapped left to fail */
-        if (res[r].reply_n == sizeof(comm_map_reply) &&
-            ((const comm_map_reply *)res[r].reply)->failed != 0)
+    for (int i = 0; st == PX_OK && again && i < d->nmem; i++) /* nothing mapped left to fail */
+        if (res[i].reply_n == sizeof(comm_map_reply) &&
+            ((const comm_map_reply *)res[i].reply)->failed != 0)
             st = px_set_error(PX_EIO, "chip %d: a window mapping failed after the fallback: "
-                              "%s", d->chips[r], ((const comm_map_reply *)res[r].reply)->why);
+                              "%s", d->mem[i], ((const comm_map_reply *)res[i].reply)->why);
     if (st == PX_OK)
         st = hier_call_run(cw->w, cw->kinds[COMM_KIND_READY], &d->msg, sizeof(d->msg),
-                           d->chips, d->msg.n, 0, NULL);
+                           d->mem, d->nmem, 0, NULL);
     if (st == PX_OK && d->pmem != NULL)
         st = comm_proxied_add(cw, d);
+    /* spanning hosts: no host's members may send before every host's proxy serves the
+     * domain, and a host that failed its part fails it everywhere */
+    if (d->hosts != NULL)
+        st = comm_job_sync(cw, d, d->hash, st);
     if (st != PX_OK)
         comm_proxied_drop(cw, d);
     free(res);

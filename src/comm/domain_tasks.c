@@ -89,6 +89,10 @@ static px_status comm_copy(px_orch *o, px_domain *d, int rank, const char *buffe
     if (rank < 0 || rank >= d->msg.n)
         return px_set_error(PX_EINVAL, "%s: rank %d is not a rank of domain \"%s\" (0..%d)",
                             what, rank, d->msg.name, d->msg.n - 1);
+    if (d->mpos[rank] < 0)
+        return px_set_error(PX_EINVAL, "%s: rank %d of domain \"%s\" is chip %d of host %d: "
+                            "copy to and from it on that host", what, rank, d->msg.name,
+                            d->chips[rank], d->hosts != NULL ? d->hosts[rank] : -1);
     if ((b = comm_buffer_index(d, buffer, what)) < 0)
         return PX_EINVAL;
     if ((st = comm_check_copy(d, b, off, t, what, &n)) != PX_OK)
@@ -107,8 +111,8 @@ static px_status comm_copy(px_orch *o, px_domain *d, int rank, const char *buffe
         px_args_out(&deps, &dep);
     else
         px_args_in(&deps, &dep);
-    return comm_submit(o, d, write ? d->cw->c_write : d->cw->c_read, &a, &d->chips[rank], 1,
-                       &deps, id);
+    return comm_submit(o, d, write ? d->cw->c_write : d->cw->c_read, &a,
+                       &d->mem[d->mpos[rank]], 1, &deps, id);
 }
 
 px_status px_submit_domain_write(px_orch *o, px_domain *d, int rank, const char *buffer,
@@ -126,6 +130,25 @@ px_status px_submit_domain_read(px_orch *o, px_domain *d, int rank, const char *
                                 size_t off, px_tensor *dst, px_task_id *id)
 {
     return comm_copy(o, d, rank, buffer, off, dst, 0, id);
+}
+
+/* Submits c as a group on this worker's members, member i with a[its rank] (a: n entries,
+ * one per rank; another host submits the others'). */
+static px_status comm_submit_members(px_orch *o, px_domain *d, px_callable_id c,
+                                     px_task_args *a, const px_task_args *deps, px_task_id *id)
+{
+    px_task_args *mine;
+    px_status st;
+
+    if (d->nmem == d->msg.n)
+        return comm_submit(o, d, c, a, d->mem, d->nmem, deps, id);
+    if ((mine = calloc((size_t)d->nmem, sizeof(*mine))) == NULL)
+        return px_set_error(PX_ENOMEM, "out of host memory");
+    for (int i = 0; i < d->nmem; i++)
+        mine[i] = a[d->mrank[i]];
+    st = comm_submit(o, d, c, mine, d->mem, d->nmem, deps, id);
+    free(mine);
+    return st;
 }
 
 px_status px_submit_domain_task(px_orch *o, px_domain *d, px_callable_id c,
@@ -156,7 +179,7 @@ px_status px_submit_domain_task(px_orch *o, px_domain *d, px_callable_id c,
     px_args_init(&deps);
     px_args_inout(&deps, &all);
     if (st == PX_OK)
-        st = comm_submit(o, d, c, a, d->chips, d->msg.n, &deps, id);
+        st = comm_submit_members(o, d, c, a, &deps, id);
     free(a);
     return st;
 }
@@ -206,7 +229,7 @@ static px_status comm_coll(px_orch *o, px_domain *d, const char *what, uint64_t 
     dep = comm_dep_view(d, b, 0, bytes == 0 ? 1 : bytes, -1);
     px_args_init(&deps);
     px_args_inout(&deps, &dep);
-    st = comm_submit(o, d, d->cw->c_coll, a, d->chips, d->msg.n, &deps, id);
+    st = comm_submit_members(o, d, d->cw->c_coll, a, &deps, id);
     free(a);
     return st;
 }

@@ -92,14 +92,24 @@ typedef struct psend {
     void *buf;
 } psend;
 
-enum { CMD_NONE, CMD_ADD, CMD_REMOVE };
+enum { CMD_NONE, CMD_ADD, CMD_REMOVE, CMD_ALLGATHER };
+
+/* An allgather the parent asked for: the proxy's own buffers, so that a parent that gave up
+ * waiting leaves nothing the thread still writes. */
+typedef struct pgather {
+    void *in, *out;
+    size_t n;
+    px_mpi_req *req;
+    int done, err, abandoned;
+} pgather;
 
 struct comm_proxy {
     const px_mpi_ops *ops;
     pthread_t thread;
     comm_bell *bell;
     double timeout_s;
-    int rank, size, nchips;
+    int rank, size, nchips, comm_transport;
+    const px_caps *caps;
     char host_id[COMM_HOST_ID_MAX];
     comm_host *hosts;
     char lib[160];
@@ -113,6 +123,11 @@ struct comm_proxy {
     int cmd;
     pdom *cmd_dom;
     uint32_t cmd_id;
+    pgather *cmd_ag;
+    pgather *ag;                      /* the allgather in flight (thread) ... */
+    uint32_t ag_seq;                  /* ... and its command's number */
+    pdom *closing;             /* the domain being removed (thread) ... */
+    uint32_t closing_seq;             /* ... and its command's number */
     _Atomic uint32_t cmd_seq, cmd_done, cmd_sleep;
     _Atomic int stop;
     /* the proxy thread's own */
@@ -404,6 +419,13 @@ static void proxy_answer(comm_proxy *p, int src, const comm_proxy_msg *m)
         gi = d->ring_of[(size_t)m->src * (size_t)d->n + (size_t)m->dst];
     if (gi >= 0)
         g = &d->rings[gi];
+    if (g == NULL && d == NULL) { /* the domain was removed here: nobody waits for it */
+        PX_LOG_DEBUG("mpi proxy (host %d): a late answer from host %d for domain %u (removed)",
+                     p->rank, src, m->dom);
+        if ((m->op == COMM_STG_GET || m->op == COMM_STG_GET_HEAD) && m->status == PX_OK)
+            proxy_drain(p, src, PROXY_TAG_DATA, m->n);
+        return;
+    }
     if (g == NULL || d->host[g->b] != src || m->seq - g->done >= g->sent - g->done ||
         g->hdr[m->seq % COMM_STG_SLOTS].seq != m->seq) {
         PX_LOG_WARN("mpi proxy (host %d): an answer from host %d for domain %u rank %d -> "
@@ -545,39 +567,115 @@ static int proxy_receive(comm_proxy *p)
 
 /* ---- commands ---- */
 
+static int pring_sends_done(comm_proxy *p, pring *g, uint32_t i);
+static void proxy_cmd_finish(comm_proxy *p, uint32_t seq);
+
+/* The domain being removed: once every send from its memory has finished, it is dropped and
+ * its command is done. */
+static int proxy_close_poll(comm_proxy *p)
+{
+    pdom *d = p->closing;
+
+    if (d == NULL)
+        return 0;
+    for (int r = 0; r < d->nrings; r++)
+        for (uint32_t i = 0; i < COMM_STG_SLOTS; i++)
+            if (!p->failed && !pring_sends_done(p, &d->rings[r], i))
+                return 0;
+    for (int i = 0; i < p->ndoms; i++) {
+        if (p->doms[i] == d) {
+            p->doms[i] = p->doms[--p->ndoms];
+            break;
+        }
+    }
+    if (d->bad > 0)
+        PX_LOG_WARN("mpi proxy (host %d): domain %u: skipped %u malformed requests of this "
+                    "worker's chips (a defect)", p->rank, d->id, d->bad);
+    pdom_free(d);
+    p->closing = NULL;
+    proxy_cmd_finish(p, p->closing_seq);
+    return 1;
+}
+
+/* Marks command seq done and wakes the parent. */
+static void proxy_cmd_finish(comm_proxy *p, uint32_t seq)
+{
+    atomic_store_explicit(&p->cmd_done, seq, memory_order_seq_cst);
+    util_wake(&p->cmd_done, &p->cmd_sleep, INT_MAX, 0);
+}
+
+/* The allgather in flight: tested; finished, its command is done. */
+static int proxy_gather_poll(comm_proxy *p)
+{
+    pgather *g = p->ag;
+    int done = 0, e;
+
+    if (g == NULL)
+        return 0;
+    if ((e = p->ops->test(g->req, &done)) != 0) {
+        g->err = e;
+        done = 1;
+    }
+    if (!done)
+        return 0;
+    p->ag = NULL;
+    pthread_mutex_lock(&p->lock);
+    g->done = 1;
+    if (g->abandoned) {
+        free(g->in);
+        free(g->out);
+        free(g);
+    }
+    pthread_mutex_unlock(&p->lock);
+    proxy_cmd_finish(p, p->ag_seq);
+    return 1;
+}
+
 static int proxy_command(comm_proxy *p)
 {
     uint32_t seq = atomic_load_explicit(&p->cmd_seq, memory_order_acquire);
 
-    if (seq == atomic_load_explicit(&p->cmd_done, memory_order_relaxed))
+    if (seq == atomic_load_explicit(&p->cmd_done, memory_order_relaxed) || p->ag != NULL ||
+        p->closing != NULL)
         return 0;
     pthread_mutex_lock(&p->lock);
+    if (p->cmd == CMD_ALLGATHER) {
+        pgather *g = p->cmd_ag;
+        int e = p->ops->iallgather(g->in, g->out, g->n, &g->req);
+
+        p->cmd = CMD_NONE;
+        if (e != 0) {
+            g->err = e;
+            g->done = 1;
+            pthread_mutex_unlock(&p->lock);
+            proxy_cmd_finish(p, seq);
+            return 1;
+        }
+        p->ag = g;
+        p->ag_seq = seq;
+        pthread_mutex_unlock(&p->lock);
+        return 1;
+    }
     if (p->cmd == CMD_ADD && p->ndoms < PROXY_DOMS) {
         p->doms[p->ndoms++] = p->cmd_dom;
         p->cmd_dom = NULL;
     } else if (p->cmd == CMD_REMOVE) {
+        /* closed in the sweeps: every request its chips posted is sent on first, and the
+         * command is done once MPI has finished every send from the domain's memory (the
+         * parent unmaps it then) */
         for (int i = 0; i < p->ndoms; i++) {
             if (p->doms[i]->id == p->cmd_id) {
-                pdom *d = p->doms[i];
-
-                for (int r = 0; r < d->nrings; r++) /* sends still in flight: dropped */
-                    for (uint32_t s = 0; s < COMM_STG_SLOTS; s++)
-                        for (int k = 0; k < 2; k++)
-                            if (d->rings[r].sreq[s][k] != NULL)
-                                p->ops->cancel(d->rings[r].sreq[s][k]);
-                if (d->bad > 0)
-                    PX_LOG_WARN("mpi proxy (host %d): domain %u: skipped %u malformed requests "
-                                "of this worker's chips (a defect)", p->rank, d->id, d->bad);
-                pdom_free(d);
-                p->doms[i] = p->doms[--p->ndoms];
-                break;
+                p->closing = p->doms[i];
+                p->closing_seq = seq;
+                p->cmd = CMD_NONE;
+                pthread_mutex_unlock(&p->lock);
+                return 1;
             }
         }
     }
     p->cmd = CMD_NONE;
     pthread_mutex_unlock(&p->lock);
-    atomic_store_explicit(&p->cmd_done, seq, memory_order_seq_cst);
-    util_wake(&p->cmd_done, &p->cmd_sleep, INT_MAX, 0);
+    proxy_cmd_finish(p, seq);
     return 1;
 }
 
@@ -592,7 +690,55 @@ static int proxy_cmd_taken(void *arg)
            atomic_load_explicit(&p->cmd_seq, memory_order_relaxed);
 }
 
+static px_status proxy_post_ag(comm_proxy *p, int cmd, pdom *d, uint32_t id, pgather *g,
+                               double timeout_s);
+
 static px_status proxy_post(comm_proxy *p, int cmd, pdom *d, uint32_t id, double timeout_s)
+{
+    return proxy_post_ag(p, cmd, d, id, NULL, timeout_s);
+}
+
+px_status comm_proxy_allgather(comm_proxy *p, const void *in, size_t n, void *out,
+                               double timeout_s)
+{
+    pgather *g = calloc(1, sizeof(*g));
+    px_status st;
+    char s[256];
+
+    if (g == NULL || (g->in = malloc(n)) == NULL ||
+        (g->out = malloc((size_t)p->size * n)) == NULL) {
+        if (g != NULL)
+            free(g->in);
+        free(g);
+        return px_set_error(PX_ENOMEM, "out of host memory for an allgather of %zu bytes", n);
+    }
+    memcpy(g->in, in, n);
+    g->n = n;
+    st = proxy_post_ag(p, CMD_ALLGATHER, NULL, 0, g, timeout_s);
+    pthread_mutex_lock(&p->lock);
+    if (st != PX_OK || !g->done) {
+        g->abandoned = 1; /* the thread frees it when MPI is done with it */
+        pthread_mutex_unlock(&p->lock);
+        return px_set_error(PX_ETIMEDOUT, "the %d hosts of the job did not all join within %g "
+                            "s (PLEXUS_TIMEOUT_S): a host is gone or stuck, or did not make "
+                            "the same call (every host allocates a domain spanning hosts, in "
+                            "the same order)", p->size, timeout_s);
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (g->err != 0) {
+        p->ops->error(g->err, s, sizeof(s));
+        st = px_set_error(PX_EIO, "MPI_Iallgather between the hosts failed: %s", s);
+    } else {
+        memcpy(out, g->out, (size_t)p->size * n);
+    }
+    free(g->in);
+    free(g->out);
+    free(g);
+    return st;
+}
+
+static px_status proxy_post_ag(comm_proxy *p, int cmd, pdom *d, uint32_t id, pgather *g,
+                               double timeout_s)
 {
     util_wait w = {.ready = proxy_cmd_taken, .arg = p, .word = &p->cmd_done,
                    .sleeping = &p->cmd_sleep, .count_sleepers = 1, .shared = 0,
@@ -604,6 +750,7 @@ static px_status proxy_post(comm_proxy *p, int cmd, pdom *d, uint32_t id, double
     p->cmd = cmd;
     p->cmd_dom = d;
     p->cmd_id = id;
+    p->cmd_ag = g;
     atomic_fetch_add_explicit(&p->cmd_seq, 1, memory_order_seq_cst);
     pthread_mutex_unlock(&p->lock);
     util_bump_wake(&p->bell->bell, NULL, 1, 1);
@@ -632,10 +779,14 @@ px_status comm_proxy_add(comm_proxy *p, const comm_proxy_dom *s, double timeout_
     return PX_OK;
 }
 
-void comm_proxy_remove(comm_proxy *p, uint32_t id, double timeout_s)
+px_status comm_proxy_remove(comm_proxy *p, uint32_t id, double timeout_s)
 {
-    if (proxy_post(p, CMD_REMOVE, NULL, id, timeout_s) != PX_OK)
-        PX_LOG_WARN("mpi proxy: domain %u: %s", id, px_last_error());
+    px_status st = proxy_post(p, CMD_REMOVE, NULL, id, timeout_s);
+
+    if (st != PX_OK)
+        PX_LOG_WARN("mpi proxy: domain %u: %s; its memory stays mapped (MPI may still read "
+                    "it)", id, px_last_error());
+    return st;
 }
 
 /* ---- the thread ---- */
@@ -647,12 +798,12 @@ static int proxy_in_flight(const comm_proxy *p)
         for (int r = 0; r < p->doms[i]->nrings; r++)
             if (p->doms[i]->rings[r].sent != p->doms[i]->rings[r].done)
                 return 1;
-    return p->nps > 0;
+    return p->nps > 0 || p->ag != NULL || p->closing != NULL;
 }
 
 static int proxy_sweep(comm_proxy *p)
 {
-    int work = proxy_command(p);
+    int work = proxy_command(p) + proxy_gather_poll(p);
 
     for (int i = 0; i < p->ndoms; i++)
         for (int r = 0; r < p->doms[i]->nrings; r++)
@@ -660,6 +811,7 @@ static int proxy_sweep(comm_proxy *p)
     if (p->nps > 0)
         work += proxy_reap(p);
     work += proxy_receive(p);
+    work += proxy_close_poll(p);
     return work;
 }
 
@@ -725,6 +877,8 @@ static px_status proxy_init(comm_proxy *p)
     snprintf(me.id, sizeof(me.id), "%s", p->host_id);
     me.chips = p->nchips;
     me.pid = (int32_t)getpid();
+    me.comm_transport = p->comm_transport;
+    me.caps = *p->caps;
     if ((e = p->ops->iallgather(&me, p->hosts, sizeof(me), &r)) != 0) {
         p->ops->error(e, s, sizeof(s));
         return px_set_error(PX_EIO, "MPI_Iallgather of the hosts failed: %s", s);
@@ -805,9 +959,10 @@ static int proxy_is_up(void *arg)
     return atomic_load_explicit(&p->up, memory_order_acquire) != 0;
 }
 
-px_status comm_proxy_start(const void *ops, const char *host_id, int nchips, comm_bell *bell,
-                           double timeout_s, comm_proxy **out)
+px_status comm_proxy_start(const void *ops, const px_caps *caps, int comm_transport, int nchips,
+                           comm_bell *bell, double timeout_s, comm_proxy **out)
 {
+    const char *host_id = caps->f[PX_FACT_HOST_ID].text;
     comm_proxy *p = calloc(1, sizeof(*p));
     util_wait w = {.ready = proxy_is_up, .word = NULL, .count_sleepers = 1, .shared = 0,
                    .spin_ticks = 0, .yield_ticks = px_ns_to_ticks(PROXY_YIELD_NS)};
@@ -820,6 +975,8 @@ px_status comm_proxy_start(const void *ops, const char *host_id, int nchips, com
     p->bell = bell;
     p->timeout_s = timeout_s;
     p->nchips = nchips;
+    p->comm_transport = comm_transport;
+    p->caps = caps;
     snprintf(p->host_id, sizeof(p->host_id), "%s", host_id);
     pthread_mutex_init(&p->lock, NULL);
     if ((e = pthread_create(&p->thread, NULL, proxy_main, p)) != 0) {

@@ -21,15 +21,20 @@
 
 #include <plexus/status.h>
 
+#include <plexus/caps.h>
+
 #include "comm/comm.h"
 
-#define COMM_HOST_ID_MAX 48
+#define COMM_HOST_ID_MAX PX_FACT_TEXT_MAX
 
 /* What every worker of the job tells the others at start (one MPI allgather). */
 typedef struct comm_host {
     char id[COMM_HOST_ID_MAX]; /* host id (caps' host_id) */
     int32_t chips;             /* its chips */
     int32_t pid;               /* its parent's pid */
+    int32_t comm_transport;    /* its PLEXUS_COMM_TRANSPORT (the rule must agree) */
+    int32_t pad_;
+    px_caps caps;              /* its probe: the rule runs on the union of the hosts' facts */
 } comm_host;
 
 typedef struct comm_proxy comm_proxy;
@@ -40,8 +45,17 @@ typedef struct comm_proxy comm_proxy;
  * bell is its doorbell (the board's COMM_BELL_PROXY). Returns once MPI is up (within
  * timeout_s), PX_OK with *out; else the error (MPI's words).
  */
-px_status comm_proxy_start(const void *ops, const char *host_id, int nchips, comm_bell *bell,
-                           double timeout_s, comm_proxy **out);
+px_status comm_proxy_start(const void *ops, const px_caps *caps, int comm_transport, int nchips,
+                           comm_bell *bell, double timeout_s, comm_proxy **out);
+
+/*
+ * An allgather over the job's hosts (a collective: every host calls it, in the same order):
+ * n bytes of in from each host into out (size * n bytes, host order), carried out by the
+ * proxy thread while it goes on serving. PX_OK, or PX_ETIMEDOUT after timeout_s (a host did
+ * not join: it is gone, stuck, or did not make the same call), PX_EIO (MPI's words).
+ */
+px_status comm_proxy_allgather(comm_proxy *p, const void *in, size_t n, void *out,
+                               double timeout_s);
 
 /* This worker's host (MPI rank), the job's hosts, and host r's record. */
 int comm_proxy_rank(const comm_proxy *p);
@@ -69,9 +83,11 @@ typedef struct comm_proxy_dom {
 } comm_proxy_dom;
 
 /* Adds / removes a domain; return once the proxy thread has taken it (deadline timeout_s).
- * remove: nothing of the domain is touched after it returns. */
+ * remove sends on every request the domain's rings hold first and returns once MPI has
+ * finished every send from its memory: with PX_OK nothing of the domain is touched after it
+ * returns (else its memory must stay mapped). */
 px_status comm_proxy_add(comm_proxy *p, const comm_proxy_dom *d, double timeout_s);
-void comm_proxy_remove(comm_proxy *p, uint32_t id, double timeout_s);
+px_status comm_proxy_remove(comm_proxy *p, uint32_t id, double timeout_s);
 
 /* Stops the thread, which finalises MPI (it starts once per process), and frees p. */
 void comm_proxy_stop(comm_proxy *p);

@@ -54,6 +54,55 @@ if(MPIEXEC_EXECUTABLE)
   set_tests_properties(mpi.two_workers_allreduce PROPERTIES TIMEOUT 300 RESOURCE_LOCK chips
                        ENVIRONMENT "${PX_MPI_ENV};PLEXUS_LOG=info"
                        PASS_REGULAR_EXPRESSION "mpi: host [01] of 2 .*mpi: host [01] of 2 .*PASS\n.*PASS\n.*exit status 0\n$")
+  # domains spanning hosts (issue 21, second step): the collective suite, checked in the
+  # chips byte for byte against rank-order folds, at 2 hosts x 1 and 2 chips, 3 hosts x 1
+  # and 2 chips; and on one host with every pair forced onto mpi
+  add_executable(test_mpi_suite ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_mpi_suite.c)
+  target_link_libraries(test_mpi_suite PRIVATE plexus_internal)
+  foreach(v "2;1" "2;2" "3;1" "3;2")
+    list(GET v 0 hosts)
+    list(GET v 1 chips)
+    add_test(NAME mpi.suite_${hosts}x${chips}
+             COMMAND ${MPIEXEC_EXECUTABLE} -np ${hosts} $<TARGET_FILE:test_mpi_suite> ${chips})
+    set_tests_properties(mpi.suite_${hosts}x${chips} PROPERTIES TIMEOUT 300 RESOURCE_LOCK chips
+                         ENVIRONMENT "${PX_MPI_ENV}" FAIL_REGULAR_EXPRESSION "FAIL"
+                         PASS_REGULAR_EXPRESSION "via mpi: every collective")
+  endforeach()
+  add_test(NAME mpi.suite_1x4_forced COMMAND $<TARGET_FILE:test_mpi_suite> 4)
+  set_tests_properties(mpi.suite_1x4_forced PROPERTIES TIMEOUT 300 RESOURCE_LOCK chips
+                       ENVIRONMENT "${PX_MPI_ENV};PLEXUS_COMM_TRANSPORT=mpi"
+                       PASS_REGULAR_EXPRESSION "host 0 of 1: 4 ranks, rank 0 -> rank 3 via mpi: every collective[^\n]*\nPASS\n")
+  # the allreduce example over hosts: 4 and 6 ranks, sizes on both sides of the one-shot
+  foreach(v "2;7;f32" "2;300001;i64" "3;16385;f64")
+    list(GET v 0 hosts)
+    list(GET v 1 size)
+    list(GET v 2 dt)
+    add_test(NAME mpi.allreduce_${hosts}hosts_${size}_${dt}
+             COMMAND sh -c [=["$0" -np "$1" "$2" run allreduce --chips 2 --cores 1 --iters 2 --size "$3" --dtype "$4"; echo "exit status $?"]=]
+                     ${MPIEXEC_EXECUTABLE} ${hosts} $<TARGET_FILE:plexus> ${size} ${dt})
+    set_tests_properties(mpi.allreduce_${hosts}hosts_${size}_${dt} PROPERTIES TIMEOUT 300
+                         RESOURCE_LOCK chips ENVIRONMENT "${PX_MPI_ENV}" FAIL_REGULAR_EXPRESSION "FAIL"
+                         PASS_REGULAR_EXPRESSION "chips 0:0,0:1,1:0,1:1[^\n]*transport mixed.*PASS\n.*PASS\n.*exit status 0\n$")
+  endforeach()
+  # moe and tp_mlp over 2 hosts x 2 chips: each host checks its ranks against the host's
+  # golden (tp_mlp: the single-chip result)
+  foreach(ex moe tp_mlp)
+    add_test(NAME mpi.${ex}_2hosts
+             COMMAND sh -c [=["$0" -np 2 "$1" run "$2" --chips 2 --cores 1 --iters 2; echo "exit status $?"]=]
+                     ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:plexus> ${ex})
+    set_tests_properties(mpi.${ex}_2hosts PROPERTIES TIMEOUT 300 RESOURCE_LOCK chips
+                         ENVIRONMENT "${PX_MPI_ENV}" FAIL_REGULAR_EXPRESSION "FAIL"
+                         PASS_REGULAR_EXPRESSION "4 members \\(chips 0:0,0:1,1:0,1:1\\).*PASS\n.*PASS\n.*exit status 0\n$")
+  endforeach()
+  # doctor --comm under mpirun: the job's table, printed by host 0, with two host ids (each
+  # rank started through env with its own PLEXUS_HOST_ID)
+  add_test(NAME mpi.doctor_comm_2hosts
+           COMMAND ${MPIEXEC_EXECUTABLE} -np 1 env PLEXUS_HOST_ID=host-a $<TARGET_FILE:plexus>
+                   doctor --comm --chips 2 : -np 1 env PLEXUS_HOST_ID=host-b
+                   $<TARGET_FILE:plexus> doctor --comm --chips 2)
+  set_tests_properties(mpi.doctor_comm_2hosts PROPERTIES TIMEOUT 120 RESOURCE_LOCK chips
+                       ENVIRONMENT "${PX_MPI_ENV}"
+                       PASS_REGULAR_EXPRESSION "a domain of 2 hosts x chips 0..1[^\n]*\n  rank 0 -> rank 1 via direct [^\n]*\n  rank 0 -> rank 2 via mpi \\(different host id: host-a vs host-b\\)[^\n]*refused: direct \\(different host id: host-a vs host-b\\), staged \\(different host id: host-a vs host-b\\).*  4 chips: 2 pairs direct, 4 mpi\n")
   add_executable(test_mpi_preinit ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_mpi_preinit.c)
   target_link_libraries(test_mpi_preinit PRIVATE plexus_internal MPI::MPI_C)
   add_test(NAME mpi.preinit_refused COMMAND ${MPIEXEC_EXECUTABLE} -np 1 $<TARGET_FILE:test_mpi_preinit>)
