@@ -1,0 +1,70 @@
+# netns.cmake - several hosts on this machine (issue 21): one network namespace per host, made
+# and removed by tests/system/netns/mpi_hosts.sh, one MPI job across them (included by
+# tests/CMakeLists.txt). Each test goes through netns_check.sh (beside the harness), which
+# says what it checks. Not root, no `ip netns`: the harness prints why and they skip (77).
+# Only where the MPI plugin is built and mpirun was found, as tests/system/mpi.cmake.
+if(NOT PX_MPI_FOUND OR NOT MPIEXEC_EXECUTABLE)
+  return()
+endif()
+set(PX_NETNS_CHECK ${CMAKE_CURRENT_SOURCE_DIR}/system/netns/netns_check.sh)
+set(PX_NETNS_ENV "PLEXUS_LOG=warn")
+
+# px_netns_test(NAME HOSTS WANT... -- COMMAND...): COMMAND under the harness at HOSTS hosts
+# exits 0 with a line matching each WANT (an extended regular expression; one line per copy).
+function(px_netns_test name hosts)
+  set(args)
+  set(in_cmd FALSE)
+  foreach(a ${ARGN})
+    if(in_cmd)
+      list(APPEND args ${a})
+    elseif(a STREQUAL "--")
+      list(APPEND args --)
+      set(in_cmd TRUE)
+    else()
+      list(APPEND args --want ${a})
+    endif()
+  endforeach()
+  add_test(NAME netns.${name}
+           COMMAND sh ${PX_NETNS_CHECK} expect ${MPIEXEC_EXECUTABLE} ${hosts} ${args})
+  set_tests_properties(netns.${name} PROPERTIES TIMEOUT 150 SKIP_RETURN_CODE 77
+                       RESOURCE_LOCK chips ENVIRONMENT "${PX_NETNS_ENV}")
+endfunction()
+
+# doctor on each host: its own host id and hostname, and that it runs under MPI
+set(doctor_mpi "a level-3 worker +runs under MPI \\(OMPI_COMM_WORLD_SIZE=2")
+px_netns_test(two_hosts_doctor 2
+              "^host_id +host-0 +env +PLEXUS_HOST_ID" "^host_id +host-1 +env +PLEXUS_HOST_ID"
+              "^hostname +host-0 " "^hostname +host-1 " "${doctor_mpi}" "${doctor_mpi}"
+              -- $<TARGET_FILE:plexus> doctor)
+
+# allreduce over every host (one domain of hosts x 2 ranks, pairs across hosts on mpi over
+# TCP between the namespaces): every host's MPI line, the domain over all hosts with the
+# reason of a pair across hosts, and a PASS each
+foreach(h 2 3)
+  set(wants)
+  math(EXPR last "${h} - 1")
+  math(EXPR n "${h} * 2")
+  foreach(i RANGE ${last})
+    list(APPEND wants "mpi: host ${i} of ${h} \\(host-${i}\\), Open MPI v"
+         "^domain allreduce: ${n} members \\(chips 0:0,0:1,1:0,1:1.*transport mixed"
+         "comm\\[allreduce\\]: rank 0 -> rank 2 via mpi \\(different host id: host-0 vs host-1\\)"
+         "^PASS$")
+  endforeach()
+  if(h EQUAL 2)
+    set(name two_hosts_allreduce)
+  else()
+    set(name three_hosts_allreduce)
+  endif()
+  px_netns_test(${name} ${h} ${wants}
+                -- env PLEXUS_LOG=info $<TARGET_FILE:plexus> run allreduce --chips 2 --cores 1)
+endforeach()
+
+# a failed job and a job ended by the harness's timeout: non-zero, nothing left behind
+add_test(NAME netns.cleanup
+         COMMAND sh ${PX_NETNS_CHECK} cleanup ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:plexus>)
+set_tests_properties(netns.cleanup PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
+                     RESOURCE_LOCK chips ENVIRONMENT "${PX_NETNS_ENV}")
+
+# not root (uid 65534; root of a user namespace): refused with a reason, exit 77
+add_test(NAME netns.refused_unprivileged COMMAND sh ${PX_NETNS_CHECK} unprivileged)
+set_tests_properties(netns.refused_unprivileged PROPERTIES TIMEOUT 30 SKIP_RETURN_CODE 77)
