@@ -125,10 +125,11 @@ static void pm_cancel(px_mpi_req *req)
     free(req);
 }
 
-static int pm_iprobe(int *flag, int *src, int *tag, size_t *n)
+static int pm_iprobe(int from, int *flag, int *src, int *tag, size_t *n)
 {
     MPI_Status s;
-    int e = MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, g_comm, flag, &s), count = 0;
+    int e = MPI_Iprobe(from < 0 ? MPI_ANY_SOURCE : from, MPI_ANY_TAG, g_comm, flag, &s);
+    int count = 0;
 
     if (e == MPI_SUCCESS && *flag) {
         MPI_Get_count(&s, MPI_BYTE, &count);

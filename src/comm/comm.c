@@ -379,8 +379,11 @@ int comm_peer_text(const px_comm *c, int q, char *buf, size_t n)
 {
     size_t len = (size_t)snprintf(buf, n, "rank %d", q);
 
-    if (c->member[q] < 0) { /* a chip of another host: its worker watches it */
-        snprintf(buf + len, n - len, " (a chip of another host)");
+    if (c->member[q] < 0) { /* a chip of another host (-2 - host): its worker watches it */
+        if (c->member[q] <= -2)
+            snprintf(buf + len, n - len, " (a chip of host %d)", -2 - c->member[q]);
+        else
+            snprintf(buf + len, n - len, " (a chip of another host)");
         return 0;
     }
     if (c->deaths == NULL || len + 4 >= n)

@@ -157,6 +157,11 @@ static void comm_run_end(void *arg, px_status st)
 {
     comm_worker *cw = arg;
 
+    /* under MPI a failed run leaves the job failed: the proxy stops without waiting on the
+     * other hosts again (short removals, no MPI_Finalize: mpirun ends the job) */
+    if (st != PX_OK && cw->proxy != NULL)
+        comm_proxy_fail_job(cw->proxy);
+
     for (px_domain *d = cw->doms; d != NULL; d = d->next) {
         if (d->state == COMM_RELEASED || (d->state == COMM_LIVE && st != PX_OK &&
                                           d->run == cw->run)) {
@@ -882,7 +887,7 @@ px_status comm_job_sync(comm_worker *cw, px_domain *d, uint64_t hash, px_status 
         snprintf(me.msg, sizeof(me.msg), "%.199s", mine);
     if ((all = calloc((size_t)hosts, sizeof(*all))) == NULL)
         return px_set_error(PX_ENOMEM, "px_domain_alloc: out of host memory");
-    st = comm_proxy_allgather(p, &me, sizeof(me), all, cw->w->cfg.timeout_s);
+    st = comm_proxy_allgather(p, &me, sizeof(me), all, cw->w->cfg.comm_timeout_s);
     if (st == PX_OK && local != PX_OK) {
         free(all);
         return px_set_error(local, "%s", mine); /* this host's own reason first */

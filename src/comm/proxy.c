@@ -135,10 +135,12 @@ struct comm_proxy {
     int ndoms;
     psend *ps;
     int nps, cps;
+    struct psrc *src;                 /* size: each host's stream */
     int woke;
     uint32_t seen;
     int failed;                       /* an MPI call failed: serving stopped, said once */
     int stopped;                      /* its thread has ended */
+    _Atomic int job_failed;           /* comm_proxy_fail_job */
     uint64_t forwarded, served;
 };
 
@@ -393,27 +395,54 @@ static int pring_forward(comm_proxy *p, pdom *d, pring *g)
     return work;
 }
 
-/* Receives n bytes from src into nothing (a message that cannot be used). */
-static void proxy_drain(comm_proxy *p, int src, int tag, size_t n)
+/*
+ * Every source host's messages are taken in order: while the bytes that follow one of its
+ * headers are on their way (a put's into the window, a get's answer into the chunk), nothing
+ * else of that host is taken (a signal after a put is applied after its bytes), and the
+ * receive is nonblocking, so a host that stops mid-message stalls its own stream only: the
+ * proxy goes on serving every other host and its own chips, whose waits end at their
+ * deadlines.
+ */
+enum { PSRC_PUT = 1, PSRC_GET, PSRC_DRAIN };
+
+typedef struct psrc {
+    px_mpi_req *req;          /* the bytes in flight from this host, or NULL */
+    int kind;
+    comm_proxy_msg m;         /* the header they follow */
+    pdom *d;                  /* PSRC_PUT: the target's domain; PSRC_GET: the ring's */
+    pring *g;                 /* PSRC_GET */
+    comm_stg_op op;           /* PSRC_PUT: the request as decoded */
+    px_comm_area *a;
+    void *junk;               /* PSRC_DRAIN */
+} psrc;
+
+/* Starts receiving n bytes from src into nothing (a message that cannot be used). */
+static void proxy_drain(comm_proxy *p, int src, size_t n)
 {
-    void *junk = malloc(n > 0 ? n : 1);
+    psrc *q = &p->src[src];
     int e;
 
-    if (junk == NULL) {
-        PX_LOG_ERROR("mpi proxy (host %d): out of memory draining a message", p->rank);
+    if (n > ((size_t)1 << 30) || (q->junk = malloc(n > 0 ? n : 1)) == NULL) {
+        PX_LOG_ERROR("mpi proxy (host %d): cannot drain %zu bytes from host %d", p->rank, n,
+                     src);
+        p->failed = 1;
         return;
     }
-    if ((e = p->ops->recv(junk, n, src, tag)) != 0)
-        proxy_mpi_fail(p, e, "MPI_Recv");
-    free(junk);
+    q->kind = PSRC_DRAIN;
+    if ((e = p->ops->irecv(q->junk, n, src, PROXY_TAG_DATA, &q->req)) != 0) {
+        free(q->junk);
+        q->junk = NULL;
+        proxy_mpi_fail(p, e, "MPI_Irecv");
+    }
 }
 
-/* An answer from host src: completes its request. */
+/* An answer from host src: completes its request (a get's bytes first). */
 static void proxy_answer(comm_proxy *p, int src, const comm_proxy_msg *m)
 {
     pdom *d = proxy_dom(p, m->dom);
     pring *g = NULL;
-    int gi = -1, e;
+    int gi = -1, has_bytes = (m->op == COMM_STG_GET || m->op == COMM_STG_GET_HEAD) &&
+                            m->status == PX_OK && m->n > 0, e;
 
     if (d != NULL && m->src >= 0 && m->src < d->n && m->dst >= 0 && m->dst < d->n)
         gi = d->ring_of[(size_t)m->src * (size_t)d->n + (size_t)m->dst];
@@ -422,8 +451,8 @@ static void proxy_answer(comm_proxy *p, int src, const comm_proxy_msg *m)
     if (g == NULL && d == NULL) { /* the domain was removed here: nobody waits for it */
         PX_LOG_DEBUG("mpi proxy (host %d): a late answer from host %d for domain %u (removed)",
                      p->rank, src, m->dom);
-        if ((m->op == COMM_STG_GET || m->op == COMM_STG_GET_HEAD) && m->status == PX_OK)
-            proxy_drain(p, src, PROXY_TAG_DATA, m->n);
+        if (has_bytes)
+            proxy_drain(p, src, m->n);
         return;
     }
     if (g == NULL || d->host[g->b] != src || m->seq - g->done >= g->sent - g->done ||
@@ -431,23 +460,38 @@ static void proxy_answer(comm_proxy *p, int src, const comm_proxy_msg *m)
         PX_LOG_WARN("mpi proxy (host %d): an answer from host %d for domain %u rank %d -> "
                     "%d request %u matches nothing in flight; dropped", p->rank, src, m->dom,
                     m->src, m->dst, m->seq);
-        if ((m->op == COMM_STG_GET || m->op == COMM_STG_GET_HEAD) && m->status == PX_OK)
-            proxy_drain(p, src, PROXY_TAG_DATA, m->n);
+        if (has_bytes)
+            proxy_drain(p, src, m->n);
+        return;
+    }
+    if (m->status != PX_OK) {
+        /* the target's proxy skipped it (no such domain there any more, or out of bounds):
+         * never completed, so the requester's wait ends at its deadline with an error
+         * instead of a get returning bytes that were never fetched */
+        PX_LOG_ERROR("mpi proxy (host %d): domain %u rank %d -> rank %d: request %u was refused "
+                     "by host %d (%s: the domain is gone there, or the request is out of its "
+                     "bounds); the requester's wait ends at its deadline", p->rank, m->dom,
+                     m->src, m->dst, m->seq, src, px_status_name((px_status)m->status));
         return;
     }
     {
         uint32_t i = m->seq % COMM_STG_SLOTS;
         const comm_proxy_msg *q = &g->hdr[i]; /* what we sent: its range, not the answer's */
+        psrc *ps = &p->src[src];
 
-        if ((q->op == COMM_STG_GET || q->op == COMM_STG_GET_HEAD) && m->status == PX_OK &&
-            q->n > 0) {
-            if (m->n != q->n) {
-                proxy_drain(p, src, PROXY_TAG_DATA, m->n);
-            } else if ((e = p->ops->recv(g->data + (size_t)i * g->chunk + comm_stg_at(q->off),
-                                         q->n, src, PROXY_TAG_DATA)) != 0) {
-                proxy_mpi_fail(p, e, "MPI_Recv of a get's bytes");
-                return;
-            }
+        if (has_bytes && m->n != q->n) {
+            proxy_drain(p, src, m->n);
+            return; /* never completed: the requester's wait ends at its deadline */
+        }
+        if (has_bytes) {
+            ps->kind = PSRC_GET;
+            ps->m = *m;
+            ps->d = d;
+            ps->g = g;
+            if ((e = p->ops->irecv(g->data + (size_t)i * g->chunk + comm_stg_at(q->off), q->n,
+                                   src, PROXY_TAG_DATA, &ps->req)) != 0)
+                proxy_mpi_fail(p, e, "MPI_Irecv of a get's bytes");
+            return;
         }
         g->answered[i] = 1;
         pring_advance(g);
@@ -456,19 +500,49 @@ static void proxy_answer(comm_proxy *p, int src, const comm_proxy_msg *m)
 
 /* ---- the target's side: requests from proxies for this worker's members ---- */
 
-/* A request from host src: carried out against its target's window, then answered. */
+/* A put's bytes are in (or there were none): its signal, then the answer. */
+static void proxy_serve_end(comm_proxy *p, int src, const comm_proxy_msg *m, pdom *d, int ok,
+                            const comm_stg_op *op, px_comm_area *a)
+{
+    comm_proxy_msg *ans;
+    char *win = ok ? (char *)a + px_comm_area_bytes(d->n, d->nsig) : NULL;
+
+    if (ok && op->signal) {
+        _Atomic uint64_t *s = comm_slot(a, d->n, op->slot);
+
+        if (op->sigop == PX_SIG_ADD)
+            atomic_fetch_add_explicit(s, op->v, memory_order_release);
+        else
+            atomic_store_explicit(s, op->v, memory_order_release);
+        comm_wake(a);
+    }
+    if ((ans = malloc(sizeof(*ans))) == NULL) {
+        PX_LOG_ERROR("mpi proxy (host %d): out of memory for an answer", p->rank);
+        return;
+    }
+    *ans = *m;
+    ans->status = ok ? PX_OK : PX_EINVAL;
+    if (!proxy_send(p, ans, ans, sizeof(*ans), src, PROXY_TAG_REP))
+        return;
+    if (ok && (op->op == COMM_STG_GET || op->op == COMM_STG_GET_HEAD) && op->n > 0)
+        (void)proxy_send(p, op->op == COMM_STG_GET ? win + op->off : (char *)a + op->off, NULL,
+                         op->n, src, PROXY_TAG_DATA);
+    p->served++;
+}
+
+/* A request from host src: checked, carried out against its target's window (a put's bytes
+ * received straight into it), then answered. */
 static void proxy_serve(comm_proxy *p, int src, const comm_proxy_msg *m)
 {
     pdom *d = proxy_dom(p, m->dom);
-    comm_proxy_msg *ans;
     comm_stg_req line;
     comm_stg_bounds b;
     comm_stg_op op;
     int ok, e;
-    char *win = NULL;
     px_comm_area *a = NULL;
 
     memset(&line, 0, sizeof(line));
+    memset(&op, 0, sizeof(op));
     line.op = m->op;
     line.flags = m->flags;
     line.sigop = m->sigop;
@@ -485,82 +559,120 @@ static void proxy_serve(comm_proxy *p, int src, const comm_proxy_msg *m)
         b = pdom_bounds(d, comm_stg_chunk_for(d->n));
         ok = comm_stg_decode(&line, &b, &op);
     }
-    if (ok) {
+    if (ok)
         a = d->window[m->dst];
-        win = (char *)a + px_comm_area_bytes(d->n, d->nsig);
-    }
-    if (m->op == COMM_STG_PUT && !m->inl && m->n > 0) {
-        if (!ok)
-            proxy_drain(p, src, PROXY_TAG_DATA, m->n);
-        else if ((e = p->ops->recv(win + op.off, op.n, src, PROXY_TAG_DATA)) != 0) {
-            proxy_mpi_fail(p, e, "MPI_Recv of a put's bytes");
-            return;
-        }
-    }
-    if (ok && op.op == COMM_STG_PUT && op.inl)
-        memcpy(win + op.off, op.data, op.n);
-    if (ok && op.signal) {
-        _Atomic uint64_t *s = comm_slot(a, d->n, op.slot);
-
-        if (op.sigop == PX_SIG_ADD)
-            atomic_fetch_add_explicit(s, op.v, memory_order_release);
-        else
-            atomic_store_explicit(s, op.v, memory_order_release);
-        comm_wake(a);
-    }
-    if (!ok)
+    else
         PX_LOG_WARN("mpi proxy (host %d): skipped a malformed request from host %d (domain "
                     "%u, rank %d -> %d, op %u)", p->rank, src, m->dom, m->src, m->dst, m->op);
-    if ((ans = malloc(sizeof(*ans))) == NULL) {
-        PX_LOG_ERROR("mpi proxy (host %d): out of memory for an answer", p->rank);
+    if (m->op == COMM_STG_PUT && !m->inl && m->n > 0) {
+        psrc *ps = &p->src[src];
+
+        if (!ok) {
+            proxy_drain(p, src, m->n);
+            ps->m = *m; /* answered (refused) when drained */
+            return;
+        }
+        ps->kind = PSRC_PUT;
+        ps->m = *m;
+        ps->d = d;
+        ps->op = op;
+        ps->a = a;
+        if ((e = p->ops->irecv((char *)a + px_comm_area_bytes(d->n, d->nsig) + op.off, op.n,
+                               src, PROXY_TAG_DATA, &ps->req)) != 0)
+            proxy_mpi_fail(p, e, "MPI_Irecv of a put's bytes");
         return;
     }
-    *ans = *m;
-    ans->status = ok ? PX_OK : PX_EINVAL;
-    if (!proxy_send(p, ans, ans, sizeof(*ans), src, PROXY_TAG_REP))
-        return;
-    if (ok && (op.op == COMM_STG_GET || op.op == COMM_STG_GET_HEAD) && op.n > 0)
-        (void)proxy_send(p, op.op == COMM_STG_GET ? win + op.off : (char *)a + op.off, NULL,
-                         op.n, src, PROXY_TAG_DATA);
-    p->served++;
+    if (ok && op.op == COMM_STG_PUT && op.inl)
+        memcpy((char *)a + px_comm_area_bytes(d->n, d->nsig) + op.off, op.data, op.n);
+    proxy_serve_end(p, src, m, d, ok, &op, a);
 }
 
-/* Takes what other proxies sent; returns how many messages. */
+/* The bytes in flight from host h: tested; when in, what follows them is done. */
+static int proxy_src_poll(comm_proxy *p, int h)
+{
+    psrc *q = &p->src[h];
+    int done = 0, e;
+
+    if (q->req == NULL)
+        return 0;
+    if ((e = p->ops->test(q->req, &done)) != 0) {
+        proxy_mpi_fail(p, e, "MPI_Test of a receive");
+        return 0;
+    }
+    if (!done)
+        return 0;
+    q->req = NULL;
+    switch (q->kind) {
+    case PSRC_PUT:
+        proxy_serve_end(p, h, &q->m, q->d, 1, &q->op, q->a);
+        break;
+    case PSRC_GET:
+        q->g->answered[q->m.seq % COMM_STG_SLOTS] = 1;
+        pring_advance(q->g);
+        break;
+    default:
+        free(q->junk);
+        q->junk = NULL;
+        if (q->m.magic == PROXY_MAGIC && q->m.op == COMM_STG_PUT) /* a refused put */
+            proxy_serve_end(p, h, &q->m, NULL, 0, &q->op, NULL);
+        break;
+    }
+    memset(q, 0, sizeof(*q));
+    return 1;
+}
+
+/* Takes what other proxies sent, each host's stream in order; returns how many messages. */
 static int proxy_receive(comm_proxy *p)
 {
     int work = 0;
 
+    for (int h = 0; h < p->size; h++)
+        work += proxy_src_poll(p, h);
     for (int k = 0; k < PROXY_RECV_BURST && !p->failed; k++) {
-        comm_proxy_msg m;
-        int flag = 0, src = 0, tag = 0, e;
-        size_t n = 0;
+        int any = 0;
 
-        if ((e = p->ops->iprobe(&flag, &src, &tag, &n)) != 0) {
-            proxy_mpi_fail(p, e, "MPI_Iprobe");
+        for (int h = 0; h < p->size && !p->failed; h++) {
+            comm_proxy_msg m;
+            int flag = 0, src = 0, tag = 0, e;
+            size_t n = 0;
+
+            if (p->src[h].req != NULL)
+                continue; /* its bytes first */
+            if ((e = p->ops->iprobe(h, &flag, &src, &tag, &n)) != 0) {
+                proxy_mpi_fail(p, e, "MPI_Iprobe");
+                break;
+            }
+            if (!flag)
+                continue;
+            any = 1;
+            work++;
+            if ((tag != PROXY_TAG_REQ && tag != PROXY_TAG_REP) || n != sizeof(m)) {
+                PX_LOG_WARN("mpi proxy (host %d): dropped a message of %zu bytes, tag %d, from "
+                            "host %d that is no proxy request or answer", p->rank, n, tag, h);
+                if ((e = p->ops->irecv(p->src[h].junk = malloc(n > 0 ? n : 1), n, h, tag,
+                                       &p->src[h].req)) != 0)
+                    proxy_mpi_fail(p, e, "MPI_Irecv");
+                p->src[h].kind = PSRC_DRAIN;
+                continue;
+            }
+            /* a header is small: it is here once probed (eager) */
+            if ((e = p->ops->recv(&m, sizeof(m), h, tag)) != 0) {
+                proxy_mpi_fail(p, e, "MPI_Recv");
+                break;
+            }
+            if (m.magic != PROXY_MAGIC) {
+                PX_LOG_WARN("mpi proxy (host %d): dropped a message from host %d with a bad "
+                            "magic", p->rank, h);
+                continue;
+            }
+            if (tag == PROXY_TAG_REQ)
+                proxy_serve(p, h, &m);
+            else
+                proxy_answer(p, h, &m);
+            work += proxy_src_poll(p, h); /* often in already */
+        }
+        if (!any)
             break;
-        }
-        if (!flag)
-            break;
-        work++;
-        if ((tag != PROXY_TAG_REQ && tag != PROXY_TAG_REP) || n != sizeof(m)) {
-            PX_LOG_WARN("mpi proxy (host %d): dropped a message of %zu bytes, tag %d, from host "
-                        "%d that is no proxy request or answer", p->rank, n, tag, src);
-            proxy_drain(p, src, tag, n);
-            continue;
-        }
-        if ((e = p->ops->recv(&m, sizeof(m), src, tag)) != 0) {
-            proxy_mpi_fail(p, e, "MPI_Recv");
-            break;
-        }
-        if (m.magic != PROXY_MAGIC) {
-            PX_LOG_WARN("mpi proxy (host %d): dropped a message from host %d with a bad magic",
-                        p->rank, src);
-            continue;
-        }
-        if (tag == PROXY_TAG_REQ)
-            proxy_serve(p, src, &m);
-        else
-            proxy_answer(p, src, &m);
     }
     return work;
 }
@@ -582,6 +694,9 @@ static int proxy_close_poll(comm_proxy *p)
         for (uint32_t i = 0; i < COMM_STG_SLOTS; i++)
             if (!p->failed && !pring_sends_done(p, &d->rings[r], i))
                 return 0;
+    for (int h = 0; h < p->size; h++) /* bytes still coming into its memory */
+        if (!p->failed && p->src[h].req != NULL && p->src[h].d == d)
+            return 0;
     for (int i = 0; i < p->ndoms; i++) {
         if (p->doms[i] == d) {
             p->doms[i] = p->doms[--p->ndoms];
@@ -720,9 +835,9 @@ px_status comm_proxy_allgather(comm_proxy *p, const void *in, size_t n, void *ou
         g->abandoned = 1; /* the thread frees it when MPI is done with it */
         pthread_mutex_unlock(&p->lock);
         return px_set_error(PX_ETIMEDOUT, "the %d hosts of the job did not all join within %g "
-                            "s (PLEXUS_TIMEOUT_S): a host is gone or stuck, or did not make "
-                            "the same call (every host allocates a domain spanning hosts, in "
-                            "the same order)", p->size, timeout_s);
+                            "s (PLEXUS_COMM_TIMEOUT_S): a host is gone, stopped or stuck, or "
+                            "did not make the same call (every host allocates a domain "
+                            "spanning hosts, in the same order)", p->size, timeout_s);
     }
     pthread_mutex_unlock(&p->lock);
     if (g->err != 0) {
@@ -779,9 +894,18 @@ px_status comm_proxy_add(comm_proxy *p, const comm_proxy_dom *s, double timeout_
     return PX_OK;
 }
 
+void comm_proxy_fail_job(comm_proxy *p)
+{
+    atomic_store_explicit(&p->job_failed, 1, memory_order_release);
+}
+
 px_status comm_proxy_remove(comm_proxy *p, uint32_t id, double timeout_s)
 {
-    px_status st = proxy_post(p, CMD_REMOVE, NULL, id, timeout_s);
+    px_status st;
+
+    if (atomic_load_explicit(&p->job_failed, memory_order_acquire) && timeout_s > 1.0)
+        timeout_s = 1.0;
+    st = proxy_post(p, CMD_REMOVE, NULL, id, timeout_s);
 
     if (st != PX_OK)
         PX_LOG_WARN("mpi proxy: domain %u: %s; its memory stays mapped (MPI may still read "
@@ -798,6 +922,9 @@ static int proxy_in_flight(const comm_proxy *p)
         for (int r = 0; r < p->doms[i]->nrings; r++)
             if (p->doms[i]->rings[r].sent != p->doms[i]->rings[r].done)
                 return 1;
+    for (int h = 0; h < p->size; h++)
+        if (p->src[h].req != NULL)
+            return 1;
     return p->nps > 0 || p->ag != NULL || p->closing != NULL;
 }
 
@@ -871,7 +998,8 @@ static px_status proxy_init(comm_proxy *p)
     g_mpi_pid = getpid();
     pthread_mutex_unlock(&g_mpi_lock);
     p->ops->version(p->lib, sizeof(p->lib));
-    if ((p->hosts = calloc((size_t)p->size, sizeof(*p->hosts))) == NULL)
+    if ((p->src = calloc((size_t)p->size, sizeof(*p->src))) == NULL ||
+        (p->hosts = calloc((size_t)p->size, sizeof(*p->hosts))) == NULL)
         return px_set_error(PX_ENOMEM, "out of host memory for %d hosts", p->size);
     memset(&me, 0, sizeof(me));
     snprintf(me.id, sizeof(me.id), "%s", p->host_id);
@@ -946,8 +1074,11 @@ static void *proxy_main(void *arg)
     p->nps = 0;
     PX_LOG_DEBUG("mpi proxy (host %d): sent on %llu requests, served %llu", p->rank,
                  (unsigned long long)p->forwarded, (unsigned long long)p->served);
-    if (!p->failed)
+    if (!p->failed && !atomic_load_explicit(&p->job_failed, memory_order_acquire))
         (void)p->ops->finalize();
+    else
+        PX_LOG_INFO("mpi proxy (host %d): the job failed here: MPI is not finalised (mpirun "
+                    "ends the job)", p->rank);
     px_mpi_state_set(PX_MPI_STATE_DONE);
     return NULL;
 }
@@ -1058,6 +1189,7 @@ void comm_proxy_stop(comm_proxy *p)
     if (!p->stopped)
         return; /* p stays: the thread still uses it */
     free(p->hosts);
+    free(p->src);
     free(p->ps);
     pthread_mutex_destroy(&p->lock);
     free(p);

@@ -52,7 +52,8 @@ px_status comm_proxy_start(const void *ops, const px_caps *caps, int comm_transp
  * An allgather over the job's hosts (a collective: every host calls it, in the same order):
  * n bytes of in from each host into out (size * n bytes, host order), carried out by the
  * proxy thread while it goes on serving. PX_OK, or PX_ETIMEDOUT after timeout_s (a host did
- * not join: it is gone, stuck, or did not make the same call), PX_EIO (MPI's words).
+ * not join: it is gone, stuck, or did not make the same call; MPI's collective cannot say
+ * which), PX_EIO (MPI's words).
  */
 px_status comm_proxy_allgather(comm_proxy *p, const void *in, size_t n, void *out,
                                double timeout_s);
@@ -88,6 +89,14 @@ typedef struct comm_proxy_dom {
  * returns (else its memory must stay mapped). */
 px_status comm_proxy_add(comm_proxy *p, const comm_proxy_dom *d, double timeout_s);
 px_status comm_proxy_remove(comm_proxy *p, uint32_t id, double timeout_s);
+
+/*
+ * The job has failed here (a run of the worker failed): from now on a domain's removal waits
+ * for MPI's sends at most a second (a stopped host may never take them; what they read then
+ * stays mapped), and the stop does not finalise MPI (a finalise waits for every host):
+ * exiting without it makes mpirun end the job, the other hosts included.
+ */
+void comm_proxy_fail_job(comm_proxy *p);
 
 /* Stops the thread, which finalises MPI (it starts once per process), and frees p. */
 void comm_proxy_stop(comm_proxy *p);

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PX_MPI_OPS_ABI 1u
+#define PX_MPI_OPS_ABI 2u
 #define PX_MPI_PLUGIN_SYMBOL "px_mpi_plugin_ops"
 #define PX_MPI_PLUGIN_NAME "libplexus-mpi.so"
 
@@ -42,8 +42,8 @@ typedef struct px_mpi_ops {
     /* *done 1 when complete (the request is freed then) */
     int (*test)(px_mpi_req *req, int *done);
     void (*cancel)(px_mpi_req *req);
-    /* any message waiting: *flag, and its source, tag and bytes */
-    int (*iprobe)(int *flag, int *src, int *tag, size_t *n);
+    /* a message waiting from host `from` (-1: any): *flag, and its source, tag and bytes */
+    int (*iprobe)(int from, int *flag, int *src, int *tag, size_t *n);
     int (*recv)(void *buf, size_t n, int src, int tag);
     /* nonblocking allgather of n bytes per rank (out: size * n bytes) */
     int (*iallgather)(const void *in, void *out, size_t n, px_mpi_req **req);
