@@ -202,20 +202,11 @@ static px_status ar_reg(px_worker *w, const px_example_opts *o, void **state)
  * this host's data: the inputs of its ranks and the results, -7 until read back. */
 static px_status ar_setup(px_worker *w, ar_state *s, const px_example_opts *o)
 {
-    int hosts = px_worker_hosts(w), me = px_worker_host(w);
+    px_status st = px_example_ranks(w, "allreduce", &s->n, &s->nl, &s->r0, s->chips);
     size_t row;
-    px_status st;
 
-    s->nl = px_worker_chips(w);
-    s->n = hosts * s->nl;
-    s->r0 = me * s->nl;
-    if (s->n > PX_COMM_MAX_RANKS)
-        return px_set_error(PX_EINVAL, "allreduce: %d hosts x %d chips is more than %d ranks",
-                            hosts, s->nl, PX_COMM_MAX_RANKS);
-    if ((st = ar_validate(o, s)) != PX_OK)
+    if (st != PX_OK || (st = ar_validate(o, s)) != PX_OK)
         return st;
-    for (int r = 0; r < s->n; r++) /* one host: its own chips; several: host-major names */
-        s->chips[r] = hosts == 1 ? r : px_chip_global(r / s->nl, r % s->nl);
     row = (size_t)s->size * s->es;
     s->in = malloc((size_t)s->nl * row);
     s->out = malloc((size_t)s->iters * (size_t)s->nl * row);

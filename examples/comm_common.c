@@ -236,3 +236,18 @@ void px_example_domain_reasons(const px_domain *d, const int *chips, char *buf, 
 
     px_example_pairs_reasons(&p, buf, n);
 }
+
+px_status px_example_ranks(px_worker *w, const char *ex, int *n, int *nl, int *r0, int *chips)
+{
+    int hosts = px_worker_hosts(w);
+
+    *nl = px_worker_chips(w);
+    *n = hosts * *nl;
+    *r0 = px_worker_host(w) * *nl;
+    if (*n > PX_COMM_MAX_RANKS)
+        return px_set_error(PX_EINVAL, "%s: %d hosts x %d chips is more than %d ranks", ex,
+                            hosts, *nl, PX_COMM_MAX_RANKS);
+    for (int r = 0; r < *n; r++) /* one host: its own chips; several: host-major names */
+        chips[r] = hosts == 1 ? r : px_chip_global(r / *nl, r % *nl);
+    return PX_OK;
+}

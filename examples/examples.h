@@ -131,6 +131,14 @@ double px_example_elem_get(const void *base, px_dtype dt, size_t i);
 void px_example_domain_info(const px_domain *d, const int *chips, char *buf, size_t n);
 
 /*
+ * The ranks of an example's domain over every host of w (after px_worker_init; one host
+ * without MPI): host-major, rank = host * chips + chip. Sets *n (all ranks), *nl and *r0 (this
+ * host's: r0 .. r0 + nl - 1) and chips[*n] (the spec's: this worker's chips on one host,
+ * px_chip_global names on several). PX_EINVAL (message naming ex) past PX_COMM_MAX_RANKS.
+ */
+px_status px_example_ranks(px_worker *w, const char *ex, int *n, int *nl, int *r0, int *chips);
+
+/*
  * One line per distinct reason of d's pairs not on direct, each starting with a newline
  * ("\n  staged for 4 pairs: peer_map=0 in profile a2a3-pcie"), into buf (n bytes); "" when
  * every pair is direct. Up to 8 lines, then one line counting the pairs left.

@@ -309,20 +309,11 @@ static px_status moe_reg(px_worker *w, const px_example_opts *o, void **state)
 /* The ranks over every host (host-major), checked again at that size, and this host's data. */
 static px_status moe_setup(px_worker *w, moe_state *s)
 {
-    int hosts = px_worker_hosts(w), me = px_worker_host(w);
-    px_status st;
+    px_status st = px_example_ranks(w, "moe", &s->n, &s->nl, &s->r0, s->chips);
     size_t tok;
 
-    s->nl = px_worker_chips(w);
-    s->n = hosts * s->nl;
-    s->r0 = me * s->nl;
-    if (s->n > PX_COMM_MAX_RANKS)
-        return px_set_error(PX_EINVAL, "moe: %d hosts x %d chips is more than %d ranks", hosts,
-                            s->nl, PX_COMM_MAX_RANKS);
-    if ((st = moe_validate(&s->opts, s)) != PX_OK)
+    if (st != PX_OK || (st = moe_validate(&s->opts, s)) != PX_OK)
         return st;
-    for (int r = 0; r < s->n; r++)
-        s->chips[r] = hosts == 1 ? r : px_chip_global(r / s->nl, r % s->nl);
     s->t = s->opts.size;
     s->iters = s->opts.iters;
     tok = (size_t)s->nl * (size_t)s->t * MOE_H;

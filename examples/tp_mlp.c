@@ -232,19 +232,10 @@ static px_status tp_reg(px_worker *w, const px_example_opts *o, void **state)
 /* The ranks over every host (host-major), checked again at that size, and this host's data. */
 static px_status tp_setup(px_worker *w, tp_state *s)
 {
-    int hosts = px_worker_hosts(w), me = px_worker_host(w);
-    px_status st;
+    px_status st = px_example_ranks(w, "tp_mlp", &s->n, &s->nl, &s->r0, s->chips);
 
-    s->nl = px_worker_chips(w);
-    s->n = hosts * s->nl;
-    s->r0 = me * s->nl;
-    if (s->n > PX_COMM_MAX_RANKS)
-        return px_set_error(PX_EINVAL, "tp_mlp: %d hosts x %d chips is more than %d ranks",
-                            hosts, s->nl, PX_COMM_MAX_RANKS);
-    if ((st = tp_validate(&s->opts, s)) != PX_OK)
+    if (st != PX_OK || (st = tp_validate(&s->opts, s)) != PX_OK)
         return st;
-    for (int r = 0; r < s->n; r++)
-        s->chips[r] = hosts == 1 ? r : px_chip_global(r / s->nl, r % s->nl);
     s->m = s->opts.size;
     s->iters = s->opts.iters;
     s->x = malloc((size_t)s->m * TP_K * sizeof(float));

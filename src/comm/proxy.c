@@ -1074,8 +1074,9 @@ static void *proxy_main(void *arg)
     p->nps = 0;
     PX_LOG_DEBUG("mpi proxy (host %d): sent on %llu requests, served %llu", p->rank,
                  (unsigned long long)p->forwarded, (unsigned long long)p->served);
-    if (!p->failed && !atomic_load_explicit(&p->job_failed, memory_order_acquire))
-        (void)p->ops->finalize();
+    if (!p->failed && (p->size == 1 || !atomic_load_explicit(&p->job_failed,
+                                                             memory_order_acquire)))
+        (void)p->ops->finalize(); /* one host: nobody else to wait for */
     else
         PX_LOG_INFO("mpi proxy (host %d): the job failed here: MPI is not finalised (mpirun "
                     "ends the job)", p->rank);
