@@ -20,8 +20,11 @@
  *
  * The anchor is Open MPI (bench/mpi_anchor.c runs bench/comm_mpi_anchor.c under mpirun with
  * pinned options): MPI_Allreduce in place and MPI_Put + MPI_Win_flush on a shared window. The
- * single-thread memcpy floor of each size comes from the same run. Lines: see
- * docs/benchmarks.md.
+ * single-thread memcpy floor of each size comes from the same run.
+ * --hosts 2 (issue 21, as root): the same sweep on a domain spanning 2 hosts made as network
+ * namespaces by tests/system/netns/mpi_hosts.sh, at 2 x 1 and 2 x 2 chips, against the anchor
+ * on 2 and 4 ranks over the same namespaces; each is one job under the harness, whose ranks
+ * are this program again (--hosts-rank CHIPS) or the anchor. Lines: see docs/benchmarks.md.
  */
 #include "benchutil.h"
 #include "mpi_anchor.h"
