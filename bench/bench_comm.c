@@ -20,8 +20,11 @@
  *
  * The anchor is Open MPI (bench/mpi_anchor.c runs bench/comm_mpi_anchor.c under mpirun with
  * pinned options): MPI_Allreduce in place and MPI_Put + MPI_Win_flush on a shared window. The
- * single-thread memcpy floor of each size comes from the same run. Lines: see
- * docs/benchmarks.md.
+ * single-thread memcpy floor of each size comes from the same run.
+ * --hosts 2 (issue 21, as root): the same sweep on a domain spanning 2 hosts made as network
+ * namespaces by tests/system/netns/mpi_hosts.sh, at 2 x 1 and 2 x 2 chips, against the anchor
+ * on 2 and 4 ranks over the same namespaces; each is one job under the harness, whose ranks
+ * are this program again (--hosts-rank CHIPS) or the anchor. Lines: see docs/benchmarks.md.
  */
 #include "benchutil.h"
 #include "mpi_anchor.h"
@@ -56,11 +59,13 @@ typedef struct bc_plan {
  * put_signal half round trip, and a failure count. */
 typedef struct bc_result {
     double us[BC_MAX_SIZES];
+    double iters[BC_MAX_SIZES]; /* allreduces per repetition */
     double half_rtt_us;
-    double failures;
+    double failures; /* wrong elements and payloads over every rank */
 } bc_result;
 
 static bc_plan g_plan;
+static int g_peer = 1; /* rank 0's put_signal partner (--hosts: the first rank of host 1) */
 static px_kernel_id k_sweep;
 static px_callable_id c_sweep;
 
@@ -84,14 +89,20 @@ static bc_plan bc_plan_for(bench_mode mode)
 
 /* ---- inside the chips ---- */
 
-/* The slowest rank's value of v (an allreduce with max on the domain's "t" buffer). */
-static double bc_slowest(px_comm *c, double v, px_status *st)
+/* v folded over every rank with op (an allreduce on the domain's "t" buffer). */
+static double bc_fold(px_comm *c, double v, px_redop op, px_status *st)
 {
     double *t = px_comm_buffer(c, "t", NULL);
 
     t[0] = v;
-    *st = px_comm_allreduce(c, t, 1, PX_F64, PX_OP_MAX);
+    *st = px_comm_allreduce(c, t, 1, PX_F64, op);
     return t[0];
+}
+
+/* The slowest rank's value of v. */
+static double bc_slowest(px_comm *c, double v, px_status *st)
+{
+    return bc_fold(c, v, PX_OP_MAX, st);
 }
 
 /* Fills x, runs one allreduce and checks it; returns the wrong elements (0: right). */
@@ -109,8 +120,10 @@ static uint64_t bc_check_one(px_comm *c, float *x, size_t count, px_status *st)
     return bad;
 }
 
-/* Median microseconds of one allreduce of count floats, the slowest rank counting. */
-static double bc_time_size(px_comm *c, float *x, size_t count, int reps, px_status *st)
+/* Median microseconds of one allreduce of count floats, the slowest rank counting; the
+ * allreduces per repetition into *iters_out. */
+static double bc_time_size(px_comm *c, float *x, size_t count, int reps, double *iters_out,
+                           px_status *st)
 {
     double us[BC_MAX_REPS], one;
     uint64_t t0, iters;
@@ -124,6 +137,7 @@ static double bc_time_size(px_comm *c, float *x, size_t count, int reps, px_stat
         return -1;
     iters = one > 0 ? (uint64_t)((double)BC_REP_NS / one) : BC_MAX_ITERS;
     iters = iters < 1 ? 1 : iters > BC_MAX_ITERS ? BC_MAX_ITERS : iters;
+    *iters_out = (double)iters;
     for (int rep = 0; rep < reps; rep++) {
         if ((*st = px_comm_barrier(c)) != PX_OK)
             return -1;
@@ -137,10 +151,11 @@ static double bc_time_size(px_comm *c, float *x, size_t count, int reps, px_stat
     return bench_median(us, reps);
 }
 
-/* Median half round trip of put_signal between ranks 0 and 1 (others wait at the barrier). */
+/* Median half round trip of put_signal between ranks 0 and g_peer (others wait at the
+ * barrier). */
 static double bc_ping_pong(px_comm *c, int iters, int reps, double *failures, px_status *st)
 {
-    int r = px_comm_rank(c);
+    int r = px_comm_rank(c), peer = g_peer;
     uint64_t *x = px_comm_buffer(c, "pp", NULL), v, k = 0;
     double us[BC_MAX_REPS];
     size_t off;
@@ -153,10 +168,10 @@ static double bc_ping_pong(px_comm *c, int iters, int reps, double *failures, px
         if ((*st = px_comm_barrier(c)) != PX_OK)
             return -1;
         t0 = bench_now_ns();
-        for (int i = 0; r < 2 && i < iters && *st == PX_OK; i++) {
+        for (int i = 0; (r == 0 || r == peer) && i < iters && *st == PX_OK; i++) {
             v = ++k * 2654435761u;
             if (r == 0) {
-                *st = px_comm_put_signal(c, 1, off, &v, 8, 0, PX_SIG_SET, k);
+                *st = px_comm_put_signal(c, peer, off, &v, 8, 0, PX_SIG_SET, k);
                 if (*st == PX_OK)
                     *st = px_comm_wait_until(c, 1, PX_CMP_GE, k, 0);
                 *failures += *st == PX_OK && x[1] != v + 1;
@@ -195,10 +210,12 @@ static px_status bc_sweep_kernel(px_core_ctx *ctx, const px_task_args *a)
 
         res.failures += (double)bc_check_one(c, x, count, &st);
         if (st == PX_OK)
-            res.us[s] = bc_time_size(c, x, count, g_plan.reps, &st);
+            res.us[s] = bc_time_size(c, x, count, g_plan.reps, &res.iters[s], &st);
     }
-    if (st == PX_OK && px_comm_size(c) >= 2)
+    if (st == PX_OK && px_comm_size(c) > g_peer)
         res.half_rtt_us = bc_ping_pong(c, g_plan.pp_iters, g_plan.reps, &res.failures, &st);
+    if (st == PX_OK) /* every rank checked its own elements: rank 0 reports them all */
+        res.failures = bc_fold(c, res.failures, PX_OP_SUM, &st);
     if (st == PX_OK && px_comm_rank(c) == 0)
         memcpy(px_comm_buffer(c, "res", NULL), &res, sizeof(res));
     return st;
@@ -214,30 +231,41 @@ static px_status bc_sweep_callable(px_orch *o, const px_task_args *args, void *u
 /* ---- the host side ---- */
 
 typedef struct bc_run {
-    int n;
-    bc_result *res; /* host copy of rank 0's results */
+    int n;          /* chips of this worker */
+    int hosts;      /* hosts of the job (1: not under MPI); the domain has hosts x n ranks */
+    int host;       /* this worker's */
+    bc_result *res; /* host copy of rank 0's results (host 0) */
+    char info[160]; /* the transports of rank 0's pairs with rank 1 and with g_peer */
 } bc_run;
 
 static px_status bc_orch(px_orch *o, const px_task_args *args, void *user)
 {
     bc_run *r = user;
-    int chips[8];
+    int chips[64], nr = r->n * r->hosts;
     uint64_t top = g_plan.bytes[g_plan.nsizes - 1];
     px_domain_buffer b[4] = {{"x", top}, {"t", 64}, {"pp", 64}, {"res", sizeof(bc_result)}};
     px_domain_spec s = {PX_DOMAIN_SPEC_HEADER,
-                        .name = "bench", .chips = chips, .nchips = r->n,
+                        .name = "bench", .chips = chips, .nchips = nr,
                         .window_bytes = top + 4096, .buffers = b, .nbuffers = 4,
                         .nsignals = 2};
     px_tensor out = *px_arg_tensor(args, 0);
     px_domain *d;
     px_status st;
 
-    for (int i = 0; i < r->n; i++)
-        chips[i] = i;
+    if (nr > 64)
+        return px_set_error(PX_EINVAL, "bench_comm: %d ranks; at most 64", nr);
+    for (int i = 0; i < nr; i++) /* host-major: rank = host x chips + chip */
+        chips[i] = r->hosts > 1 ? px_chip_global(i / r->n, i % r->n) : i;
     if ((st = px_domain_alloc(o, &s, &d)) != PX_OK)
         return st;
+    if (nr > g_peer && g_peer > 1)
+        snprintf(r->info, sizeof(r->info), "rank 0 -> rank 1 via %s, rank 0 -> rank %d via %s",
+                 px_domain_transport(d, 0, 1), g_peer, px_domain_transport(d, 0, g_peer));
+    else if (nr > 1)
+        snprintf(r->info, sizeof(r->info), "rank 0 -> rank 1 via %s",
+                 px_domain_transport(d, 0, 1));
     st = px_submit_domain_task(o, d, c_sweep, NULL, NULL);
-    if (st == PX_OK)
+    if (st == PX_OK && r->host == 0) /* rank 0 is host 0's */
         st = px_submit_domain_read(o, d, 0, "res", 0, &out, NULL);
     if (st == PX_OK)
         st = px_domain_release(d);
@@ -263,17 +291,23 @@ static px_status bc_config(px_config *cfg, int n, uint64_t dev)
 /* Runs the plexus side on n chips into res. Returns 0, or -1 after bench_fail. */
 /* Transports measured: forced direct, forced staged, and auto under profile pairs (4 ranks:
  * chips 0-1 and 2-3 direct, the other pairs staged). */
-enum { BC_DIRECT, BC_STAGED, BC_MIXED, BC_NTL };
+enum { BC_AUTO = -1, BC_DIRECT, BC_STAGED, BC_MIXED, BC_NTL };
 static const char *const bc_tl_names[BC_NTL] = {"direct", "staged", "mixed"};
 
-static int bc_plexus(int n, int tl, bc_result *res)
+/* tl's name; BC_AUTO (--hosts: the rule chooses every pair) is "auto". */
+static const char *bc_tl_name(int tl)
+{
+    return tl == BC_AUTO ? "auto" : bc_tl_names[tl];
+}
+
+static int bc_plexus_run(int n, int tl, bc_result *res, bc_run *out)
 {
     px_config cfg;
     px_worker *w = NULL;
     px_tensor t;
     px_task_args args;
     int64_t shape[1] = {sizeof(*res)};
-    bc_run r = {.n = n, .res = res};
+    bc_run r = {.n = n, .hosts = 1, .res = res};
     px_status st = bc_config(&cfg, n, 64ull << 20);
 
     memset(res, 0, sizeof(*res));
@@ -289,22 +323,32 @@ static int bc_plexus(int n, int tl, bc_result *res)
         st = px_callable_register(w, "bench_comm.sweep", bc_sweep_callable, &c_sweep);
     if (st == PX_OK)
         st = px_worker_init(w);
-    if (st == PX_OK)
+    if (st == PX_OK) {
+        r.hosts = px_worker_hosts(w);
+        r.host = px_worker_host(w);
         st = px_tensor_make(&t, res, PX_U8, 1, shape);
+    }
     if (st == PX_OK) {
         px_args_init(&args);
         px_args_out(&args, &t);
         st = px_run(w, bc_orch, &args, &r);
     }
     if (st != PX_OK)
-        bench_fail(BC_NAME, "plexus on %d chips (%s): %s: %s", n, bc_tl_names[tl],
+        bench_fail(BC_NAME, "plexus on %d chips (%s): %s: %s", n, bc_tl_name(tl),
                    px_status_name(st), px_last_error());
     else if (res->failures != 0)
         bench_fail(BC_NAME, "plexus on %d chips (%s): %.0f results were wrong", n,
-                   bc_tl_names[tl], res->failures);
+                   bc_tl_name(tl), res->failures);
     if (w != NULL)
         px_worker_destroy(w);
+    if (out != NULL)
+        *out = r;
     return st == PX_OK && res->failures == 0 ? 0 : -1;
+}
+
+static int bc_plexus(int n, int tl, bc_result *res)
+{
+    return bc_plexus_run(n, tl, res, NULL);
 }
 
 /* The anchor's row for op and bytes, or NULL. */
@@ -579,18 +623,301 @@ static void bc_domain_alloc_case(bench_mode mode)
         bench_line(BC_NAME, "case=domain_alloc ranks_64_over_4=%.1f linear=16", us[4] / us[1]);
 }
 
+/* ---- --hosts 2: several hosts over network namespaces (issue 21) ---- */
+
+#define BC_HOSTS 2
+#ifndef PX_NETNS_HARNESS
+#define PX_NETNS_HARNESS "tests/system/netns/mpi_hosts.sh"
+#endif
+
+/*
+ * One rank of the job (`bench_comm --hosts-rank CHIPS [--quick|--smoke]`, started under the
+ * harness by the driver below): a level-3 worker of CHIPS chips under MPI, the sweep on one
+ * domain of every host's chips (host-major), the put_signal between rank 0 and the first rank
+ * of host 1. Host 0 prints the results in the anchor's line protocol (ANCHOR lines, parsed by
+ * bench_mpi_hosts_run), verified = no wrong element or payload on any rank. Returns the exit
+ * status.
+ */
+static int bc_hosts_rank(int chips, bench_mode mode)
+{
+    bc_result res;
+    bc_run r;
+    int ok, n;
+
+    g_peer = chips;
+    ok = bc_plexus_run(chips, BC_AUTO, &res, &r) == 0;
+    n = r.hosts * chips;
+    if (r.host != 0)
+        return ok ? 0 : 1;
+    if (r.hosts < 2) {
+        fprintf(stderr, "bench_comm --hosts-rank: not under an MPI job of 2 or more hosts "
+                "(px_worker_hosts is %d): run bench_comm --hosts 2\n", r.hosts);
+        return 1;
+    }
+    printf("ANCHOR config library=\"plexus %s, %d ranks (%d hosts x %d chip%s), %s\" ranks=%d "
+           "mode=%s\n", PX_VERSION_STRING, n, r.hosts, chips, chips == 1 ? "" : "s", r.info, n,
+           bench_mode_name(mode));
+    for (int s = 0; ok && s < g_plan.nsizes; s++) {
+        uint64_t b = g_plan.bytes[s];
+
+        printf("ANCHOR op=allreduce ranks=%d bytes=%" PRIu64 " us=%.3f algbw_gbs=%.4f "
+               "busbw_gbs=%.4f iters=%.0f reps=%d verified=%d\n", n, b, res.us[s],
+               res.us[s] > 0 ? (double)b / (res.us[s] * 1e3) : 0, bc_busbw(b, res.us[s], n),
+               res.iters[s], g_plan.reps, res.failures == 0);
+    }
+    if (ok)
+        printf("ANCHOR op=put_signal ranks=2 bytes=8 half_rtt_us=%.3f iters=%d reps=%d "
+               "verified=%d peer=%d\n", res.half_rtt_us, g_plan.pp_iters, g_plan.reps,
+               res.failures == 0, g_peer);
+    fflush(stdout);
+    return ok ? 0 : 1;
+}
+
+/* What one shape of the hosts mode measured: plexus's rows and Open MPI's two runs. */
+typedef struct bc_hosts_shape {
+    int per_host; /* chips per host (plexus) = MPI ranks per host (Open MPI) */
+    bench_mpi_row plexus[BENCH_MPI_MAX_ROWS];
+    int nplexus;
+    bc_mpi mpi;
+} bc_hosts_shape;
+
+/* The harness: PLEXUS_NETNS_HARNESS, else the source tree's (PX_NETNS_HARNESS). */
+static const char *bc_harness(void)
+{
+    const char *env = getenv("PLEXUS_NETNS_HARNESS");
+
+    return env != NULL && env[0] != '\0' ? env : PX_NETNS_HARNESS;
+}
+
+/* "skipped: not root (uid 1000): ..." -> "not_root_(uid_1000):_..." (one token of a BENCH
+ * line). */
+static void bc_token(char *s)
+{
+    for (; *s != '\0'; s++)
+        if (*s == ' ' || *s == '\t' || *s == '"' || *s == '=')
+            *s = '_';
+}
+
+/* Runs plexus's job of one shape; returns 0, 1 when the harness cannot run here (why in
+ * skip), or -1 after bench_fail. */
+static int bc_hosts_plexus(bc_hosts_shape *sh, bench_mode mode, char *skip, size_t skipn)
+{
+    bench_mpi_hosts h = {.harness = bc_harness(), .hosts = BC_HOSTS, .per_host = 1};
+    char self[4096], chips[16], cfg[2048];
+    const char *argv[5] = {self, "--hosts-rank", chips, NULL, NULL};
+    ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+    if (len <= 0) {
+        bench_fail(BC_NAME, "--hosts: cannot read /proc/self/exe: %s", strerror(errno));
+        return -1;
+    }
+    self[len] = '\0';
+    snprintf(chips, sizeof(chips), "%d", sh->per_host);
+    argv[3] = mode == BENCH_QUICK ? "--quick" : mode == BENCH_SMOKE ? "--smoke" : NULL;
+    sh->nplexus = bench_mpi_hosts_run(&h, mode, argv, sh->plexus, BENCH_MPI_MAX_ROWS, cfg,
+                                      sizeof(cfg), skip, skipn);
+    if (sh->nplexus == -2)
+        return 1;
+    if (sh->nplexus < 0) {
+        bench_fail(BC_NAME, "--hosts: plexus on %d hosts x %d chips failed (reason above)",
+                   BC_HOSTS, sh->per_host);
+        sh->nplexus = 0;
+        return -1;
+    }
+    bench_line(BC_NAME, "config hosts=%d ranks=%d system=plexus namespaces=%d mpi_ranks_per_host=1 "
+               "chips_per_host=%d transport=auto %s", BC_HOSTS, BC_HOSTS * sh->per_host,
+               BC_HOSTS, sh->per_host, cfg);
+    return 0;
+}
+
+/* Runs Open MPI's two jobs of one shape (as installed, malloc tuned); returns 0, 1 when the
+ * harness cannot run here, or -1 after bench_fail. */
+static int bc_hosts_openmpi(bc_hosts_shape *sh, bench_mode mode, char *skip, size_t skipn)
+{
+    bench_mpi_hosts h = {.harness = bc_harness(), .hosts = BC_HOSTS, .per_host = sh->per_host};
+    char cfg[2048];
+    int bad = 0;
+
+    for (int v = 0; v < 2; v++) {
+        sh->mpi.nrows[v] = bench_mpi_anchor_hosts(&h, mode, BENCH_MPI_ALL, v, sh->mpi.rows[v],
+                                                  BENCH_MPI_MAX_ROWS, cfg, sizeof(cfg), skip,
+                                                  skipn);
+        if (sh->mpi.nrows[v] == -2)
+            return 1;
+        if (sh->mpi.nrows[v] < 0) {
+            bench_fail(BC_NAME, "--hosts: the Open MPI anchor (%s) failed on %d hosts x %d "
+                       "ranks", bc_mpi_names[v], BC_HOSTS, sh->per_host);
+            sh->mpi.nrows[v] = 0;
+            bad = 1;
+            continue;
+        }
+        bench_line(BC_NAME, "config hosts=%d ranks=%d system=%s namespaces=%d "
+                   "mpi_ranks_per_host=%d btl=self,vader,tcp btl_tcp_if_include=10.213.0.0/24 "
+                   "link=pxh0(veth) put_signal_peer=%d %s", BC_HOSTS, BC_HOSTS * sh->per_host,
+                   bc_mpi_names[v], BC_HOSTS, sh->per_host, sh->per_host, cfg);
+    }
+    return bad ? -1 : 0;
+}
+
+/* The ratio line: plexus's time over Open MPI's, with the issue's target where it has one. */
+static void bc_hosts_ratio(const char *what, double pus, double mus, double target)
+{
+    char t[48] = "";
+
+    if (!(pus > 0) || !(mus > 0))
+        return;
+    if (target > 0)
+        snprintf(t, sizeof(t), " target=%.1f met=%s", target,
+                 pus / mus <= target ? "yes" : "no");
+    bench_line(BC_NAME, "%s plexus_over_openmpi_time=%.2f%s", what, pus / mus, t);
+}
+
+/* Prints one shape's lines: per size plexus, Open MPI's two runs, the better of them, and the
+ * ratio; then put_signal the same way. */
+static void bc_hosts_print(const bc_hosts_shape *sh)
+{
+    int n = BC_HOSTS * sh->per_host, which;
+    char what[96];
+
+    for (int s = 0; s < g_plan.nsizes; s++) {
+        uint64_t b = g_plan.bytes[s];
+        const bench_mpi_row *p = bc_row(sh->plexus, sh->nplexus, BENCH_MPI_ALLREDUCE, b);
+        const bench_mpi_row *m = bc_best(&sh->mpi, BENCH_MPI_ALLREDUCE, b, &which);
+        int big = b == (1u << 20) || b == (64u << 20);
+
+        snprintf(what, sizeof(what), "op=allreduce hosts=%d ranks=%d bytes=%" PRIu64, BC_HOSTS,
+                 n, b);
+        if (p != NULL)
+            bench_line(BC_NAME, "%s system=plexus busbw_gbs=%.3f us=%.3f", what, p->busbw_gbs,
+                       p->us);
+        for (int v = 0; v < 2; v++) {
+            const bench_mpi_row *mv = bc_row(sh->mpi.rows[v], sh->mpi.nrows[v],
+                                             BENCH_MPI_ALLREDUCE, b);
+
+            if (mv != NULL)
+                bench_line(BC_NAME, "%s system=%s busbw_gbs=%.3f us=%.3f", what,
+                           bc_mpi_names[v], mv->busbw_gbs, mv->us);
+        }
+        if (m == NULL)
+            continue;
+        bench_line(BC_NAME, "%s system=openmpi busbw_gbs=%.3f us=%.3f best_of=%s", what,
+                   m->busbw_gbs, m->us, bc_mpi_names[which]);
+        if (p != NULL) /* 2 x 1: within 1.1x; 2 x 2: no slower than the flat 4 ranks */
+            bc_hosts_ratio(what, p->us, m->us, !big ? 0 : sh->per_host == 1 ? 1.1 : 1.0);
+    }
+    snprintf(what, sizeof(what), "op=put_signal hosts=%d ranks=%d", BC_HOSTS, n);
+    {
+        const bench_mpi_row *p = bc_row(sh->plexus, sh->nplexus, BENCH_MPI_PUT_SIGNAL, 0);
+        const bench_mpi_row *m = bc_best(&sh->mpi, BENCH_MPI_PUT_SIGNAL, 0, &which);
+
+        if (p != NULL)
+            bench_line(BC_NAME, "%s peer=%d system=plexus half_rtt_us=%.3f", what,
+                       sh->per_host, p->us);
+        for (int v = 0; v < 2; v++) {
+            const bench_mpi_row *mv = bc_row(sh->mpi.rows[v], sh->mpi.nrows[v],
+                                             BENCH_MPI_PUT_SIGNAL, 0);
+
+            if (mv != NULL)
+                bench_line(BC_NAME, "%s peer=%d system=%s half_rtt_us=%.3f", what,
+                           sh->per_host, bc_mpi_names[v], mv->us);
+        }
+        if (m != NULL) {
+            bench_line(BC_NAME, "%s peer=%d system=openmpi half_rtt_us=%.3f best_of=%s", what,
+                       sh->per_host, m->us, bc_mpi_names[which]);
+            if (p != NULL)
+                bc_hosts_ratio(what, p->us, m->us, 1.2);
+        }
+    }
+}
+
+/*
+ * `bench_comm --hosts 2`: 2 hosts x 1 chip and 2 hosts x 2 chips of plexus, Open MPI on 2
+ * ranks (1 per host) and 4 (2 per host), each a job under the namespace harness, interleaved
+ * (plexus, then Open MPI, per shape). Where the harness cannot run (not root, no ip netns):
+ * `BENCH comm hosts=2 skipped=<why>` and 77 in every mode, since nothing was measured. A full
+ * or quick run without Open MPI refuses to start, as bench_comm's does. Returns the exit
+ * status.
+ */
+static int bc_hosts_main(bench_mode mode)
+{
+    static bc_hosts_shape shapes[2] = {{.per_host = 1}, {.per_host = 2}};
+    char why[512] = "";
+    int rc = 0;
+
+    bench_line(BC_NAME, "config hosts=%d shapes=2x1,2x2 sizes=%d reps=%d cores_per_chip=1 "
+               "dtype=f32 op=sum transport=auto pp_iters=%d plexus=%s mode=%s harness=%s",
+               BC_HOSTS, g_plan.nsizes, g_plan.reps, g_plan.pp_iters, PX_VERSION_STRING,
+               bench_mode_name(mode), bc_harness());
+    if (!bench_mpi_available(why, sizeof(why))) {
+        if (mode != BENCH_SMOKE) {
+            fprintf(stderr, "bench_comm --hosts: the Open MPI anchor cannot run (%s): run "
+                    "`make deps-bench`\n", why);
+            return 1;
+        }
+        snprintf(why, sizeof(why), "openmpi_not_installed");
+        rc = 1;
+    }
+    for (int i = 0; rc == 0 && i < 2; i++) {
+        rc = bc_hosts_plexus(&shapes[i], mode, why, sizeof(why));
+        if (rc != 1)
+            rc = bc_hosts_openmpi(&shapes[i], mode, why, sizeof(why)) == 1 ? 1 : 0;
+        if (rc == 0)
+            bc_hosts_print(&shapes[i]);
+    }
+    if (rc == 1) {
+        bc_token(why);
+        bench_line(BC_NAME, "hosts=%d skipped=%s", BC_HOSTS, why);
+        return 77;
+    }
+    return bench_finish();
+}
+
+/* Takes `--hosts H` and `--hosts-rank CHIPS` out of argv (the rest goes to bench_start);
+ * returns 0, or -1 after a message. */
+static int bc_hosts_args(int *argc, char **argv, int *hosts, int *rank_chips)
+{
+    int k = 1;
+
+    for (int i = 1; i < *argc; i++) {
+        int is_hosts = strcmp(argv[i], "--hosts") == 0;
+
+        if (!is_hosts && strcmp(argv[i], "--hosts-rank") != 0) {
+            argv[k++] = argv[i];
+            continue;
+        }
+        if (i + 1 >= *argc || (is_hosts && strcmp(argv[i + 1], "2") != 0) ||
+            (!is_hosts && (atoi(argv[i + 1]) < 1 || atoi(argv[i + 1]) > 8))) {
+            fprintf(stderr, "bench_comm: %s: expected %s\n", argv[i],
+                    is_hosts ? "--hosts 2 (2 hosts as network namespaces)"
+                             : "--hosts-rank CHIPS (1..8; started by --hosts)");
+            return -1;
+        }
+        *(is_hosts ? hosts : rank_chips) = atoi(argv[++i]);
+    }
+    *argc = k;
+    argv[k] = NULL;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const int ranks[2] = {2, 4};
     bench_mode mode = BENCH_FULL;
     char why[256] = "", cfg[1024] = "";
-    int rc, have_mpi;
+    int rc, have_mpi, hosts = 0, rank_chips = 0;
 
+    if (bc_hosts_args(&argc, argv, &hosts, &rank_chips) != 0)
+        return 1;
     if ((rc = bench_start(argc, argv, "bench_comm",
                           "allreduce bus bandwidth and put_signal latency of plexus domains "
-                          "against Open MPI", &mode)) >= 0)
+                          "against Open MPI (--hosts 2: across 2 hosts made as network "
+                          "namespaces, as root)", &mode)) >= 0)
         return rc;
     g_plan = bc_plan_for(mode);
+    if (rank_chips > 0)
+        return bc_hosts_rank(rank_chips, mode);
+    if (hosts > 0)
+        return bc_hosts_main(mode);
     have_mpi = bench_mpi_available(why, sizeof(why));
     bench_line(BC_NAME, "config ranks=2,4 sizes=%d reps=%d cores_per_chip=1 dtype=f32 op=sum "
                "transports=direct,staged,mixed(4 ranks, profile pairs) pp_iters=%d plexus=%s "

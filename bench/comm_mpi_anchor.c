@@ -1,17 +1,19 @@
 /*
  * comm_mpi_anchor.c - the Open MPI side of bench_comm: MPI_Allreduce bus bandwidth and a
- * put-with-signal ping-pong on a shared-memory window, timed and verified the way bench_comm
- * times and verifies plexus.
+ * put-with-signal ping-pong on a shared-memory window (an ordinary RMA window where the two
+ * ranks do not share a node: bench_comm --hosts), timed and verified the way bench_comm times
+ * and verifies plexus.
  *
  * This is the only program in the project that links libmpi. It is started by
  * bench_mpi_anchor() (bench/mpi_anchor.c) as
  *     mpirun -np N <pinned options> comm_mpi_anchor full|quick|smoke [allreduce] [put_signal]
+ *            [put_peer=K]   (put_signal between ranks 0 and K, default 1)
  * and prints one machine-readable `ANCHOR ...` line per result on stdout (rank 0 only):
  *     ANCHOR config library="<MPI_Get_library_version>" ranks=<n> mode=<m>
  *     ANCHOR op=allreduce ranks=<n> bytes=<b> us=<median> algbw_gbs=<x> busbw_gbs=<x>
  *            iters=<i> reps=<r> verified=<0|1>
  *     ANCHOR op=put_signal ranks=2 bytes=8 half_rtt_us=<median> iters=<i> reps=<r>
- *            verified=<0|1>
+ *            verified=<0|1> peer=<K> window=<shared|allocate>
  * Any verification failure is explained on stderr by the rank that saw it and makes every
  * rank exit 1. A put_signal wait that passes its deadline aborts the job (exit non-zero).
  *
@@ -58,6 +60,7 @@ typedef struct anchor_plan {
     int pingpong_iters; /* round trips per put_signal repetition (0: calibrate) */
     double wait_s;      /* deadline of one put_signal wait */
     const char *fault;  /* PLEXUS_MPI_ANCHOR_FAULT or "" */
+    int peer;           /* the put_signal partner of rank 0 (put_peer=K; default 1) */
 } anchor_plan;
 
 static int anchor_rank;
@@ -308,7 +311,9 @@ static long anchor_allreduce(const anchor_plan *p)
 /* The shared window of the ping-pong: payload at 0, flag at ANCHOR_FLAG_OFFSET. */
 typedef struct anchor_win {
     MPI_Win win;
-    MPI_Comm comm; /* ranks 0 and 1 */
+    MPI_Comm comm; /* rank 0 and its partner: ranks 0 and 1 of comm */
+    int me;        /* this rank in comm */
+    int shared;    /* 1: MPI_Win_allocate_shared (one node), 0: MPI_Win_allocate */
     volatile uint64_t *payload;
     volatile uint64_t *flag;
 } anchor_win;
@@ -378,7 +383,7 @@ static long anchor_check_payload(anchor_win *w, uint64_t want, uint64_t seq)
 static long anchor_pingpong(anchor_win *w, const anchor_plan *p, uint64_t *seq, int iters,
                             double *elapsed)
 {
-    const int me = anchor_rank;
+    const int me = w->me;
     const int drop = strcmp(p->fault, "drop_signal") == 0;
     const uint64_t wrong = strcmp(p->fault, "put_signal") == 0 ? 1 : 0;
     long bad = 0;
@@ -405,18 +410,33 @@ static long anchor_pingpong(anchor_win *w, const anchor_plan *p, uint64_t *seq, 
     return bad;
 }
 
-/* Opens the window on ranks 0 and 1 (comm already split); returns 0 or -1. */
+/*
+ * Opens the window on rank 0 and its partner (comm already split): a shared-memory window
+ * (MPI_Win_allocate_shared, osc sm: a put is a store) when the two share a node, else an
+ * ordinary RMA window (MPI_Win_allocate: a put goes over the network). Returns 0 or -1.
+ */
 static int anchor_win_open(anchor_win *w)
 {
+    MPI_Comm node;
     char *base = NULL;
-    int rc;
+    int rc, on_node = 0;
 
-    rc = MPI_Win_allocate_shared(ANCHOR_WIN_BYTES, 1, MPI_INFO_NULL, w->comm, &base, &w->win);
+    MPI_Comm_rank(w->comm, &w->me);
+    MPI_Comm_split_type(w->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_size(node, &on_node);
+    MPI_Comm_free(&node);
+    w->shared = on_node == 2;
+    if (w->shared)
+        rc = MPI_Win_allocate_shared(ANCHOR_WIN_BYTES, 1, MPI_INFO_NULL, w->comm, &base,
+                                     &w->win);
+    else
+        rc = MPI_Win_allocate(ANCHOR_WIN_BYTES, 1, MPI_INFO_NULL, w->comm, &base, &w->win);
     if (rc != MPI_SUCCESS) {
         fprintf(stderr,
-                "comm_mpi_anchor: rank %d: MPI_Win_allocate_shared of %d bytes failed "
-                "(error %d); is the osc/sm component available?\n",
-                anchor_rank, ANCHOR_WIN_BYTES, rc);
+                "comm_mpi_anchor: rank %d: %s of %d bytes failed (error %d); is the osc "
+                "component for it (%s) available?\n",
+                anchor_rank, w->shared ? "MPI_Win_allocate_shared" : "MPI_Win_allocate",
+                ANCHOR_WIN_BYTES, rc, w->shared ? "sm" : "pt2pt or rdma");
         return -1;
     }
     memset(base, 0, ANCHOR_WIN_BYTES);
@@ -449,8 +469,8 @@ static int anchor_pingpong_calibrate(anchor_win *w, const anchor_plan *p, uint64
 }
 
 /*
- * The put_signal ping-pong between ranks 0 and 1 of MPI_COMM_WORLD (other ranks only take
- * part in the split and the final agreement). Returns the wrong payloads, or aborts the job
+ * The put_signal ping-pong between rank 0 and rank p->peer of MPI_COMM_WORLD (other ranks
+ * only take part in the split and the final agreement). Returns the wrong payloads, or aborts the job
  * when a wait times out (the peer is then stuck in its own wait).
  */
 static long anchor_put_signal_run(const anchor_plan *p)
@@ -459,7 +479,7 @@ static long anchor_put_signal_run(const anchor_plan *p)
     double times[ANCHOR_MAX_REPS];
     uint64_t seq = 0;
     long bad = 0, total = 0;
-    int in = anchor_rank < 2;
+    int in = anchor_rank == 0 || anchor_rank == p->peer, shared = 1;
     int iters = p->pingpong_iters, reruns = 0;
 
     memset(&w, 0, sizeof(w));
@@ -489,6 +509,7 @@ static long anchor_put_signal_run(const anchor_plan *p)
         }
         if (iters < 0)
             MPI_Abort(MPI_COMM_WORLD, 3);
+        shared = w.shared;
         MPI_Win_unlock_all(w.win);
         MPI_Win_free(&w.win);
         MPI_Comm_free(&w.comm);
@@ -498,19 +519,21 @@ static long anchor_put_signal_run(const anchor_plan *p)
         double half = bench_median(times, p->reps) / iters / 2.0 * 1e6;
 
         printf("ANCHOR op=put_signal ranks=2 bytes=8 half_rtt_us=%.3f iters=%d reps=%d "
-               "verified=%d\n",
-               half, iters, p->reps, total == 0);
+               "verified=%d peer=%d window=%s\n",
+               half, iters, p->reps, total == 0, p->peer, shared ? "shared" : "allocate");
         fflush(stdout);
     }
     return total;
 }
 
 /* Parses argv: the mode, then the ops (none: both). Returns 0 or -1 with a message. */
-static int anchor_args(int argc, char **argv, bench_mode *mode, int *ar, int *ps)
+static int anchor_args(int argc, char **argv, bench_mode *mode, int *ar, int *ps, int *peer)
 {
+    int ops = 0;
+
     if (argc < 2) {
         fprintf(stderr, "usage: mpirun -np N comm_mpi_anchor full|quick|smoke "
-                        "[allreduce] [put_signal]\n");
+                        "[allreduce] [put_signal] [put_peer=K]\n");
         return -1;
     }
     if (strcmp(argv[1], "full") == 0) {
@@ -524,12 +547,24 @@ static int anchor_args(int argc, char **argv, bench_mode *mode, int *ar, int *ps
                 argv[1]);
         return -1;
     }
-    *ar = *ps = argc == 2;
+    *ar = *ps = 0;
+    *peer = 1;
     for (int i = 2; i < argc; i++) {
+        char *end = NULL;
+
         if (strcmp(argv[i], "allreduce") == 0) {
-            *ar = 1;
+            *ar = ops = 1;
         } else if (strcmp(argv[i], "put_signal") == 0) {
-            *ps = 1;
+            *ps = ops = 1;
+        } else if (strncmp(argv[i], "put_peer=", 9) == 0) {
+            long k = strtol(argv[i] + 9, &end, 10);
+
+            if (end == argv[i] + 9 || *end != '\0' || k < 1 || k > 63) {
+                fprintf(stderr, "comm_mpi_anchor: %s: expected put_peer=K, K in 1..63 (the "
+                        "rank that answers rank 0's puts)\n", argv[i]);
+                return -1;
+            }
+            *peer = (int)k;
         } else {
             fprintf(stderr,
                     "comm_mpi_anchor: unknown operation '%s'; expected allreduce or "
@@ -538,6 +573,8 @@ static int anchor_args(int argc, char **argv, bench_mode *mode, int *ar, int *ps
             return -1;
         }
     }
+    if (!ops)
+        *ar = *ps = 1;
     return 0;
 }
 
@@ -562,20 +599,22 @@ int main(int argc, char **argv)
 {
     anchor_plan plan;
     bench_mode mode = BENCH_SMOKE;
-    int do_ar = 0, do_ps = 0;
+    int do_ar = 0, do_ps = 0, peer = 1;
     long bad = 0;
 
-    if (anchor_args(argc, argv, &mode, &do_ar, &do_ps) != 0 || anchor_plan_init(&plan, mode) != 0)
+    if (anchor_args(argc, argv, &mode, &do_ar, &do_ps, &peer) != 0 ||
+        anchor_plan_init(&plan, mode) != 0)
         return 2;
+    plan.peer = peer;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &anchor_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &anchor_nranks);
-    if (do_ps && anchor_nranks < 2) {
+    if (do_ps && (anchor_nranks < 2 || plan.peer >= anchor_nranks)) {
         if (anchor_rank == 0)
             fprintf(stderr,
-                    "comm_mpi_anchor: put_signal needs at least 2 ranks, got %d; run "
-                    "with mpirun -np 2 or more\n",
-                    anchor_nranks);
+                    "comm_mpi_anchor: put_signal between ranks 0 and %d needs at least %d "
+                    "ranks, got %d; run with mpirun -np %d or more\n",
+                    plan.peer, plan.peer + 1, anchor_nranks, plan.peer + 1);
         MPI_Finalize();
         return 2;
     }

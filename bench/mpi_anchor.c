@@ -29,6 +29,8 @@
 #define MPI_ANCHOR_MAX_ARGS 64
 #define MPI_ANCHOR_LINE_MAX 1024
 #define MPI_ANCHOR_KILL_GRACE_MS 3000
+#define MPI_ANCHOR_HOSTS_GRACE_MS 20000 /* the harness's own clean-up: processes, namespaces */
+#define MPI_ANCHOR_SKIPPED 77           /* the harness's "cannot run here" */
 
 /* The pinned mpirun options (before -np and the scratch-directory options). */
 /* clang-format off */
@@ -44,6 +46,24 @@ static const char *const mpi_anchor_pinned[] = {
     "--mca", "btl_tcp_if_include", "lo",       /* nothing ever leaves loopback */
     "--mca", "oob_tcp_if_include", "lo",
     "--mca", "mpi_yield_when_idle", "1",       /* a waiting rank yields its CPU: see docs */
+    NULL,
+};
+
+/* The pinned options of a job across the namespace hosts (bench_mpi_hosts_run), after the
+ * harness's own (btl self,vader,tcp; btl_tcp_if_include and oob_tcp_if_include 10.213.0.0/24;
+ * plm_rsh_agent, its hostfile, orte_tmpdir_base): the same for plexus's job and Open MPI's. */
+static const char *const mpi_anchor_pinned_hosts[] = {
+    "--allow-run-as-root",
+    "--oversubscribe",
+    "--bind-to", "none",
+    "--stdin", "none",
+    "--mca", "pml", "ob1",                     /* point-to-point over the harness's BTLs */
+    "--mca", "btl_vader_single_copy_mechanism", "cma", /* ranks of one host */
+    "--mca", "osc", "pt2pt",                   /* MPI_Win_allocate over ob1 (btl tcp) across
+                                                  hosts: rdma refuses btl tcp, ucx goes
+                                                  through shared memory between the
+                                                  namespaces (see docs/benchmarks.md) */
+    "--mca", "mpi_yield_when_idle", "1",       /* a waiting rank yields its CPU */
     NULL,
 };
 /* clang-format on */
@@ -161,6 +181,11 @@ typedef struct mpi_anchor_job {
     pid_t pid;
     int out_fd; /* the job's stdout */
     int variant; /* BENCH_MPI_DEFAULT or BENCH_MPI_MALLOC */
+    const bench_mpi_hosts *hosts; /* NULL: mpirun on this host; else under the harness */
+    char hosts_args[3][24];       /* --hosts, --np-per-host, --timeout values */
+    const char *const *tail;      /* the program and its arguments; NULL: the anchor's */
+    int put_peer;                 /* the anchor's put_signal partner (1: the default) */
+    char peer_arg[24];
 } mpi_anchor_job;
 
 /* BENCH_MPI_MALLOC's environment: glibc keeps large blocks on the heap instead of mapping a
@@ -184,19 +209,53 @@ static int mpi_anchor_arg(mpi_anchor_job *j, const char *a)
     return 0;
 }
 
+/* The launcher: mpirun with the one-host pinned options, or the namespace harness (its
+ * --hosts, --np-per-host, --timeout below the job's deadline, --mpirun) and the hosts' ones. */
+static int mpi_anchor_launcher(mpi_anchor_job *j, int ranks, long timeout_ms)
+{
+    const char *const *pinned = j->hosts != NULL ? mpi_anchor_pinned_hosts : mpi_anchor_pinned;
+    long harness_s = (timeout_ms - MPI_ANCHOR_HOSTS_GRACE_MS) / 1000;
+    int rc = 0;
+
+    if (j->hosts == NULL) {
+        snprintf(j->np, sizeof(j->np), "%d", ranks);
+        rc |= mpi_anchor_arg(j, j->mpirun);
+    } else {
+        snprintf(j->hosts_args[0], sizeof(j->hosts_args[0]), "%d", j->hosts->hosts);
+        snprintf(j->hosts_args[1], sizeof(j->hosts_args[1]), "%d", j->hosts->per_host);
+        snprintf(j->hosts_args[2], sizeof(j->hosts_args[2]), "%ld",
+                 harness_s < 10 ? 10 : harness_s);
+        snprintf(j->np, sizeof(j->np), "%d", j->hosts->hosts * j->hosts->per_host);
+        rc |= mpi_anchor_arg(j, "/bin/sh");
+        rc |= mpi_anchor_arg(j, j->hosts->harness);
+        rc |= mpi_anchor_arg(j, "--hosts");
+        rc |= mpi_anchor_arg(j, j->hosts_args[0]);
+        rc |= mpi_anchor_arg(j, "--np-per-host");
+        rc |= mpi_anchor_arg(j, j->hosts_args[1]);
+        rc |= mpi_anchor_arg(j, "--timeout");
+        rc |= mpi_anchor_arg(j, j->hosts_args[2]);
+        rc |= mpi_anchor_arg(j, "--mpirun");
+        rc |= mpi_anchor_arg(j, j->mpirun);
+        rc |= mpi_anchor_arg(j, "--");
+    }
+    for (int i = 0; pinned[i] != NULL; i++)
+        rc |= mpi_anchor_arg(j, pinned[i]);
+    return rc;
+}
+
 /* Builds the argument vector; returns 0 or -1. */
-static int mpi_anchor_argv(mpi_anchor_job *j, int ranks, bench_mode mode, unsigned ops)
+static int mpi_anchor_argv(mpi_anchor_job *j, int ranks, bench_mode mode, unsigned ops,
+                           long timeout_ms)
 {
     static const char *const scratch_params[] = {"btl_vader_backing_directory",
                                                  "osc_sm_backing_directory", "orte_tmpdir_base"};
     static const char *const fwd[] = {"PLEXUS_MPI_ANCHOR_FAULT", "PLEXUS_MPI_ANCHOR_WAIT_S"};
-    int rc = 0;
+    int rc = mpi_anchor_launcher(j, ranks, timeout_ms);
 
-    snprintf(j->np, sizeof(j->np), "%d", ranks);
-    rc |= mpi_anchor_arg(j, j->mpirun);
-    for (int i = 0; mpi_anchor_pinned[i] != NULL; i++)
-        rc |= mpi_anchor_arg(j, mpi_anchor_pinned[i]);
+    /* under the harness, orte_tmpdir_base is the harness's own folder (removed by it) */
     for (size_t i = 0; i < sizeof(scratch_params) / sizeof(scratch_params[0]); i++) {
+        if (j->hosts != NULL && i == 2)
+            continue;
         rc |= mpi_anchor_arg(j, "--mca");
         rc |= mpi_anchor_arg(j, scratch_params[i]);
         rc |= mpi_anchor_arg(j, j->scratch);
@@ -211,14 +270,25 @@ static int mpi_anchor_argv(mpi_anchor_job *j, int ranks, bench_mode mode, unsign
         rc |= mpi_anchor_arg(j, "-x"); /* NAME=VALUE: mpirun sets it in every rank */
         rc |= mpi_anchor_arg(j, mpi_anchor_malloc_env[i]);
     }
-    rc |= mpi_anchor_arg(j, "-np");
-    rc |= mpi_anchor_arg(j, j->np);
+    if (j->hosts == NULL) { /* the harness gives -np and the hostfile itself */
+        rc |= mpi_anchor_arg(j, "-np");
+        rc |= mpi_anchor_arg(j, j->np);
+    }
+    if (j->tail != NULL) {
+        for (int i = 0; j->tail[i] != NULL; i++)
+            rc |= mpi_anchor_arg(j, j->tail[i]);
+        return rc;
+    }
     rc |= mpi_anchor_arg(j, j->program);
     rc |= mpi_anchor_arg(j, bench_mode_name(mode));
     if (ops & BENCH_MPI_ALLREDUCE)
         rc |= mpi_anchor_arg(j, "allreduce");
     if (ops & BENCH_MPI_PUT_SIGNAL)
         rc |= mpi_anchor_arg(j, "put_signal");
+    if ((ops & BENCH_MPI_PUT_SIGNAL) && j->put_peer != 1) {
+        snprintf(j->peer_arg, sizeof(j->peer_arg), "put_peer=%d", j->put_peer);
+        rc |= mpi_anchor_arg(j, j->peer_arg);
+    }
     return rc;
 }
 
@@ -233,6 +303,8 @@ static void mpi_anchor_cfg(const mpi_anchor_job *j, char *cfg, size_t cfgn)
     used += (size_t)snprintf(cfg, cfgn,
                              "env=OMPI_ALLOW_RUN_AS_ROOT=1,"
                              "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1,no_OMPI_MCA_* cmd=\"");
+    if (used >= cfgn)
+        return;
     for (int i = 0; i < j->argc && used < cfgn; i++) {
         const char *a = strcmp(j->argv[i], j->scratch) == 0 ? "<scratch>" : j->argv[i];
 
@@ -297,7 +369,7 @@ static int mpi_anchor_spawn(mpi_anchor_job *j)
     if (j->pid == 0) {
         setsid();
         dup2(p[1], STDOUT_FILENO);
-        execve(j->mpirun, (char *const *)j->argv, env);
+        execve(j->argv[0], (char *const *)j->argv, env);
         if (write(STDERR_FILENO, nexec, sizeof(nexec) - 1) < 0)
             _exit(127);
         _exit(127);
@@ -382,7 +454,8 @@ static int mpi_anchor_exited(const mpi_anchor_job *j)
  * whole session; reaps mpirun. */
 static void mpi_anchor_kill(mpi_anchor_job *j, int *status)
 {
-    long until = mpi_anchor_now_ms() + MPI_ANCHOR_KILL_GRACE_MS;
+    long until = mpi_anchor_now_ms() +
+                 (j->hosts != NULL ? MPI_ANCHOR_HOSTS_GRACE_MS : MPI_ANCHOR_KILL_GRACE_MS);
     struct timespec nap = {0, 20 * 1000 * 1000};
 
     if (mpi_anchor_peek(j) == MPI_ANCHOR_GONE)
@@ -478,6 +551,7 @@ typedef struct mpi_anchor_out {
     int nrows;
     int failed;        /* a line did not parse, did not verify, or rows overflowed */
     char library[256]; /* from the config line */
+    char skipped[256]; /* the harness's "skipped: <why>" */
     char line[MPI_ANCHOR_LINE_MAX];
     size_t len;
 } mpi_anchor_out;
@@ -491,6 +565,10 @@ static void mpi_anchor_line(mpi_anchor_out *o, const char *line)
         lib = strstr(line, "library=\"");
         if (lib != NULL)
             snprintf(o->library, sizeof(o->library), "%.*s", (int)strcspn(lib + 9, "\""), lib + 9);
+        return;
+    }
+    if (strncmp(line, "skipped: ", 9) == 0) { /* the harness cannot run here */
+        snprintf(o->skipped, sizeof(o->skipped), "%s", line + 9);
         return;
     }
     if (strncmp(line, "ANCHOR ", 7) != 0) {
@@ -620,7 +698,8 @@ static int mpi_anchor_scratch(char *dir, size_t dirn)
     return -1;
 }
 
-/* Runs the built job to its end; returns the rows parsed or -1. */
+/* Runs the built job to its end; returns the rows parsed, -1, or -2 when the harness said it
+ * cannot run here (its reason in o->skipped). */
 static int mpi_anchor_run(mpi_anchor_job *j, mpi_anchor_out *o, long timeout_ms)
 {
     long deadline = mpi_anchor_now_ms() + timeout_ms;
@@ -643,6 +722,9 @@ static int mpi_anchor_run(mpi_anchor_job *j, mpi_anchor_out *o, long timeout_ms)
                 j->np, timeout_ms / 1000.0);
         return -1;
     }
+    if (j->hosts != NULL && WIFEXITED(status) && WEXITSTATUS(status) == MPI_ANCHOR_SKIPPED &&
+        o->skipped[0] != '\0')
+        return -2;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         fprintf(stderr, "bench_mpi_anchor: mpirun -np %s %s %d (see the messages above)\n", j->np,
                 WIFEXITED(status) ? "exited with status" : "was killed by signal",
@@ -659,25 +741,31 @@ int bench_mpi_anchor(int ranks, bench_mode mode, unsigned ops, bench_mpi_row *ro
                                     cfgn);
 }
 
-int bench_mpi_anchor_variant(int ranks, bench_mode mode, unsigned ops, int variant,
-                             bench_mpi_row *rows, int max_rows, char *cfg, size_t cfgn)
+/* What one job runs: where (this host, or the harness's hosts), what (the anchor's ops, or
+ * a program of the caller's), and which environment. */
+typedef struct mpi_anchor_what {
+    const bench_mpi_hosts *hosts;
+    const char *const *tail;
+    int ranks;
+    bench_mode mode;
+    unsigned ops;
+    int variant;
+    int put_peer;
+} mpi_anchor_what;
+
+/* Builds, runs and cleans up one job; returns the rows, -1, or -2 with the harness's reason
+ * for not running in skip. */
+static int mpi_anchor_go(const mpi_anchor_what *w, bench_mpi_row *rows, int max_rows, char *cfg,
+                         size_t cfgn, char *skip, size_t skipn)
 {
     mpi_anchor_job *j = NULL;
     mpi_anchor_out *o = NULL;
     char why[PATH_MAX + 128];
-    long timeout_ms = mpi_anchor_timeout_ms(mode);
+    long timeout_ms = mpi_anchor_timeout_ms(w->mode);
     int n = -1;
 
     if (cfg != NULL && cfgn > 0)
         cfg[0] = '\0';
-    if (ranks < 1 || ranks > 64 || (ops & ~(unsigned)BENCH_MPI_ALL) != 0 || ops == 0 ||
-        rows == NULL || max_rows < 1 || ((ops & BENCH_MPI_PUT_SIGNAL) && ranks < 2)) {
-        fprintf(stderr,
-                "bench_mpi_anchor: bad arguments: ranks %d (1..64, put_signal >= 2), "
-                "ops 0x%x (BENCH_MPI_* bits), rows %p, max_rows %d (>= 1)\n",
-                ranks, ops, (void *)rows, max_rows);
-        return -1;
-    }
     if (timeout_ms < 0)
         return -1;
     j = calloc(1, sizeof(*j));
@@ -687,18 +775,24 @@ int bench_mpi_anchor_variant(int ranks, bench_mode mode, unsigned ops, int varia
         goto out_free;
     }
     if (!mpi_anchor_mpirun(j->mpirun, sizeof(j->mpirun), why, sizeof(why)) ||
-        !mpi_anchor_program(j->program, sizeof(j->program), why, sizeof(why))) {
+        (w->tail == NULL && !mpi_anchor_program(j->program, sizeof(j->program), why,
+                                                sizeof(why)))) {
         fprintf(stderr, "bench_mpi_anchor: the Open MPI anchor cannot run: %s\n", why);
         goto out_free;
     }
     if (mpi_anchor_scratch(j->scratch, sizeof(j->scratch)) != 0)
         goto out_free;
-    j->variant = variant;
-    if (mpi_anchor_argv(j, ranks, mode, ops) != 0)
+    j->variant = w->variant;
+    j->hosts = w->hosts;
+    j->tail = w->tail;
+    j->put_peer = w->put_peer;
+    if (mpi_anchor_argv(j, w->ranks, w->mode, w->ops, timeout_ms) != 0)
         goto out_rmdir;
     o->rows = rows;
     o->max_rows = max_rows;
     n = mpi_anchor_run(j, o, timeout_ms);
+    if (n == -2 && skip != NULL && skipn > 0)
+        snprintf(skip, skipn, "%s", o->skipped);
     mpi_anchor_cfg(j, cfg, cfgn);
     if (cfg != NULL && o->library[0] != '\0') {
         size_t used = strlen(cfg);
@@ -712,6 +806,81 @@ out_free:
     free(o);
     free(j);
     return n;
+}
+
+/* Whether the arguments of an anchor job are sane; 0, or -1 after a message. */
+static int mpi_anchor_check_args(int ranks, unsigned ops, const bench_mpi_row *rows,
+                                 int max_rows, int peer)
+{
+    if (ranks < 1 || ranks > 64 || (ops & ~(unsigned)BENCH_MPI_ALL) != 0 || ops == 0 ||
+        rows == NULL || max_rows < 1 || ((ops & BENCH_MPI_PUT_SIGNAL) && ranks <= peer)) {
+        fprintf(stderr,
+                "bench_mpi_anchor: bad arguments: ranks %d (1..64, put_signal > its peer %d), "
+                "ops 0x%x (BENCH_MPI_* bits), rows %p, max_rows %d (>= 1)\n",
+                ranks, peer, ops, (const void *)rows, max_rows);
+        return -1;
+    }
+    return 0;
+}
+
+int bench_mpi_anchor_variant(int ranks, bench_mode mode, unsigned ops, int variant,
+                             bench_mpi_row *rows, int max_rows, char *cfg, size_t cfgn)
+{
+    mpi_anchor_what w = {.ranks = ranks, .mode = mode, .ops = ops, .variant = variant,
+                         .put_peer = 1};
+
+    if (cfg != NULL && cfgn > 0)
+        cfg[0] = '\0';
+    if (mpi_anchor_check_args(ranks, ops, rows, max_rows, 1) != 0)
+        return -1;
+    return mpi_anchor_go(&w, rows, max_rows, cfg, cfgn, NULL, 0);
+}
+
+/* Whether h names a harness and a shape it takes; 0, or -1 after a message. */
+static int mpi_anchor_check_hosts(const bench_mpi_hosts *h)
+{
+    if (h == NULL || h->harness == NULL || h->hosts < 2 || h->hosts > 4 || h->per_host < 1 ||
+        h->per_host > 8) {
+        fprintf(stderr, "bench_mpi_hosts: bad hosts: expected a harness path, 2..4 hosts and "
+                "1..8 ranks per host\n");
+        return -1;
+    }
+    return 0;
+}
+
+int bench_mpi_anchor_hosts(const bench_mpi_hosts *h, bench_mode mode, unsigned ops, int variant,
+                           bench_mpi_row *rows, int max_rows, char *cfg, size_t cfgn,
+                           char *skip, size_t skipn)
+{
+    mpi_anchor_what w = {.hosts = h, .mode = mode, .ops = ops, .variant = variant};
+
+    if (cfg != NULL && cfgn > 0)
+        cfg[0] = '\0';
+    if (mpi_anchor_check_hosts(h) != 0)
+        return -1;
+    w.ranks = h->hosts * h->per_host;
+    w.put_peer = h->per_host; /* the first rank of host 1 */
+    if (mpi_anchor_check_args(w.ranks, ops, rows, max_rows, w.put_peer) != 0)
+        return -1;
+    return mpi_anchor_go(&w, rows, max_rows, cfg, cfgn, skip, skipn);
+}
+
+int bench_mpi_hosts_run(const bench_mpi_hosts *h, bench_mode mode, const char *const *argv,
+                        bench_mpi_row *rows, int max_rows, char *cfg, size_t cfgn, char *skip,
+                        size_t skipn)
+{
+    mpi_anchor_what w = {.hosts = h, .tail = argv, .mode = mode};
+
+    if (cfg != NULL && cfgn > 0)
+        cfg[0] = '\0';
+    if (mpi_anchor_check_hosts(h) != 0)
+        return -1;
+    if (argv == NULL || argv[0] == NULL || rows == NULL || max_rows < 1) {
+        fprintf(stderr, "bench_mpi_hosts_run: expected a program to run and room for rows\n");
+        return -1;
+    }
+    w.ranks = h->hosts * h->per_host;
+    return mpi_anchor_go(&w, rows, max_rows, cfg, cfgn, skip, skipn);
 }
 
 double bench_memcpy_floor(size_t bytes)

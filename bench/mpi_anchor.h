@@ -74,6 +74,38 @@ int bench_mpi_anchor_variant(int ranks, bench_mode mode, unsigned ops, int varia
                              bench_mpi_row *rows, int max_rows, char *cfg, size_t cfgn);
 
 /*
+ * Several hosts on this machine (issue 21): a job started by the namespace harness
+ * (tests/system/netns/mpi_hosts.sh: `hosts` network namespaces, `per_host` MPI ranks each,
+ * ranks i*per_host .. of host i; MPI over TCP on the test links), with the hosts' pinned
+ * options (docs/benchmarks.md, "bench_comm --hosts").
+ */
+typedef struct bench_mpi_hosts {
+    const char *harness; /* path of mpi_hosts.sh */
+    int hosts;           /* 2..4 */
+    int per_host;        /* MPI ranks per host, 1..8 */
+} bench_mpi_hosts;
+
+/*
+ * The anchor across h's hosts: as bench_mpi_anchor_variant, on hosts x per_host ranks, the
+ * put_signal between rank 0 and the first rank of host 1 (rank per_host) through an ordinary
+ * RMA window. Returns the rows, -1 with the reason on stderr, or -2 when the harness cannot
+ * run here (not root, no `ip netns`, ...): its reason in skip[0..skipn-1].
+ */
+int bench_mpi_anchor_hosts(const bench_mpi_hosts *h, bench_mode mode, unsigned ops, int variant,
+                           bench_mpi_row *rows, int max_rows, char *cfg, size_t cfgn,
+                           char *skip, size_t skipn);
+
+/*
+ * Runs argv (a program of the caller's and its arguments, NULL-terminated) as the ranks of a
+ * job across h's hosts, with the same pinned options, deadline and clean-up as the anchor's,
+ * and parses the ANCHOR lines it prints (the anchor's line protocol: see comm_mpi_anchor.c)
+ * into rows. Returns as bench_mpi_anchor_hosts.
+ */
+int bench_mpi_hosts_run(const bench_mpi_hosts *h, bench_mode mode, const char *const *argv,
+                        bench_mpi_row *rows, int max_rows, char *cfg, size_t cfgn, char *skip,
+                        size_t skipn);
+
+/*
  * Returns the single-thread memcpy bandwidth for bytes-sized copies in GB/s (1e9 bytes per
  * second): buffers allocated and touched beforehand, enough copies per repetition to run at
  * least 10 ms, the median of 5 repetitions. Returns -1 with the reason on stderr when bytes
