@@ -223,8 +223,8 @@ int doctor_comm(const cli_opts *o, const px_caps *caps, const px_config *c)
     /* under a launcher: the hosts of the job, as a worker would learn them */
     if (v->m.wanted && v->m.loaded && px_mpi_mode() != PX_MPI_ON &&
         getenv("OMPI_COMM_WORLD_SIZE") != NULL && px_mpi_load(&ops, NULL, 0) == PX_OK) {
-        if ((st = comm_proxy_start(ops, caps, c->comm_transport, n, &v->bell, c->timeout_s,
-                                   &v->proxy)) != PX_OK)
+        if ((st = comm_proxy_start(ops, caps, c->comm_transport, n, &v->bell, NULL, NULL,
+                                   c->timeout_s, &v->proxy)) != PX_OK)
             return cli_fail("doctor --comm: %s", px_last_error());
         v->hosts = comm_proxy_size(v->proxy);
         n *= v->hosts;

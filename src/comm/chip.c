@@ -377,6 +377,7 @@ static px_status comm_chip_ready(hier_chip *chip, void *arg, const void *payload
                           .data_bytes = m->data_bytes, .nsig = m->nsig,
                           .pairs = comm_desc_pairs(d->desc), .links = links,
                           .deaths = hier_chip_deaths(chip),
+                          .rdeaths = comm_board_rdeaths(*g_bells),
                           .member = comm_desc_chips(d->desc), .timeout_s = m->timeout_s,
                           .spin_ns = m->spin_ns, .yield_ns = m->yield_ns,
                           .oneshot_max = m->oneshot_max, .buffers = m->buffers,

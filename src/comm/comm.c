@@ -119,6 +119,7 @@ px_status comm_build(px_comm *c, const px_comm_spec *s)
     for (int q = 0; q < s->n; q++)
         c->tl[q] = q == c->rank ? &px_comm_tl_direct : comm_tl_of(s->pairs[c->rank * s->n + q]);
     c->deaths = s->deaths;
+    c->rdeaths = s->rdeaths;
     for (int q = 0; q < s->n; q++)
         c->member[q] = s->member != NULL ? s->member[q] : q;
     c->timeout_s = s->timeout_s > 0 ? s->timeout_s : 60.0;
@@ -334,6 +335,12 @@ static int comm_peer_is_dead(const px_comm *c, int q)
 {
     int b = c->member[q];
 
+    if (b <= -2) { /* another host's chip: what its proxy told ours */
+        int h = (-2 - b) >> 16, chip = (-2 - b) & 0xFFFF;
+
+        return c->rdeaths != NULL && h < COMM_RDEATH_HOSTS && chip < 64 &&
+               (atomic_load_explicit(&c->rdeaths->mask[h], memory_order_acquire) >> chip & 1);
+    }
     return c->deaths != NULL && b >= 0 && b < HIER_DEATHS_MAX &&
            (atomic_load_explicit(&c->deaths->mask, memory_order_acquire) >> b & 1);
 }
@@ -341,19 +348,22 @@ static int comm_peer_is_dead(const px_comm *c, int q)
 /* Why the board says dead rank q died. */
 static const char *comm_dead_why(const px_comm *c, int q)
 {
-    const char *why = c->deaths->why[c->member[q]];
+    const char *why = c->member[q] <= -2 ? c->rdeaths->why[(-2 - c->member[q]) >> 16]
+                                         : c->deaths->why[c->member[q]];
 
     return why[0] ? why : "no reason known";
 }
 
+/* Some death is announced: on this worker's board or another host's. */
+static int comm_any_dead(const px_comm *c)
+{
+    return (c->deaths != NULL && atomic_load_explicit(&c->deaths->mask, memory_order_acquire)) ||
+           (c->rdeaths != NULL && atomic_load_explicit(&c->rdeaths->any, memory_order_acquire));
+}
+
 px_status comm_check_dead(const px_comm *c)
 {
-    uint64_t m;
-
-    if (c->deaths == NULL)
-        return PX_OK;
-    m = atomic_load_explicit(&c->deaths->mask, memory_order_acquire);
-    if (m == 0)
+    if (!comm_any_dead(c))
         return PX_OK;
     for (int q = 0; q < c->n; q++)
         if (comm_peer_is_dead(c, q))
@@ -381,7 +391,8 @@ int comm_peer_text(const px_comm *c, int q, char *buf, size_t n)
 
     if (c->member[q] < 0) { /* a chip of another host (-2 - host): its worker watches it */
         if (c->member[q] <= -2)
-            snprintf(buf + len, n - len, " (a chip of host %d)", -2 - c->member[q]);
+            snprintf(buf + len, n - len, " (chip %d of host %d)", (-2 - c->member[q]) & 0xFFFF,
+                     (-2 - c->member[q]) >> 16);
         else
             snprintf(buf + len, n - len, " (a chip of another host)");
         return 0;
@@ -485,9 +496,7 @@ static int comm_waiting_ready(void *arg)
     if (w->ready(w->arg))
         return 1;
     /* one load of the board (read-mostly) per turn: a death ends the wait within a slice */
-    if (w->c->deaths != NULL &&
-        atomic_load_explicit(&w->c->deaths->mask, memory_order_acquire) != 0 &&
-        comm_check_dead(w->c) != PX_OK)
+    if (comm_any_dead(w->c) && comm_check_dead(w->c) != PX_OK)
         return w->dead = 1;
     return 0;
 }

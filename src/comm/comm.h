@@ -117,6 +117,33 @@ typedef struct comm_bell {
 #define COMM_BELL_PROXY HIER_DEATHS_MAX
 #define COMM_BELLS (HIER_DEATHS_MAX + 1)
 
+/*
+ * The deaths of other hosts' chips, as their proxies told this worker's (comm/proxy.c): in
+ * the same shared mapping as the bells, after them, so every chip of the worker reads it.
+ * bit c of mask[h] is set, why[h] written first (its first death), when chip c of host h
+ * died; `any` is set after any bit, so a wait checks one word per turn.
+ */
+#define COMM_RDEATH_HOSTS 1024
+typedef struct comm_rdeaths {
+    _Atomic uint64_t any;
+    _Atomic uint64_t mask[COMM_RDEATH_HOSTS];
+    char why[COMM_RDEATH_HOSTS][160];
+} comm_rdeaths;
+
+/* Bytes of the shared board: the bells, then the remote deaths. */
+#define COMM_BOARD_BYTES (COMM_BELLS * sizeof(comm_bell) + sizeof(comm_rdeaths))
+
+static inline comm_rdeaths *comm_board_rdeaths(comm_bell *bells)
+{
+    return (comm_rdeaths *)(void *)(bells + COMM_BELLS);
+}
+
+/* A rank of another host in a communicator's member table: -2 - (host << 16 | chip). */
+static inline int comm_member_remote(int host, int chip)
+{
+    return -2 - (host << 16 | chip);
+}
+
 /* Rings bell b when its progress thread announced a sleep (no system call otherwise). */
 void comm_bell_ring(comm_bell *b);
 
@@ -140,6 +167,7 @@ struct px_comm {
     void *tl_comm[PX_COMM_TL_COUNT];
     int progresses;                           /* some used transport has progress() */
     const hier_deaths *deaths;                /* NULL: nobody announces deaths */
+    const comm_rdeaths *rdeaths;              /* other hosts' chips' deaths, or NULL */
     double timeout_s;                         /* default deadline of waits */
     uint64_t spin_ns, yield_ns;               /* wait budgets before sleeping */
     _Atomic uint64_t wait_sleeps;             /* futex waits its waits made (tests) */
@@ -345,7 +373,9 @@ typedef struct px_comm_spec {
     const comm_link *links;        /* n: links[rank].window is this rank's own window; for a
                                     * peer q, what the set-up made for the pair, mapped here */
     const hier_deaths *deaths;     /* or NULL */
-    const int *member;             /* n board indices (chips); NULL: rank q is bit q */
+    const comm_rdeaths *rdeaths;   /* or NULL */
+    const int *member;             /* n board indices (chips; another host's rank:
+                                    * comm_member_remote); NULL: rank q is bit q */
     double timeout_s;
     uint64_t spin_ns, yield_ns;
     size_t oneshot_max;            /* 0: the default */

@@ -196,7 +196,7 @@ static void comm_destroy(void *arg)
     comm_proxy_stop(cw->proxy);
     cw->proxy = NULL;
     if (cw->bells != NULL)
-        munmap(cw->bells, COMM_BELLS * sizeof(comm_bell));
+        munmap(cw->bells, COMM_BOARD_BYTES);
     free(cw);
 }
 
@@ -208,7 +208,7 @@ static px_status comm_init(void *arg)
 
     /* the chips' doorbells, before the chips are forked (they inherit the mapping) */
     if (cw->bells == NULL) {
-        void *b = mmap(NULL, COMM_BELLS * sizeof(comm_bell), PROT_READ | PROT_WRITE,
+        void *b = mmap(NULL, COMM_BOARD_BYTES, PROT_READ | PROT_WRITE,
                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 
         if (b == MAP_FAILED)
@@ -250,7 +250,8 @@ static px_status comm_started(void *arg)
     if (cw->mpi_ops == NULL)
         return PX_OK;
     return comm_proxy_start(cw->mpi_ops, &w->caps, w->cfg.comm_transport, hier_nchips(w),
-                            &cw->bells[COMM_BELL_PROXY], w->cfg.timeout_s, &cw->proxy);
+                            &cw->bells[COMM_BELL_PROXY], hier_deaths_board(w),
+                            comm_board_rdeaths(cw->bells), w->cfg.timeout_s, &cw->proxy);
 }
 
 static const hier_hooks comm_hooks = {.init = comm_init, .started = comm_started,
@@ -887,7 +888,7 @@ px_status comm_job_sync(comm_worker *cw, px_domain *d, uint64_t hash, px_status 
         snprintf(me.msg, sizeof(me.msg), "%.199s", mine);
     if ((all = calloc((size_t)hosts, sizeof(*all))) == NULL)
         return px_set_error(PX_ENOMEM, "px_domain_alloc: out of host memory");
-    st = comm_proxy_allgather(p, &me, sizeof(me), all, cw->w->cfg.comm_timeout_s);
+    st = comm_proxy_allgather(p, &me, sizeof(me), all, cw->w->cfg.timeout_s);
     if (st == PX_OK && local != PX_OK) {
         free(all);
         return px_set_error(local, "%s", mine); /* this host's own reason first */

@@ -49,7 +49,7 @@
 /*
  * The description of a domain of n ranks, in a memory object of comm_desc_bytes(n) bytes the
  * parent makes and writes; after the head: int32_t chips[n] (rank -> chip of this worker, or
- * -2 - host for a rank of another host of a domain spanning hosts), uint8_t
+ * comm_member_remote(host, chip) for a rank of another host), uint8_t
  * pairs[n * n] (the transport id of pair (a, b) at a * n + b, symmetric; the diagonal is
  * direct, a rank's own window), uint8_t mapfail[n * n] (row r is member r's to write at
  * comm.map: 1 where its mapping of peer q's window failed). Members trust it as they trust the

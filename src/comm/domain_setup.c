@@ -119,8 +119,10 @@ static px_status comm_setup_init(comm_setup *su, const px_domain *d)
     su->desc->magic = COMM_DESC_MAGIC;
     su->desc->id = d->id;
     su->desc->n = n;
-    for (int r = 0; r < n; r++) /* another host's rank: no chip here, -2 - its host */
-        comm_desc_chips(su->desc)[r] = d->mpos[r] >= 0 ? d->chips[r] : -2 - d->hosts[r];
+    for (int r = 0; r < n; r++) /* another host's rank: no chip here (comm_member_remote) */
+        comm_desc_chips(su->desc)[r] = d->mpos[r] >= 0 ? d->chips[r]
+                                                       : comm_member_remote(d->hosts[r],
+                                                                            d->chips[r]);
     memcpy(comm_desc_pairs(su->desc), d->tl, (size_t)n * (size_t)n);
     return PX_OK;
 }

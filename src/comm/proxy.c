@@ -42,12 +42,14 @@
 #define PROXY_TAG_REQ 0x5201
 #define PROXY_TAG_REP 0x5202
 #define PROXY_TAG_DATA 0x5203
+#define PROXY_TAG_DEATH 0x5204                /* a chip of the sender died: proxy_death */
 #define PROXY_DOMS 64
 #define PROXY_YIELD_NS 20000
 #define PROXY_HOT_YIELD_NS 2000000            /* the yield phase with several hosts */
 #define PROXY_POLL_NS 200000                  /* a sleep while messages may come unrung */
 #define PROXY_SLICE_NS (100 * 1000 * 1000)    /* a sleep when nothing can come unrung */
 #define PROXY_RECV_BURST 64                   /* messages taken per sweep at most */
+#define PROXY_FAILED_FINALIZE_S 2             /* a failed job's MPI_Finalize, at most */
 
 /* A request or an answer between proxies. */
 typedef struct comm_proxy_msg {
@@ -112,6 +114,9 @@ struct comm_proxy {
     double timeout_s;
     int rank, size, nchips, comm_transport;
     const px_caps *caps;
+    const hier_deaths *deaths;        /* this worker's chips' deaths (watched) */
+    comm_rdeaths *rdeaths;            /* other hosts' (written) */
+    uint64_t deaths_told;             /* the deaths sent on so far */
     char host_id[COMM_HOST_ID_MAX];
     comm_host *hosts;
     char lib[160];
@@ -623,6 +628,58 @@ static int proxy_src_poll(comm_proxy *p, int h)
     return 1;
 }
 
+/* A chip of the sender's worker died. */
+typedef struct proxy_death {
+    uint32_t magic;
+    int32_t chip;
+    char why[160];
+} proxy_death;
+
+/* Tells every other host each new death on this worker's board (once each). */
+static int proxy_deaths_tell(comm_proxy *p)
+{
+    uint64_t m, fresh;
+    int work = 0;
+
+    if (p->deaths == NULL || p->size < 2)
+        return 0;
+    m = atomic_load_explicit(&p->deaths->mask, memory_order_acquire);
+    fresh = m & ~p->deaths_told;
+    for (int c = 0; fresh != 0 && c < 64; c++) {
+        if (!(fresh >> c & 1))
+            continue;
+        for (int h = 0; h < p->size; h++) {
+            proxy_death *dm;
+
+            if (h == p->rank || (dm = calloc(1, sizeof(*dm))) == NULL)
+                continue;
+            dm->magic = PROXY_MAGIC;
+            dm->chip = c;
+            snprintf(dm->why, sizeof(dm->why), "%s", p->deaths->why[c]);
+            (void)proxy_send(p, dm, dm, sizeof(*dm), h, PROXY_TAG_DEATH);
+        }
+        PX_LOG_DEBUG("mpi proxy (host %d): told the other hosts that chip %d died", p->rank, c);
+        work++;
+    }
+    p->deaths_told = m;
+    return work;
+}
+
+/* Host h's chip died: on the remote board, for this worker's waits on it. */
+static void proxy_death_take(comm_proxy *p, int h, const proxy_death *dm)
+{
+    if (p->rdeaths == NULL || h >= COMM_RDEATH_HOSTS || dm->chip < 0 || dm->chip >= 64 ||
+        dm->magic != PROXY_MAGIC)
+        return;
+    if (atomic_load_explicit(&p->rdeaths->mask[h], memory_order_relaxed) == 0)
+        snprintf(p->rdeaths->why[h], sizeof(p->rdeaths->why[h]), "chip %d of host %d: %.120s",
+                 dm->chip, h, dm->why);
+    atomic_fetch_or_explicit(&p->rdeaths->mask[h], 1ull << dm->chip, memory_order_release);
+    atomic_store_explicit(&p->rdeaths->any, 1, memory_order_release);
+    PX_LOG_INFO("mpi proxy (host %d): host %d says its chip %d died (%s)", p->rank, h,
+                dm->chip, dm->why);
+}
+
 /* Takes what other proxies sent, each host's stream in order; returns how many messages. */
 static int proxy_receive(comm_proxy *p)
 {
@@ -648,6 +705,16 @@ static int proxy_receive(comm_proxy *p)
                 continue;
             any = 1;
             work++;
+            if (tag == PROXY_TAG_DEATH && n == sizeof(proxy_death)) {
+                proxy_death dm;
+
+                if ((e = p->ops->recv(&dm, sizeof(dm), h, tag)) != 0) {
+                    proxy_mpi_fail(p, e, "MPI_Recv");
+                    break;
+                }
+                proxy_death_take(p, h, &dm);
+                continue;
+            }
             if ((tag != PROXY_TAG_REQ && tag != PROXY_TAG_REP) || n != sizeof(m)) {
                 PX_LOG_WARN("mpi proxy (host %d): dropped a message of %zu bytes, tag %d, from "
                             "host %d that is no proxy request or answer", p->rank, n, tag, h);
@@ -837,7 +904,7 @@ px_status comm_proxy_allgather(comm_proxy *p, const void *in, size_t n, void *ou
         g->abandoned = 1; /* the thread frees it when MPI is done with it */
         pthread_mutex_unlock(&p->lock);
         return px_set_error(PX_ETIMEDOUT, "the %d hosts of the job did not all join within %g "
-                            "s (PLEXUS_COMM_TIMEOUT_S): a host is gone, stopped or stuck, or "
+                            "s (PLEXUS_TIMEOUT_S): a host is gone, stopped or stuck, or "
                             "did not make the same call (every host allocates a domain "
                             "spanning hosts, in the same order)", p->size, timeout_s);
     }
@@ -941,6 +1008,7 @@ static int proxy_sweep(comm_proxy *p)
         work += proxy_reap(p);
     work += proxy_receive(p);
     work += proxy_close_poll(p);
+    work += proxy_deaths_tell(p);
     return work;
 }
 
@@ -1078,12 +1146,10 @@ static void *proxy_main(void *arg)
     p->nps = 0;
     PX_LOG_DEBUG("mpi proxy (host %d): sent on %llu requests, served %llu", p->rank,
                  (unsigned long long)p->forwarded, (unsigned long long)p->served);
-    if (!p->failed && (p->size == 1 || !atomic_load_explicit(&p->job_failed,
-                                                             memory_order_acquire)))
-        (void)p->ops->finalize(); /* one host: nobody else to wait for */
-    else
-        PX_LOG_INFO("mpi proxy (host %d): the job failed here: MPI is not finalised (mpirun "
-                    "ends the job)", p->rank);
+    /* after a failure too (Open MPI's shared-memory segments go with it), but the stop then
+     * waits for it briefly: a stopped host would hold it forever, and mpirun ends the job */
+    if (!p->failed)
+        (void)p->ops->finalize();
     px_mpi_state_set(PX_MPI_STATE_DONE);
     return NULL;
 }
@@ -1096,7 +1162,8 @@ static int proxy_is_up(void *arg)
 }
 
 px_status comm_proxy_start(const void *ops, const px_caps *caps, int comm_transport, int nchips,
-                           comm_bell *bell, double timeout_s, comm_proxy **out)
+                           comm_bell *bell, const hier_deaths *deaths, comm_rdeaths *rdeaths,
+                           double timeout_s, comm_proxy **out)
 {
     const char *host_id = caps->f[PX_FACT_HOST_ID].text;
     comm_proxy *p = calloc(1, sizeof(*p));
@@ -1113,6 +1180,8 @@ px_status comm_proxy_start(const void *ops, const px_caps *caps, int comm_transp
     p->nchips = nchips;
     p->comm_transport = comm_transport;
     p->caps = caps;
+    p->deaths = deaths;
+    p->rdeaths = rdeaths;
     snprintf(p->host_id, sizeof(p->host_id), "%s", host_id);
     pthread_mutex_init(&p->lock, NULL);
     if ((e = pthread_create(&p->thread, NULL, proxy_main, p)) != 0) {
@@ -1171,11 +1240,17 @@ static void proxy_stop_thread(comm_proxy *p)
 
     atomic_store_explicit(&p->stop, 1, memory_order_release);
     util_bump_wake(&p->bell->bell, NULL, INT_MAX, 1);
+    double wait_s = atomic_load_explicit(&p->job_failed, memory_order_acquire) && p->size > 1
+                        ? PROXY_FAILED_FINALIZE_S : p->timeout_s + 1;
+
     clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += (time_t)p->timeout_s + 1;
+    until.tv_sec += (time_t)wait_s;
     if (pthread_timedjoin_np(p->thread, NULL, &until) != 0) {
-        PX_LOG_WARN("mpi proxy (host %d): did not stop within %g s (stuck inside MPI: another "
-                    "host of the job is gone or stuck); leaving it", p->rank, p->timeout_s);
+        PX_LOG_WARN("mpi proxy (host %d): did not stop within %g s (inside MPI_Finalize: %s); "
+                    "leaving it", p->rank, wait_s,
+                    wait_s == PROXY_FAILED_FINALIZE_S ? "the job failed and another host does "
+                    "not answer; mpirun ends the job" : "another host of the job is gone or "
+                    "stuck");
         pthread_detach(p->thread);
         return; /* it stays live: MPI is not finalised under it */
     }

@@ -42,11 +42,15 @@ typedef struct comm_proxy comm_proxy;
 /*
  * Starts the proxy thread of a worker with nchips chips on host host_id: it initialises MPI
  * through the plugin ops, exchanges comm_host records with every worker, then serves rings.
- * bell is its doorbell (the board's COMM_BELL_PROXY). Returns once MPI is up (within
- * timeout_s), PX_OK with *out; else the error (MPI's words).
+ * bell is its doorbell (the board's COMM_BELL_PROXY). deaths (this worker's board, or NULL)
+ * is watched: a chip's death is told to every other host, whose proxies write it into their
+ * rdeaths (the board's remote deaths, or NULL), so waits on another host's chip end with
+ * PX_EPEERDEAD as on one host. Returns once MPI is up (within timeout_s), PX_OK with *out;
+ * else the error (MPI's words).
  */
 px_status comm_proxy_start(const void *ops, const px_caps *caps, int comm_transport, int nchips,
-                           comm_bell *bell, double timeout_s, comm_proxy **out);
+                           comm_bell *bell, const hier_deaths *deaths, comm_rdeaths *rdeaths,
+                           double timeout_s, comm_proxy **out);
 
 /*
  * An allgather over the job's hosts (a collective: every host calls it, in the same order):
@@ -93,8 +97,9 @@ px_status comm_proxy_remove(comm_proxy *p, uint32_t id, double timeout_s);
 /*
  * The job has failed here (a run of the worker failed): from now on a domain's removal waits
  * for MPI's sends at most a second (a stopped host may never take them; what they read then
- * stays mapped), and the stop does not finalise MPI (a finalise waits for every host):
- * exiting without it makes mpirun end the job, the other hosts included.
+ * stays mapped), and the stop waits for MPI_Finalize at most 2 s (it waits for every host; a
+ * stopped one never answers): the process then ends without it and mpirun ends the job, the
+ * other hosts included.
  */
 void comm_proxy_fail_job(comm_proxy *p);
 

@@ -103,14 +103,15 @@ if(MPIEXEC_EXECUTABLE)
   set_tests_properties(mpi.doctor_comm_2hosts PROPERTIES TIMEOUT 120 RESOURCE_LOCK chips
                        ENVIRONMENT "${PX_MPI_ENV}"
                        PASS_REGULAR_EXPRESSION "a domain of 2 hosts x chips 0..1[^\n]*\n  rank 0 -> rank 1 via direct [^\n]*\n  rank 0 -> rank 2 via mpi \\(different host id: host-a vs host-b\\)[^\n]*refused: direct \\(different host id: host-a vs host-b\\), staged \\(different host id: host-a vs host-b\\).*  4 chips: 2 pairs direct, 4 mpi\n")
-  # a host killed or stopped in the middle of a spanning domain's collectives: mpirun ends
-  # the job non-zero within 8 s (a stopped host: the other's collective fails at its 2 s
-  # deadline naming a rank of host 1), nothing left behind
-  foreach(mode kill stop)
+  # a host killed or stopped, or one of its chips killed, in the middle of a spanning domain's
+  # collectives: mpirun ends the job non-zero within 8 s (a stopped host: the other's
+  # collective fails at its 2 s deadline naming a rank of host 1; a dead chip: the other host
+  # fails with PX_EPEERDEAD naming it, told by host 1's proxy), nothing left behind
+  foreach(mode kill stop chip)
     add_test(NAME mpi.fault_${mode}
              COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/system/mpi_fault.sh ${MPIEXEC_EXECUTABLE}
                      $<TARGET_FILE:plexus> ${mode})
-    set_tests_properties(mpi.fault_${mode} PROPERTIES TIMEOUT 120 RESOURCE_LOCK chips
+    set_tests_properties(mpi.fault_${mode} PROPERTIES TIMEOUT 240 RESOURCE_LOCK chips
                          ENVIRONMENT "${PX_MPI_ENV}" PASS_REGULAR_EXPRESSION "\nPASS\n$")
   endforeach()
   add_executable(test_mpi_preinit ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_mpi_preinit.c)

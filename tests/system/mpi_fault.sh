@@ -1,55 +1,74 @@
 #!/bin/sh
 # mpi_fault.sh - a host that dies or stops in the middle of a domain spanning hosts (issue
-# 21, "Failure"): `mpi_fault.sh MPIRUN PLEXUS kill|stop`. Two hosts (workers) run the
+# 21, "Failure"): `mpi_fault.sh MPIRUN PLEXUS kill|stop|chip`. Two hosts (workers) run the
 # allreduce example in a long loop over one domain; once both have allocated it, host 1's
-# worker gets SIGKILL or SIGSTOP. What must hold:
+# worker gets SIGKILL or SIGSTOP, or (chip) one of host 1's chips gets SIGKILL. What must
+# hold:
 #   kill: mpirun ends the job non-zero within 8 s (a rank died; x PLEXUS_TEST_SLACK);
 #   stop: host 0's collective fails within PLEXUS_COMM_TIMEOUT_S (2 s here) + 6 s, naming
 #         the mpi peer ("... the MPI proxies ... rank 2 (a chip of host 1)"), its worker ends
 #         without waiting on MPI again, and mpirun ends the job non-zero;
-#   both: no process of the job and no /dev/shm entry of plexus or Open MPI are left.
+#   chip: host 0 hears of the death from host 1's proxy: its collective fails with
+#         PX_EPEERDEAD naming "chip 0 of host 1" (not at its deadline), and mpirun ends the
+#         job non-zero;
+#   all:  no process of the job and no /dev/shm entry of plexus or Open MPI are left.
 # Every loop is bounded; the whole job runs under timeout.
 set -u
 MPIRUN=$1 PLEXUS=$2 MODE=$3
 LOG=$(mktemp /tmp/px-mpi-fault.XXXXXX)
 shm0=$(ls /dev/shm | wc -l)
-PLEXUS_LOG=info PLEXUS_COMM_TIMEOUT_S=2 timeout -k 5 60 "$MPIRUN" -np 2 "$PLEXUS" run allreduce \
+PLEXUS_LOG=info PLEXUS_COMM_TIMEOUT_S=2 timeout -k 5 150 "$MPIRUN" -np 2 "$PLEXUS" run allreduce \
     --chips 2 --cores 1 --iters 1000 --size 30000 >"$LOG" 2>&1 &
 job=$!
 fail() { echo "FAIL: $*"; cat "$LOG"; kill -9 "$job" 2>/dev/null; rm -f "$LOG"; exit 1; }
 # both hosts have the domain (its log line), then host 1's worker (OMPI_COMM_WORLD_RANK=1)
 i=0
 while [ "$(grep -c 'comm\[allreduce\]: 4 ranks' "$LOG")" -lt 2 ]; do
-    i=$((i + 1)); [ $i -gt 300 ] && fail "the domain was not allocated within 30 s"
+    i=$((i + 1)); [ $i -gt 900 ] && fail "the domain was not allocated within 90 s"
     sleep 0.1
 done
 sleep 0.5
 victim=""
-for p in $(pgrep -f "run allreduce --chips 2 --cores 1 --iters 1000"); do
-    if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' &&
-       [ "$(ps -o comm= -p "$(ps -o ppid= -p $p | tr -d ' ')")" != plexus ]; then
+launcher=$(pgrep -P "$job" | head -1)   # timeout -> mpirun -> the ranks (this job's only)
+ranks=$(pgrep -P "$launcher")
+for p in $ranks; do
+    if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then
         victim=$p
     fi
 done
+pids="$ranks"
+for p in $ranks; do pids="$pids $(pgrep -P "$p" | tr '\n' ' ')"; done
 [ -n "$victim" ] || fail "host 1's worker not found"
+if [ "$MODE" = chip ]; then # its first chip (a child of the worker)
+    victim=$(pgrep -P "$victim" | sort -n | head -1)
+    [ -n "$victim" ] || fail "host 1's chips not found"
+fi
 t0=$(date +%s.%N)
-if [ "$MODE" = kill ]; then kill -9 "$victim"; else kill -STOP "$victim"; fi
+if [ "$MODE" = stop ]; then kill -STOP "$victim"; else kill -9 "$victim"; fi
 wait "$job"; rc=$?
 t1=$(date +%s.%N)
 took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
-echo "host 1 (pid $victim) got SIG$( [ "$MODE" = kill ] && echo KILL || echo STOP); mpirun exit status $rc after $took s"
+echo "$MODE: pid $victim of host 1 got SIG$( [ "$MODE" = stop ] && echo STOP || echo KILL); mpirun exit status $rc after $took s"
 [ "$rc" -ne 0 ] || fail "mpirun exited 0"
-[ "$rc" -ne 124 ] && [ "$rc" -ne 137 -o "$MODE" = kill ] || fail "the job ran into its timeout"
+[ "$rc" -ne 124 ] && [ "$rc" -ne 137 -o "$MODE" != stop ] || fail "the job ran into its timeout"
 limit=$(awk -v s="${PLEXUS_TEST_SLACK:-1}" "BEGIN { print 8 * s }")
 awk -v t="$took" -v l="$limit" 'BEGIN { exit !(t < l) }' ||
     fail "the job took $took s to end (bound $limit s)"
 if [ "$MODE" = stop ]; then
-    grep -q "FAIL: allreduce: PX_ETIMEDOUT:.*rank [0-9] (a chip of host 1)" "$LOG" ||
+    grep -q "FAIL: allreduce: PX_ETIMEDOUT:.*rank [0-9] (chip [0-9] of host 1)" "$LOG" ||
         fail "host 0 did not fail naming a rank of host 1"
 fi
+if [ "$MODE" = chip ]; then
+    grep -q "FAIL: allreduce: PX_EPEERDEAD:.*domain \"allreduce\" rank [01]: rank 2 of the domain is dead: chip 0 of host 1" "$LOG" ||
+        fail "host 0 did not fail with PX_EPEERDEAD naming chip 0 of host 1"
+fi
 i=0
-while pgrep -f "run allreduce --chips 2 --cores 1 --iters 1000" >/dev/null; do
-    i=$((i + 1)); [ $i -gt 50 ] && fail "processes of the job are left: $(pgrep -fa 'run allreduce --chips 2 --cores 1 --iters 1000')"
+left=x
+while [ -n "$left" ]; do # the job's ranks and chips, recorded before the fault
+    left=""
+    for p in $pids; do kill -0 "$p" 2>/dev/null && left="$left $p"; done
+    [ -z "$left" ] && break
+    i=$((i + 1)); [ $i -gt 50 ] && fail "processes of the job are left:$left"
     sleep 0.1
 done
 shm1=$(ls /dev/shm | wc -l)
