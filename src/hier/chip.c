@@ -133,6 +133,7 @@ static void px_child_run(px_hier *h, hier_chip *chip, const px_mb_call *c, px_mb
         return;
     }
     px_clear_error();
+    d->first_task = d->ntasks = 0;
     if (chip != NULL)
         atomic_store_explicit(&chip->silent, 0, memory_order_relaxed);
     if (px_mb_unpack_args(c, &args) != 0) {
@@ -145,8 +146,11 @@ static void px_child_run(px_hier *h, hier_chip *chip, const px_mb_call *c, px_mb
     if (c->kind == PX_MB_CALLABLE) {
         if (c->callable < 0 || c->callable >= h->ncallables || l2 == NULL)
             st = px_set_error(PX_EINVAL, "callable id %d unknown to this chip", c->callable);
-        else
+        else {
+            d->first_task = l2->orch.next_id; /* the ids this run's tasks get, for the merge */
             st = px_run(l2, h->callables[c->callable].fn, &args, h->callables[c->callable].arg);
+            d->ntasks = l2->orch.next_id - d->first_task;
+        }
     } else if (c->kind == PX_MB_CONTROL) {
         st = px_set_error(PX_EINVAL, "a control call reached a host sub-worker");
     } else {

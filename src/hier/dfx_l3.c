@@ -110,6 +110,9 @@ px_status px_hier_dfx_merge(void *arg)
     hier_call_free(h->dfx_flush);
     h->dfx_flush = NULL;
     st = px_hier_dfx_merge_files(px_dfx_out_dir(&h->cfg), h->nchips, chips, h);
+    pthread_mutex_lock(&h->lock);
+    h->ndfx_calls = 0; /* the next run logs its own calls */
+    pthread_mutex_unlock(&h->lock);
     if (bad >= 0)
         st = px_set_error(chips[bad].st, "%s", chips[bad].msg);
     free(chips);

@@ -541,9 +541,41 @@ static void mrg_model_line(const mrg_src *s, const mrg_line *l, dfxc_model *m)
 }
 
 /*
+ * Makes the chip tasks that each host task's calls ran that host task's inner tasks in the
+ * report's model (h's log of the run's calls; h NULL: none). Ids are renumbered as the files
+ * do: a host task from the host run's first task, a chip's from its session's first task (the
+ * first task of the chip's first call in the run), then offset by the source's task_base.
+ */
+static void mrg_link_calls(const mrg *m, const px_hier *h, dfxc_model *model)
+{
+    px_task_id host0 = h != NULL ? h->w->orch.first_id : 0;
+
+    for (int k = 1; h != NULL && k < m->nsrc; k++) {
+        const mrg_src *s = &m->src[k];
+        uint64_t chip0 = UINT64_MAX;
+
+        if (s->trace_text == NULL)
+            continue;
+        for (size_t i = 0; i < h->ndfx_calls; i++)
+            if (h->dfx_calls[i].chip == s->chip->chip && h->dfx_calls[i].host_task >= host0)
+                chip0 = PX_MIN(chip0, h->dfx_calls[i].first_task);
+        for (size_t i = 0; i < h->ndfx_calls; i++) {
+            const px_hier_dfx_call *c = &h->dfx_calls[i];
+
+            if (c->chip != s->chip->chip || c->host_task < host0)
+                continue;
+            for (uint64_t t = 0; t < c->ntasks; t++)
+                dfxc_model_add_inner(model, c->host_task - host0 + m->src[0].task_base,
+                                     c->first_task - chip0 + t + s->task_base);
+        }
+    }
+}
+
+/*
  * Writes report.html of the whole level-3 run over the host's own (which the host's DFX wrote
  * before the merge): every process's tasks, one group of rows per process, task ids made
- * unique by offsetting each chip's past the sources before it. Returns PX_OK or the error.
+ * unique by offsetting each chip's past the sources before it, each host task's chip tasks
+ * its inner tasks (the critical path runs through them). Returns PX_OK or the error.
  */
 static px_status mrg_report(mrg *m)
 {
@@ -574,6 +606,7 @@ static px_status mrg_report(mrg *m)
             if (!mrg_own_meta(&s->lines[i]))
                 mrg_model_line(s, &s->lines[i], &model);
     }
+    mrg_link_calls(m, m->h, &model);
     st = px_dfx_report_write(m->dir, &model);
     dfxc_model_free(&model);
     return st;

@@ -19,6 +19,7 @@
 
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/log.h"
@@ -361,6 +362,26 @@ static void px_kill_silent(px_hier *h, const px_hier_proc *p, const px_mb_done *
     }
 }
 
+/* DFX: keeps which chip tasks a chip's call of task id ran, for the merge's critical path
+ * (lock held). Out of memory loses the link only (the merge then treats them as unlinked). */
+static void px_dfx_note_call(px_hier *h, const px_hier_proc *p, px_task_id id,
+                             const px_mb_done *d)
+{
+    if (!h->dfx || p->is_sub || d->ntasks == 0)
+        return;
+    if (h->ndfx_calls == h->cap_dfx_calls) {
+        size_t cap = h->cap_dfx_calls ? 2 * h->cap_dfx_calls : 64;
+        px_hier_dfx_call *v = realloc(h->dfx_calls, cap * sizeof(*v));
+
+        if (v == NULL)
+            return;
+        h->dfx_calls = v;
+        h->cap_dfx_calls = cap;
+    }
+    h->dfx_calls[h->ndfx_calls++] = (px_hier_dfx_call){
+        .host_task = id, .chip = p->index, .first_task = d->first_task, .ntasks = d->ntasks};
+}
+
 void px_hier_on_done(px_hier *h, px_hier_proc *p, const px_mb_done *d)
 {
     char msg[PX_ERRMSG_MAX]; /* only read for a failure */
@@ -387,6 +408,7 @@ void px_hier_on_done(px_hier *h, px_hier_proc *p, const px_mb_done *d)
         PX_LOG_ERROR("%s %d: completion for task %llu, expected task %llu; using the expected one",
                      px_hier_proc_kind(p), p->index, (unsigned long long)d->task,
                      (unsigned long long)id);
+    px_dfx_note_call(h, p, id, d);
     if (d->status != PX_OK) {
         const px_l3_slot *s = px_hier_side(h, id);
         char what[96];

@@ -126,6 +126,7 @@ static void px_hier_free(px_hier *h)
         free(h->side[i].group);
     free(h->side);
     free(h->dfx_flush);
+    free(h->dfx_calls);
     pthread_mutex_destroy(&h->lock);
     pthread_mutex_destroy(&h->drain_lock);
     pthread_mutex_destroy(&h->fd_lock);

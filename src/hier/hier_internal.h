@@ -84,6 +84,14 @@ typedef struct px_hier_proc {
     uint64_t ctl_read;                           /* answers read (drain_lock) */
 } px_hier_proc;
 
+/* DFX: one callable call a chip ran during the run: which host task it was and which of the
+ * chip engine's task ids its px_run gave (raw ids; the merge renumbers them as the files do). */
+typedef struct px_hier_dfx_call {
+    px_task_id host_task;
+    int chip;
+    uint64_t first_task, ntasks;
+} px_hier_dfx_call;
+
 enum px_l3_kind { PX_L3_NEXT = 1, PX_L3_GROUP, PX_L3_HOST };
 
 /* An in-flight table entry whose call belongs to a group that has finished already (another
@@ -179,6 +187,9 @@ typedef struct px_hier {
     uint64_t npending;
 
     int dfx;                      /* DFX on: chips record sessions, a run ends by merging */
+    px_hier_dfx_call *dfx_calls;  /* DFX: the chips' completed callable calls of the run, in
+                                   * completion order (lock); the merge reads and clears it */
+    size_t ndfx_calls, cap_dfx_calls;
     hier_call *dfx_flush;         /* the flush call of the run ending now (dfx_l3.c) */
     int k_dfx_flush;              /* its control kind */
 

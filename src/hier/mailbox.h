@@ -67,6 +67,10 @@ typedef struct px_mb_done {
     int32_t status;             /* px_status of the call */
     int32_t reply_len;          /* a control call's reply: bytes of msg in use (status PX_OK) */
     uint64_t silent;            /* a failed call: the chips it found silent (hier_chip_blame) */
+    uint64_t first_task;        /* a chip's callable call: the chip engine's task ids its px_run
+                                 * gave, [first_task, first_task + ntasks) (the DFX merge
+                                 * links the host's task to them) */
+    uint64_t ntasks;
     char msg[PX_MB_MSG_MAX];    /* px_last_error() text when status != PX_OK, else a control
                                  * call's reply */
 } px_mb_done;

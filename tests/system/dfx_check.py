@@ -10,7 +10,9 @@ expected numbers (worked out by hand by the caller), and checks that slices are 
 and, given WALL_US, inside the run. The second form checks a DOM dumped by headless Chromium
 from report.html: one element with a data-task attribute per task; with ZOOM and GROUPS (the
 page was opened as report.html#zoom=ZOOM) also the interactive report: the zoom buttons, the
-view the address asked for (data-zoom, the view's start and end against the span), a tooltip
+view the address asked for (data-zoom, the view's start and end: from the first task start,
+the span from it to the last task end over ZOOM), the time axis (its labels at the view's ends,
+every task inside the view drawn between them), a tooltip
 per task (its <title>: id, kernel, core, start, duration and the tasks it depends on, which
 must be its edges' producers), one utilisation row per track with tasks, the critical path
 highlighted (one rect of class cp per task on it, and a line through as many points) and
@@ -19,6 +21,7 @@ Prints PASS or FAIL: <reason>; exit status 0 or 1.
 """
 import html.parser
 import csv
+from decimal import Decimal
 import json
 import os
 import re
@@ -170,6 +173,36 @@ class DomTree(html.parser.HTMLParser):
             e["text"] += data
 
 
+def check_axis(t, tl, timed):
+    """The time axis: its two labels ("N.NNN us") name the view's ends and sit at them (the
+    start label starts at the lanes' left edge, the end label ends at their right edge), and
+    every rect of a task inside the view lies between the two labels' x, in exact decimals
+    (the coordinates as the page wrote them)."""
+    labels = [e for e in t.elems if e["tag"] == "text" and re.fullmatch(r"-?\d+\.\d{3} us",
+                                                                        e["text"].strip())]
+    if len(labels) != 2:
+        fail("the timeline has %d axis labels (text 'N.NNN us'), expected 2" % len(labels))
+    a0, a1 = labels
+    v0, v1 = tl["data-view-start-us"], tl["data-view-end-us"]
+    if a0["text"].strip() != v0 + " us" or a1["text"].strip() != v1 + " us":
+        fail("the axis labels read %r and %r, the view is %s..%s us"
+             % (a0["text"], a1["text"], v0, v1))
+    if a0["attrs"].get("text-anchor", "start") != "start" or \
+            a1["attrs"].get("text-anchor", "start") != "end":
+        fail("the end label is anchored at its %s, so it does not end at the axis's end"
+             % a1["attrs"].get("text-anchor", "start"))
+    x0, x1 = Decimal(a0["attrs"]["x"]), Decimal(a1["attrs"]["x"])
+    inside = {x["id"] for x in timed
+              if float(v0) <= x["ts_us"] and x["ts_us"] + x["dur_us"] <= float(v1)}
+    for e in t.elems:
+        if e["tag"] != "rect" or int(e["attrs"].get("data-task", -1)) not in inside:
+            continue
+        x, w = Decimal(e["attrs"]["x"]), Decimal(e["attrs"]["width"])
+        if x < x0 or x + w > x1:
+            fail("task %s is drawn from x %s to %s, outside the axis labels at %s..%s"
+                 % (e["attrs"]["data-task"], x, x + w, x0, x1))
+
+
 def check_dom_report(dom, zoom, groups):
     """The interactive report's DOM (see the usage text)."""
     t = DomTree()
@@ -180,18 +213,22 @@ def check_dom_report(dom, zoom, groups):
         if by_id.get(b, {}).get("tag") != "button":
             fail("the report has no %s button" % b)
     tl = by_id.get("timeline", {"attrs": {}})["attrs"]
-    span = data["span_us"]
+    timed = [x for x in data["tasks"] if x["ts_us"] is not None]
+    # the axis runs from the first start to the last end of what is drawn
+    first = min(x["ts_us"] for x in timed)
+    last = max(x["ts_us"] + x["dur_us"] for x in timed)
+    want0, want1 = first, first + (last - first) / zoom
     if abs(float(tl.get("data-zoom", "nan")) - zoom) > 1e-3:
         fail("the timeline's zoom is %s, the address asked for %g" % (tl.get("data-zoom"), zoom))
-    if abs(float(tl["data-view-start-us"])) > 1e-3 or \
-            abs(float(tl["data-view-end-us"]) - span / zoom) > 2e-3:
-        fail("the view is %s..%s us, expected 0..%.3f" % (tl["data-view-start-us"],
-                                                          tl["data-view-end-us"], span / zoom))
+    if abs(float(tl["data-view-start-us"]) - want0) > 1e-3 or \
+            abs(float(tl["data-view-end-us"]) - want1) > 2e-3:
+        fail("the view is %s..%s us, expected %.3f..%.3f (the first start, then the span / "
+             "zoom)" % (tl["data-view-start-us"], tl["data-view-end-us"], want0, want1))
+    check_axis(t, tl, timed)
     deps = {}
     for p, c in data["edges"]:
         deps.setdefault(c, []).append(p)
     rects = [e for e in t.elems if e["tag"] == "rect" and "data-task" in e["attrs"]]
-    timed = [x for x in data["tasks"] if x["ts_us"] is not None]
     if len(rects) != len(timed):
         fail("%d task rects for %d timed tasks" % (len(rects), len(timed)))
     tasks = {x["id"]: x for x in data["tasks"]}

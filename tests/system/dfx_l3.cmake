@@ -6,6 +6,7 @@
 # with counts worked out by hand (examples/multi_chip.c): 3 task slices on the host (2
 # next-level tasks, 1 host task), 2 on each chip (mc.fma, mc.sum), 2 + 2 x 1 = 4 flows.
 # cli.run_multi_chip_dfx: every collector, strict, ends with PASS.
+# dfx.l3_report_cp: the merged report's critical path on tp_mlp (below).
 set_tests_properties(unit.test_l3_dfx PROPERTIES RESOURCE_LOCK chips)
 if(NOT PX_DFX)
   return()
@@ -24,6 +25,18 @@ exec "$1" "$3" "$2" 2 3 2 4]=]
                  $<TARGET_FILE:plexus> ${PX_PYTHON3_L3} ${PX_DFX_L3_OUT}/merged
                  ${CMAKE_CURRENT_SOURCE_DIR}/system/dfx_l3_check.py)
 set_tests_properties(dfx.l3_merged PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
+                     RESOURCE_LOCK chips ENVIRONMENT "PLEXUS_LOG=warn")
+
+# dfx.l3_report_cp: tp_mlp on 4 chips with every collector; the merged report's critical path
+# follows the host's edges through each host task into the chip tasks its calls ran
+# (dfx_l3_check.py report): more than one task, a tp_mlp.rank on a chip among them.
+add_test(NAME dfx.l3_report_cp
+         COMMAND sh -c [=[[ -x "$1" ] || { echo "skipped: python3 not found"; exit 77; }
+rm -rf "$2" && PLEXUS_DFX_STRICT=1 "$0" run tp_mlp --chips 4 --dfx all --out "$2" || exit 1
+exec "$1" "$3" report "$2" 4 tp_mlp.rank]=]
+                 $<TARGET_FILE:plexus> ${PX_PYTHON3_L3} ${PX_DFX_L3_OUT}/report-cp
+                 ${CMAKE_CURRENT_SOURCE_DIR}/system/dfx_l3_check.py)
+set_tests_properties(dfx.l3_report_cp PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
                      RESOURCE_LOCK chips ENVIRONMENT "PLEXUS_LOG=warn")
 
 px_cli_test(run_multi_chip_dfx

@@ -3,6 +3,7 @@
 
 usage: dfx_l3_check.py DIR CHIPS HOST_TASKS CHIP_TASKS FLOWS
        dfx_l3_check.py domains DIR NAME CHIPS PROFILE
+       dfx_l3_check.py report DIR CHIPS KERNEL
 
 DIR holds the outputs of `plexus run multi_chip --chips CHIPS --dfx ... --out DIR` (swimlane
 on). Counts are worked out by hand by the caller: HOST_TASKS task slices on the host (CHIPS
@@ -19,9 +20,14 @@ device profile PROFILE: one domain NAME with members 0..CHIPS-1, and for every p
 a < b its transport and why as the profile's documented facts give them (default and host64k
 map every peer: direct; a2a3-pcie and minimal none: staged; pairs only inside 0-1, 2-3, ...),
 and the domain's own "transport" (the one all pairs use, or "mixed") and "why".
+The third form checks the critical path of the merged report.html of a run on CHIPS chips
+(see check_report_cp): it must go from the host's tasks into the chips' tasks they ran and
+reach a KERNEL task on a chip.
 Prints PASS or FAIL: <reason>.
 """
+import json
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -142,9 +148,60 @@ def check_times(events, chips):
                  % (i, lo, hi, disp["ts"], host["ts"]))
 
 
+def report_data(d):
+    with open(os.path.join(d, "report.html"), encoding="utf-8") as f:
+        m = re.search(r'<script type="application/json" id="plexus-data">(.*?)</script>',
+                      f.read(), re.S)
+    if m is None:
+        fail("report.html: no plexus-data element")
+    return json.loads(m.group(1))
+
+
+def check_report_cp(d, chips, kernel):
+    """The merged report's critical path follows the host's edges through each host task
+    into the chip tasks its calls ran: more than one task, host and chip tasks, a KERNEL task
+    on a chip among them, consecutive host tasks joined by a host edge, consecutive chip tasks
+    of one chip by that chip's edge, each chip task after the host task that precedes it, and
+    its length the sum of its tasks' durations."""
+    data = report_data(d)
+    cp = data["critical_path"]
+    by_id = {t["id"]: t for t in data["tasks"]}
+    edges = {tuple(e) for e in data["edges"]}
+    path = [by_id[i] for i in cp["tasks"]]
+    desc = ", ".join("%d %s@%d" % (t["id"], t["kernel"], t["pid"]) for t in path)
+    if cp["by"] != "duration" or len(path) < 2:
+        fail("report.html: the critical path is %d task(s) (%s), expected a chain through "
+             "the host's tasks into the chips' tasks" % (len(path), desc))
+    if path[0]["pid"] != 0 or not any(0 < t["pid"] <= chips for t in path) or \
+            not any(t["pid"] > 0 and t["kernel"] == kernel for t in path):
+        fail("report.html: the critical path (%s) does not start on the host and reach a %s "
+             "task on a chip" % (desc, kernel))
+    host = None
+    for prev, t in zip([None] + path, path):
+        if t["pid"] == 0:
+            if host is not None and (host["id"], t["id"]) not in edges:
+                fail("report.html: critical path %s: no host edge %d -> %d"
+                     % (desc, host["id"], t["id"]))
+            host = t
+        elif prev["pid"] == t["pid"] and (prev["id"], t["id"]) not in edges:
+            fail("report.html: critical path %s: no chip edge %d -> %d"
+                 % (desc, prev["id"], t["id"]))
+        elif t["ts_us"] < host["ts_us"]:
+            fail("report.html: critical path %s: chip task %d starts before host task %d"
+                 % (desc, t["id"], host["id"]))
+    total = sum(t["dur_us"] for t in path)
+    if abs(total - cp["length_us"]) > 0.001 * len(path):
+        fail("report.html: the critical path's length is %.3f us, its tasks take %.3f us"
+             % (cp["length_us"], total))
+
+
 def main(argv):
     if len(argv) == 6 and argv[1] == "domains":
         check_domains(argv[2], argv[3], int(argv[4]), argv[5])
+        return
+    if len(argv) == 5 and argv[1] == "report":
+        check_report_cp(argv[2], int(argv[3]), argv[4])
+        print("PASS")
         return
     if len(argv) != 6:
         fail(__doc__.splitlines()[2])

@@ -1,7 +1,8 @@
 # dfx_outputs.cmake - end-to-end checks of the files the DFX collectors write (included by
 # tests/CMakeLists.txt): every collector on vector (5 tasks, 6 edges) and on matmul with 4 tiles
 # per side (4^3 = 64 tasks, 4^2 x 3 = 48 edges), `plexus trace summary`, and report.html
-# rendered by headless Chromium (one data-task element per task). Counts are worked out by hand.
+# rendered by headless Chromium (one data-task element per task, the time axis). Counts are
+# worked out by hand.
 find_program(PX_PYTHON3_DFX NAMES python3)
 find_program(PX_CHROMIUM NAMES chromium chromium-browser)
 if(NOT PX_PYTHON3_DFX)
@@ -24,14 +25,20 @@ add_test(NAME dfx.trace_summary
                  ${PX_DFX_OUT}/summary)
 # report.html of vector (5 tasks, one chip: 1 group) and of multi_chip at level 3 (the merged
 # report: 3 host tasks + 2 per chip = 7 tasks, host + 2 chips = 3 groups).
+# Both opened zoomed 4x; tp_mlp on 4 chips (17 host tasks + 5 per chip = 37 tasks, host + 4
+# chips = 5 groups) opened whole (zoom 1), so that every task must lie between the axis labels.
 add_test(NAME dfx.report_chromium
          COMMAND sh ${PX_DFX_SH} chromium $<TARGET_FILE:plexus> ${PX_PYTHON3_DFX}
-                 ${PX_DFX_OUT}/report ${PX_CHROMIUM} 5 1 vector --cores 2)
+                 ${PX_DFX_OUT}/report ${PX_CHROMIUM} 5 1 4 vector --cores 2)
 add_test(NAME dfx.report_chromium_l3
          COMMAND sh ${PX_DFX_SH} chromium $<TARGET_FILE:plexus> ${PX_PYTHON3_DFX}
-                 ${PX_DFX_OUT}/report_l3 ${PX_CHROMIUM} 7 3 multi_chip --chips 2)
+                 ${PX_DFX_OUT}/report_l3 ${PX_CHROMIUM} 7 3 4 multi_chip --chips 2)
+add_test(NAME dfx.report_chromium_l3_axis
+         COMMAND sh ${PX_DFX_SH} chromium $<TARGET_FILE:plexus> ${PX_PYTHON3_DFX}
+                 ${PX_DFX_OUT}/report_l3_axis ${PX_CHROMIUM} 37 5 1 tp_mlp --chips 4)
 set_tests_properties(dfx.outputs_vector dfx.outputs_matmul dfx.trace_summary
                      PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77 ENVIRONMENT "PLEXUS_LOG=warn")
-set_tests_properties(dfx.report_chromium dfx.report_chromium_l3 PROPERTIES TIMEOUT 120
-                     SKIP_RETURN_CODE 77 ENVIRONMENT "PLEXUS_LOG=warn")
-set_tests_properties(dfx.report_chromium_l3 PROPERTIES RESOURCE_LOCK chips)
+set_tests_properties(dfx.report_chromium dfx.report_chromium_l3 dfx.report_chromium_l3_axis
+                     PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77 ENVIRONMENT "PLEXUS_LOG=warn")
+set_tests_properties(dfx.report_chromium_l3 dfx.report_chromium_l3_axis
+                     PROPERTIES RESOURCE_LOCK chips)

@@ -2,13 +2,13 @@
 # dfx_outputs.sh - system checks of the DFX outputs (driven by dfx_outputs.cmake).
 #   dfx_outputs.sh check   PLEXUS PY OUT EXAMPLE TASKS EDGES [ARGS...]
 #   dfx_outputs.sh summary PLEXUS PY OUT
-#   dfx_outputs.sh chromium PLEXUS PY OUT CHROMIUM TASKS GROUPS EXAMPLE [ARGS...]
+#   dfx_outputs.sh chromium PLEXUS PY OUT CHROMIUM TASKS GROUPS ZOOM EXAMPLE [ARGS...]
 # check: runs the example with every collector into OUT and checks the files with
 # dfx_check.py (counts worked out by hand by the caller). summary: `plexus trace summary OUT`
 # must list the kernels and the transport table. chromium: runs EXAMPLE, renders
-# OUT/report.html#zoom=4 headless and checks the DOM (dfx_check.py --dom): the data-task
-# elements, the view zoomed 4x, a tooltip per task, utilisation, the critical path and GROUPS
-# groups of rows. A missing python3 or chromium exits 77 (skipped),
+# OUT/report.html#zoom=ZOOM headless and checks the DOM (dfx_check.py --dom): the data-task
+# elements, the view zoomed ZOOM times, the time axis, a tooltip per task, utilisation, the
+# critical path and GROUPS groups of rows. A missing python3 or chromium exits 77 (skipped),
 # and so does a plexus built with DFX compiled out (CMake option PX_DFX=OFF), which refuses
 # --dfx with a message naming that option.
 set -u
@@ -50,18 +50,18 @@ summary)
     grep -q "mapped" "$out.summary" || { echo "FAIL: no transport table in the summary"; exit 1; }
     ;;
 chromium)
-    chromium=$1 tasks=$2 groups=$3
-    shift 3
+    chromium=$1 tasks=$2 groups=$3 zoom=$4
+    shift 4
     [ -x "$chromium" ] || { echo "skipped: chromium not found (scripts/install-deps.sh installs it)"; exit 77; }
     rm -rf "$out.profile"
     run_dfx "$@" || exit 1
     "$chromium" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
         --disable-background-networking --disable-component-update --disable-sync \
         --user-data-dir="$out.profile" \
-        --dump-dom "file://$(cd "$out" && pwd)/report.html#zoom=4&start=0" \
+        --dump-dom "file://$(cd "$out" && pwd)/report.html#zoom=$zoom&start=0" \
         > "$out.dom" 2> "$out.chromium.log" || { tail -20 "$out.chromium.log"; exit 1; }
     rm -rf "$out.profile"
-    exec "$py" "$here/dfx_check.py" --dom "$out.dom" "$tasks" 4 "$groups"
+    exec "$py" "$here/dfx_check.py" --dom "$out.dom" "$tasks" "$zoom" "$groups"
     ;;
 *)
     echo "usage: see the header of $0"; exit 2 ;;

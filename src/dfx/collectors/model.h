@@ -13,7 +13,11 @@
  *
  * The critical path is the longest path through the dependency graph where a task weighs its
  * duration; without any timing each task weighs 1, and the path is the longest chain by task
- * count (`cp_by_count` says which).
+ * count (`cp_by_count` says which). A task may have inner tasks (dfxc_model_add_inner: at
+ * level 3 the chip tasks that a host task's calls ran): it then weighs its own duration plus
+ * the longest chain through its inner tasks (over the edges between inner tasks of that one
+ * task), and the path lists that chain right after it. Inner tasks are on no other path: the
+ * outer graph's edges (between tasks that are nobody's inner task) carry the order.
  */
 #ifndef PX_DFX_COLLECTORS_MODEL_H
 #define PX_DFX_COLLECTORS_MODEL_H
@@ -56,8 +60,11 @@ typedef struct dfxc_model {
     dfxc_edges deps_edges; /* depgen's, moved into edges by finish */
     dfxc_mkernel *k;  /* in order of first task */
     size_t nk, cap_k;
+    dfxc_edges inner; /* (outer, inner) task id pairs, see dfxc_model_add_inner */
+    int64_t first; /* earliest task start, ns (0 without timed tasks) */
     int64_t span; /* latest task end, ns */
     uint64_t *cp; /* critical path, task ids in order */
+    uint64_t *cp_outer; /* per cp task: the id of the task it is inner to, or UINT64_MAX */
     size_t ncp;
     int64_t cp_len; /* ns (or tasks when cp_by_count) */
     int cp_by_count;
@@ -82,6 +89,10 @@ void dfxc_model_add_process(dfxc_model *m, int pid, const char *name);
 
 /* Adds an edge producer -> consumer, from deps.json (from_deps) or trace.json's flows. */
 void dfxc_model_add_edge(dfxc_model *m, int from_deps, uint64_t producer, uint64_t consumer);
+
+/* Makes task `inner` part of task `outer`'s work (a chip task that a host task's call ran);
+ * a task has at most one outer task (the first given counts). */
+void dfxc_model_add_inner(dfxc_model *m, uint64_t outer, uint64_t inner);
 
 /*
  * Merges the sources, sorts, and derives the kernel statistics and the critical path.

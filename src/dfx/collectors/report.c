@@ -85,15 +85,19 @@ static const char report_tail[] =
     "  var names = {};\n"
     "  d.tracks.forEach(function (k) { names[k.pid + '/' + k.tid] = k.name; });\n"
     "  var timed = d.tasks.filter(function (t) { return t.ts_us !== null; });\n"
-    "  var span = d.span_us > 0 ? d.span_us : 1, v0 = 0, v1 = span, rects = [];\n"
+    "  var t0 = d.start_us < d.span_us ? d.start_us : 0, t1 = d.span_us > t0 ? d.span_us : t0 + 1;\n"
+    "  var span = t1 - t0, v0 = t0, v1 = t1, rects = [];\n"
     "  var W = 1000, L = 160, H = 22, G = 20, svg = null, cpLine = null, rowY = {};\n"
+    "  function px2(v) { return Math.round(v * 100) / 100; }\n"
     "  function place() {\n"
     "    var k = W / (v1 - v0), pts = [];\n"
     "    rects.forEach(function (r) {\n"
-    "      var t = r.t, x = (t.ts_us - v0) * k, w = Math.max(t.dur_us * k, 0.5);\n"
-    "      r.e.setAttribute('x', (L + x).toFixed(2));\n"
-    "      r.e.setAttribute('width', w.toFixed(2));\n"
-    "      if (onCp[t.id]) pts.push((L + x + w / 2).toFixed(2) + ',' + (r.y + H / 2 - 2));\n"
+    "      var t = r.t, a = L + (t.ts_us - v0) * k, b = L + (t.ts_us + t.dur_us - v0) * k;\n"
+    "      if (b - a < 0.5) { a = Math.min(a, L + W - 0.5); b = a + 0.5; }\n"
+    "      a = px2(a); b = px2(b);\n"
+    "      r.e.setAttribute('x', a.toFixed(2));\n"
+    "      r.e.setAttribute('width', (b - a).toFixed(2));\n"
+    "      if (onCp[t.id]) pts.push(((a + b) / 2).toFixed(2) + ',' + (r.y + H / 2 - 2));\n"
     "    });\n"
     "    if (cpLine) cpLine.setAttribute('points', pts.join(' '));\n"
     "    tl.setAttribute('data-zoom', (span / (v1 - v0)).toFixed(3));\n"
@@ -104,7 +108,7 @@ static const char report_tail[] =
     "  }\n"
     "  function view(a, b) {\n"
     "    var w = Math.min(Math.max(b - a, span / 1e6), span);\n"
-    "    a = Math.min(Math.max(a, 0), span - w);\n"
+    "    a = Math.min(Math.max(a, t0), t1 - w);\n"
     "    v0 = a; v1 = a + w; place();\n"
     "  }\n"
     "  function zoomAt(f, at) { view(at - (at - v0) / f, at + (v1 - at) / f); }\n"
@@ -158,19 +162,22 @@ static const char report_tail[] =
     "    svg.appendChild(lanes);\n"
     "    cpLine = mk('polyline', {id: 'cp-line', 'class': 'cp-line'}, undefined, 1);\n"
     "    lanes.appendChild(cpLine);\n"
-    "    var axis0 = mk('text', {x: L, y: height - 6}, '', 1),\n"
-    "        axis1 = mk('text', {x: L + W - 120, y: height - 6}, '', 1);\n"
+    "    var axis0 = mk('text', {id: 'axis-start', x: L, y: height - 6,\n"
+    "        'text-anchor': 'start'}, '', 1),\n"
+    "        axis1 = mk('text', {id: 'axis-end', x: L + W, y: height - 6,\n"
+    "        'text-anchor': 'end'}, '', 1);\n"
     "    svg.appendChild(axis0);\n"
     "    svg.appendChild(axis1);\n"
     "    var place0 = place;\n"
     "    place = function () { place0(); axis0.textContent = us(v0) + ' us';\n"
-    "      axis1.textContent = us(v1) + ' us'; };\n"
+    "      axis1.textContent = us(v1) + ' us'; axis0.setAttribute('data-us', us(v0));\n"
+    "      axis1.setAttribute('data-us', us(v1)); };\n"
     "    tl.appendChild(svg);\n"
     "    var h = {};\n"
     "    location.hash.replace(/^#/, '').split('&').forEach(function (kv) {\n"
     "      var p = kv.split('='); if (p.length === 2) h[p[0]] = parseFloat(p[1]);\n"
     "    });\n"
-    "    var z = h.zoom > 0 ? h.zoom : 1, s0 = h.start >= 0 ? h.start : 0;\n"
+    "    var z = h.zoom > 0 ? h.zoom : 1, s0 = h.start >= 0 ? h.start : t0;\n"
     "    view(s0, s0 + span / z);\n"
     "    function at(ev) {\n"
     "      var b = svg.getBoundingClientRect();\n"
@@ -192,7 +199,7 @@ static const char report_tail[] =
     "    document.getElementById('zoom-out').addEventListener('click', function () {\n"
     "      zoomAt(0.5, (v0 + v1) / 2); });\n"
     "    document.getElementById('zoom-reset').addEventListener('click', function () {\n"
-    "      view(0, span); });\n"
+    "      view(t0, t1); });\n"
     "    var ut = document.querySelector('#utilisation tbody');\n"
     "    keys.forEach(function (k) {\n"
     "      var mine = timed.filter(function (t) { return t.pid + '/' + t.tid === k.key; });\n"
@@ -220,10 +227,13 @@ static const char report_tail[] =
     "    (cp.by === 'duration' ? us(cp.length_us) + ' us of task time'"
     " : 'longest chain by task count (no timing)');\n"
     "  var ol = document.getElementById('cp');\n"
-    "  cp.tasks.forEach(function (id) {\n"
-    "    var t = byId[id];\n"
-    "    ol.appendChild(mk('li', {'data-cp': id}, 'task ' + id + ' ' + (t ? t.kernel : '?') +\n"
-    "      (t && t.ts_us !== null ? ' (' + us(t.dur_us) + ' us)' : '')));\n"
+    "  cp.tasks.forEach(function (id, i) {\n"
+    "    var t = byId[id], o = cp.outer ? cp.outer[i] : -1;\n"
+    "    var where = t && t.pid >= 0 && d.processes && d.processes[t.pid] ?\n"
+    "      ', ' + d.processes[t.pid] : '';\n"
+    "    ol.appendChild(mk('li', {'data-cp': id, 'data-outer': o}, 'task ' + id + ' ' +\n"
+    "      (t ? t.kernel : '?') + (t && t.ts_us !== null ? ' (' + us(t.dur_us) + ' us' + where +\n"
+    "      ')' : '') + (o >= 0 ? ' - run by task ' + o : '')));\n"
     "  });\n"
     "  var tb = document.querySelector('#kernels tbody');\n"
     "  d.kernels.forEach(function (k) {\n"
@@ -298,6 +308,15 @@ static void report_graph(const dfxc_model *m, dfxc_buf *b)
             dfxc_buf_puts(b, ", ");
         dfxc_buf_u64(b, m->cp[i]);
     }
+    dfxc_buf_puts(b, "], \"outer\": [");
+    for (size_t i = 0; i < m->ncp; i++) {
+        if (i)
+            dfxc_buf_puts(b, ", ");
+        if (m->cp_outer[i] == UINT64_MAX)
+            dfxc_buf_puts(b, "-1");
+        else
+            dfxc_buf_u64(b, m->cp_outer[i]);
+    }
     dfxc_buf_puts(b, "]},\n\"kernels\": [");
     for (size_t i = 0; i < m->nk; i++) {
         const dfxc_mkernel *k = &m->k[i];
@@ -324,6 +343,8 @@ static void report_data(const dfxc_model *m, dfxc_buf *b)
                     m->has_trace ? "\"trace.json\"" : "", m->has_trace && m->has_deps ? ", " : "",
                     m->has_deps ? "\"deps.json\"" : "", m->has_trace ? "true" : "false");
     dfxc_buf_us(b, m->span);
+    dfxc_buf_puts(b, ", \"start_us\": ");
+    dfxc_buf_us(b, m->first);
     dfxc_buf_puts(b, ",\n");
     report_tasks(m, b);
     report_graph(m, b);
