@@ -254,7 +254,17 @@ static px_status comm_started(void *arg)
                             comm_board_rdeaths(cw->bells), w->cfg.timeout_s, &cw->proxy);
 }
 
+/* The stopping hook: the proxy stops watching the deaths board before it is unmapped. */
+static void comm_stopping(void *arg)
+{
+    comm_worker *cw = arg;
+
+    if (cw->proxy != NULL)
+        comm_proxy_unwatch(cw->proxy, cw->w->cfg.timeout_s);
+}
+
 static const hier_hooks comm_hooks = {.init = comm_init, .started = comm_started,
+                                      .stopping = comm_stopping,
                                       .run_end = comm_run_end, .dfx_json = comm_dfx_json,
                                       .destroy = comm_destroy};
 

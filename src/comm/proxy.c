@@ -96,7 +96,7 @@ typedef struct psend {
     void *buf;
 } psend;
 
-enum { CMD_NONE, CMD_ADD, CMD_REMOVE, CMD_ALLGATHER };
+enum { CMD_NONE, CMD_ADD, CMD_REMOVE, CMD_ALLGATHER, CMD_UNWATCH };
 
 /* An allgather the parent asked for: the proxy's own buffers, so that a parent that gave up
  * waiting leaves nothing the thread still writes. */
@@ -114,7 +114,8 @@ struct comm_proxy {
     double timeout_s;
     int rank, size, nchips, comm_transport;
     const px_caps *caps;
-    const hier_deaths *deaths;        /* this worker's chips' deaths (watched) */
+    _Atomic(const hier_deaths *) deaths; /* this worker's chips' deaths (watched; NULL once
+                                          * its board is about to go) */
     comm_rdeaths *rdeaths;            /* other hosts' (written) */
     uint64_t deaths_told;             /* the deaths sent on so far */
     char host_id[COMM_HOST_ID_MAX];
@@ -638,12 +639,13 @@ typedef struct proxy_death {
 /* Tells every other host each new death on this worker's board (once each). */
 static int proxy_deaths_tell(comm_proxy *p)
 {
+    const hier_deaths *b = atomic_load_explicit(&p->deaths, memory_order_acquire);
     uint64_t m, fresh;
     int work = 0;
 
-    if (p->deaths == NULL || p->size < 2)
+    if (b == NULL || p->size < 2)
         return 0;
-    m = atomic_load_explicit(&p->deaths->mask, memory_order_acquire);
+    m = atomic_load_explicit(&b->mask, memory_order_acquire);
     fresh = m & ~p->deaths_told;
     for (int c = 0; fresh != 0 && c < 64; c++) {
         if (!(fresh >> c & 1))
@@ -655,7 +657,7 @@ static int proxy_deaths_tell(comm_proxy *p)
                 continue;
             dm->magic = PROXY_MAGIC;
             dm->chip = c;
-            snprintf(dm->why, sizeof(dm->why), "%s", p->deaths->why[c]);
+            snprintf(dm->why, sizeof(dm->why), "%.159s", b->why[c]);
             (void)proxy_send(p, dm, dm, sizeof(*dm), h, PROXY_TAG_DEATH);
         }
         PX_LOG_DEBUG("mpi proxy (host %d): told the other hosts that chip %d died", p->rank, c);
@@ -843,6 +845,8 @@ static int proxy_command(comm_proxy *p)
     if (p->cmd == CMD_ADD && p->ndoms < PROXY_DOMS) {
         p->doms[p->ndoms++] = p->cmd_dom;
         p->cmd_dom = NULL;
+    } else if (p->cmd == CMD_UNWATCH) {
+        atomic_store_explicit(&p->deaths, NULL, memory_order_release); /* board goes */
     } else if (p->cmd == CMD_REMOVE) {
         /* closed in the sweeps: every request its chips posted is sent on first, and the
          * command is done once MPI has finished every send from the domain's memory (the
@@ -966,6 +970,16 @@ px_status comm_proxy_add(comm_proxy *p, const comm_proxy_dom *s, double timeout_
 void comm_proxy_fail_job(comm_proxy *p)
 {
     atomic_store_explicit(&p->job_failed, 1, memory_order_release);
+}
+
+void comm_proxy_unwatch(comm_proxy *p, double timeout_s)
+{
+    if (proxy_post(p, CMD_UNWATCH, NULL, 0, timeout_s) != PX_OK) {
+        /* the thread is stuck inside MPI: it reads nothing meanwhile, and it must not read
+         * the board after it went (it looks at the field only in a sweep) */
+        PX_LOG_WARN("mpi proxy: %s", px_last_error());
+        atomic_store_explicit(&p->deaths, NULL, memory_order_release);
+    }
 }
 
 px_status comm_proxy_remove(comm_proxy *p, uint32_t id, double timeout_s)
@@ -1180,7 +1194,7 @@ px_status comm_proxy_start(const void *ops, const px_caps *caps, int comm_transp
     p->nchips = nchips;
     p->comm_transport = comm_transport;
     p->caps = caps;
-    p->deaths = deaths;
+    atomic_init(&p->deaths, deaths);
     p->rdeaths = rdeaths;
     snprintf(p->host_id, sizeof(p->host_id), "%s", host_id);
     pthread_mutex_init(&p->lock, NULL);

@@ -103,6 +103,10 @@ px_status comm_proxy_remove(comm_proxy *p, uint32_t id, double timeout_s);
  */
 void comm_proxy_fail_job(comm_proxy *p);
 
+/* The proxy stops reading the deaths board given at start (it is about to be unmapped);
+ * returns once the thread took it. */
+void comm_proxy_unwatch(comm_proxy *p, double timeout_s);
+
 /* Stops the thread, which finalises MPI (it starts once per process), and frees p. */
 void comm_proxy_stop(comm_proxy *p);
 

@@ -140,6 +140,10 @@ typedef struct hier_hooks {
     /* after the chips are forked and ready, at the end of px_worker_init (an error fails it):
      * where a layer starts what must not be forked (the MPI proxy) */
     px_status (*started)(void *arg);
+    /* at the start of px_worker_destroy, before the chips leave and the boards every process
+     * of the worker maps (the deaths board) are unmapped: a layer's own threads stop reading
+     * them here */
+    void (*stopping)(void *arg);
     void (*run_end)(void *arg, px_status st);
     /* Appends members (",\n \"name\": value" each) to the merged dfx.json of a level-3
      * run with DFX on (dfx_merge.c), before it is written. */

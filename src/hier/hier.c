@@ -568,6 +568,9 @@ px_status px_hier_destroy(px_worker *w)
         return px_set_error(PX_ESTATE, "px_worker_destroy called during px_run on this worker");
     if (h == NULL) /* destroyed before, but a host core was stuck: retry the engine's part */
         return px_rt_worker_destroy(w);
+    for (int i = 0; i < h->nhooks; i++)
+        if (h->hooks[i].hooks->stopping != NULL)
+            h->hooks[i].hooks->stopping(h->hooks[i].arg);
     if (h->watch_started)
         px_hier_watch_stop(h);
     if (h->state == PX_HIER_INITED) {
