@@ -15,7 +15,9 @@
 # Every loop is bounded; the whole job runs under timeout.
 set -u
 MPIRUN=$1 PLEXUS=$2 MODE=$3
-LOG=$(mktemp /tmp/px-mpi-fault.XXXXXX)
+LOG=$(mktemp "${TMPDIR:-/tmp}/px-mpi-fault.XXXXXX")
+trap 'rm -f "$LOG"' EXIT  # also when ctest's timeout ends the script
+trap 'exit 1' INT TERM
 shm0=$(ls /dev/shm | wc -l)
 PLEXUS_LOG=info PLEXUS_COMM_TIMEOUT_S=2 timeout -k 5 150 "$MPIRUN" -np 2 "$PLEXUS" run allreduce \
     --chips 2 --cores 1 --iters 1000 --size 30000 >"$LOG" 2>&1 &
