@@ -96,7 +96,7 @@ typedef struct psend {
     void *buf;
 } psend;
 
-enum { CMD_NONE, CMD_ADD, CMD_REMOVE, CMD_ALLGATHER, CMD_UNWATCH };
+enum { CMD_NONE, CMD_ADD, CMD_REMOVE, CMD_ALLGATHER };
 
 /* An allgather the parent asked for: the proxy's own buffers, so that a parent that gave up
  * waiting leaves nothing the thread still writes. */
@@ -137,6 +137,10 @@ struct comm_proxy {
     pdom *closing;             /* the domain being removed (thread) ... */
     uint32_t closing_seq;             /* ... and its command's number */
     _Atomic uint32_t cmd_seq, cmd_done, cmd_sleep;
+    _Atomic uint32_t unwatch, unwatched, unwatch_sleep; /* the board goes: asked, done
+                                          * (futex word); not a command, so a command still
+                                          * carried out (a removal waiting on MPI) does not
+                                          * hold it up */
     _Atomic int stop;
     /* the proxy thread's own */
     pdom *doms[PROXY_DOMS];
@@ -148,6 +152,7 @@ struct comm_proxy {
     uint32_t seen;
     int failed;                       /* an MPI call failed: serving stopped, said once */
     int stopped;                      /* its thread has ended */
+    int abandoned;                    /* it did not end in time: left inside MPI */
     _Atomic int job_failed;           /* comm_proxy_fail_job */
     uint64_t forwarded, served;
 };
@@ -186,7 +191,7 @@ static void proxy_atexit(void)
     pthread_mutex_lock(&g_mpi_lock);
     p = g_live;
     pthread_mutex_unlock(&g_mpi_lock);
-    if (p != NULL) /* a worker not destroyed: its proxy stops and finalises MPI */
+    if (p != NULL && !p->abandoned) /* a worker not destroyed: its proxy stops, finalises */
         proxy_stop_thread(p);
 }
 
@@ -845,8 +850,6 @@ static int proxy_command(comm_proxy *p)
     if (p->cmd == CMD_ADD && p->ndoms < PROXY_DOMS) {
         p->doms[p->ndoms++] = p->cmd_dom;
         p->cmd_dom = NULL;
-    } else if (p->cmd == CMD_UNWATCH) {
-        atomic_store_explicit(&p->deaths, NULL, memory_order_release); /* board goes */
     } else if (p->cmd == CMD_REMOVE) {
         /* closed in the sweeps: every request its chips posted is sent on first, and the
          * command is done once MPI has finished every send from the domain's memory (the
@@ -935,6 +938,13 @@ static px_status proxy_post_ag(comm_proxy *p, int cmd, pdom *d, uint32_t id, pga
     px_status st;
 
     pthread_mutex_lock(&p->lock); /* one command at a time: the caller's lock is the parent's */
+    if (atomic_load_explicit(&p->cmd_done, memory_order_acquire) !=
+        atomic_load_explicit(&p->cmd_seq, memory_order_relaxed)) {
+        pthread_mutex_unlock(&p->lock); /* an earlier one timed out and is not done yet */
+        return px_set_error(PX_ETIMEDOUT, "the worker's MPI proxy is still carrying out an "
+                            "earlier command that timed out (a host of the job is gone or "
+                            "stopped)");
+    }
     p->cmd = cmd;
     p->cmd_dom = d;
     p->cmd_id = id;
@@ -962,6 +972,10 @@ px_status comm_proxy_add(comm_proxy *p, const comm_proxy_dom *s, double timeout_
         return px_set_error(PX_ENOMEM, "the worker's MPI proxy serves %d domains already; "
                             "release one first", PROXY_DOMS);
     }
+    if (!proxy_cmd_taken(p)) { /* refused below: d would stay with no one */
+        pdom_free(d);
+        return proxy_post(p, CMD_ADD, NULL, 0, timeout_s);
+    }
     if ((st = proxy_post(p, CMD_ADD, d, 0, timeout_s)) != PX_OK)
         return st; /* d stays with the command: the thread may still take it */
     return PX_OK;
@@ -972,12 +986,33 @@ void comm_proxy_fail_job(comm_proxy *p)
     atomic_store_explicit(&p->job_failed, 1, memory_order_release);
 }
 
+static int proxy_unwatched(void *arg)
+{
+    comm_proxy *p = arg;
+
+    return atomic_load_explicit(&p->unwatched, memory_order_acquire) != 0;
+}
+
 void comm_proxy_unwatch(comm_proxy *p, double timeout_s)
 {
-    if (proxy_post(p, CMD_UNWATCH, NULL, 0, timeout_s) != PX_OK) {
-        /* the thread is stuck inside MPI: it reads nothing meanwhile, and it must not read
-         * the board after it went (it looks at the field only in a sweep) */
-        PX_LOG_WARN("mpi proxy: %s", px_last_error());
+    util_wait w = {.ready = proxy_unwatched, .arg = p, .word = &p->unwatched,
+                   .sleeping = &p->unwatch_sleep, .count_sleepers = 1, .shared = 0,
+                   .spin_ticks = 0, .yield_ticks = px_ns_to_ticks(PROXY_YIELD_NS)};
+
+    /* the thread answers in its next sweep (a slice at most) unless it is inside a blocking
+     * MPI call: after a failed job that is not waited for long */
+    if (atomic_load_explicit(&p->job_failed, memory_order_acquire) &&
+        timeout_s > PROXY_FAILED_FINALIZE_S)
+        timeout_s = PROXY_FAILED_FINALIZE_S;
+    w.timeout_ns = (uint64_t)(timeout_s * 1e9);
+    atomic_store_explicit(&p->unwatch, 1, memory_order_seq_cst);
+    util_bump_wake(&p->bell->bell, NULL, 1, 1);
+    if (util_wait_run(&w) != PX_OK) {
+        /* it is stuck inside MPI and reads nothing meanwhile; it reads the board only in a
+         * sweep, after looking at the field again */
+        PX_LOG_WARN("mpi proxy (host %d): did not let go of the deaths board within %g s (it "
+                    "is stuck inside MPI: a host of the job is gone or stopped)", p->rank,
+                    timeout_s);
         atomic_store_explicit(&p->deaths, NULL, memory_order_release);
     }
 }
@@ -1011,9 +1046,22 @@ static int proxy_in_flight(const comm_proxy *p)
     return p->nps > 0 || p->ag != NULL || p->closing != NULL;
 }
 
+/* The parent is about to unmap the deaths board: the thread stops reading it (it reads it
+ * only in proxy_deaths_tell, later in this same sweep). */
+static int proxy_unwatch_poll(comm_proxy *p)
+{
+    if (atomic_load_explicit(&p->unwatch, memory_order_acquire) == 0 ||
+        atomic_load_explicit(&p->unwatched, memory_order_relaxed) != 0)
+        return 0;
+    atomic_store_explicit(&p->deaths, NULL, memory_order_release);
+    atomic_store_explicit(&p->unwatched, 1, memory_order_seq_cst);
+    util_wake(&p->unwatched, &p->unwatch_sleep, INT_MAX, 0);
+    return 1;
+}
+
 static int proxy_sweep(comm_proxy *p)
 {
-    int work = proxy_command(p) + proxy_gather_poll(p);
+    int work = proxy_unwatch_poll(p) + proxy_command(p) + proxy_gather_poll(p);
 
     for (int i = 0; i < p->ndoms; i++)
         for (int r = 0; r < p->doms[i]->nrings; r++)
@@ -1266,6 +1314,7 @@ static void proxy_stop_thread(comm_proxy *p)
                     "not answer; mpirun ends the job" : "another host of the job is gone or "
                     "stuck");
         pthread_detach(p->thread);
+        p->abandoned = 1; /* the exit does not wait again (nor ring a bell that is gone) */
         return; /* it stays live: MPI is not finalised under it */
     }
     pthread_mutex_lock(&g_mpi_lock);
