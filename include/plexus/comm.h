@@ -169,7 +169,8 @@ PX_API px_status px_comm_alltoallv(px_comm *c, const void *send, const size_t *s
                                    const size_t *recv_counts, const size_t *recv_offs,
                                    px_dtype dt);
 
-/* The algorithm the last collective on c used ("oneshot", "rs_ag", ...); "" before any. */
+/* The algorithm the last collective on c used ("oneshot", "rs_ag", "chain" across hosts, ...);
+ * "" before any. */
 PX_API const char *px_comm_last_algorithm(const px_comm *c);
 
 /* ---- domains, as a level-3 orchestration sees them ---- */

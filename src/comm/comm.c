@@ -84,6 +84,37 @@ static px_status comm_connect(px_comm *c, const px_comm_spec *s)
     return st;
 }
 
+/* The domain's sites (comm.h: nsites): runs of ranks whose pairs are all local, every pair of
+ * two runs proxied. From the pair table alone, so every rank finds the same. */
+static void comm_sites(px_comm *c, const px_comm_spec *s)
+{
+    int n = s->n, ns = 0, site = 0;
+
+    for (int q = 0; q < n; q++)
+        if (q == 0 || comm_tl_of(s->pairs[(q - 1) * n + q])->proxied)
+            c->site_start[ns++] = q;
+    c->site_start[ns] = n;
+    c->nsites = 0;
+    if (ns < 2)
+        return;
+    for (int a = 0; a < n; a++) {
+        int sa = 0;
+
+        while (c->site_start[sa + 1] <= a)
+            sa++;
+        if (a == c->rank)
+            site = sa;
+        for (int b = 0; b < n; b++) {
+            int same = b >= c->site_start[sa] && b < c->site_start[sa + 1];
+
+            if (a != b && comm_tl_of(s->pairs[a * n + b])->proxied == same)
+                return; /* interleaved: no sites */
+        }
+    }
+    c->nsites = ns;
+    c->site = site;
+}
+
 px_status comm_build(px_comm *c, const px_comm_spec *s)
 {
     px_status st;
@@ -97,7 +128,10 @@ px_status comm_build(px_comm *c, const px_comm_spec *s)
         (c->data = calloc((size_t)s->n, sizeof(*c->data))) == NULL ||
         (c->tl = calloc((size_t)s->n, sizeof(*c->tl))) == NULL ||
         (c->tl_state = calloc((size_t)s->n, sizeof(*c->tl_state))) == NULL ||
-        (c->member = calloc((size_t)s->n, sizeof(*c->member))) == NULL) {
+        (c->member = calloc((size_t)s->n, sizeof(*c->member))) == NULL ||
+        (c->site_start = calloc((size_t)s->n + 1, sizeof(*c->site_start))) == NULL ||
+        (c->cseq_out = calloc((size_t)s->n, sizeof(*c->cseq_out))) == NULL ||
+        (c->cseq_in = calloc((size_t)s->n, sizeof(*c->cseq_in))) == NULL) {
         comm_fini(c);
         return px_set_error(PX_ENOMEM, "comm: rank %d of %d: out of memory for the per-rank "
                             "tables", s->rank, s->n);
@@ -118,6 +152,7 @@ px_status comm_build(px_comm *c, const px_comm_spec *s)
                 c->all_in_place = 0;
     for (int q = 0; q < s->n; q++)
         c->tl[q] = q == c->rank ? &px_comm_tl_direct : comm_tl_of(s->pairs[c->rank * s->n + q]);
+    comm_sites(c, s);
     c->deaths = s->deaths;
     c->rdeaths = s->rdeaths;
     for (int q = 0; q < s->n; q++)
@@ -152,6 +187,11 @@ void comm_fini(px_comm *c)
     free(c->tl);
     free(c->tl_state);
     free(c->member);
+    free(c->site_start);
+    free(c->cseq_out);
+    free(c->cseq_in);
+    c->site_start = NULL;
+    c->cseq_out = c->cseq_in = NULL;
     c->area = NULL;
     c->data = NULL;
     c->tl = NULL;
@@ -926,6 +966,68 @@ px_status comm_barrier_flush(px_comm *c, int flush)
             return st;
     c->epoch_done = e;
     return PX_OK;
+}
+
+/* ---- collective slots (the hierarchical collectives' per-segment signals) ---- */
+
+typedef struct comm_cwait {
+    _Atomic uint64_t *s, *bar; /* the collective slot of the source, its barrier slot */
+    uint64_t v;
+} comm_cwait;
+
+static int comm_cwait_ready(void *arg)
+{
+    comm_cwait *w = arg;
+
+    return atomic_load_explicit(w->s, memory_order_acquire) >= w->v ||
+           (atomic_load_explicit(w->bar, memory_order_acquire) & COMM_BAR_FAILED) != 0;
+}
+
+px_status comm_coll_wait(px_comm *c, int src, const char *what)
+{
+    px_comm_area *a = c->area[c->rank];
+    comm_cwait w = {comm_slot(a, c->n, PX_COMM_SLOT_COLL(c->n, c->nsig, src)),
+                    comm_slot(a, c->n, (uint32_t)src), c->cseq_in[src] + 1};
+    uint64_t t0 = px_now_ns(), bar;
+    px_status st = comm_wait(c, comm_cwait_ready, &w, &a->wake, &a->sleepers, 0);
+    char who[128], mine[96];
+
+    if (st == PX_OK && atomic_load_explicit(w.s, memory_order_acquire) >= w.v) {
+        c->cseq_in[src]++;
+        return PX_OK;
+    }
+    if (st == PX_EPEERDEAD)
+        return st;
+    comm_peer_text(c, src, who, sizeof(who));
+    comm_sig_text(c->coll_sig, c, 1, mine, sizeof(mine));
+    bar = atomic_load_explicit(w.bar, memory_order_acquire);
+    if ((bar & COMM_BAR_FAILED) != 0) {
+        px_status pst = (px_status)(int8_t)(uint8_t)(bar >> 32);
+
+        return px_set_error(pst, "domain \"%s\" rank %d: %s failed because rank %d's "
+                            "collective call of this domain failed with %s (its error says "
+                            "why)", c->name, c->rank, mine, src, px_status_name(pst));
+    }
+    return px_set_error(PX_ETIMEDOUT, "domain \"%s\" rank %d: waited %.3g s in %s for %s "
+                        "from %s (its signal %llu). A rank still busy, or stopped: raise the "
+                        "deadline (PLEXUS_COMM_TIMEOUT_S, now %g s) only if it is slow",
+                        c->name, c->rank, (double)(px_now_ns() - t0) / 1e9, mine, what, who,
+                        (unsigned long long)w.v, c->timeout_s);
+}
+
+px_status comm_coll_put_signal(px_comm *c, int q, size_t off, const void *src, size_t n)
+{
+    uint32_t slot = PX_COMM_SLOT_COLL(c->n, c->nsig, c->rank);
+    uint64_t v = c->cseq_out[q] + 1;
+    px_status st;
+
+    if (c->tl[q]->put_signal != NULL)
+        st = c->tl[q]->put_signal(c, q, off, src, n, slot, PX_SIG_SET, v);
+    else if ((st = c->tl[q]->put(c, q, off, src, n)) == PX_OK)
+        st = c->tl[q]->signal(c, q, slot, PX_SIG_SET, v);
+    if (st == PX_OK)
+        c->cseq_out[q] = v;
+    return st;
 }
 
 /* ---- the public calls: the work above, plus a DFX span when recorded ---- */

@@ -58,10 +58,18 @@ static inline size_t comm_area_slots_off(int n)
     return sizeof(px_comm_area) + (size_t)n * sizeof(comm_a2av_entry);
 }
 
+/* Signal slots of a domain of n ranks with nsig user signals: n barrier slots (one per source
+ * rank), the user's nsig, then n collective slots (one per source rank: the hierarchical
+ * collectives' per-segment signals, coll.c). */
+static inline uint32_t comm_slot_count(int n, uint32_t nsig)
+{
+    return 2 * (uint32_t)n + nsig;
+}
+
 /* Bytes of the head for n ranks and nsig user signals, rounded up to the data alignment. */
 static inline size_t px_comm_area_bytes(int n, uint32_t nsig)
 {
-    size_t b = comm_area_slots_off(n) + ((size_t)n + nsig) * sizeof(uint64_t);
+    size_t b = comm_area_slots_off(n) + (size_t)comm_slot_count(n, nsig) * sizeof(uint64_t);
 
     return (b + PX_COMM_DATA_ALIGN - 1) / PX_COMM_DATA_ALIGN * PX_COMM_DATA_ALIGN;
 }
@@ -81,6 +89,9 @@ static inline _Atomic uint64_t *comm_slot(px_comm_area *a, int n, uint32_t slot)
 
 /* The slot of user signal s in a domain of n ranks. */
 #define PX_COMM_SLOT_SIG(n, s) ((uint32_t)(n) + (uint32_t)(s))
+
+/* The collective slot of source rank q in a domain of n ranks with nsig user signals. */
+#define PX_COMM_SLOT_COLL(n, nsig, q) ((uint32_t)(n) + (uint32_t)(nsig) + (uint32_t)(q))
 
 /*
  * After the user's data every window has two slots of PX_COMM_SLOT_BYTES for small
@@ -177,6 +188,15 @@ struct px_comm {
     px_comm_buffer_desc buffers[PX_COMM_MAX_BUFFERS];
     int nbuffers;
     size_t oneshot_max;                       /* allreduce: one-shot up to this many bytes */
+    /* the domain's sites, from the pair table (the same on every rank): runs of ranks in
+     * order whose pairs are all local (direct or staged), every pair between two runs
+     * proxied (mpi); nsites 0 where the table is not of that form (ranks of hosts
+     * interleaved) or has one site. site_start: nsites + 1 entries */
+    int nsites;
+    int *site_start;
+    int site;                                 /* this rank's */
+    uint64_t *cseq_out, *cseq_in;             /* n each: collective-slot signals sent to and
+                                               * taken from each rank so far */
     int all_in_place;                         /* every pair of the domain (not only this
                                                * rank's) reads peers' bytes in place
                                                * (peer_ptr): from the agreed pair table, the
@@ -469,6 +489,17 @@ px_status comm_coll_begin(px_comm *c, int kind, size_t count, px_dtype dt, int o
  * failure mark, so peers waiting in a barrier of c fail at once instead of at their deadline.
  */
 px_status comm_coll_end(px_comm *c, px_status st);
+
+/*
+ * Collective slots: comm_coll_put_signal puts n bytes at data offset off of rank q (none when
+ * n is 0), then sets this rank's collective slot at q to the next number of the pair's
+ * sequence; comm_coll_wait waits, with the domain's deadline, until src's collective slot here
+ * has reached the next number of its sequence (`what` names it in the message), or src marked
+ * its collective failed. Both sides count, so the numbers stay in step while the collectives
+ * do (a failed one fails the domain: comm_coll_end).
+ */
+px_status comm_coll_put_signal(px_comm *c, int q, size_t off, const void *src, size_t n);
+px_status comm_coll_wait(px_comm *c, int src, const char *what);
 
 /* coll/reduce.c: dst[i] = dst[i] op src[i] for count elements of dt (f32 f64 i32 i64). */
 void comm_reduce(void *dst, const void *src, size_t count, px_dtype dt, px_redop op);

@@ -257,7 +257,7 @@ static comm_stg_bounds pdom_bounds(const pdom *d, size_t chunk)
 {
     comm_stg_bounds b = {.win_bytes = d->data_bytes + 2 * (size_t)PX_COMM_SLOT_BYTES,
                          .head_bytes = px_comm_area_bytes(d->n, d->nsig),
-                         .nslots = (uint32_t)d->n + d->nsig, .chunk = chunk};
+                         .nslots = comm_slot_count(d->n, d->nsig), .chunk = chunk};
 
     return b;
 }

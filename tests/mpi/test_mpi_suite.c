@@ -2,10 +2,11 @@
  * test_mpi_suite.c - the collective suite on a domain spanning hosts, under mpirun (or on one
  * host with PLEXUS_COMM_TRANSPORT=mpi): `mpirun -np H test_mpi_suite CHIPS`. Every host makes
  * a level-3 worker of CHIPS chips and allocates one domain of every host's chips (host-major
- * ranks); a kernel on every member runs, checked inside the chip:
+ * ranks; `test_mpi_suite CHIPS uneven`: all but host 1's last chip, so hosts have different
+ * member counts); a kernel on every member runs, checked inside the chip:
  *   - allreduce of counts 1, 7, 4096 and 262147, every dtype and op, the result compared
  *     byte for byte with a serial fold in rank order 0..n-1 (float inputs are not integers,
- *     so the order shows in the bits);
+ *     so the order shows in the bits); the biggest must take the chain across hosts;
  *   - allgather, broadcast from the last rank and from rank 0, alltoall, reduce_scatter (every
  *     dtype and op, byte for byte) and alltoallv with counts that differ per pair.
  * Prints PASS and exits 0 when every rank of this host passed, else FAIL: <why> and 1. Links
@@ -102,6 +103,12 @@ static px_status ts_reductions(px_comm *c, unsigned char *buf, int r, int n)
             ts_input(buf + i * es, dt, r, i, op);
         if ((st = px_comm_allreduce(c, buf, cnt, dt, op)) != PX_OK)
             return st;
+        /* every pair across hosts (or every pair, forced) is mpi: the big ones go along the
+         * chain of hosts */
+        if (cnt == TS_BIG && strcmp(px_comm_last_algorithm(c), "chain") != 0)
+            return px_set_error(PX_EKERNEL, "rank %d: allreduce of %zu elements took \"%s\", "
+                                "not the chain across hosts", r, cnt,
+                                px_comm_last_algorithm(c));
         for (size_t i = 0; i < cnt; i++) {
             ts_expected(want, dt, n, i, 0, op);
             if (memcmp(buf + i * es, want, es) != 0) {
@@ -219,13 +226,14 @@ static px_status ts_callable(px_orch *o, const px_task_args *args, void *user)
 
 typedef struct ts_run {
     int hosts, chips;
+    int uneven; /* the domain leaves out host 1's last chip: hosts of 2 and 1 members */
     char info[512];
 } ts_run;
 
 static px_status ts_orch(px_orch *o, const px_task_args *args, void *user)
 {
     ts_run *t = user;
-    int n = t->hosts * t->chips, chips[64];
+    int n = 0, chips[64];
     px_domain_buffer b = {"x", TS_BIG * 8};
     px_domain_spec s = {PX_DOMAIN_SPEC_HEADER, .name = "suite", .chips = chips, .nchips = n,
                         .window_bytes = TS_BIG * 8, .buffers = &b, .nbuffers = 1};
@@ -233,8 +241,10 @@ static px_status ts_orch(px_orch *o, const px_task_args *args, void *user)
     px_status st;
 
     (void)args;
-    for (int r = 0; r < n; r++)
-        chips[r] = t->hosts == 1 ? r : px_chip_global(r / t->chips, r % t->chips);
+    for (int r = 0; r < t->hosts * t->chips; r++)
+        if (!(t->uneven && r / t->chips == 1 && r % t->chips == t->chips - 1))
+            chips[n++] = t->hosts == 1 ? r : px_chip_global(r / t->chips, r % t->chips);
+    s.nchips = n;
     if ((st = px_domain_alloc(o, &s, &d)) != PX_OK)
         return st;
     snprintf(t->info, sizeof(t->info), "%d ranks, rank 0 -> rank %d via %s", n, n - 1,
@@ -248,7 +258,8 @@ int main(int argc, char **argv)
 {
     px_config c;
     px_worker *w = NULL;
-    ts_run t = {.chips = argc > 1 ? atoi(argv[1]) : 2};
+    ts_run t = {.chips = argc > 1 ? atoi(argv[1]) : 2,
+                .uneven = argc > 2 && strcmp(argv[2], "uneven") == 0};
     px_status st;
 
     px_config_default(&c);

@@ -128,7 +128,7 @@ static void ts_init(ts_pair *t)
     t->b = comm_stg_bounds_of(&t->comm[0], TS_CHUNK);
     assert_int_equal(t->b.head_bytes, px_comm_area_bytes(2, TS_NSIG));
     assert_int_equal(t->b.win_bytes, TS_DATA + 2 * (size_t)PX_COMM_SLOT_BYTES);
-    assert_int_equal(t->b.nslots, 2 + TS_NSIG);
+    assert_int_equal(t->b.nslots, 2 * 2 + TS_NSIG); /* barrier, user, collective slots */
     assert_true(t->b.head_bytes > TS_CHUNK); /* so a head-long copy leaves the chunk */
 }
 

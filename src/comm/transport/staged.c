@@ -239,7 +239,7 @@ comm_stg_bounds comm_stg_bounds_of(const px_comm *c, size_t chunk)
 {
     comm_stg_bounds b = {.win_bytes = c->data_bytes + 2 * (size_t)PX_COMM_SLOT_BYTES,
                          .head_bytes = px_comm_area_bytes(c->n, c->nsig),
-                         .nslots = (uint32_t)c->n + c->nsig, .chunk = chunk};
+                         .nslots = comm_slot_count(c->n, c->nsig), .chunk = chunk};
 
     return b;
 }

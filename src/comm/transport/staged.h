@@ -100,7 +100,7 @@ static inline comm_stg_ring *comm_stg_ring_at(void *pair, size_t chunk, int i)
 typedef struct comm_stg_bounds {
     size_t win_bytes;   /* its window's data part: data_bytes and the two collective slots */
     size_t head_bytes;  /* its window's head: px_comm_area_bytes(n, nsig) */
-    uint32_t nslots;    /* signal slots: n barrier slots + nsig */
+    uint32_t nslots;    /* signal slots: comm_slot_count(n, nsig) */
     size_t chunk;       /* bytes of the request's chunk */
 } comm_stg_bounds;
 
