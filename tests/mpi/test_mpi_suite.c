@@ -7,7 +7,8 @@
  *   - allreduce of counts 1, 7, 4096 and 262147, every dtype and op, the result compared
  *     byte for byte with a serial fold in rank order 0..n-1 (float inputs are not integers,
  *     so the order shows in the bits); the biggest must take the chain across hosts;
- *   - allgather, broadcast from the last rank and from rank 0, alltoall, reduce_scatter (every
+ *   - allgather and broadcast from the last rank (both through the chain: each host's bytes
+ *     cross once) and from rank 0, alltoall, reduce_scatter (every
  *     dtype and op, byte for byte) and alltoallv with counts that differ per pair.
  * Prints PASS and exits 0 when every rank of this host passed, else FAIL: <why> and 1. Links
  * libplexus only: MPI is the plugin's (the proxy's).
@@ -152,6 +153,9 @@ static px_status ts_moves(px_comm *c, int64_t *buf, int r, int n)
             buf[(size_t)b * cnt + i] = b == r ? ts_mv(r, b, i) : -1;
     if ((st = px_comm_allgather(c, buf, cnt, PX_I64)) != PX_OK)
         return st;
+    if (strcmp(px_comm_last_algorithm(c), "chain") != 0) /* each host's blocks cross once */
+        return px_set_error(PX_EKERNEL, "rank %d: allgather took \"%s\", not the chain",
+                            r, px_comm_last_algorithm(c));
     for (int b = 0; b < n; b++)
         for (size_t i = 0; i < cnt; i++)
             if (buf[(size_t)b * cnt + i] != ts_mv(b, b, i))
@@ -161,6 +165,9 @@ static px_status ts_moves(px_comm *c, int64_t *buf, int r, int n)
             buf[i] = ts_mv(r, 7, i);
         if ((st = px_comm_broadcast(c, buf, cnt, PX_I64, root)) != PX_OK)
             return st;
+        if (r == 0 && root == n - 1 && strcmp(px_comm_last_algorithm(c), "chain") != 0)
+            return px_set_error(PX_EKERNEL, "rank 0: broadcast from another host's rank %d "
+                                "took \"%s\", not the chain", root, px_comm_last_algorithm(c));
         for (size_t i = 0; i < cnt; i++)
             if (buf[i] != ts_mv(root, 7, i))
                 return ts_fail(r, "broadcast", i);

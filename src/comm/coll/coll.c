@@ -537,6 +537,56 @@ static px_status reduce_scatter_impl(px_comm *c, void *buf, size_t count, px_dty
     return st;
 }
 
+/* ---- moving bytes across sites once per site ---- */
+
+/*
+ * Rank src's n bytes at data offset off reach every rank of this site: rank `via` of this site
+ * (the fetcher) gets them into its own buffer at off, segment by segment, and puts each
+ * segment into the other ranks of the site, each with its collective signal; the others wait
+ * for the signals. src is a rank of another site; every rank of this site calls it alike.
+ */
+static px_status coll_site_fan(px_comm *c, int src, int via, size_t off, size_t n)
+{
+    int s0 = c->site_start[c->site], s1 = c->site_start[c->site + 1];
+    px_status st = PX_OK;
+
+    for (size_t b = 0; b < n && st == PX_OK; b += COLL_SEG_BYTES) {
+        size_t m = PX_MIN((size_t)COLL_SEG_BYTES, n - b);
+
+        if (c->rank != via) {
+            st = comm_coll_wait(c, via, "a segment another host sent through this one");
+            continue;
+        }
+        if ((st = coll_pull(c, src, off + b, c->data[c->rank] + off + b, m)) != PX_OK)
+            return st;
+        for (int q = s0; q < s1 && st == PX_OK; q++)
+            if (q != c->rank)
+                st = comm_coll_put_signal(c, q, off + b, c->data[c->rank] + off + b, m);
+    }
+    return st;
+}
+
+/* Allgather over sites: the blocks of this site's ranks are pulled in place; each other
+ * site's blocks cross once, fetched by one rank of this site (site h by its rank h mod L)
+ * and fanned out to the rest, instead of once per rank of this site. */
+static px_status coll_allgather_sites(px_comm *c, char *buf, size_t off, size_t blk)
+{
+    int g = c->site, s0 = c->site_start[g], s1 = c->site_start[g + 1], L = s1 - s0;
+    px_status st = PX_OK;
+
+    c->last_algo = "chain";
+    for (int q = s0; q < s1 && st == PX_OK; q++)
+        if (q != c->rank)
+            st = coll_pull(c, q, off + (size_t)q * blk, buf + (size_t)q * blk, blk);
+    for (int h = 0; h < c->nsites && st == PX_OK; h++) {
+        if (h == g)
+            continue;
+        for (int q = c->site_start[h]; q < c->site_start[h + 1] && st == PX_OK; q++)
+            st = coll_site_fan(c, q, s0 + h % L, off + (size_t)q * blk, blk);
+    }
+    return st;
+}
+
 static px_status allgather_impl(px_comm *c, void *buf, size_t count, px_dtype dt)
 {
     size_t es = coll_esize(c, dt, 0, "px_comm_allgather"), bytes, off;
@@ -551,6 +601,10 @@ static px_status allgather_impl(px_comm *c, void *buf, size_t count, px_dtype dt
     if (coll_enter(c, COMM_COLL_ALLGATHER, count, dt, 0, 0, &st) ||
         (st = comm_barrier_flush(c, 0)) != PX_OK)
         return st;
+    if (c->nsites > 1) { /* the final barrier: others still read this rank's block */
+        st = coll_allgather_sites(c, buf, off, count * es);
+        return st == PX_OK ? comm_barrier_flush(c, 0) : st;
+    }
     for (int i = 1; st == PX_OK && i < c->n; i++) {
         int q = (c->rank + i) % c->n;
         size_t b = (size_t)q * count * es;
@@ -578,8 +632,14 @@ static px_status broadcast_impl(px_comm *c, void *buf, size_t count, px_dtype dt
     if (coll_enter(c, COMM_COLL_BROADCAST, count, dt, 0, root, &st) ||
         (st = comm_barrier_flush(c, 0)) != PX_OK)
         return st;
-    if (c->rank != root)
+    if (c->nsites > 1 && (root < c->site_start[c->site] ||
+                          root >= c->site_start[c->site + 1])) {
+        /* another site's root: its bytes cross once, to this site's first rank */
+        c->last_algo = "chain";
+        st = coll_site_fan(c, root, c->site_start[c->site], off, bytes);
+    } else if (c->rank != root) {
         st = coll_pull(c, root, off, buf, bytes);
+    }
     if (st == PX_OK)
         st = comm_barrier_flush(c, 0);
     return st;
