@@ -461,8 +461,8 @@ px_status comm_make(comm_worker *cw, px_domain *d)
         comm_proxied_drop(cw, d);
     free(res);
     comm_setup_fini(&su, d);
-    if (st != PX_OK) {
-        snprintf(msg, sizeof(msg), "%s", px_last_error());
+    if (st != PX_OK && strncmp(px_last_error(), "px_domain_alloc: ", 17) != 0) {
+        snprintf(msg, sizeof(msg), "%s", px_last_error()); /* (comm_job_sync's has it) */
         px_set_error(st, "px_domain_alloc: domain \"%s\": %s", d->msg.name, msg);
     }
     return st;

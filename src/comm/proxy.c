@@ -43,6 +43,7 @@
 #define PROXY_TAG_REP 0x5202
 #define PROXY_TAG_DATA 0x5203
 #define PROXY_TAG_DEATH 0x5204                /* a chip of the sender died: proxy_death */
+#define PROXY_TAG_ARRIVE 0x5205               /* the sender entered an allgather: proxy_arrive */
 #define PROXY_DOMS 64
 #define PROXY_YIELD_NS 20000
 #define PROXY_HOT_YIELD_NS 2000000            /* the yield phase with several hosts */
@@ -154,6 +155,8 @@ struct comm_proxy {
     int stopped;                      /* its thread has ended */
     int abandoned;                    /* it did not end in time: left inside MPI */
     _Atomic int job_failed;           /* comm_proxy_fail_job */
+    _Atomic uint64_t ag_started;      /* allgathers the thread started (the parent's ones) */
+    _Atomic uint64_t *arrived;        /* size: the latest arrival notice of each host */
     uint64_t forwarded, served;
 };
 
@@ -641,6 +644,13 @@ typedef struct proxy_death {
     char why[160];
 } proxy_death;
 
+/* An allgather's arrival notice, sent to every other host when one starts: a host that waits
+ * too long then names the hosts it has not heard from. */
+typedef struct proxy_arrive {
+    uint32_t magic, pad_;
+    uint64_t seq; /* the sender's allgathers started so far, this one included */
+} proxy_arrive;
+
 /* Tells every other host each new death on this worker's board (once each). */
 static int proxy_deaths_tell(comm_proxy *p)
 {
@@ -720,6 +730,18 @@ static int proxy_receive(comm_proxy *p)
                     break;
                 }
                 proxy_death_take(p, h, &dm);
+                continue;
+            }
+            if (tag == PROXY_TAG_ARRIVE && n == sizeof(proxy_arrive)) {
+                proxy_arrive am;
+
+                if ((e = p->ops->recv(&am, sizeof(am), h, tag)) != 0) {
+                    proxy_mpi_fail(p, e, "MPI_Recv");
+                    break;
+                }
+                if (am.magic == PROXY_MAGIC &&
+                    am.seq > atomic_load_explicit(&p->arrived[h], memory_order_relaxed))
+                    atomic_store_explicit(&p->arrived[h], am.seq, memory_order_release);
                 continue;
             }
             if ((tag != PROXY_TAG_REQ && tag != PROXY_TAG_REP) || n != sizeof(m)) {
@@ -822,6 +844,22 @@ static int proxy_gather_poll(comm_proxy *p)
     return 1;
 }
 
+/* Tells every other host that this one entered its next allgather (proxy_arrive). */
+static void proxy_arrive_tell(comm_proxy *p)
+{
+    uint64_t seq = atomic_fetch_add_explicit(&p->ag_started, 1, memory_order_relaxed) + 1;
+
+    for (int h = 0; h < p->size; h++) {
+        proxy_arrive *m;
+
+        if (h == p->rank || (m = calloc(1, sizeof(*m))) == NULL)
+            continue;
+        m->magic = PROXY_MAGIC;
+        m->seq = seq;
+        (void)proxy_send(p, m, m, sizeof(*m), h, PROXY_TAG_ARRIVE);
+    }
+}
+
 static int proxy_command(comm_proxy *p)
 {
     uint32_t seq = atomic_load_explicit(&p->cmd_seq, memory_order_acquire);
@@ -845,6 +883,7 @@ static int proxy_command(comm_proxy *p)
         p->ag = g;
         p->ag_seq = seq;
         pthread_mutex_unlock(&p->lock);
+        proxy_arrive_tell(p);
         return 1;
     }
     if (p->cmd == CMD_ADD && p->ndoms < PROXY_DOMS) {
@@ -889,6 +928,22 @@ static px_status proxy_post(comm_proxy *p, int cmd, pdom *d, uint32_t id, double
     return proxy_post_ag(p, cmd, d, id, NULL, timeout_s);
 }
 
+/* After an allgather timed out: ", not heard from host 1 (pid 42, id h1)" naming the hosts
+ * whose arrival notice for this allgather has not come, or "" when the thread never started
+ * it or every notice came. */
+static void proxy_missing_text(comm_proxy *p, char *buf, size_t n)
+{
+    uint64_t seq = atomic_load_explicit(&p->ag_started, memory_order_acquire);
+    size_t len = 0;
+
+    buf[0] = '\0';
+    for (int h = 0; seq > 0 && h < p->size && len + 1 < n; h++)
+        if (h != p->rank && atomic_load_explicit(&p->arrived[h], memory_order_acquire) < seq)
+            len += (size_t)snprintf(buf + len, n - len, "%s host %d (pid %d, id %s)",
+                                    len == 0 ? ", not heard from" : ",", h,
+                                    (int)p->hosts[h].pid, p->hosts[h].id);
+}
+
 px_status comm_proxy_allgather(comm_proxy *p, const void *in, size_t n, void *out,
                                double timeout_s)
 {
@@ -910,10 +965,11 @@ px_status comm_proxy_allgather(comm_proxy *p, const void *in, size_t n, void *ou
     if (st != PX_OK || !g->done) {
         g->abandoned = 1; /* the thread frees it when MPI is done with it */
         pthread_mutex_unlock(&p->lock);
+        proxy_missing_text(p, s, sizeof(s));
         return px_set_error(PX_ETIMEDOUT, "the %d hosts of the job did not all join within %g "
-                            "s (PLEXUS_TIMEOUT_S): a host is gone, stopped or stuck, or "
+                            "s (PLEXUS_TIMEOUT_S)%s: a host is gone, stopped or stuck, or "
                             "did not make the same call (every host allocates a domain "
-                            "spanning hosts, in the same order)", p->size, timeout_s);
+                            "spanning hosts, in the same order)", p->size, timeout_s, s);
     }
     pthread_mutex_unlock(&p->lock);
     if (g->err != 0) {
@@ -942,8 +998,9 @@ static px_status proxy_post_ag(comm_proxy *p, int cmd, pdom *d, uint32_t id, pga
         atomic_load_explicit(&p->cmd_seq, memory_order_relaxed)) {
         pthread_mutex_unlock(&p->lock); /* an earlier one timed out and is not done yet */
         return px_set_error(PX_ETIMEDOUT, "the worker's MPI proxy is still carrying out an "
-                            "earlier command that timed out (a host of the job is gone or "
-                            "stopped)");
+                            "earlier command that timed out (an allgather of the hosts or a "
+                            "removal waiting on MPI: a host of the job is gone, stopped or "
+                            "stuck)");
     }
     p->cmd = cmd;
     p->cmd_dom = d;
@@ -1021,13 +1078,18 @@ px_status comm_proxy_remove(comm_proxy *p, uint32_t id, double timeout_s)
 {
     px_status st;
 
+    char keep[PX_ERRMSG_MAX];
+
     if (atomic_load_explicit(&p->job_failed, memory_order_acquire) && timeout_s > 1.0)
         timeout_s = 1.0;
+    snprintf(keep, sizeof(keep), "%s", px_last_error()); /* a failed set-up's own reason */
     st = proxy_post(p, CMD_REMOVE, NULL, id, timeout_s);
 
-    if (st != PX_OK)
+    if (st != PX_OK) {
         PX_LOG_WARN("mpi proxy: domain %u: %s; its memory stays mapped (MPI may still read "
                     "it)", id, px_last_error());
+        (void)px_set_error(st, "%s", keep); /* the caller's message stays what went wrong */
+    }
     return st;
 }
 
@@ -1131,7 +1193,8 @@ static px_status proxy_init(comm_proxy *p)
     pthread_mutex_unlock(&g_mpi_lock);
     p->ops->version(p->lib, sizeof(p->lib));
     if ((p->src = calloc((size_t)p->size, sizeof(*p->src))) == NULL ||
-        (p->hosts = calloc((size_t)p->size, sizeof(*p->hosts))) == NULL)
+        (p->hosts = calloc((size_t)p->size, sizeof(*p->hosts))) == NULL ||
+        (p->arrived = calloc((size_t)p->size, sizeof(*p->arrived))) == NULL)
         return px_set_error(PX_ENOMEM, "out of host memory for %d hosts", p->size);
     memset(&me, 0, sizeof(me));
     snprintf(me.id, sizeof(me.id), "%s", p->host_id);
@@ -1332,6 +1395,7 @@ void comm_proxy_stop(comm_proxy *p)
     if (!p->stopped)
         return; /* p stays: the thread still uses it */
     free(p->hosts);
+    free((void *)p->arrived);
     free(p->src);
     free(p->ps);
     pthread_mutex_destroy(&p->lock);

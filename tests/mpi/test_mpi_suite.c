@@ -3,7 +3,8 @@
  * host with PLEXUS_COMM_TRANSPORT=mpi): `mpirun -np H test_mpi_suite CHIPS`. Every host makes
  * a level-3 worker of CHIPS chips and allocates one domain of every host's chips (host-major
  * ranks; `test_mpi_suite CHIPS uneven`: all but host 1's last chip, so hosts have different
- * member counts); a kernel on every member runs, checked inside the chip:
+ * member counts; `late`: host 1 reaches the allocation 3 s late, so host 0's fails naming
+ * it); a kernel on every member runs, checked inside the chip:
  *   - allreduce of counts 1, 7, 4096 and 262147, every dtype and op, the result compared
  *     byte for byte with a serial fold in rank order 0..n-1 (float inputs are not integers,
  *     so the order shows in the bits); the biggest must take the chain across hosts;
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <plexus/plexus.h>
 
@@ -232,8 +234,9 @@ static px_status ts_callable(px_orch *o, const px_task_args *args, void *user)
 }
 
 typedef struct ts_run {
-    int hosts, chips;
+    int hosts, chips, host;
     int uneven; /* the domain leaves out host 1's last chip: hosts of 2 and 1 members */
+    int late;   /* host 1 reaches the allocation 3 s late (PLEXUS_TIMEOUT_S=2 in its test) */
     char info[512];
 } ts_run;
 
@@ -252,6 +255,8 @@ static px_status ts_orch(px_orch *o, const px_task_args *args, void *user)
         if (!(t->uneven && r / t->chips == 1 && r % t->chips == t->chips - 1))
             chips[n++] = t->hosts == 1 ? r : px_chip_global(r / t->chips, r % t->chips);
     s.nchips = n;
+    if (t->late && t->host == 1)
+        sleep(3);
     if ((st = px_domain_alloc(o, &s, &d)) != PX_OK)
         return st;
     snprintf(t->info, sizeof(t->info), "%d ranks, rank 0 -> rank %d via %s", n, n - 1,
@@ -266,7 +271,8 @@ int main(int argc, char **argv)
     px_config c;
     px_worker *w = NULL;
     ts_run t = {.chips = argc > 1 ? atoi(argv[1]) : 2,
-                .uneven = argc > 2 && strcmp(argv[2], "uneven") == 0};
+                .uneven = argc > 2 && strcmp(argv[2], "uneven") == 0,
+                .late = argc > 2 && strcmp(argv[2], "late") == 0};
     px_status st;
 
     px_config_default(&c);
@@ -280,6 +286,7 @@ int main(int argc, char **argv)
         (st = px_callable_register(w, "ts.suite", ts_callable, &c_suite)) == PX_OK &&
         (st = px_worker_init(w)) == PX_OK) {
         t.hosts = px_worker_hosts(w);
+        t.host = px_worker_host(w);
         st = px_run(w, ts_orch, NULL, &t);
     }
     if (st != PX_OK) {

@@ -83,6 +83,12 @@ if(MPIEXEC_EXECUTABLE)
   endforeach()
   set_property(TEST mpi.suite_2x2_staged APPEND PROPERTY ENVIRONMENT
                "PLEXUS_DEVICE_PROFILE=a2a3-pcie")
+  # a host that does not reach a spanning allocation in time is named by the others
+  add_test(NAME mpi.alloc_late_host
+           COMMAND ${MPIEXEC_EXECUTABLE} -np 2 $<TARGET_FILE:test_mpi_suite> 1 late)
+  set_tests_properties(mpi.alloc_late_host PROPERTIES TIMEOUT 120 RESOURCE_LOCK chips
+                       ENVIRONMENT "${PX_MPI_ENV};PLEXUS_TIMEOUT_S=2"
+                       PASS_REGULAR_EXPRESSION "host 0: FAIL: PX_ETIMEDOUT: [^\n]*did not all join within 2 s \\(PLEXUS_TIMEOUT_S\\), not heard from host 1 \\(pid [0-9]+, id ")
   add_test(NAME mpi.suite_1x4_forced COMMAND $<TARGET_FILE:test_mpi_suite> 4)
   set_tests_properties(mpi.suite_1x4_forced PROPERTIES TIMEOUT 300 RESOURCE_LOCK chips
                        ENVIRONMENT "${PX_MPI_ENV};PLEXUS_COMM_TRANSPORT=mpi"
