@@ -68,15 +68,16 @@ if(MPIEXEC_EXECUTABLE)
                          ENVIRONMENT "${PX_MPI_ENV}" FAIL_REGULAR_EXPRESSION "FAIL"
                          PASS_REGULAR_EXPRESSION "via mpi: every collective")
   endforeach()
-  # hosts with different member counts (2 + 1, 2 + 1 + 2), and staged pairs inside each host
+  # hosts with different member counts (2 + 1: flat; 3 + 2 + 3: the chain over 2 shards),
+  # and staged pairs inside each host
   # (a2a3-pcie: no peer mapping) under the chain across hosts
   add_test(NAME mpi.suite_2x2_uneven
            COMMAND ${MPIEXEC_EXECUTABLE} -np 2 $<TARGET_FILE:test_mpi_suite> 2 uneven)
-  add_test(NAME mpi.suite_3x2_uneven
-           COMMAND ${MPIEXEC_EXECUTABLE} -np 3 $<TARGET_FILE:test_mpi_suite> 2 uneven)
+  add_test(NAME mpi.suite_3x3_uneven
+           COMMAND ${MPIEXEC_EXECUTABLE} -np 3 $<TARGET_FILE:test_mpi_suite> 3 uneven)
   add_test(NAME mpi.suite_2x2_staged
            COMMAND ${MPIEXEC_EXECUTABLE} -np 2 $<TARGET_FILE:test_mpi_suite> 2)
-  foreach(t mpi.suite_2x2_uneven mpi.suite_3x2_uneven mpi.suite_2x2_staged)
+  foreach(t mpi.suite_2x2_uneven mpi.suite_3x3_uneven mpi.suite_2x2_staged)
     set_tests_properties(${t} PROPERTIES TIMEOUT 300 RESOURCE_LOCK chips
                          ENVIRONMENT "${PX_MPI_ENV}" FAIL_REGULAR_EXPRESSION "FAIL"
                          PASS_REGULAR_EXPRESSION "via mpi: every collective")
