@@ -991,6 +991,7 @@ px_status comm_coll_wait(px_comm *c, int src, const char *what)
     uint64_t t0 = px_now_ns(), bar;
     px_status st = comm_wait(c, comm_cwait_ready, &w, &a->wake, &a->sleepers, 0);
     char who[128], mine[96];
+    int blamed;
 
     if (st == PX_OK && atomic_load_explicit(w.s, memory_order_acquire) >= w.v) {
         c->cseq_in[src]++;
@@ -998,7 +999,8 @@ px_status comm_coll_wait(px_comm *c, int src, const char *what)
     }
     if (st == PX_EPEERDEAD)
         return st;
-    comm_peer_text(c, src, who, sizeof(who));
+    /* a stopped source is named silent, as a barrier names it: the parent kills its chip */
+    blamed = comm_peer_text(c, src, who, sizeof(who)) == 'T' && comm_blame(c, src);
     comm_sig_text(c->coll_sig, c, 1, mine, sizeof(mine));
     bar = atomic_load_explicit(w.bar, memory_order_acquire);
     if ((bar & COMM_BAR_FAILED) != 0) {
@@ -1009,10 +1011,10 @@ px_status comm_coll_wait(px_comm *c, int src, const char *what)
                             "why)", c->name, c->rank, mine, src, px_status_name(pst));
     }
     return px_set_error(PX_ETIMEDOUT, "domain \"%s\" rank %d: waited %.3g s in %s for %s "
-                        "from %s (its signal %llu). A rank still busy, or stopped: raise the "
+                        "from %s (its signal %llu%s). A rank still busy, or stopped: raise the "
                         "deadline (PLEXUS_COMM_TIMEOUT_S, now %g s) only if it is slow",
                         c->name, c->rank, (double)(px_now_ns() - t0) / 1e9, mine, what, who,
-                        (unsigned long long)w.v, c->timeout_s);
+                        (unsigned long long)w.v, comm_blamed_text(blamed), c->timeout_s);
 }
 
 px_status comm_coll_put_signal(px_comm *c, int q, size_t off, const void *src, size_t n)
