@@ -318,6 +318,19 @@ static int proxy_send(comm_proxy *p, const void *bytes, void *owned, size_t n, i
     return 1;
 }
 
+/* Sends a copy of the n bytes of msg to every other host (each copy the send's to free). */
+static void proxy_send_others(comm_proxy *p, const void *msg, size_t n, int tag)
+{
+    for (int h = 0; h < p->size; h++) {
+        void *m;
+
+        if (h == p->rank || (m = malloc(n)) == NULL)
+            continue;
+        memcpy(m, msg, n);
+        (void)proxy_send(p, m, m, n, h, tag);
+    }
+}
+
 /* 1 when slot i of ring g has no send in flight (tests them). */
 static int pring_sends_done(comm_proxy *p, pring *g, uint32_t i)
 {
@@ -665,16 +678,13 @@ static int proxy_deaths_tell(comm_proxy *p)
     for (int c = 0; fresh != 0 && c < 64; c++) {
         if (!(fresh >> c & 1))
             continue;
-        for (int h = 0; h < p->size; h++) {
-            proxy_death *dm;
+        proxy_death dm;
 
-            if (h == p->rank || (dm = calloc(1, sizeof(*dm))) == NULL)
-                continue;
-            dm->magic = PROXY_MAGIC;
-            dm->chip = c;
-            snprintf(dm->why, sizeof(dm->why), "%.159s", b->why[c]);
-            (void)proxy_send(p, dm, dm, sizeof(*dm), h, PROXY_TAG_DEATH);
-        }
+        memset(&dm, 0, sizeof(dm)); /* padding too: the bytes go on the wire */
+        dm.magic = PROXY_MAGIC;
+        dm.chip = c;
+        snprintf(dm.why, sizeof(dm.why), "%.159s", b->why[c]);
+        proxy_send_others(p, &dm, sizeof(dm), PROXY_TAG_DEATH);
         PX_LOG_DEBUG("mpi proxy (host %d): told the other hosts that chip %d died", p->rank, c);
         work++;
     }
@@ -847,17 +857,12 @@ static int proxy_gather_poll(comm_proxy *p)
 /* Tells every other host that this one entered its next allgather (proxy_arrive). */
 static void proxy_arrive_tell(comm_proxy *p)
 {
-    uint64_t seq = atomic_fetch_add_explicit(&p->ag_started, 1, memory_order_relaxed) + 1;
+    proxy_arrive m;
 
-    for (int h = 0; h < p->size; h++) {
-        proxy_arrive *m;
-
-        if (h == p->rank || (m = calloc(1, sizeof(*m))) == NULL)
-            continue;
-        m->magic = PROXY_MAGIC;
-        m->seq = seq;
-        (void)proxy_send(p, m, m, sizeof(*m), h, PROXY_TAG_ARRIVE);
-    }
+    memset(&m, 0, sizeof(m));
+    m.magic = PROXY_MAGIC;
+    m.seq = atomic_fetch_add_explicit(&p->ag_started, 1, memory_order_relaxed) + 1;
+    proxy_send_others(p, &m, sizeof(m), PROXY_TAG_ARRIVE);
 }
 
 static int proxy_command(comm_proxy *p)
