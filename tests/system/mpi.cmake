@@ -129,7 +129,7 @@ if(MPIEXEC_EXECUTABLE)
   # collectives: mpirun ends the job non-zero within 8 s (a stopped host: the other's
   # collective fails at its 2 s deadline naming a rank of host 1; a dead chip: the other host
   # fails with PX_EPEERDEAD naming it, told by host 1's proxy), nothing left behind
-  foreach(mode kill stop chip)
+  foreach(mode kill stop chip chipstop)
     add_test(NAME mpi.fault_${mode}
              COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/system/mpi_fault.sh ${MPIEXEC_EXECUTABLE}
                      $<TARGET_FILE:plexus> ${mode})

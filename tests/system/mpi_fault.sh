@@ -1,6 +1,6 @@
 #!/bin/sh
 # mpi_fault.sh - a host that dies or stops in the middle of a domain spanning hosts (issue
-# 21, "Failure"): `mpi_fault.sh MPIRUN PLEXUS kill|stop|chip`. Two hosts (workers) run the
+# 21, "Failure"): `mpi_fault.sh MPIRUN PLEXUS kill|stop|chip|chipstop`. Two hosts (workers) run the
 # allreduce example in a long loop over one domain; once both have allocated it, host 1's
 # worker gets SIGKILL or SIGSTOP, or (chip) one of host 1's chips gets SIGKILL. What must
 # hold:
@@ -8,6 +8,10 @@
 #   stop: host 0's collective fails within PLEXUS_COMM_TIMEOUT_S (2 s here) + 6 s, naming
 #         the mpi peer ("... the MPI proxies ... rank 2 (a chip of host 1)"), its worker ends
 #         without waiting on MPI again, and mpirun ends the job non-zero;
+#   chipstop: SIGSTOP of that chip: the survivors' waits on it (a barrier, a segment of the
+#         chain) end at PLEXUS_COMM_TIMEOUT_S (a survivor of its own host names it silent and
+#         its parent kills it; other hosts see no process state) and mpirun ends the job
+#         non-zero within 8 s;
 #   chip: host 0 hears of the death from host 1's proxy: its collective fails with
 #         PX_EPEERDEAD naming "chip 0 of host 1" (not at its deadline), and mpirun ends the
 #         job non-zero;
@@ -48,16 +52,16 @@ jobid=$(for p in $ranks; do tr '\0' '\n' < /proc/$p/environ 2>/dev/null; done |
 jobhex=$(printf '%x' "${jobid:-0}")
 for p in $ranks; do pids="$pids $(pgrep -P "$p" | tr '\n' ' ')"; done
 [ -n "$victim" ] || fail "host 1's worker not found"
-if [ "$MODE" = chip ]; then # its first chip (a child of the worker)
+if [ "$MODE" = chip ] || [ "$MODE" = chipstop ]; then # its first chip (a child of the worker)
     victim=$(pgrep -P "$victim" | sort -n | head -1)
     [ -n "$victim" ] || fail "host 1's chips not found"
 fi
 t0=$(date +%s.%N)
-if [ "$MODE" = stop ]; then kill -STOP "$victim"; else kill -9 "$victim"; fi
+if [ "$MODE" = stop ] || [ "$MODE" = chipstop ]; then kill -STOP "$victim"; else kill -9 "$victim"; fi
 wait "$job"; rc=$?
 t1=$(date +%s.%N)
 took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
-echo "$MODE: pid $victim of host 1 got SIG$( [ "$MODE" = stop ] && echo STOP || echo KILL); mpirun exit status $rc after $took s"
+echo "$MODE: pid $victim of host 1 got SIG$(case $MODE in *stop) echo STOP;; *) echo KILL;; esac); mpirun exit status $rc after $took s"
 [ "$rc" -ne 0 ] || fail "mpirun exited 0"
 ! grep -q 'Process received signal' "$LOG" || fail "a process of the job crashed"
 [ "$rc" -ne 124 ] && [ "$rc" -ne 137 -o "$MODE" != stop ] || fail "the job ran into its timeout"
