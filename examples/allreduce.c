@@ -306,7 +306,9 @@ static int ar_check(void *state, const px_example_result *r, char *why, size_t n
     const ar_state *s = state;
     /* this host's tasks: its ranks' copies and its part of each allreduce */
     uint64_t nn = (uint64_t)s->nl, k = (uint64_t)s->iters;
-    uint64_t e = s->nl > 1, want_tasks = k * (2 * nn + 1);
+    /* e: each allreduce waits for the one before it once the domain has two ranks, on this
+     * host or another (its slots and the peers' bytes) */
+    uint64_t e = s->n > 1, want_tasks = k * (2 * nn + 1);
     uint64_t want_edges = 2 * nn + (k - 1) * (4 * nn + e);
 
     if (s->in == NULL || s->out == NULL) {

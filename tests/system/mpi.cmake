@@ -106,6 +106,14 @@ if(MPIEXEC_EXECUTABLE)
                          RESOURCE_LOCK chips ENVIRONMENT "${PX_MPI_ENV}" FAIL_REGULAR_EXPRESSION "FAIL"
                          PASS_REGULAR_EXPRESSION "chips 0:0,0:1,1:0,1:1[^\n]*transport mixed.*PASS\n.*PASS\n.*exit status 0\n$")
   endforeach()
+  # one chip per host, several iterations: each allreduce follows the previous one (an edge
+  # of its own, as soon as the domain has two ranks, wherever they are)
+  add_test(NAME mpi.allreduce_2x1_iters
+           COMMAND sh -c [=["$0" -np 2 "$1" run allreduce --chips 1 --cores 1 --iters 3 --size 1000; echo "exit status $?"]=]
+                   ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:plexus>)
+  set_tests_properties(mpi.allreduce_2x1_iters PROPERTIES TIMEOUT 300 RESOURCE_LOCK chips
+                       ENVIRONMENT "${PX_MPI_ENV}" FAIL_REGULAR_EXPRESSION "FAIL"
+                       PASS_REGULAR_EXPRESSION "PASS\n.*PASS\n.*exit status 0\n$")
   # moe and tp_mlp over 2 hosts x 2 chips: each host checks its ranks against the host's
   # golden (tp_mlp: the single-chip result)
   foreach(ex moe tp_mlp)
