@@ -820,6 +820,18 @@ px_status comm_coll_begin(px_comm *c, int kind, size_t count, px_dtype dt, int o
     return PX_OK;
 }
 
+px_status comm_coll_mismatch(px_comm *c, int q, uint32_t theirs)
+{
+    char mine[96], other[96];
+
+    comm_sig_text(c->coll_sig, c, 1, mine, sizeof(mine));
+    comm_sig_text(theirs, c, 0, other, sizeof(other));
+    return px_set_error(PX_EINVAL, "domain \"%s\": mismatched collectives: rank %d called %s, "
+                        "rank %d called %s; every rank must call the same collectives with "
+                        "the same count, dtype, op and root, in the same order", c->name,
+                        c->rank, mine, q, other);
+}
+
 px_status comm_coll_end(px_comm *c, px_status st)
 {
     char msg[1024];

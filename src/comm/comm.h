@@ -489,6 +489,9 @@ px_status comm_coll_begin(px_comm *c, int kind, size_t count, px_dtype dt, int o
  * failure mark, so peers waiting in a barrier of c fail at once instead of at their deadline.
  */
 px_status comm_coll_end(px_comm *c, px_status st);
+/* PX_EINVAL naming this rank's call and rank q's, whose signature is `theirs` (a mismatch that
+ * something other than a barrier found: the proxies of an allreduce carried by MPI). */
+px_status comm_coll_mismatch(px_comm *c, int q, uint32_t theirs);
 
 /*
  * Collective slots: comm_coll_put_signal puts n bytes at data offset off of rank q (none when

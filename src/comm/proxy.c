@@ -44,6 +44,7 @@
 #define PROXY_TAG_DATA 0x5203
 #define PROXY_TAG_DEATH 0x5204                /* a chip of the sender died: proxy_death */
 #define PROXY_TAG_ARRIVE 0x5205               /* the sender entered an allgather: proxy_arrive */
+#define PROXY_TAG_COLL 0x5206                 /* the pair allreduce: pcoll_msg kinds */
 #define PROXY_DOMS 64
 #define PROXY_YIELD_NS 20000
 #define PROXY_HOT_YIELD_NS 2000000            /* the yield phase with several hosts */
@@ -76,6 +77,8 @@ typedef struct pring {
     uint8_t answered[COMM_STG_SLOTS];
     comm_proxy_msg hdr[COMM_STG_SLOTS];    /* what was sent for each slot */
     px_mpi_req *sreq[COMM_STG_SLOTS][2];   /* its sends not yet seen finished */
+    struct pcoll *coll;               /* its pair allreduce (COMM_STG_COLL), once it had one */
+    uint32_t ncoll;                   /* COMM_STG_COLL requests taken so far */
 } pring;
 
 typedef struct pdom {
@@ -200,10 +203,14 @@ static void proxy_atexit(void)
 
 /* ---- domains ---- */
 
+static void pcoll_free(struct pcoll *c);
+
 static void pdom_free(pdom *d)
 {
     if (d == NULL)
         return;
+    for (int i = 0; d->rings != NULL && i < d->nrings; i++)
+        pcoll_free(d->rings[i].coll);
     free(d->window);
     free(d->host);
     free(d->rings);
@@ -369,10 +376,13 @@ static void pring_advance(pring *g)
 }
 
 /* Sends on every new request of ring g; returns how many. */
+static int pcoll_take(comm_proxy *p, pdom *d, pring *g, uint32_t i, const comm_stg_req *q);
+static int pcoll_step(comm_proxy *p, pdom *d, pring *g);
+
 static int pring_forward(comm_proxy *p, pdom *d, pring *g)
 {
     comm_stg_bounds b = pdom_bounds(d, g->chunk);
-    int work = 0;
+    int work = g->coll != NULL ? pcoll_step(p, d, g) : 0;
 
     while (!p->failed && g->sent - g->done < COMM_STG_SLOTS &&
            atomic_load_explicit(&g->r->req[g->sent % COMM_STG_SLOTS].seq,
@@ -381,10 +391,22 @@ static int pring_forward(comm_proxy *p, pdom *d, pring *g)
         comm_proxy_msg *m = &g->hdr[i];
         int host = d->host[g->b], e;
         comm_stg_op op;
+        comm_stg_req line;
 
         if (!pring_sends_done(p, g, i))
             break; /* answered, so finishing: the next sweep takes it */
-        if (!comm_stg_decode(&g->r->req[i], &b, &op)) {
+        memcpy(&line, &g->r->req[i], sizeof(line)); /* one read: the chip may write it */
+        __asm__ __volatile__("" ::: "memory");
+        if (line.op == COMM_STG_COLL) {
+            if (!pcoll_take(p, d, g, i, &line))
+                break; /* the one before it is still being carried out */
+            g->sent++;
+            work++;
+            (void)pcoll_step(p, d, g); /* often all there (an exchange's) */
+            pring_advance(g);          /* (a request refused at once) */
+            continue;
+        }
+        if (!comm_stg_decode(&line, &b, &op)) {
             d->bad++; /* skipped whole, as a staged target does */
             g->answered[i] = 1;
             g->sent++;
@@ -432,7 +454,7 @@ static int pring_forward(comm_proxy *p, pdom *d, pring *g)
  * proxy goes on serving every other host and its own chips, whose waits end at their
  * deadlines.
  */
-enum { PSRC_PUT = 1, PSRC_GET, PSRC_DRAIN };
+enum { PSRC_PUT = 1, PSRC_GET, PSRC_DRAIN, PSRC_CHALF, PSRC_CRESULT };
 
 typedef struct psrc {
     px_mpi_req *req;          /* the bytes in flight from this host, or NULL */
@@ -616,6 +638,8 @@ static void proxy_serve(comm_proxy *p, int src, const comm_proxy_msg *m)
     proxy_serve_end(p, src, m, d, ok, &op, a);
 }
 
+static void pcoll_got(comm_proxy *p, const psrc *q);
+
 /* The bytes in flight from host h: tested; when in, what follows them is done. */
 static int proxy_src_poll(comm_proxy *p, int h)
 {
@@ -639,6 +663,10 @@ static int proxy_src_poll(comm_proxy *p, int h)
         q->g->answered[q->m.seq % COMM_STG_SLOTS] = 1;
         pring_advance(q->g);
         break;
+    case PSRC_CHALF:
+    case PSRC_CRESULT:
+        pcoll_got(p, q);
+        break;
     default:
         free(q->junk);
         q->junk = NULL;
@@ -648,6 +676,420 @@ static int proxy_src_poll(comm_proxy *p, int h)
     }
     memset(q, 0, sizeof(*q));
     return 1;
+}
+
+/* ---- the pair allreduce (COMM_STG_COLL; coll.c: coll_allreduce_proxied) ----
+ *
+ * A domain of two ranks whose pair is mpi: each rank posts one COMM_STG_COLL request (v: its
+ * call's signature, dtype and op) and its proxy carries the allreduce out with the peer's,
+ * in segments of PCOLL_SEG bytes, each a header (the call: bytes, signature, dtype, op; the
+ * segment's index) and its bytes, sent straight from and received into the windows:
+ *   halves   sent when the request is taken: this side's copy of the half the other folds
+ *            (up to PCOLL_EXCHANGE_MAX the whole buffer, and each side folds all of it: one
+ *            exchange, no results). Each side compares the two calls: a mismatch ends both
+ *            requests with PX_EINVAL and the other's call. (As with every algorithm, a put
+ *            into a rank's buffer is in its input only when a barrier separates them.)
+ *   fold     each segment as it is in, rank 0's element first, into the window (rank 1
+ *            folds into the copy received, then copies it in): the bits of rs_ag and of a
+ *            serial rank-order fold;
+ *   results  each folded segment to the peer, received into a copy and put into the window
+ *            once this side's half segment has gone out of that range.
+ * The request is done once every send from the window has finished: the chip may write its
+ * buffer then. The copies are kept between calls (no page faults after the first).
+ */
+enum { PCOLL_HALF = 1, PCOLL_RESULT };
+#define PCOLL_EXCHANGE_MAX (64u << 10)
+#define PCOLL_SEG (256u << 10) /* a multiple of every element size */
+
+typedef struct pcoll_in {        /* what the peer sent for one call */
+    int hello;                   /* its first segment's header came */
+    uint32_t k, nin;             /* the call's number on the ring; its segments in */
+    uint64_t off, n, code;
+    char *buf;                   /* its copy of this rank's part (kept between calls) */
+    size_t cap;
+} pcoll_in;
+
+typedef struct pcoll {
+    int active;                  /* the chip's request is being carried out */
+    uint32_t slot, k;            /* its ring slot; the call's number on the ring */
+    uint64_t off, n, code;
+    uint32_t nfold, nres, ncopy; /* segments folded; results in; results in the window */
+    px_mpi_req **hreq, **rreq;   /* per segment: the half's and the result's send */
+    uint32_t nreq;               /* entries of each */
+    char *rbuf;                  /* the peer's results (kept between calls) */
+    size_t rcap;
+    pcoll_in in[2];              /* by the call's number, mod 2 */
+} pcoll;
+
+static void pcoll_free(pcoll *c)
+{
+    if (c == NULL)
+        return;
+    free(c->in[0].buf);
+    free(c->in[1].buf);
+    free(c->rbuf);
+    free(c->hreq);
+    free(c->rreq);
+    free(c);
+}
+
+static size_t pcoll_es(uint64_t code)
+{
+    int dt = (int)(code >> 32 & 0xff);
+
+    return dt == PX_F32 || dt == PX_F64 || dt == PX_I32 || dt == PX_I64 ?
+           px_dtype_size((px_dtype)dt) : 0;
+}
+
+static int pcoll_whole(uint64_t n, size_t es)
+{
+    return n <= PCOLL_EXCHANGE_MAX || n / es < 2;
+}
+
+/* Bytes [lo, hi) of a call of n bytes that rank r folds: the whole buffer for an exchange,
+ * else its half (rank 0 the first ceil(count / 2) elements). */
+static void pcoll_part(uint64_t n, size_t es, int r, size_t *lo, size_t *hi)
+{
+    size_t count = (size_t)n / es, h0 = count - count / 2;
+
+    if (pcoll_whole(n, es)) {
+        *lo = 0;
+        *hi = (size_t)n;
+        return;
+    }
+    *lo = r == 0 ? 0 : h0 * es;
+    *hi = r == 0 ? h0 * es : count * es;
+}
+
+static uint32_t pcoll_nseg(size_t bytes)
+{
+    return (uint32_t)((bytes + PCOLL_SEG - 1) / PCOLL_SEG);
+}
+
+/* Bytes of segment j of a part of `bytes`. */
+static size_t pcoll_seglen(size_t bytes, uint32_t j)
+{
+    return PX_MIN((size_t)PCOLL_SEG, bytes - (size_t)j * PCOLL_SEG);
+}
+
+/* 1 when *r is no send in flight (tested; NULL once finished). */
+static int pcoll_sent(comm_proxy *p, px_mpi_req **r)
+{
+    int done = 0, e;
+
+    if (*r == NULL)
+        return 1;
+    if ((e = p->ops->test(*r, &done)) != 0) {
+        proxy_mpi_fail(p, e, "MPI_Test of an allreduce's send");
+        return 0;
+    }
+    if (done)
+        *r = NULL;
+    return done;
+}
+
+/* 1 when no send of c from a window is in flight. */
+static int pcoll_idle(comm_proxy *p, pcoll *c)
+{
+    for (uint32_t j = 0; j < c->nreq; j++)
+        if (!pcoll_sent(p, &c->hreq[j]) || !pcoll_sent(p, &c->rreq[j]))
+            return 0;
+    return 1;
+}
+
+/* Grows *buf to hold n bytes (kept: its pages stay mapped for the next call). */
+static int pcoll_room(char **buf, size_t *cap, size_t n)
+{
+    char *b;
+
+    if (*cap >= n)
+        return 1;
+    if ((b = malloc(n)) == NULL)
+        return 0;
+    free(*buf);
+    *buf = b;
+    *cap = n;
+    return 1;
+}
+
+/* Sends segment j of kind `kind` of ring g's call: its header, then its nb bytes (*req). */
+static int pcoll_send(comm_proxy *p, pdom *d, pring *g, int kind, uint32_t j, const void *bytes,
+                      size_t nb, px_mpi_req **req)
+{
+    pcoll *c = g->coll;
+    comm_proxy_msg *m = calloc(1, sizeof(*m));
+    int host = d->host[g->b], e;
+
+    if (m == NULL) {
+        PX_LOG_ERROR("mpi proxy (host %d): out of memory for an allreduce's message", p->rank);
+        p->failed = 1;
+        return 0;
+    }
+    m->magic = PROXY_MAGIC;
+    m->op = (uint8_t)kind;
+    m->dom = d->id;
+    m->src = g->a;
+    m->dst = g->b;
+    m->slot = j;
+    m->seq = c->k;
+    m->off = c->off;
+    m->n = c->n;
+    m->v = c->code;
+    if (!proxy_send(p, m, m, sizeof(*m), host, PROXY_TAG_COLL))
+        return 0;
+    if ((e = p->ops->isend(bytes, nb, host, PROXY_TAG_DATA, req)) != 0) {
+        proxy_mpi_fail(p, e, "MPI_Isend of an allreduce's bytes");
+        return 0;
+    }
+    return 1;
+}
+
+/* Ends ring g's call: its outcome into the ring (the caller advances done). */
+static void pcoll_finish(pring *g, px_status st, uint64_t peer_code)
+{
+    pcoll *c = g->coll;
+    pcoll_in *in = &c->in[c->k & 1];
+    comm_stg_ans *a = &g->r->ans[c->slot];
+    char *buf = in->buf;
+    size_t cap = in->cap;
+
+    a->status = st;
+    a->pad_ = 0;
+    a->peer_code = peer_code;
+    memset(in, 0, sizeof(*in));
+    in->buf = buf;
+    in->cap = cap;
+    c->active = 0;
+    c->nfold = c->nres = c->ncopy = 0;
+    g->answered[c->slot] = 1;
+}
+
+/* Takes request i of ring g, a COMM_STG_COLL (its line q, read once): its half goes out;
+ * 0 while the ring's previous call is still being carried out. The caller counts it sent,
+ * then steps it (a call finished before it counts as sent would not advance done). */
+static int pcoll_take(comm_proxy *p, pdom *d, pring *g, uint32_t i, const comm_stg_req *q)
+{
+    size_t es = pcoll_es(q->v), lo, hi, plo, phi;
+    int op = (int)(q->v >> 40 & 0xff);
+    pcoll *c = g->coll;
+    char *win;
+    uint32_t ns;
+
+    if (c == NULL && (c = g->coll = calloc(1, sizeof(*c))) == NULL) {
+        PX_LOG_ERROR("mpi proxy (host %d): out of memory for an allreduce", p->rank);
+        g->r->ans[i] = (comm_stg_ans){.status = PX_ENOMEM};
+        g->answered[i] = 1;
+        return 1;
+    }
+    if (c->active || !pcoll_idle(p, c))
+        return 0;
+    c->active = 1;
+    c->slot = i;
+    c->k = g->ncoll++;
+    c->off = q->off;
+    c->n = q->n;
+    c->code = q->v;
+    if (d->n != 2 || q->flags != 0 || q->inl != 0 || q->slot != 0 || q->sigop != 0 ||
+        q->v >> 48 != 0 || es == 0 || op < PX_OP_SUM || op > PX_OP_MAX || q->n == 0 ||
+        q->n % es != 0 || q->off % es != 0 || q->off > d->data_bytes ||
+        q->n > d->data_bytes - q->off) {
+        d->bad++; /* the chip's request is malformed: a defect */
+        PX_LOG_ERROR("mpi proxy (host %d): domain %u rank %d: a malformed allreduce request "
+                     "(%llu bytes at %llu, code %#llx) is refused", p->rank, d->id, g->a,
+                     (unsigned long long)q->n, (unsigned long long)q->off,
+                     (unsigned long long)q->v);
+        pcoll_finish(g, PX_EIO, 0);
+        return 1;
+    }
+    pcoll_part(c->n, es, g->b, &plo, &phi);
+    pcoll_part(c->n, es, g->a, &lo, &hi);
+    ns = PX_MAX(pcoll_nseg(phi - plo), pcoll_nseg(hi - lo));
+    if (ns > c->nreq) {
+        px_mpi_req **h = realloc(c->hreq, ns * sizeof(*h)), **r;
+
+        if (h != NULL)
+            c->hreq = h;
+        r = h != NULL ? realloc(c->rreq, ns * sizeof(*r)) : NULL;
+        if (r != NULL)
+            c->rreq = r;
+        if (h == NULL || r == NULL) {
+            PX_LOG_ERROR("mpi proxy (host %d): out of memory for an allreduce", p->rank);
+            pcoll_finish(g, PX_ENOMEM, 0);
+            return 1;
+        }
+        for (uint32_t j = c->nreq; j < ns; j++)
+            c->hreq[j] = c->rreq[j] = NULL;
+        c->nreq = ns;
+    }
+    if (!pcoll_whole(c->n, es) && !pcoll_room(&c->rbuf, &c->rcap, phi - plo)) {
+        PX_LOG_ERROR("mpi proxy (host %d): out of memory for an allreduce of %llu bytes",
+                     p->rank, (unsigned long long)c->n);
+        pcoll_finish(g, PX_ENOMEM, 0);
+        return 1;
+    }
+    win = (char *)d->window[g->a] + px_comm_area_bytes(d->n, d->nsig) + c->off + plo;
+    for (uint32_t j = 0; j < pcoll_nseg(phi - plo); j++)
+        if (!pcoll_send(p, d, g, PCOLL_HALF, j, win + (size_t)j * PCOLL_SEG,
+                        pcoll_seglen(phi - plo, j), &c->hreq[j]))
+            break;
+    return 1;
+}
+
+/* Moves ring g's call on as far as what has come allows; returns 1 when it did something. */
+static int pcoll_step(comm_proxy *p, pdom *d, pring *g)
+{
+    pcoll *c = g->coll;
+    pcoll_in *in;
+    size_t es, lo, hi, plo, phi;
+    uint32_t nmine, npeer;
+    px_dtype dt;
+    px_redop op;
+    char *win;
+    int work = 0, whole;
+
+    if (c == NULL || !c->active || p->failed)
+        return 0;
+    in = &c->in[c->k & 1];
+    if (!in->hello || in->k != c->k)
+        return 0;
+    es = pcoll_es(c->code);
+    dt = (px_dtype)(c->code >> 32 & 0xff);
+    op = (px_redop)(c->code >> 40 & 0xff);
+    whole = pcoll_whole(c->n, es);
+    win = (char *)d->window[g->a] + px_comm_area_bytes(d->n, d->nsig) + c->off;
+    pcoll_part(c->n, es, g->a, &lo, &hi);
+    pcoll_part(c->n, es, g->b, &plo, &phi);
+    nmine = pcoll_nseg(hi - lo);
+    npeer = pcoll_nseg(phi - plo);
+    if (in->code != c->code || in->n != c->n) { /* the two calls differ */
+        size_t ilo, ihi, ies = pcoll_es(in->code);
+
+        pcoll_part(in->n, ies, g->a, &ilo, &ihi); /* its segments, as it cut them */
+        if (in->nin < pcoll_nseg(ihi - ilo) || !pcoll_idle(p, c))
+            return 0; /* its bytes first (the stream's), and this side's out of the window */
+        pcoll_finish(g, PX_EINVAL, in->code);
+        pring_advance(g);
+        return 1;
+    }
+    while (c->nfold < in->nin) {
+        uint32_t j = c->nfold;
+        size_t at = lo + (size_t)j * PCOLL_SEG, len = pcoll_seglen(hi - lo, j);
+        char *from = in->buf + (size_t)j * PCOLL_SEG;
+
+        if (whole && !pcoll_idle(p, c))
+            break; /* an exchange writes the bytes it sends: once they are out */
+        if (g->a == 0) {
+            comm_reduce(win + at, from, len / es, dt, op);
+        } else {
+            comm_reduce(from, win + at, len / es, dt, op);
+            memcpy(win + at, from, len);
+        }
+        c->nfold++;
+        work = 1;
+        if (!whole && !pcoll_send(p, d, g, PCOLL_RESULT, j, win + at, len, &c->rreq[j]))
+            return work;
+    }
+    while (!whole && c->ncopy < c->nres && pcoll_sent(p, &c->hreq[c->ncopy])) {
+        size_t at = (size_t)c->ncopy * PCOLL_SEG;
+
+        memcpy(win + plo + at, c->rbuf + at, pcoll_seglen(phi - plo, c->ncopy));
+        c->ncopy++;
+        work = 1;
+    }
+    if (c->nfold < nmine || (!whole && c->ncopy < npeer) || !pcoll_idle(p, c))
+        return work;
+    pcoll_finish(g, PX_OK, 0);
+    pring_advance(g);
+    return 1;
+}
+
+/* A pair allreduce's message from host h: a header, whose segment's bytes follow as the
+ * stream's next receive (a half's into the call's copy, a result's into the results). */
+static void pcoll_recv(comm_proxy *p, int h, const comm_proxy_msg *m)
+{
+    pdom *d = proxy_dom(p, m->dom);
+    pring *g = NULL;
+    pcoll *c;
+    pcoll_in *in;
+    psrc *ps = &p->src[h];
+    size_t es = pcoll_es(m->v), lo = 0, hi = 0, len = 0;
+    void *dst = NULL;
+    int gi = -1, e, ok = es != 0 && m->n > 0 && m->n % es == 0 && m->dst >= 0 && m->dst < 2;
+
+    if (ok)
+        pcoll_part(m->n, es, m->op == PCOLL_HALF ? m->dst : m->src, &lo, &hi);
+    if (ok && m->slot < pcoll_nseg(hi - lo))
+        len = pcoll_seglen(hi - lo, m->slot); /* as the sender cut it */
+    if (d != NULL && d->n == 2 && m->src >= 0 && m->src < 2 && m->dst == 1 - m->src &&
+        d->host[m->src] == h && d->window[m->dst] != NULL)
+        gi = d->ring_of[(size_t)m->dst * 2 + (size_t)m->src];
+    if (gi >= 0)
+        g = &d->rings[gi];
+    if (g != NULL && g->coll == NULL && (g->coll = calloc(1, sizeof(pcoll))) == NULL) {
+        PX_LOG_ERROR("mpi proxy (host %d): out of memory for an allreduce", p->rank);
+        p->failed = 1;
+        return;
+    }
+    if (g == NULL) { /* a removed domain's (its bytes, sized as the sender cut them) */
+        PX_LOG_DEBUG("mpi proxy (host %d): an allreduce message from host %d for domain %u "
+                     "rank %d -> %d matches no pair served here; dropped", p->rank, h, m->dom,
+                     m->src, m->dst);
+        if (len > 0)
+            proxy_drain(p, h, len);
+        else
+            p->failed = ok ? p->failed : 1;
+        return;
+    }
+    c = g->coll;
+    in = &c->in[m->seq & 1];
+    if (m->op == PCOLL_HALF && len > 0 && m->n <= d->data_bytes && m->slot == in->nin &&
+        (m->slot == 0 ? !in->hello && pcoll_room(&in->buf, &in->cap, hi - lo)
+                      : in->hello && in->k == m->seq && in->n == m->n && in->code == m->v)) {
+        if (m->slot == 0) {
+            in->hello = 1;
+            in->k = m->seq;
+            in->off = m->off;
+            in->n = m->n;
+            in->code = m->v;
+        }
+        ps->kind = PSRC_CHALF;
+        dst = in->buf + (size_t)m->slot * PCOLL_SEG;
+    } else if (m->op == PCOLL_RESULT && len > 0 && c->active && c->k == m->seq &&
+               m->n == c->n && m->v == c->code && m->slot == c->nres &&
+               !pcoll_whole(c->n, es) && (size_t)m->slot * PCOLL_SEG + len <= c->rcap) {
+        ps->kind = PSRC_CRESULT;
+        dst = c->rbuf + (size_t)m->slot * PCOLL_SEG;
+    }
+    if (dst == NULL) { /* out of step: a defect */
+        PX_LOG_ERROR("mpi proxy (host %d): an allreduce message (kind %u, call %u, segment "
+                     "%u) from host %d for domain %u rank %d -> %d is out of step or "
+                     "malformed; %s", p->rank, m->op, m->seq, m->slot, h, m->dom, m->src,
+                     m->dst, len > 0 ? "dropped (the call's wait ends at its deadline)" :
+                     "the mpi transport of this worker stops here");
+        ps->kind = 0;
+        if (len > 0)
+            proxy_drain(p, h, len);
+        else
+            p->failed = 1;
+        return;
+    }
+    ps->m = *m;
+    ps->d = d;
+    ps->g = g;
+    if ((e = p->ops->irecv(dst, len, h, PROXY_TAG_DATA, &ps->req)) != 0)
+        proxy_mpi_fail(p, e, "MPI_Irecv of an allreduce's bytes");
+}
+
+/* The bytes after a pair allreduce's message are in. */
+static void pcoll_got(comm_proxy *p, const psrc *q)
+{
+    pcoll *c = q->g->coll;
+
+    if (q->kind == PSRC_CHALF)
+        c->in[q->m.seq & 1].nin++;
+    else
+        c->nres++;
+    (void)pcoll_step(p, q->d, q->g);
 }
 
 /* A chip of the sender's worker died. */
@@ -754,7 +1196,8 @@ static int proxy_receive(comm_proxy *p)
                     atomic_store_explicit(&p->arrived[h], am.seq, memory_order_release);
                 continue;
             }
-            if ((tag != PROXY_TAG_REQ && tag != PROXY_TAG_REP) || n != sizeof(m)) {
+            if ((tag != PROXY_TAG_REQ && tag != PROXY_TAG_REP && tag != PROXY_TAG_COLL) ||
+                n != sizeof(m)) {
                 PX_LOG_WARN("mpi proxy (host %d): dropped a message of %zu bytes, tag %d, from "
                             "host %d that is no proxy request or answer", p->rank, n, tag, h);
                 if ((e = p->ops->irecv(p->src[h].junk = malloc(n > 0 ? n : 1), n, h, tag,
@@ -775,6 +1218,8 @@ static int proxy_receive(comm_proxy *p)
             }
             if (tag == PROXY_TAG_REQ)
                 proxy_serve(p, h, &m);
+            else if (tag == PROXY_TAG_COLL)
+                pcoll_recv(p, h, &m);
             else
                 proxy_answer(p, h, &m);
             work += proxy_src_poll(p, h); /* often in already */
@@ -802,6 +1247,12 @@ static int proxy_close_poll(comm_proxy *p)
         for (uint32_t i = 0; i < COMM_STG_SLOTS; i++)
             if (!p->failed && !pring_sends_done(p, &d->rings[r], i))
                 return 0;
+    for (int r = 0; r < d->nrings; r++) { /* a pair allreduce's sends from its windows */
+        pcoll *c = d->rings[r].coll;
+
+        if (!p->failed && c != NULL && !pcoll_idle(p, c))
+            return 0;
+    }
     for (int h = 0; h < p->size; h++) /* bytes still coming into its memory */
         if (!p->failed && p->src[h].req != NULL && p->src[h].d == d)
             return 0;

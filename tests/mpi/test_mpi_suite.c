@@ -110,6 +110,13 @@ static px_status ts_reductions(px_comm *c, unsigned char *buf, int r, int n)
             return st;
         /* every pair across hosts is mpi: where every host has 2 members or more, the big
          * ones go along the chain of hosts */
+        /* two ranks on mpi: the proxies carry every allreduce (an exchange up to 64 KiB,
+         * halves above) */
+        if (n == 2 && strcmp(px_comm_transport(c, 1 - r), "mpi") == 0 &&
+            strcmp(px_comm_last_algorithm(c), "proxy") != 0)
+            return px_set_error(PX_EKERNEL, "rank %d: allreduce of %zu elements over an mpi "
+                                "pair took \"%s\", not the proxies' one", r, cnt,
+                                px_comm_last_algorithm(c));
         if (cnt == TS_BIG && (strcmp(px_comm_last_algorithm(c), "chain") == 0) != g_chain)
             return px_set_error(PX_EKERNEL, "rank %d: allreduce of %zu elements took \"%s\", "
                                 "expected %s", r, cnt, px_comm_last_algorithm(c),

@@ -13,7 +13,7 @@ set(PX_MPI_ENV "PLEXUS_LOG=warn;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_
 
 foreach(t test_allreduce_end_to_end test_overlapping_domains test_collective_matrix_processes
           test_member_dies_in_collective test_window_buffer_as_device_tensor
-          test_domain_across_runs test_one_sided_progress)
+          test_domain_across_runs test_one_sided_progress test_failed_collective_pair)
   add_test(NAME unit.test_domain_mpi_${t} COMMAND test_domain transport ${t})
   set_tests_properties(unit.test_domain_mpi_${t} PROPERTIES TIMEOUT 300 RESOURCE_LOCK chips
                        ENVIRONMENT "${PX_MPI_ENV};PLEXUS_COMM_TRANSPORT=mpi")
@@ -90,6 +90,11 @@ if(MPIEXEC_EXECUTABLE)
   set_tests_properties(mpi.alloc_late_host PROPERTIES TIMEOUT 120 RESOURCE_LOCK chips
                        ENVIRONMENT "${PX_MPI_ENV};PLEXUS_TIMEOUT_S=2"
                        PASS_REGULAR_EXPRESSION "host 0: FAIL: PX_ETIMEDOUT: [^\n]*did not all join within 2 s \\(PLEXUS_TIMEOUT_S\\), not heard from host 1 \\(pid [0-9]+, id ")
+  # two ranks on one host forced onto mpi: the proxies' allreduce, sent to itself
+  add_test(NAME mpi.suite_1x2_forced COMMAND $<TARGET_FILE:test_mpi_suite> 2)
+  set_tests_properties(mpi.suite_1x2_forced PROPERTIES TIMEOUT 300 RESOURCE_LOCK chips
+                       ENVIRONMENT "${PX_MPI_ENV};PLEXUS_COMM_TRANSPORT=mpi"
+                       PASS_REGULAR_EXPRESSION "host 0 of 1: 2 ranks, rank 0 -> rank 1 via mpi: every collective[^\n]*\nPASS\n")
   add_test(NAME mpi.suite_1x4_forced COMMAND $<TARGET_FILE:test_mpi_suite> 4)
   set_tests_properties(mpi.suite_1x4_forced PROPERTIES TIMEOUT 300 RESOURCE_LOCK chips
                        ENVIRONMENT "${PX_MPI_ENV};PLEXUS_COMM_TRANSPORT=mpi"

@@ -950,9 +950,9 @@ static px_status td_mism_orch(px_orch *o, const px_task_args *args, void *user)
  * once (it timed out after the full deadline before, its barriers out of step), saying to
  * release it; releasing it works. The deadline is the default 60 s: each run must take far
  * less. */
-static void test_failed_collective_across_runs(void **state)
+static void td_failed_collective(int chips)
 {
-    px_worker *w = td_worker(3);
+    px_worker *w = td_worker(chips);
     px_domain *d = NULL;
     uint64_t t0;
 
@@ -960,6 +960,7 @@ static void test_failed_collective_across_runs(void **state)
     t0 = px_test_now_ns();
     assert_int_equal(px_run(w, td_mism_orch, NULL, &d), PX_EINVAL);
     assert_non_null(strstr(px_last_error(), "mismatched collectives"));
+    assert_non_null(strstr(px_last_error(), "allreduce(f32, sum, "));
     assert_true(px_test_now_ns() - t0 < 10000000000ull);
     t0 = px_test_now_ns();
     assert_int_not_equal(px_run(w, td_keep_orch, NULL, &d), PX_OK);
@@ -967,6 +968,19 @@ static void test_failed_collective_across_runs(void **state)
     assert_true(px_test_now_ns() - t0 < 10000000000ull);
     PX_ASSERT_OK(px_domain_release(d));
     PX_ASSERT_OK(px_worker_destroy(w));
+}
+
+static void test_failed_collective_across_runs(void **state)
+{
+    (void)state;
+    td_failed_collective(3);
+}
+
+/* Two ranks: on an mpi pair the proxies carry the allreduce and find the mismatch. */
+static void test_failed_collective_pair(void **state)
+{
+    (void)state;
+    td_failed_collective(2);
 }
 
 /* ---- transports per pair ---- */
@@ -1213,7 +1227,7 @@ static void test_dfx_comm_spans_and_domains(void **state)
 /*
  * The first argument picks the run: "all" (default) runs every test; "transport" runs the
  * tests that move data (end to end, overlapping domains, the matrix, a member killed in a
- * collective, window buffers, domains across runs) again under whatever PLEXUS_COMM_TRANSPORT
+ * collective, window buffers, domains across runs, a mismatch of two ranks) again under whatever PLEXUS_COMM_TRANSPORT
  * and PLEXUS_DEVICE_PROFILE the environment gives (tests/system/comm_staged.cmake).
  */
 int main(int argc, char **argv)
@@ -1226,6 +1240,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_window_buffer_as_device_tensor),
         cmocka_unit_test(test_domain_across_runs),
         cmocka_unit_test(test_one_sided_progress),
+        cmocka_unit_test(test_failed_collective_pair),
     };
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_allreduce_end_to_end),
@@ -1237,6 +1252,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_window_buffer_as_device_tensor),
         cmocka_unit_test(test_domain_across_runs),
         cmocka_unit_test(test_failed_collective_across_runs),
+        cmocka_unit_test(test_failed_collective_pair),
         cmocka_unit_test(test_transport_per_pair),
         cmocka_unit_test(test_direct_failure_falls_back),
         cmocka_unit_test(test_one_sided_progress),

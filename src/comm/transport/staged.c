@@ -640,6 +640,24 @@ px_status comm_stg_signal(px_comm *c, int peer, uint32_t slot, px_sig_op op, uin
     return st;
 }
 
+px_status comm_stg_coll(px_comm *c, int peer, size_t off, size_t n, uint64_t code,
+                        comm_stg_ans *ans)
+{
+    stg_peer *p = c->tl_state[peer];
+    stg_req rq = {.op = COMM_STG_COLL, .off = off, .n = n, .v = code};
+    uint32_t idx;
+    px_status st;
+
+    pthread_mutex_lock(&p->plock);
+    st = stg_post(c, peer, p, &rq, NULL, &idx, "allreduce");
+    if (st == PX_OK)
+        st = stg_wait_done(c, peer, p, idx + 1, "allreduce");
+    if (st == PX_OK) /* written before done, which stg_reached acquired */
+        *ans = p->out->ans[idx % COMM_STG_SLOTS];
+    pthread_mutex_unlock(&p->plock);
+    return st;
+}
+
 px_status comm_stg_flush_as(px_comm *c, int id)
 {
     stg_comm *sc = stg_list(c, id);

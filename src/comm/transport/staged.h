@@ -45,7 +45,8 @@ void comm_stg_pair_init(void *mem, size_t chunk);
 #define COMM_STG_HEAD_BYTES 4096u  /* a ring's header page; its chunks follow */
 #define COMM_STG_INLINE 24         /* a put of at most this many bytes travels in its request */
 
-enum { COMM_STG_PUT = 1, COMM_STG_GET, COMM_STG_SIGNAL, COMM_STG_GET_HEAD };
+enum { COMM_STG_PUT = 1, COMM_STG_GET, COMM_STG_SIGNAL, COMM_STG_GET_HEAD,
+       COMM_STG_COLL /* mpi only: an allreduce of 2 ranks the proxies carry out (proxy.c) */ };
 #define COMM_STG_F_SIGNAL 1u       /* put: apply the signal (slot, sigop, v) after the bytes */
 
 /*
@@ -69,6 +70,20 @@ typedef struct comm_stg_req {
 
 _Static_assert(sizeof(comm_stg_req) == 64, "a request is one cache line");
 
+/* The outcome of a COMM_STG_COLL request, written by the proxy that carried it out before it
+ * stores done: PX_OK, or PX_EINVAL with the peer's call (peer_code: its request's v) when the
+ * two ranks' calls differ, or another status when the proxy could not carry it out. */
+typedef struct comm_stg_ans {
+    int32_t status;
+    uint32_t pad_;
+    uint64_t peer_code;
+} comm_stg_ans;
+
+/* A COMM_STG_COLL request's v: the call's signature (comm.c), its dtype and its op. */
+#define COMM_STG_COLL_CODE(sig, dt, op) \
+    ((uint64_t)(uint32_t)(sig) | (uint64_t)((uint32_t)(dt) & 0xff) << 32 | \
+     (uint64_t)((uint32_t)(op) & 0xff) << 40)
+
 /* A ring's header: each line written by one side only, so a request costs the consumer one
  * line (the request) and the requester none but the ones it writes. */
 typedef struct comm_stg_ring {
@@ -84,6 +99,7 @@ typedef struct comm_stg_ring {
     _Atomic uint32_t pollers;      /* target threads polling this ring now */
     uint32_t pad4_[15];
     comm_stg_req req[COMM_STG_SLOTS];
+    comm_stg_ans ans[COMM_STG_SLOTS]; /* COMM_STG_COLL: its outcome (the proxy's, before done) */
 } comm_stg_ring;
 
 _Static_assert(sizeof(comm_stg_ring) <= COMM_STG_HEAD_BYTES, "the ring header fits its page");
@@ -149,6 +165,10 @@ px_status comm_stg_get_each(px_comm *c, int peer, size_t off, size_t n,
                             void (*fn)(void *arg, size_t at, const void *piece, size_t len),
                             void *arg);
 px_status comm_stg_signal(px_comm *c, int peer, uint32_t slot, px_sig_op op, uint64_t v);
+/* mpi: posts an allreduce of the n bytes at data offset off as COMM_STG_COLL (code: its v),
+ * waits until the proxies carried it out and gives its outcome in *ans. */
+px_status comm_stg_coll(px_comm *c, int peer, size_t off, size_t n, uint64_t code,
+                        comm_stg_ans *ans);
 
 /* The offset in a chunk of a request's bytes whose window data offset is off (the same
  * offset in a page: staged.c's rule, which the proxy follows when it fills a get's chunk). */
