@@ -714,6 +714,7 @@ typedef struct pcoll {
     uint32_t slot, k;            /* its ring slot; the call's number on the ring */
     uint64_t off, n, code;
     uint32_t nfold, nres, ncopy; /* segments folded; results in; results in the window */
+    int direct;                  /* the result coming in goes straight into the window */
     px_mpi_req **hreq, **rreq;   /* per segment: the half's and the result's send */
     uint32_t nreq;               /* entries of each */
     char *rbuf;                  /* the peer's results (kept between calls) */
@@ -1057,8 +1058,18 @@ static void pcoll_recv(comm_proxy *p, int h, const comm_proxy_msg *m)
     } else if (m->op == PCOLL_RESULT && len > 0 && c->active && c->k == m->seq &&
                m->n == c->n && m->v == c->code && m->slot == c->nres &&
                !pcoll_whole(c->n, es) && (size_t)m->slot * PCOLL_SEG + len <= c->rcap) {
+        size_t at = (size_t)m->slot * PCOLL_SEG;
+
         ps->kind = PSRC_CRESULT;
-        dst = c->rbuf + (size_t)m->slot * PCOLL_SEG;
+        dst = c->rbuf + at;
+        /* in order behind every earlier one, and this side's half there has gone out: the
+         * result goes straight into the window */
+        if (c->ncopy == c->nres && pcoll_sent(p, &c->hreq[m->slot])) {
+            pcoll_part(c->n, es, m->src, &lo, &hi);
+            dst = (char *)d->window[m->dst] + px_comm_area_bytes(d->n, d->nsig) + c->off + lo +
+                  at;
+            c->direct = 1;
+        }
     }
     if (dst == NULL) { /* out of step: a defect */
         PX_LOG_ERROR("mpi proxy (host %d): an allreduce message (kind %u, call %u, segment "
@@ -1085,10 +1096,13 @@ static void pcoll_got(comm_proxy *p, const psrc *q)
 {
     pcoll *c = q->g->coll;
 
-    if (q->kind == PSRC_CHALF)
+    if (q->kind == PSRC_CHALF) {
         c->in[q->m.seq & 1].nin++;
-    else
+    } else {
         c->nres++;
+        c->ncopy += c->direct; /* it went straight into the window */
+        c->direct = 0;
+    }
     (void)pcoll_step(p, q->d, q->g);
 }
 
