@@ -695,7 +695,8 @@ static int proxy_src_poll(comm_proxy *p, int h)
  *   results  each folded segment to the peer, received into a copy and put into the window
  *            once this side's half segment has gone out of that range.
  * The request is done once every send from the window has finished: the chip may write its
- * buffer then. The copies are kept between calls (no page faults after the first).
+ * buffer then. The copies are kept between calls (no page faults after the first). A
+ * reduce_scatter (COMM_STG_COLL_RS) is the halves and the fold: each rank's half is its block.
  */
 enum { PCOLL_HALF = 1, PCOLL_RESULT };
 #define PCOLL_EXCHANGE_MAX (64u << 10)
@@ -742,18 +743,25 @@ static size_t pcoll_es(uint64_t code)
            px_dtype_size((px_dtype)dt) : 0;
 }
 
-static int pcoll_whole(uint64_t n, size_t es)
+/* 1 for a reduce_scatter (COMM_STG_COLL_RS): halves only, and never the whole buffer (the
+ * other rank's block stays as it was here). */
+static int pcoll_rs(uint64_t code)
 {
-    return n <= PCOLL_EXCHANGE_MAX || n / es < 2;
+    return (code & COMM_STG_COLL_RS) != 0;
+}
+
+static int pcoll_whole(uint64_t n, uint64_t code)
+{
+    return !pcoll_rs(code) && (n <= PCOLL_EXCHANGE_MAX || n / pcoll_es(code) < 2);
 }
 
 /* Bytes [lo, hi) of a call of n bytes that rank r folds: the whole buffer for an exchange,
  * else its half (rank 0 the first ceil(count / 2) elements). */
-static void pcoll_part(uint64_t n, size_t es, int r, size_t *lo, size_t *hi)
+static void pcoll_part(uint64_t n, uint64_t code, int r, size_t *lo, size_t *hi)
 {
-    size_t count = (size_t)n / es, h0 = count - count / 2;
+    size_t es = pcoll_es(code), count = (size_t)n / es, h0 = count - count / 2;
 
-    if (pcoll_whole(n, es)) {
+    if (pcoll_whole(n, code)) {
         *lo = 0;
         *hi = (size_t)n;
         return;
@@ -891,8 +899,8 @@ static int pcoll_take(comm_proxy *p, pdom *d, pring *g, uint32_t i, const comm_s
     c->n = q->n;
     c->code = q->v;
     if (d->n != 2 || q->flags != 0 || q->inl != 0 || q->slot != 0 || q->sigop != 0 ||
-        q->v >> 48 != 0 || es == 0 || op < PX_OP_SUM || op > PX_OP_MAX || q->n == 0 ||
-        q->n % es != 0 || q->off % es != 0 || q->off > d->data_bytes ||
+        q->v >> 49 != 0 || es == 0 || op < PX_OP_SUM || op > PX_OP_MAX || q->n == 0 ||
+        q->n % (pcoll_rs(q->v) ? 2 * es : es) != 0 || q->off % es != 0 || q->off > d->data_bytes ||
         q->n > d->data_bytes - q->off) {
         d->bad++; /* the chip's request is malformed: a defect */
         PX_LOG_ERROR("mpi proxy (host %d): domain %u rank %d: a malformed allreduce request "
@@ -902,8 +910,8 @@ static int pcoll_take(comm_proxy *p, pdom *d, pring *g, uint32_t i, const comm_s
         pcoll_finish(g, PX_EIO, 0);
         return 1;
     }
-    pcoll_part(c->n, es, g->b, &plo, &phi);
-    pcoll_part(c->n, es, g->a, &lo, &hi);
+    pcoll_part(c->n, c->code, g->b, &plo, &phi);
+    pcoll_part(c->n, c->code, g->a, &lo, &hi);
     ns = PX_MAX(pcoll_nseg(phi - plo), pcoll_nseg(hi - lo));
     if (ns > c->nreq) {
         px_mpi_req **h = realloc(c->hreq, ns * sizeof(*h)), **r;
@@ -922,7 +930,7 @@ static int pcoll_take(comm_proxy *p, pdom *d, pring *g, uint32_t i, const comm_s
             c->hreq[j] = c->rreq[j] = NULL;
         c->nreq = ns;
     }
-    if (!pcoll_whole(c->n, es) && !pcoll_room(&c->rbuf, &c->rcap, phi - plo)) {
+    if (!pcoll_whole(c->n, c->code) && !pcoll_room(&c->rbuf, &c->rcap, phi - plo)) {
         PX_LOG_ERROR("mpi proxy (host %d): out of memory for an allreduce of %llu bytes",
                      p->rank, (unsigned long long)c->n);
         pcoll_finish(g, PX_ENOMEM, 0);
@@ -946,7 +954,7 @@ static int pcoll_step(comm_proxy *p, pdom *d, pring *g)
     px_dtype dt;
     px_redop op;
     char *win;
-    int work = 0, whole;
+    int work = 0, whole, results;
 
     if (c == NULL || !c->active || p->failed)
         return 0;
@@ -956,16 +964,17 @@ static int pcoll_step(comm_proxy *p, pdom *d, pring *g)
     es = pcoll_es(c->code);
     dt = (px_dtype)(c->code >> 32 & 0xff);
     op = (px_redop)(c->code >> 40 & 0xff);
-    whole = pcoll_whole(c->n, es);
+    whole = pcoll_whole(c->n, c->code);
+    results = !whole && !pcoll_rs(c->code);
     win = (char *)d->window[g->a] + px_comm_area_bytes(d->n, d->nsig) + c->off;
-    pcoll_part(c->n, es, g->a, &lo, &hi);
-    pcoll_part(c->n, es, g->b, &plo, &phi);
+    pcoll_part(c->n, c->code, g->a, &lo, &hi);
+    pcoll_part(c->n, c->code, g->b, &plo, &phi);
     nmine = pcoll_nseg(hi - lo);
     npeer = pcoll_nseg(phi - plo);
     if (in->code != c->code || in->n != c->n) { /* the two calls differ */
-        size_t ilo, ihi, ies = pcoll_es(in->code);
+        size_t ilo, ihi;
 
-        pcoll_part(in->n, ies, g->a, &ilo, &ihi); /* its segments, as it cut them */
+        pcoll_part(in->n, in->code, g->a, &ilo, &ihi); /* its segments, as it cut them */
         if (in->nin < pcoll_nseg(ihi - ilo) || !pcoll_idle(p, c))
             return 0; /* its bytes first (the stream's), and this side's out of the window */
         pcoll_finish(g, PX_EINVAL, in->code);
@@ -987,17 +996,17 @@ static int pcoll_step(comm_proxy *p, pdom *d, pring *g)
         }
         c->nfold++;
         work = 1;
-        if (!whole && !pcoll_send(p, d, g, PCOLL_RESULT, j, win + at, len, &c->rreq[j]))
+        if (results && !pcoll_send(p, d, g, PCOLL_RESULT, j, win + at, len, &c->rreq[j]))
             return work;
     }
-    while (!whole && c->ncopy < c->nres && pcoll_sent(p, &c->hreq[c->ncopy])) {
+    while (results && c->ncopy < c->nres && pcoll_sent(p, &c->hreq[c->ncopy])) {
         size_t at = (size_t)c->ncopy * PCOLL_SEG;
 
         memcpy(win + plo + at, c->rbuf + at, pcoll_seglen(phi - plo, c->ncopy));
         c->ncopy++;
         work = 1;
     }
-    if (c->nfold < nmine || (!whole && c->ncopy < npeer) || !pcoll_idle(p, c))
+    if (c->nfold < nmine || (results && c->ncopy < npeer) || !pcoll_idle(p, c))
         return work;
     pcoll_finish(g, PX_OK, 0);
     pring_advance(g);
@@ -1018,7 +1027,7 @@ static void pcoll_recv(comm_proxy *p, int h, const comm_proxy_msg *m)
     int gi = -1, e, ok = es != 0 && m->n > 0 && m->n % es == 0 && m->dst >= 0 && m->dst < 2;
 
     if (ok)
-        pcoll_part(m->n, es, m->op == PCOLL_HALF ? m->dst : m->src, &lo, &hi);
+        pcoll_part(m->n, m->v, m->op == PCOLL_HALF ? m->dst : m->src, &lo, &hi);
     if (ok && m->slot < pcoll_nseg(hi - lo))
         len = pcoll_seglen(hi - lo, m->slot); /* as the sender cut it */
     if (d != NULL && d->n == 2 && m->src >= 0 && m->src < 2 && m->dst == 1 - m->src &&
@@ -1057,7 +1066,7 @@ static void pcoll_recv(comm_proxy *p, int h, const comm_proxy_msg *m)
         dst = in->buf + (size_t)m->slot * PCOLL_SEG;
     } else if (m->op == PCOLL_RESULT && len > 0 && c->active && c->k == m->seq &&
                m->n == c->n && m->v == c->code && m->slot == c->nres &&
-               !pcoll_whole(c->n, es) && (size_t)m->slot * PCOLL_SEG + len <= c->rcap) {
+               !pcoll_whole(c->n, c->code) && !pcoll_rs(c->code) && (size_t)m->slot * PCOLL_SEG + len <= c->rcap) {
         size_t at = (size_t)m->slot * PCOLL_SEG;
 
         ps->kind = PSRC_CRESULT;
@@ -1065,7 +1074,7 @@ static void pcoll_recv(comm_proxy *p, int h, const comm_proxy_msg *m)
         /* in order behind every earlier one, and this side's half there has gone out: the
          * result goes straight into the window */
         if (c->ncopy == c->nres && pcoll_sent(p, &c->hreq[m->slot])) {
-            pcoll_part(c->n, es, m->src, &lo, &hi);
+            pcoll_part(c->n, c->code, m->src, &lo, &hi);
             dst = (char *)d->window[m->dst] + px_comm_area_bytes(d->n, d->nsig) + c->off + lo +
                   at;
             c->direct = 1;

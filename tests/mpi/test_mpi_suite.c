@@ -130,23 +130,35 @@ static px_status ts_reductions(px_comm *c, unsigned char *buf, int r, int n)
             }
         }
     }
-    /* reduce_scatter: block r of rank r is the fold of every rank's block r */
-    for (int k = 0; k < 16; k++) {
-        px_dtype dt = dts[k / 4];
+    /* reduce_scatter: block r of rank r is the fold of every rank's block r, the other
+     * blocks stay as they were; blocks of TS_MOVE elements, and of TS_BIG / n (several
+     * segments of the proxies' halves at 2 ranks) */
+    for (int k = 0; k < 32; k++) {
+        px_dtype dt = dts[(k / 4) % 4];
         px_redop op = ops[k % 4];
-        size_t es = px_dtype_size(dt);
+        size_t es = px_dtype_size(dt), bc = k < 16 ? TS_MOVE : TS_BIG / (size_t)n;
 
         for (int b = 0; b < n; b++)
-            for (size_t i = 0; i < TS_MOVE; i++)
-                ts_input(buf + ((size_t)b * TS_MOVE + i) * es, dt, r, i + (size_t)b, op);
-        if ((st = px_comm_reduce_scatter(c, buf, TS_MOVE, dt, op)) != PX_OK)
+            for (size_t i = 0; i < bc; i++)
+                ts_input(buf + ((size_t)b * bc + i) * es, dt, r, i + (size_t)b, op);
+        if ((st = px_comm_reduce_scatter(c, buf, bc, dt, op)) != PX_OK)
             return st;
-        for (size_t i = 0; i < TS_MOVE; i++) {
-            ts_expected(want, dt, n, i, (size_t)r, op);
-            if (memcmp(buf + ((size_t)r * TS_MOVE + i) * es, want, es) != 0) {
-                snprintf(what, sizeof(what), "reduce_scatter %s op %d", px_dtype_name(dt),
-                         (int)op);
-                return ts_fail(r, what, i);
+        if (n == 2 && strcmp(px_comm_transport(c, 1 - r), "mpi") == 0 &&
+            strcmp(px_comm_last_algorithm(c), "proxy") != 0)
+            return px_set_error(PX_EKERNEL, "rank %d: reduce_scatter over an mpi pair took "
+                                "\"%s\", not the proxies' one", r, px_comm_last_algorithm(c));
+        for (int b = 0; b < n; b++) {
+            for (size_t i = 0; i < bc; i++) {
+                if (b == r)
+                    ts_expected(want, dt, n, i, (size_t)r, op);
+                else
+                    ts_input(want, dt, r, i + (size_t)b, op);
+                if (memcmp(buf + ((size_t)b * bc + i) * es, want, es) != 0) {
+                    snprintf(what, sizeof(what), "reduce_scatter of %zu %s op %d, block %d%s",
+                             bc, px_dtype_name(dt), (int)op, b,
+                             b == r ? "" : " (not its own: must stay)");
+                    return ts_fail(r, what, i);
+                }
             }
         }
     }

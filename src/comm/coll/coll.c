@@ -490,27 +490,29 @@ static px_status coll_allreduce_hier(px_comm *c, char *buf, size_t off, size_t c
 
 /*
  * Two ranks whose pair is mpi: the proxies carry the whole allreduce (proxy.c, "the pair
- * allreduce"): this rank posts one request and waits; its proxy and the peer's exchange a
+ * allreduce"; a reduce_scatter is its first half, flags COMM_STG_COLL_RS): this rank posts
+ * one request and waits; its proxy and the peer's exchange a
  * hello, then the halves (or, small, the whole buffers), fold them in rank order (rank 0's
  * element first) and swap the results, straight from and into the windows. One request here
  * in place of the barriers and the ring's chunks of rs_ag, each a round trip between hosts.
  * Both ranks take it or neither (the pair table), and the bits are rs_ag's.
  */
-static px_status coll_allreduce_proxied(px_comm *c, size_t off, size_t bytes, px_dtype dt,
-                                        px_redop op)
+static px_status coll_proxied(px_comm *c, size_t off, size_t bytes, px_dtype dt, px_redop op,
+                              uint64_t flags)
 {
     int peer = 1 - c->rank;
     comm_stg_ans a;
     px_status st;
 
     c->last_algo = "proxy";
-    st = comm_stg_coll(c, peer, off, bytes, COMM_STG_COLL_CODE(c->coll_sig, dt, op), &a);
+    st = comm_stg_coll(c, peer, off, bytes, COMM_STG_COLL_CODE(c->coll_sig, dt, op) | flags,
+                       &a);
     if (st != PX_OK || a.status == PX_OK)
         return st;
     if (a.status == PX_EINVAL)
         return comm_coll_mismatch(c, peer, (uint32_t)a.peer_code);
     return px_set_error((px_status)a.status, "domain \"%s\" rank %d: the MPI proxies could not "
-                        "carry out this allreduce (%s; the proxy's log line says why)",
+                        "carry out this collective (%s; the proxy's log line says why)",
                         c->name, c->rank, px_status_name((px_status)a.status));
 }
 
@@ -534,7 +536,7 @@ static px_status allreduce_impl(px_comm *c, void *buf, size_t count, px_dtype dt
      * times reduce-scatter + allgather at 32 and 64 KiB over 4 staged ranks (each rank pulls
      * 1/n of every peer's): so only direct domains take the slots and the one-shot there. */
     if (c->n == 2 && c->tl[1 - c->rank]->id == PX_COMM_TL_MPI)
-        return coll_allreduce_proxied(c, off, bytes, dt, op);
+        return coll_proxied(c, off, bytes, dt, op, 0);
     few = count < (size_t)c->n; /* reduce-scatter needs an element per rank */
     oneshot = bytes <= c->oneshot_max || few;
     if (!c->all_in_place && oneshot && bytes <= PX_COMM_SLOT_BYTES / (size_t)c->n)
@@ -565,6 +567,8 @@ static px_status reduce_scatter_impl(px_comm *c, void *buf, size_t count, px_dty
     c->last_algo = "pull";
     if (coll_enter(c, COMM_COLL_REDUCE_SCATTER, count, dt, op, 0, &st))
         return st;
+    if (c->n == 2 && c->tl[1 - c->rank]->id == PX_COMM_TL_MPI) /* the halves are the blocks */
+        return coll_proxied(c, off, bytes, dt, op, COMM_STG_COLL_RS);
     blk = (size_t)c->rank * count;
     if ((res = coll_scratch(c, count * es, off + blk * es, &tmp)) == NULL)
         return PX_ENOMEM;

@@ -79,10 +79,13 @@ typedef struct comm_stg_ans {
     uint64_t peer_code;
 } comm_stg_ans;
 
-/* A COMM_STG_COLL request's v: the call's signature (comm.c), its dtype and its op. */
+/* A COMM_STG_COLL request's v: the call's signature (comm.c), its dtype and its op (an
+ * allreduce; with COMM_STG_COLL_RS a reduce_scatter). */
 #define COMM_STG_COLL_CODE(sig, dt, op) \
     ((uint64_t)(uint32_t)(sig) | (uint64_t)((uint32_t)(dt) & 0xff) << 32 | \
      (uint64_t)((uint32_t)(op) & 0xff) << 40)
+
+#define COMM_STG_COLL_RS (1ull << 48) /* in v: a reduce_scatter (each rank's half its block) */
 
 /* A ring's header: each line written by one side only, so a request costs the consumer one
  * line (the request) and the requester none but the ones it writes. */
