@@ -149,6 +149,14 @@ if(MPIEXEC_EXECUTABLE)
     set_tests_properties(mpi.fault_${mode} PROPERTIES TIMEOUT 240 RESOURCE_LOCK chips
                          ENVIRONMENT "${PX_MPI_ENV}" PASS_REGULAR_EXPRESSION "\nPASS\n$")
   endforeach()
+  # the same at one chip per host: the collective is the proxies' pair allreduce
+  foreach(mode stop chip chipstop)
+    add_test(NAME mpi.fault_${mode}_2x1
+             COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/system/mpi_fault.sh ${MPIEXEC_EXECUTABLE}
+                     $<TARGET_FILE:plexus> ${mode} 1)
+    set_tests_properties(mpi.fault_${mode}_2x1 PROPERTIES TIMEOUT 240 RESOURCE_LOCK chips
+                         ENVIRONMENT "${PX_MPI_ENV}" PASS_REGULAR_EXPRESSION "\nPASS\n$")
+  endforeach()
   add_executable(test_mpi_preinit ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_mpi_preinit.c)
   target_link_libraries(test_mpi_preinit PRIVATE plexus_internal MPI::MPI_C)
   add_test(NAME mpi.preinit_refused COMMAND ${MPIEXEC_EXECUTABLE} -np 1 $<TARGET_FILE:test_mpi_preinit>)

@@ -1,6 +1,7 @@
 #!/bin/sh
 # mpi_fault.sh - a host that dies or stops in the middle of a domain spanning hosts (issue
-# 21, "Failure"): `mpi_fault.sh MPIRUN PLEXUS kill|stop|chip|chipstop`. Two hosts (workers) run the
+# 21, "Failure"): `mpi_fault.sh MPIRUN PLEXUS kill|stop|chip|chipstop [CHIPS]`. Two hosts
+# (workers) of CHIPS chips each (default 2; 1: the proxies' pair allreduce) run the
 # allreduce example in a long loop over one domain; once both have allocated it, host 1's
 # worker gets SIGKILL or SIGSTOP, or (chip) one of host 1's chips gets SIGKILL. What must
 # hold:
@@ -19,19 +20,19 @@
 #         no process of the job and no /dev/shm entry of plexus or Open MPI are left.
 # Every loop is bounded; the whole job runs under timeout.
 set -u
-MPIRUN=$1 PLEXUS=$2 MODE=$3
+MPIRUN=$1 PLEXUS=$2 MODE=$3 CHIPS=${4:-2}
 LOG=$(mktemp "${TMPDIR:-/tmp}/px-mpi-fault.XXXXXX")
 trap 'rm -f "$LOG" "$SHM0"' EXIT  # also when ctest's timeout ends the script
 trap 'exit 1' INT TERM
 SHM0=$(mktemp "${TMPDIR:-/tmp}/px-mpi-shm.XXXXXX")
 ls /dev/shm | sort >"$SHM0"
 PLEXUS_LOG=info PLEXUS_COMM_TIMEOUT_S=2 timeout -k 5 150 "$MPIRUN" -np 2 "$PLEXUS" run allreduce \
-    --chips 2 --cores 1 --iters 1000 --size 30000 >"$LOG" 2>&1 &
+    --chips "$CHIPS" --cores 1 --iters 1000 --size 30000 >"$LOG" 2>&1 &
 job=$!
 fail() { echo "FAIL: $*"; cat "$LOG"; kill -9 "$job" 2>/dev/null; rm -f "$LOG"; exit 1; }
 # both hosts have the domain (its log line), then host 1's worker (OMPI_COMM_WORLD_RANK=1)
 i=0
-while [ "$(grep -c 'comm\[allreduce\]: 4 ranks' "$LOG")" -lt 2 ]; do
+while [ "$(grep -c "comm\[allreduce\]: $((2 * CHIPS)) ranks" "$LOG")" -lt 2 ]; do
     i=$((i + 1)); [ $i -gt 900 ] && fail "the domain was not allocated within 90 s"
     sleep 0.1
 done
@@ -74,7 +75,7 @@ if [ "$MODE" = stop ]; then
 fi
 if [ "$MODE" = chip ]; then
     # (a chip's log line: host 1 may end first and mpirun then ends host 0 before its FAIL)
-    grep -q "failed with PX_EPEERDEAD: domain \"allreduce\" rank [01]: rank 2 of the domain is dead: chip 0 of host 1" "$LOG" ||
+    grep -q "failed with PX_EPEERDEAD: domain \"allreduce\" rank [01]: rank $CHIPS of the domain is dead: chip 0 of host 1" "$LOG" ||
         fail "host 0 did not fail with PX_EPEERDEAD naming chip 0 of host 1"
 fi
 i=0
