@@ -701,6 +701,7 @@ static int proxy_src_poll(comm_proxy *p, int h)
 enum { PCOLL_HALF = 1, PCOLL_RESULT };
 #define PCOLL_EXCHANGE_MAX (64u << 10)
 #define PCOLL_SEG (256u << 10) /* a multiple of every element size */
+#define PCOLL_INLINE 4096u     /* a segment up to this travels in its header's message */
 
 typedef struct pcoll_in {        /* what the peer sent for one call */
     int hello;                   /* its first segment's header came */
@@ -844,6 +845,20 @@ static int pcoll_send(comm_proxy *p, pdom *d, pring *g, int kind, uint32_t j, co
     m->off = c->off;
     m->n = c->n;
     m->v = c->code;
+    if (nb <= PCOLL_INLINE) { /* small: its bytes in the header's message, copied */
+        comm_proxy_msg *w = realloc(m, sizeof(*m) + nb);
+
+        if (w == NULL) {
+            free(m);
+            PX_LOG_ERROR("mpi proxy (host %d): out of memory for an allreduce's message",
+                         p->rank);
+            p->failed = 1;
+            return 0;
+        }
+        memcpy(w + 1, bytes, nb);
+        *req = NULL;
+        return proxy_send(p, w, w, sizeof(*w) + nb, host, PROXY_TAG_COLL);
+    }
     if (!proxy_send(p, m, m, sizeof(*m), host, PROXY_TAG_COLL))
         return 0;
     if ((e = p->ops->isend(bytes, nb, host, PROXY_TAG_DATA, req)) != 0) {
@@ -1014,8 +1029,10 @@ static int pcoll_step(comm_proxy *p, pdom *d, pring *g)
 }
 
 /* A pair allreduce's message from host h: a header, whose segment's bytes follow as the
- * stream's next receive (a half's into the call's copy, a result's into the results). */
-static void pcoll_recv(comm_proxy *p, int h, const comm_proxy_msg *m)
+ * stream's next receive (a half's into the call's copy, a result's into the results), or
+ * (inl: plen bytes) came in the same message. */
+static void pcoll_recv(comm_proxy *p, int h, const comm_proxy_msg *m, const void *inl,
+                       size_t plen)
 {
     pdom *d = proxy_dom(p, m->dom);
     pring *g = NULL;
@@ -1024,7 +1041,8 @@ static void pcoll_recv(comm_proxy *p, int h, const comm_proxy_msg *m)
     psrc *ps = &p->src[h];
     size_t es = pcoll_es(m->v), lo = 0, hi = 0, len = 0;
     void *dst = NULL;
-    int gi = -1, e, ok = es != 0 && m->n > 0 && m->n % es == 0 && m->dst >= 0 && m->dst < 2;
+    int gi = -1, e, kind = 0, ok = es != 0 && m->n > 0 && m->n % es == 0 && m->dst >= 0 &&
+                                   m->dst < 2;
 
     if (ok)
         pcoll_part(m->n, m->v, m->op == PCOLL_HALF ? m->dst : m->src, &lo, &hi);
@@ -1044,9 +1062,9 @@ static void pcoll_recv(comm_proxy *p, int h, const comm_proxy_msg *m)
         PX_LOG_DEBUG("mpi proxy (host %d): an allreduce message from host %d for domain %u "
                      "rank %d -> %d matches no pair served here; dropped", p->rank, h, m->dom,
                      m->src, m->dst);
-        if (len > 0)
+        if (inl == NULL && len > 0)
             proxy_drain(p, h, len);
-        else
+        else if (inl == NULL)
             p->failed = ok ? p->failed : 1;
         return;
     }
@@ -1062,14 +1080,14 @@ static void pcoll_recv(comm_proxy *p, int h, const comm_proxy_msg *m)
             in->n = m->n;
             in->code = m->v;
         }
-        ps->kind = PSRC_CHALF;
+        kind = PSRC_CHALF;
         dst = in->buf + (size_t)m->slot * PCOLL_SEG;
     } else if (m->op == PCOLL_RESULT && len > 0 && c->active && c->k == m->seq &&
                m->n == c->n && m->v == c->code && m->slot == c->nres &&
                !pcoll_whole(c->n, c->code) && !pcoll_rs(c->code) && (size_t)m->slot * PCOLL_SEG + len <= c->rcap) {
         size_t at = (size_t)m->slot * PCOLL_SEG;
 
-        ps->kind = PSRC_CRESULT;
+        kind = PSRC_CRESULT;
         dst = c->rbuf + at;
         /* in order behind every earlier one, and this side's half there has gone out: the
          * result goes straight into the window */
@@ -1080,19 +1098,35 @@ static void pcoll_recv(comm_proxy *p, int h, const comm_proxy_msg *m)
             c->direct = 1;
         }
     }
+    if (dst != NULL && inl != NULL && plen != len) {
+        if (kind == PSRC_CHALF && m->slot == 0)
+            in->hello = 0;
+        dst = NULL;
+    }
     if (dst == NULL) { /* out of step: a defect */
         PX_LOG_ERROR("mpi proxy (host %d): an allreduce message (kind %u, call %u, segment "
                      "%u) from host %d for domain %u rank %d -> %d is out of step or "
                      "malformed; %s", p->rank, m->op, m->seq, m->slot, h, m->dom, m->src,
-                     m->dst, len > 0 ? "dropped (the call's wait ends at its deadline)" :
+                     m->dst, len > 0 || inl != NULL ?
+                     "dropped (the call's wait ends at its deadline)" :
                      "the mpi transport of this worker stops here");
-        ps->kind = 0;
+        c->direct = 0;
+        if (inl != NULL)
+            return;
         if (len > 0)
             proxy_drain(p, h, len);
         else
             p->failed = 1;
         return;
     }
+    if (inl != NULL) {
+        psrc q = {.kind = kind, .m = *m, .d = d, .g = g};
+
+        memcpy(dst, inl, len);
+        pcoll_got(p, &q);
+        return;
+    }
+    ps->kind = kind;
     ps->m = *m;
     ps->d = d;
     ps->g = g;
@@ -1219,6 +1253,18 @@ static int proxy_receive(comm_proxy *p)
                     atomic_store_explicit(&p->arrived[h], am.seq, memory_order_release);
                 continue;
             }
+            if (tag == PROXY_TAG_COLL && n > sizeof(m) && n <= sizeof(m) + PCOLL_INLINE) {
+                _Alignas(comm_proxy_msg) unsigned char cm[sizeof(m) + PCOLL_INLINE];
+
+                if ((e = p->ops->recv(cm, n, h, tag)) != 0) {
+                    proxy_mpi_fail(p, e, "MPI_Recv");
+                    break;
+                }
+                memcpy(&m, cm, sizeof(m));
+                if (m.magic == PROXY_MAGIC)
+                    pcoll_recv(p, h, &m, cm + sizeof(m), n - sizeof(m));
+                continue;
+            }
             if ((tag != PROXY_TAG_REQ && tag != PROXY_TAG_REP && tag != PROXY_TAG_COLL) ||
                 n != sizeof(m)) {
                 PX_LOG_WARN("mpi proxy (host %d): dropped a message of %zu bytes, tag %d, from "
@@ -1242,7 +1288,7 @@ static int proxy_receive(comm_proxy *p)
             if (tag == PROXY_TAG_REQ)
                 proxy_serve(p, h, &m);
             else if (tag == PROXY_TAG_COLL)
-                pcoll_recv(p, h, &m);
+                pcoll_recv(p, h, &m, NULL, 0);
             else
                 proxy_answer(p, h, &m);
             work += proxy_src_poll(p, h); /* often in already */
