@@ -70,6 +70,8 @@ typedef struct mrg_line {
 /* One side of the merge: the host (chip == NULL) or a chip. */
 typedef struct mrg_src {
     const px_hier_dfx_chip *chip;
+    const hier_dfx_host *host; /* level 4: a host's level-3 outputs (chip NULL) */
+    int pid_base;         /* level 4: added to the host's own pids */
     char *dfx_text;       /* its dfx.json; NULL for a chip without files */
     size_t dfx_len;
     mrg_obj dfx;
@@ -90,7 +92,8 @@ typedef struct mrg_src {
 typedef struct mrg {
     const char *dir;
     const px_hier *h;     /* its hooks add members to dfx.json; NULL: none */
-    int nsrc;             /* 1 + chips */
+    int level;            /* 3: a host and its chips; 4: the hosts of an MPI job */
+    int nsrc;             /* 1 + chips, or the hosts */
     mrg_src *src;
     uint64_t clamped;
 } mrg;
@@ -257,7 +260,9 @@ static px_status mrg_read(const mrg *m, const mrg_src *s, const char *name, char
     FILE *f;
     long n;
 
-    if (s->chip == NULL)
+    if (s->host != NULL)
+        snprintf(path, sizeof(path), "%s/hosts/host%d/%s", m->dir, s->host->host, name);
+    else if (s->chip == NULL)
         snprintf(path, sizeof(path), "%s/%s", m->dir, name);
     else
         snprintf(path, sizeof(path), "%s/chips/chip%d/%s", m->dir, s->chip->chip, name);
@@ -411,6 +416,25 @@ static int mrg_own_meta(const mrg_line *l)
                        strncmp(l->p, "{\"name\":\"process_sort_index\",", 29) == 0);
 }
 
+/* The pid of line l in the merge: the source's, or at level 4 the host's own plus its base. */
+static int mrg_pid(const mrg_src *s, const mrg_line *l)
+{
+    const char *tail, *at;
+
+    if (s->host == NULL)
+        return s->pid;
+    tail = mrg_find(l->p, l->p + l->n, ",\"ph\":\"", 1);
+    at = tail ? mrg_find(tail, l->p + l->n, ",\"pid\":", 0) : NULL;
+    return s->pid_base + (at ? atoi(at + 7) : 0);
+}
+
+/* A task id of source s, unique in the merge's report: at level 4 the process's pid in the
+ * merge above bit 40 (each process numbers its own tasks), else offset by the source's base. */
+static uint64_t mrg_task(const mrg_src *s, const mrg_line *l, uint64_t id)
+{
+    return s->host != NULL ? (uint64_t)mrg_pid(s, l) << 40 | id : id + s->task_base;
+}
+
 /* Appends line l of source s with its pid, time stamp and flow id moved to the merge. */
 static void mrg_render(const mrg_src *s, const mrg_line *l, dfxc_buf *b)
 {
@@ -430,7 +454,7 @@ static void mrg_render(const mrg_src *s, const mrg_line *l, dfxc_buf *b)
     } else {
         dfxc_buf_put(b, l->p, (size_t)(pid - l->p));
     }
-    dfxc_buf_printf(b, ",\"pid\":%d", s->pid);
+    dfxc_buf_printf(b, ",\"pid\":%d", mrg_pid(s, l));
     tid = mrg_find(pid + 1, end, ",", 0);
     ts = l->meta ? NULL : mrg_find(pid, end, ",\"ts\":", 0);
     if (ts == NULL) {
@@ -465,6 +489,34 @@ static void mrg_processes(const mrg *m, dfxc_buf *b, int *first)
                         "\"ph\":\"M\",\"pid\":%d,\"tid\":0}", s->pid, s->pid);
         *first = 0;
     }
+}
+
+static void mrg_unescape(const char *s, const char *end, char *out, size_t n);
+
+/* Level 4: a host's process metadata line l (its level-3 merge's process name or sort
+ * index) under the merge's pid, the name prefixed with the host; into b, or, with model,
+ * the process's name into the report's model. */
+static void mrg_host_meta(const mrg_src *s, const mrg_line *l, dfxc_buf *b, dfxc_model *model)
+{
+    static const char pn[] = "{\"name\":\"process_name\",\"args\":{\"name\":";
+    char name[160], full[320];
+    int pid = mrg_pid(s, l);
+
+    if (strncmp(l->p, pn, sizeof(pn) - 1) != 0) {
+        if (b != NULL)
+            dfxc_buf_printf(b, "{\"name\":\"process_sort_index\",\"args\":{\"sort_index\":"
+                            "%d},\"ph\":\"M\",\"pid\":%d,\"tid\":0}", pid, pid);
+        return;
+    }
+    mrg_unescape(l->p + sizeof(pn) - 1, l->p + l->n, name, sizeof(name));
+    snprintf(full, sizeof(full), "host %d (%s): %s", s->host->host, s->host->id, name);
+    if (model != NULL) {
+        dfxc_model_add_process(model, pid, full);
+        return;
+    }
+    dfxc_buf_puts(b, "{\"name\":\"process_name\",\"args\":{\"name\":");
+    dfxc_buf_json_str(b, full);
+    dfxc_buf_printf(b, "},\"ph\":\"M\",\"pid\":%d,\"tid\":0}", pid);
 }
 
 /* ---- report.html of the merged run ---- */
@@ -523,7 +575,7 @@ static void mrg_model_line(const mrg_src *s, const mrg_line *l, dfxc_model *m)
     mrg_unescape(l->p + 8, tail, name, sizeof(name));
     if (l->meta && strncmp(l->p, "{\"name\":\"thread_name\",\"args\":{\"name\":", 37) == 0) {
         mrg_unescape(l->p + 37, tail, name, sizeof(name));
-        dfxc_model_add_track(m, s->pid, (int)tid, name);
+        dfxc_model_add_track(m, mrg_pid(s, l), (int)tid, name);
     } else if (tail[7] == 'X' && (id = mrg_after_num(l->p, tail, "\"cat\":\"task\",\"args\":"
                                                                 "{\"task\":")) >= 0) {
         const char *after;
@@ -531,12 +583,12 @@ static void mrg_model_line(const mrg_src *s, const mrg_line *l, dfxc_model *m)
         dur = mrg_find(tail, end, ",\"dur\":", 0);
         if (dur == NULL || mrg_parse_us(dur + 7, end, &dns, &after) != 0)
             return;
-        dfxc_model_add_timed(m, (uint64_t)id + s->task_base, name, s->pid, (int)tid,
+        dfxc_model_add_timed(m, mrg_task(s, l, (uint64_t)id), name, mrg_pid(s, l), (int)tid,
                              (int)mrg_after_num(l->p, tail, ",\"core\":"), l->ts + s->shift_ns,
                              dns);
     } else if (tail[7] == 's' && (a = mrg_after_num(l->p, tail, "\"from\":")) >= 0 &&
                (b = mrg_after_num(l->p, tail, "\"to\":")) >= 0) {
-        dfxc_model_add_edge(m, 0, (uint64_t)a + s->task_base, (uint64_t)b + s->task_base);
+        dfxc_model_add_edge(m, 0, mrg_task(s, l, (uint64_t)a), mrg_task(s, l, (uint64_t)b));
     }
 }
 
@@ -597,6 +649,15 @@ static px_status mrg_report(mrg *m)
         next += s->task_top;
         if (s->trace_text == NULL)
             continue;
+        if (s->host != NULL) {
+            for (size_t i = 0; i < s->nlines && s->lines[i].meta; i++)
+                if (mrg_own_meta(&s->lines[i]))
+                    mrg_host_meta(s, &s->lines[i], NULL, &model);
+            for (size_t i = 0; i < s->nlines; i++)
+                if (!mrg_own_meta(&s->lines[i]))
+                    mrg_model_line(s, &s->lines[i], &model);
+            continue;
+        }
         if (s->chip == NULL)
             snprintf(name, sizeof(name), "%s", MRG_HOST_NAME);
         else
@@ -616,19 +677,25 @@ static px_status mrg_report(mrg *m)
  * (time on the host's base, source, file order): each source's lines are in time order. */
 static void mrg_events(mrg *m, dfxc_buf *b, int *first)
 {
-    size_t *at = calloc((size_t)m->nsrc, sizeof(*at));
+    size_t *at = m->nsrc > 0 ? calloc((size_t)m->nsrc, sizeof(*at)) : NULL;
 
     if (at == NULL) {
         b->oom = 1;
         return;
     }
     for (int k = 0; k < m->nsrc; k++)
-        for (; at[k] < m->src[k].nlines && m->src[k].lines[at[k]].meta; at[k]++)
-            if (!mrg_own_meta(&m->src[k].lines[at[k]])) {
-                dfxc_buf_puts(b, *first ? "" : ",\n");
-                mrg_render(&m->src[k], &m->src[k].lines[at[k]], b);
-                *first = 0;
-            }
+        for (; at[k] < m->src[k].nlines && m->src[k].lines[at[k]].meta; at[k]++) {
+            const mrg_line *l = &m->src[k].lines[at[k]];
+
+            if (mrg_own_meta(l) && m->src[k].host == NULL)
+                continue;
+            dfxc_buf_puts(b, *first ? "" : ",\n");
+            if (mrg_own_meta(l))
+                mrg_host_meta(&m->src[k], l, b, NULL);
+            else
+                mrg_render(&m->src[k], l, b);
+            *first = 0;
+        }
     for (;;) {
         int best = -1;
         int64_t best_ts = 0;
@@ -664,6 +731,22 @@ static void mrg_other(const mrg *m, dfxc_buf *b)
 
     if (close == NULL)
         close = end;
+    if (m->level == 4 && (cl = mrg_find(p, close, ", \"clamped\": ", 1)) != NULL) {
+        dfxc_buf_put(b, p, (size_t)(cl - p)); /* host 0's own, without its level-3 members */
+        dfxc_buf_printf(b, ", \"clamped\": %llu, \"level\": 4, \"hosts\": [",
+                        (unsigned long long)m->clamped);
+        for (int k = 0, first = 1; k < m->nsrc; k++) {
+            if (m->src[k].trace_text == NULL)
+                continue;
+            dfxc_buf_printf(b, "%s{\"host\": %d, \"pid_base\": %d, \"shift_us\": ",
+                            first ? "" : ", ", m->src[k].host->host, m->src[k].pid_base);
+            dfxc_buf_us(b, m->src[k].shift_ns);
+            dfxc_buf_puts(b, "}");
+            first = 0;
+        }
+        dfxc_buf_puts(b, "]}}\n");
+        return;
+    }
     if (cl != NULL && cl_end != NULL && cl_end < close) { /* the host's members but clamped */
         dfxc_buf_put(b, p, (size_t)(cl - p));
         dfxc_buf_put(b, cl_end + 2, (size_t)(close - cl_end - 2));
@@ -701,11 +784,13 @@ static px_status mrg_trace(mrg *m)
     }
     dfxc_buf_init(&b);
     dfxc_buf_puts(&b, "{\"displayTimeUnit\": \"ns\",\n\"traceEvents\": [\n");
-    mrg_processes(m, &b, &first);
+    if (m->level == 3)
+        mrg_processes(m, &b, &first); /* level 4: the hosts' own, renamed (mrg_host_meta) */
     mrg_events(m, &b, &first);
     dfxc_buf_puts(&b, "\n],\n");
     mrg_other(m, &b);
-    st = dfxc_buf_write_file(&b, m->dir, "trace.json", "level-3 merge");
+    st = dfxc_buf_write_file(&b, m->dir, "trace.json",
+                             m->level == 3 ? "level-3 merge" : "level-4 merge");
     dfxc_buf_free(&b);
     return st;
 }
@@ -824,7 +909,7 @@ static void mrg_fail(px_status st, const char *dir)
 px_status px_hier_dfx_merge_files(const char *dir, int nchips, const px_hier_dfx_chip *chips,
                                   const px_hier *h)
 {
-    mrg m = {.dir = dir, .h = h, .nsrc = nchips + 1};
+    mrg m = {.dir = dir, .h = h, .level = 3, .nsrc = nchips + 1};
     px_status st;
 
     m.src = calloc((size_t)m.nsrc, sizeof(*m.src));
@@ -844,6 +929,170 @@ px_status px_hier_dfx_merge_files(const char *dir, int nchips, const px_hier_dfx
     if (st == PX_OK)
         PX_LOG_INFO("dfx: merged the host's and %d chips' outputs into %s/trace.json and "
                     "dfx.json", nchips, dir);
+    else
+        mrg_fail(st, dir);
+    mrg_free(&m);
+    return st;
+}
+
+/* ---- level 4: the hosts of an MPI job ---- */
+
+/* Host source s onto host 0's time base: its start and host 0's, each in ns of its own clock,
+ * and its clock's estimated offset from host 0's (comm/dfx_hosts.c). */
+static void mrg_host_shift(mrg_src *s, const hier_dfx_host *h0)
+{
+    s->shift_ns = (int64_t)llround(s->host->t0_ns - (double)s->host->offset_ns - h0->t0_ns);
+}
+
+/* 1 when dfx.json o says "reconciled": true. */
+static int mrg_true(const mrg_obj *o, const char *key)
+{
+    mrg_str v = mrg_get(o, key);
+
+    return v.n == 4 && memcmp(v.p, "true", 4) == 0;
+}
+
+/* Appends one host's entry of "hosts" (it delivered its files); clears *ok when it did not
+ * reconcile. */
+static void mrg_host_entry(const mrg_src *s, dfxc_buf *b, int *ok)
+{
+    const hier_dfx_host *h = s->host;
+
+    dfxc_buf_printf(b, "{\"host\": %d, \"host_id\": ", h->host);
+    dfxc_buf_json_str(b, h->id);
+    dfxc_buf_printf(b, ", \"pid\": %d, \"dir\": \"hosts/host%d\", \"trace_pid_base\": %d, "
+                    "\"clock_offset_us\": ", (int)h->pid, h->host, s->pid_base);
+    dfxc_buf_us(b, h->offset_ns);
+    dfxc_buf_puts(b, ", \"clock_uncertainty_us\": ");
+    dfxc_buf_us(b, (int64_t)h->uncertainty_ns);
+    dfxc_buf_printf(b, ", \"clock_rounds\": %d, \"clock_estimated\": %s, \"shift_us\": ",
+                    h->rounds, h->clock_ok ? "true" : "false");
+    dfxc_buf_us(b, s->shift_ns);
+    for (int i = 0; i < s->dfx.n; i++) {
+        if (s->dfx.key[i].n == 7 && memcmp(s->dfx.key[i].p, "version", 7) == 0)
+            continue;
+        dfxc_buf_puts(b, ", \"");
+        dfxc_buf_put(b, s->dfx.key[i].p, s->dfx.key[i].n);
+        dfxc_buf_puts(b, "\": ");
+        dfxc_buf_put(b, s->dfx.value[i].p, s->dfx.value[i].n);
+    }
+    *ok &= mrg_true(&s->dfx, "reconciled");
+    dfxc_buf_puts(b, "}");
+}
+
+/* 1 for host 0's members that the level-4 dfx.json writes itself. */
+static int mrg_l4_own(const mrg_str *k)
+{
+    static const char *const own[] = {"level", "chips", "reconciled"};
+
+    for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+        if (k->n == strlen(own[i]) && memcmp(k->p, own[i], k->n) == 0)
+            return 1;
+    return 0;
+}
+
+/* Writes the level-4 dfx.json. Returns PX_OK or the error. */
+static px_status mrg_dfx_hosts(const mrg *m)
+{
+    const mrg_obj *h0 = &m->src[0].dfx;
+    int ok = 1, first = 1;
+    px_status st;
+    dfxc_buf b;
+
+    dfxc_buf_init(&b);
+    dfxc_buf_puts(&b, "{");
+    for (int i = 0; i < h0->n; i++) {
+        if (mrg_l4_own(&h0->key[i]))
+            continue;
+        dfxc_buf_puts(&b, first ? "\"" : ",\n \"");
+        dfxc_buf_put(&b, h0->key[i].p, h0->key[i].n);
+        dfxc_buf_puts(&b, "\": ");
+        dfxc_buf_put(&b, h0->value[i].p, h0->value[i].n);
+        first = 0;
+    }
+    dfxc_buf_printf(&b, ",\n \"level\": 4,\n \"nhosts\": %d,\n \"hosts\": [", m->nsrc);
+    for (int k = 0, f = 1; k < m->nsrc; k++) {
+        if (m->src[k].dfx_text == NULL)
+            continue;
+        dfxc_buf_puts(&b, f ? "\n  " : ",\n  ");
+        mrg_host_entry(&m->src[k], &b, &ok);
+        f = 0;
+    }
+    dfxc_buf_puts(&b, "],\n \"hosts_missing\": [");
+    for (int k = 0, f = 1; k < m->nsrc; k++) {
+        if (m->src[k].dfx_text != NULL)
+            continue;
+        dfxc_buf_printf(&b, "%s{\"host\": %d, \"host_id\": ", f ? "\n  " : ",\n  ",
+                        m->src[k].host->host);
+        dfxc_buf_json_str(&b, m->src[k].host->id);
+        dfxc_buf_puts(&b, ", \"why\": ");
+        dfxc_buf_json_str(&b, m->src[k].host->msg);
+        dfxc_buf_puts(&b, "}");
+        ok = 0;
+        f = 0;
+    }
+    dfxc_buf_printf(&b, "],\n \"reconciled\": %s}\n", ok ? "true" : "false");
+    st = dfxc_buf_write_file(&b, m->dir, "dfx.json", "level-4 merge");
+    dfxc_buf_free(&b);
+    return st;
+}
+
+/* Loads host k's level-3 outputs; a host other than 0 whose files do not load is left out
+ * (listed missing with why). Returns PX_OK, or host 0's error. */
+static px_status mrg_load_host(mrg *m, int k, hier_dfx_host *hosts)
+{
+    mrg_src *s = &m->src[k];
+    px_status st = hosts[k].st;
+
+    if (st == PX_OK)
+        st = mrg_load_src(m, s);
+    if (st == PX_OK && m->src[0].trace_text != NULL && s->trace_text == NULL && k > 0)
+        st = px_set_error(PX_ENOENT, "its trace.json is missing");
+    if (st == PX_OK || k == 0)
+        return st;
+    if (hosts[k].st == PX_OK)
+        snprintf(hosts[k].msg, sizeof(hosts[k].msg), "its outputs in %s/hosts/host%d do not "
+                 "load: %.400s", m->dir, k, px_last_error());
+    PX_LOG_WARN("dfx: host %d is missing from the merge: %s", k, hosts[k].msg);
+    free(s->dfx_text);
+    free(s->trace_text);
+    free(s->lines);
+    *s = (mrg_src){.host = &hosts[k], .pid = s->pid, .pid_base = s->pid_base};
+    px_clear_error();
+    return PX_OK;
+}
+
+px_status hier_dfx_merge_hosts(const char *dir, int nhosts, hier_dfx_host *hosts)
+{
+    mrg m = {.dir = dir, .level = 4, .nsrc = nhosts};
+    px_status st = PX_OK;
+    int missing = 0;
+
+    if (nhosts < 1)
+        return px_set_error(PX_EINVAL, "dfx: a level-4 merge of %d hosts", nhosts);
+    m.src = calloc((size_t)nhosts, sizeof(*m.src));
+    if (m.src == NULL)
+        return px_set_error(PX_ENOMEM, "dfx: out of host memory merging %d hosts", nhosts);
+    for (int k = 0; k < nhosts; k++) {
+        m.src[k].host = &hosts[k];
+        m.src[k].pid = m.src[k].pid_base = k * HIER_DFX_HOST_PIDS;
+    }
+    for (int k = 0; st == PX_OK && k < nhosts; k++)
+        st = mrg_load_host(&m, k, hosts);
+    for (int k = 0; st == PX_OK && k < nhosts; k++) {
+        missing += m.src[k].dfx_text == NULL;
+        if (m.src[k].dfx_text != NULL)
+            mrg_host_shift(&m.src[k], &hosts[0]);
+    }
+    if (st == PX_OK && m.src[0].trace_text != NULL)
+        st = mrg_trace(&m);
+    if (st == PX_OK && m.src[0].trace_text != NULL)
+        st = mrg_report(&m);
+    if (st == PX_OK)
+        st = mrg_dfx_hosts(&m);
+    if (st == PX_OK)
+        PX_LOG_INFO("dfx: merged %d hosts' outputs into %s/trace.json and dfx.json%s", nhosts,
+                    dir, missing ? " (some hosts missing: see hosts_missing)" : "");
     else
         mrg_fail(st, dir);
     mrg_free(&m);
