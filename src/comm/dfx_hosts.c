@@ -41,6 +41,7 @@
 #define DFXH_MAGIC 0x50584448u  /* "PXDH" */
 #define DFXH_CHUNK (1u << 20)    /* bytes per host and round */
 #define DFXH_CLOCK_ROUNDS 16
+#define DFXH_RATE_SPAN_NS 10000000ull /* a rate from estimates at least 10 ms apart */
 
 /* What each host says first (plain bytes: it crosses the wire). */
 typedef struct dfxh_head {
@@ -285,6 +286,7 @@ static void dfxh_hosts_init(dfxh *d)
 static void dfxh_clock(dfxh *d)
 {
     comm_proxy_clock_est *est = calloc((size_t)d->n, sizeof(*est));
+    const comm_proxy_clock_est *first = comm_proxy_clock_first(d->p);
 
     if (est == NULL || comm_proxy_clock(d->p, DFXH_CLOCK_ROUNDS, d->timeout_s, est) != PX_OK) {
         PX_LOG_WARN("dfx: no clock estimate of the other hosts (%s): their events keep their "
@@ -299,10 +301,20 @@ static void dfxh_clock(dfxh *d)
         x->offset_ns = est[h].offset_ns;
         x->uncertainty_ns = est[h].rtt_min_ns / 2;
         x->rounds = est[h].rounds;
+        x->at_ns = est[h].at_ns;
+        if (h > 0 && first != NULL && first != est && first[h].rounds > 0 && est[h].rounds > 0 &&
+            est[h].at_ns > first[h].at_ns + DFXH_RATE_SPAN_NS) {
+            double span = (double)(est[h].at_ns - first[h].at_ns);
+
+            x->rate = (double)(est[h].offset_ns - first[h].offset_ns) / span;
+            x->rate_uncertainty = (double)(est[h].rtt_min_ns + first[h].rtt_min_ns) / 2 / span;
+            x->rate_span_ns = est[h].at_ns - first[h].at_ns;
+        }
         if (h > 0)
             PX_LOG_INFO("dfx: host %d's clock is host 0's %+.3f us (within %.3f us, least round "
-                        "trip of %d)", h, (double)x->offset_ns / 1e3,
-                        (double)x->uncertainty_ns / 1e3, x->rounds);
+                        "trip of %d), rate %+.3f ppm (within %.3f ppm, over %.3f s)", h,
+                        (double)x->offset_ns / 1e3, (double)x->uncertainty_ns / 1e3, x->rounds,
+                        x->rate * 1e6, x->rate_uncertainty * 1e6, (double)x->rate_span_ns / 1e9);
     }
     free(est);
 }

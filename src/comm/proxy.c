@@ -31,7 +31,6 @@
 #include <unistd.h>
 
 #include "comm/transport/staged.h"
-#include "dfx/emit.h"
 #include "mpi/mpi_load.h"
 #include "mpi/mpi_ops.h"
 #include "runtime/runtime.h"
@@ -47,6 +46,7 @@
 #define PROXY_TAG_ARRIVE 0x5205               /* the sender entered an allgather: proxy_arrive */
 #define PROXY_TAG_CLOCK 0x5206                /* a clock ping: proxy_clock_msg */
 #define PROXY_TAG_CLOCK_REP 0x5207            /* its answer, with the answerer's clock */
+#define PROXY_CLOCK_ROUNDS 16                 /* pings per host of a clock estimate */
 #define PROXY_DOMS 64
 #define PROXY_YIELD_NS 20000
 #define PROXY_HOT_YIELD_NS 2000000            /* the yield phase with several hosts */
@@ -152,6 +152,8 @@ struct comm_proxy {
     pclock *cmd_clk;
     pclock *clk;                      /* the clock estimate in flight (thread) ... */
     uint32_t clk_seq, clk_cmd;        /* ... its last ping's number, its command's number */
+    int tsc;                          /* DFX's clock is the TSC (the caps' invariant TSC) */
+    comm_proxy_clock_est *clk_first;  /* size: the first estimate (at start, host 0) */
     pgather *ag;                      /* the allgather in flight (thread) ... */
     uint32_t ag_seq;                  /* ... and its command's number */
     pdom *closing;             /* the domain being removed (thread) ... */
@@ -693,10 +695,10 @@ typedef struct proxy_clock_msg {
 
 static void proxy_cmd_finish(comm_proxy *p, uint32_t seq);
 
-/* Now on this host's DFX clock, in ns. */
-static uint64_t proxy_clock_ns(void)
+/* Now on this host's DFX clock, in ns: the clock DFX chooses from the same fact (dfx.c). */
+static uint64_t proxy_clock_ns(const comm_proxy *p)
 {
-    return px_dfx_tsc_g ? (uint64_t)((double)px_ticks() / px_ticks_per_ns()) : px_now_ns();
+    return p->tsc ? (uint64_t)((double)px_ticks() / px_ticks_per_ns()) : px_now_ns();
 }
 
 /* Another host's ping: answered at once with this host's clock (any time: no command). */
@@ -707,7 +709,7 @@ static void proxy_clock_answer(comm_proxy *p, int h, const proxy_clock_msg *cm)
     if (cm->magic != PROXY_MAGIC || (a = malloc(sizeof(*a))) == NULL)
         return;
     *a = *cm;
-    a->peer_ns = proxy_clock_ns();
+    a->peer_ns = proxy_clock_ns(p);
     (void)proxy_send(p, a, a, sizeof(*a), h, PROXY_TAG_CLOCK_REP);
 }
 
@@ -717,7 +719,7 @@ static void proxy_clock_answer(comm_proxy *p, int h, const proxy_clock_msg *cm)
 static void proxy_clock_take(comm_proxy *p, int h, const proxy_clock_msg *cm)
 {
     pclock *c = p->clk;
-    uint64_t now = proxy_clock_ns(), rtt;
+    uint64_t now = proxy_clock_ns(p), rtt;
     comm_proxy_clock_est *e;
 
     if (c == NULL || cm->magic != PROXY_MAGIC || c->seq == 0 || cm->seq != c->seq || h != c->h)
@@ -744,7 +746,7 @@ static int proxy_clock_poll(comm_proxy *p)
     if (c == NULL)
         return 0;
     if (c->seq != 0) {
-        if (proxy_clock_ns() - c->sent_ns < c->ping_ns)
+        if (proxy_clock_ns(p) - c->sent_ns < c->ping_ns)
             return 0;
         c->est[c->h].lost = 1; /* gone or stopped: the next host */
         c->seq = 0;
@@ -773,7 +775,7 @@ static int proxy_clock_poll(comm_proxy *p)
     }
     m->magic = PROXY_MAGIC;
     m->seq = c->seq = ++p->clk_seq != 0 ? p->clk_seq : ++p->clk_seq;
-    m->t_ns = c->sent_ns = proxy_clock_ns();
+    m->t_ns = c->sent_ns = proxy_clock_ns(p);
     if (!proxy_send(p, m, m, sizeof(*m), c->h, PROXY_TAG_CLOCK)) {
         c->est[c->h].lost = 1;
         c->seq = 0;
@@ -1188,9 +1190,17 @@ px_status comm_proxy_clock(comm_proxy *p, int rounds, double timeout_s,
     }
     pthread_mutex_unlock(&p->lock);
     memcpy(est, c->est, (size_t)p->size * sizeof(*est));
-    free(c->est);
+    if (p->clk_first == NULL) /* the parent's calls are serialised: no lock */
+        p->clk_first = c->est;
+    else
+        free(c->est);
     free(c);
     return PX_OK;
+}
+
+const comm_proxy_clock_est *comm_proxy_clock_first(const comm_proxy *p)
+{
+    return p->clk_first;
 }
 
 px_status comm_proxy_add(comm_proxy *p, const comm_proxy_dom *s, double timeout_s)
@@ -1482,6 +1492,7 @@ px_status comm_proxy_start(const void *ops, const px_caps *caps, int comm_transp
     p->nchips = nchips;
     p->comm_transport = comm_transport;
     p->caps = caps;
+    p->tsc = px_caps_get(caps, PX_FACT_TSC_INVARIANT) != 0;
     atomic_init(&p->deaths, deaths);
     p->rdeaths = rdeaths;
     snprintf(p->host_id, sizeof(p->host_id), "%s", host_id);
@@ -1510,6 +1521,15 @@ px_status comm_proxy_start(const void *ops, const px_caps *caps, int comm_transp
         pthread_mutex_destroy(&p->lock);
         free(p);
         return st;
+    }
+    if (p->rank == 0 && p->size > 1) { /* the first clock estimate: rates from two */
+        comm_proxy_clock_est *est = calloc((size_t)p->size, sizeof(*est));
+
+        if (est == NULL || comm_proxy_clock(p, PROXY_CLOCK_ROUNDS, timeout_s, est) != PX_OK)
+            PX_LOG_WARN("mpi proxy (host 0): no first estimate of the other hosts' clocks (%s): "
+                        "DFX aligns them by an offset alone", est ? px_last_error() : "out of "
+                        "host memory");
+        free(est);
     }
     *out = p;
     return PX_OK;
@@ -1575,6 +1595,7 @@ void comm_proxy_stop(comm_proxy *p)
     free((void *)p->arrived);
     free(p->src);
     free(p->ps);
+    free(p->clk_first);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }

@@ -92,6 +92,10 @@ typedef struct comm_proxy_clock_est {
 px_status comm_proxy_clock(comm_proxy *p, int rounds, double timeout_s,
                            comm_proxy_clock_est *est);
 
+/* The first estimate comm_proxy_clock made (host 0 makes one when its proxy starts), or
+ * NULL: with a later one it gives each clock's rate against host 0's. */
+const comm_proxy_clock_est *comm_proxy_clock_first(const comm_proxy *p);
+
 /* One ring the proxy serves: rank a's requests to rank b (a a member of this worker). */
 typedef struct comm_proxy_ring {
     int a, b;

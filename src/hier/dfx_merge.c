@@ -82,6 +82,7 @@ typedef struct mrg_src {
     mrg_str other;        /* the otherData line */
     int pid;              /* pid in the merged trace */
     int64_t shift_ns;     /* added to every time stamp */
+    double scale;         /* level 4, with a clock rate: ts -> scale * ts + shift_ns (0: 1) */
     uint64_t id_base;     /* added to every flow id */
     uint64_t id_top;      /* largest flow id + 1 */
     uint64_t task_base;   /* added to its task ids in the merged report (ids repeat across
@@ -435,13 +436,27 @@ static uint64_t mrg_task(const mrg_src *s, const mrg_line *l, uint64_t id)
     return s->host != NULL ? (uint64_t)mrg_pid(s, l) << 40 | id : id + s->task_base;
 }
 
+/* Time stamp ts (ns) of source s on the merge's time base. */
+static int64_t mrg_map(const mrg_src *s, int64_t ts)
+{
+    return s->scale != 0 ? (int64_t)llround(s->scale * (double)ts) + s->shift_ns
+                         : ts + s->shift_ns;
+}
+
+/* A duration of source s in the merge's ns (a clock rate scales it). */
+static int64_t mrg_dur(const mrg_src *s, int64_t d)
+{
+    return s->scale != 0 ? (int64_t)llround(s->scale * (double)d) : d;
+}
+
 /* Appends line l of source s with its pid, time stamp and flow id moved to the merge. */
 static void mrg_render(const mrg_src *s, const mrg_line *l, dfxc_buf *b)
 {
     const char *end = l->p + l->n, *tail = mrg_find(l->p, end, ",\"ph\":\"", 1);
     const char *id = (tail[7] == 's' || tail[7] == 'f')
                          ? mrg_find(l->p, tail, "\"cat\":\"dep\",\"id\":", 0) : NULL;
-    const char *pid = mrg_find(tail, end, ",\"pid\":", 0), *tid, *ts, *after = end;
+    const char *pid = mrg_find(tail, end, ",\"pid\":", 0), *tid, *ts, *after = end, *dur;
+    const char *dur_end;
     int64_t ns;
 
     if (id != NULL) {
@@ -463,7 +478,13 @@ static void mrg_render(const mrg_src *s, const mrg_line *l, dfxc_buf *b)
     }
     dfxc_buf_put(b, tid, (size_t)(ts + 6 - tid));
     mrg_parse_us(ts + 6, end, &ns, &after);
-    dfxc_buf_us(b, ns + s->shift_ns);
+    dfxc_buf_us(b, mrg_map(s, ns));
+    dur = s->scale != 0 ? mrg_find(after, end, ",\"dur\":", 0) : NULL;
+    if (dur != NULL && mrg_parse_us(dur + 7, end, &ns, &dur_end) == 0) {
+        dfxc_buf_put(b, after, (size_t)(dur + 7 - after));
+        dfxc_buf_us(b, mrg_dur(s, ns));
+        after = dur_end;
+    }
     dfxc_buf_put(b, after, (size_t)(end - after));
 }
 
@@ -584,8 +605,8 @@ static void mrg_model_line(const mrg_src *s, const mrg_line *l, dfxc_model *m)
         if (dur == NULL || mrg_parse_us(dur + 7, end, &dns, &after) != 0)
             return;
         dfxc_model_add_timed(m, mrg_task(s, l, (uint64_t)id), name, mrg_pid(s, l), (int)tid,
-                             (int)mrg_after_num(l->p, tail, ",\"core\":"), l->ts + s->shift_ns,
-                             dns);
+                             (int)mrg_after_num(l->p, tail, ",\"core\":"), mrg_map(s, l->ts),
+                             mrg_dur(s, dns));
     } else if (tail[7] == 's' && (a = mrg_after_num(l->p, tail, "\"from\":")) >= 0 &&
                (b = mrg_after_num(l->p, tail, "\"to\":")) >= 0) {
         dfxc_model_add_edge(m, 0, mrg_task(s, l, (uint64_t)a), mrg_task(s, l, (uint64_t)b));
@@ -706,7 +727,7 @@ static void mrg_events(mrg *m, dfxc_buf *b, int *first)
 
             if (at[k] >= s->nlines)
                 continue;
-            ts = s->lines[at[k]].ts + s->shift_ns;
+            ts = mrg_map(s, s->lines[at[k]].ts);
             if (best < 0 || ts < best_ts) {
                 best = k;
                 best_ts = ts;
@@ -941,7 +962,18 @@ px_status px_hier_dfx_merge_files(const char *dir, int nchips, const px_hier_dfx
  * and its clock's estimated offset from host 0's (comm/dfx_hosts.c). */
 static void mrg_host_shift(mrg_src *s, const hier_dfx_host *h0)
 {
-    s->shift_ns = (int64_t)llround(s->host->t0_ns - (double)s->host->offset_ns - h0->t0_ns);
+    const hier_dfx_host *h = s->host;
+    double r = h->rate;
+
+    /* host h's time T_h is host 0's T_0 = T_h - offset - rate * (T_0 - at), so
+     * T_0 = (T_h - offset + rate * at) / (1 + rate); T_h = t0_h + ts */
+    if (r == 0 || r <= -0.5 || r >= 0.5) {
+        s->shift_ns = (int64_t)llround(h->t0_ns - (double)h->offset_ns - h0->t0_ns);
+        return;
+    }
+    s->scale = 1.0 / (1.0 + r);
+    s->shift_ns = (int64_t)llround((h->t0_ns - (double)h->offset_ns + r * (double)h->at_ns) /
+                                   (1.0 + r) - h0->t0_ns);
 }
 
 /* 1 when dfx.json o says "reconciled": true. */
@@ -965,8 +997,12 @@ static void mrg_host_entry(const mrg_src *s, dfxc_buf *b, int *ok)
     dfxc_buf_us(b, h->offset_ns);
     dfxc_buf_puts(b, ", \"clock_uncertainty_us\": ");
     dfxc_buf_us(b, (int64_t)h->uncertainty_ns);
-    dfxc_buf_printf(b, ", \"clock_rounds\": %d, \"clock_estimated\": %s, \"shift_us\": ",
-                    h->rounds, h->clock_ok ? "true" : "false");
+    dfxc_buf_printf(b, ", \"clock_rounds\": %d, \"clock_estimated\": %s, \"clock_rate_ppm\": "
+                    "%.3f, \"clock_rate_uncertainty_ppm\": %.3f, \"clock_rate_span_us\": ",
+                    h->rounds, h->clock_ok ? "true" : "false", h->rate * 1e6,
+                    h->rate_uncertainty * 1e6);
+    dfxc_buf_us(b, (int64_t)h->rate_span_ns);
+    dfxc_buf_puts(b, ", \"shift_us\": ");
     dfxc_buf_us(b, s->shift_ns);
     for (int i = 0; i < s->dfx.n; i++) {
         if (s->dfx.key[i].n == 7 && memcmp(s->dfx.key[i].p, "version", 7) == 0)

@@ -184,8 +184,12 @@ typedef struct hier_dfx_host {
     px_status st;          /* PX_OK: its level-3 outputs are in DIR/hosts/host<h>/ */
     char msg[512];         /* else why not (missing) */
     double t0_ns;          /* its DFX run's start, in ns of its own clock */
-    int64_t offset_ns;     /* its clock minus host 0's */
+    int64_t offset_ns;     /* its clock minus host 0's, at at_ns */
     uint64_t uncertainty_ns; /* the offset is within this (half the least round trip) */
+    uint64_t at_ns;        /* when offset_ns held (host 0's clock) */
+    double rate;           /* its clock's gain per ns of host 0's (two estimates), or 0 */
+    double rate_uncertainty;
+    uint64_t rate_span_ns; /* host 0's time between the two estimates (0: one only) */
     int rounds;            /* clock rounds answered */
     int clock_ok;          /* 0: no estimate (offset 0 assumed) */
 } hier_dfx_host;
