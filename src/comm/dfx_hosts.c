@@ -265,8 +265,8 @@ static void dfxh_hosts_init(dfxh *d)
         snprintf(x->id, sizeof(x->id), "%s", ch->id);
         x->st = hd->magic == DFXH_MAGIC ? hd->st : PX_EINVAL;
         if (x->st != PX_OK) {
-            snprintf(x->msg, sizeof(x->msg), "host %d has no DFX outputs of this run: %s", h,
-                     hd->magic == DFXH_MAGIC ? hd->msg : "its header is not plexus's");
+            snprintf(x->msg, sizeof(x->msg), "host %d sent no DFX outputs of this run: %.440s",
+                     h, hd->magic == DFXH_MAGIC ? hd->msg : "its header is not plexus's");
             continue;
         }
         x->t0_ns = hd->t0_ns;
@@ -380,16 +380,17 @@ static px_status dfxh_run(dfxh *d, const char *job, const dfxh_head *me, const d
     if (st != PX_OK && d->me != 0)
         return st;
     if (d->me == 0) {
-        for (int h = 1; st != PX_OK && h < d->n; h++)
-            d->heads[h] = (dfxh_head){.magic = DFXH_MAGIC, .st = PX_ETIMEDOUT};
-        d->heads[0] = *me;
-        dfxh_hosts_init(d);
-        if (st != PX_OK) {
+        if (st != PX_OK)
             snprintf(d->why, sizeof(d->why), "the hosts' DFX gather failed: %s",
                      px_last_error());
-            dfxh_lose_rest(d);
-            return dfxh_merge(d, job);
+        for (int h = 1; st != PX_OK && h < d->n; h++) {
+            d->heads[h] = (dfxh_head){.magic = DFXH_MAGIC, .st = PX_ETIMEDOUT};
+            snprintf(d->heads[h].msg, sizeof(d->heads[h].msg), "%.255s", d->why);
         }
+        d->heads[0] = *me;
+        dfxh_hosts_init(d);
+        if (st != PX_OK)
+            return dfxh_merge(d, job);
         dfxh_clock(d);
     }
     st = dfxh_files_gather(d, own);

@@ -82,7 +82,8 @@ typedef struct mrg_src {
     mrg_str other;        /* the otherData line */
     int pid;              /* pid in the merged trace */
     int64_t shift_ns;     /* added to every time stamp */
-    double scale;         /* level 4, with a clock rate: ts -> scale * ts + shift_ns (0: 1) */
+    double scale;         /* level 4, with a clock rate: ts -> scale * ts + shift (0: none) */
+    double shift;         /* ... in ns, unrounded (shift_ns is it rounded) */
     uint64_t id_base;     /* added to every flow id */
     uint64_t id_top;      /* largest flow id + 1 */
     uint64_t task_base;   /* added to its task ids in the merged report (ids repeat across
@@ -439,7 +440,7 @@ static uint64_t mrg_task(const mrg_src *s, const mrg_line *l, uint64_t id)
 /* Time stamp ts (ns) of source s on the merge's time base. */
 static int64_t mrg_map(const mrg_src *s, int64_t ts)
 {
-    return s->scale != 0 ? (int64_t)llround(s->scale * (double)ts) + s->shift_ns
+    return s->scale != 0 ? (int64_t)llround(s->scale * (double)ts + s->shift)
                          : ts + s->shift_ns;
 }
 
@@ -459,7 +460,15 @@ static void mrg_render(const mrg_src *s, const mrg_line *l, dfxc_buf *b)
     const char *dur_end;
     int64_t ns;
 
-    if (id != NULL) {
+    const char *comm = s->host != NULL && tail[7] == 'X'
+                           ? mrg_find(l->p, tail, "\"cat\":\"comm\",\"args\":{", 0) : NULL;
+
+    if (comm != NULL) { /* level 4: a comm span names its host */
+        comm += 21;
+        dfxc_buf_put(b, l->p, (size_t)(comm - l->p));
+        dfxc_buf_printf(b, "\"host\":%d,", s->host->host);
+        dfxc_buf_put(b, comm, (size_t)(pid - comm));
+    } else if (id != NULL) {
         char *num_end;
         uint64_t v = strtoull(id + 17, &num_end, 10);
 
@@ -513,6 +522,7 @@ static void mrg_processes(const mrg *m, dfxc_buf *b, int *first)
 }
 
 static void mrg_unescape(const char *s, const char *end, char *out, size_t n);
+static void mrg_host_calls(const mrg_src *s, dfxc_model *model);
 
 /* Level 4: a host's process metadata line l (its level-3 merge's process name or sort
  * index) under the merge's pid, the name prefixed with the host; into b, or, with model,
@@ -677,6 +687,7 @@ static px_status mrg_report(mrg *m)
             for (size_t i = 0; i < s->nlines; i++)
                 if (!mrg_own_meta(&s->lines[i]))
                     mrg_model_line(s, &s->lines[i], &model);
+            mrg_host_calls(s, &model);
             continue;
         }
         if (s->chip == NULL)
@@ -818,6 +829,67 @@ static px_status mrg_trace(mrg *m)
 
 /* ---- dfx.json ---- */
 
+/* The first task id of chip s's session in the run's call log (see mrg_link_calls). */
+static uint64_t mrg_chip0(const px_hier *h, int chip, px_task_id host0)
+{
+    uint64_t chip0 = UINT64_MAX;
+
+    for (size_t i = 0; i < h->ndfx_calls; i++)
+        if (h->dfx_calls[i].chip == chip && h->dfx_calls[i].host_task >= host0)
+            chip0 = PX_MIN(chip0, h->dfx_calls[i].first_task);
+    return chip0;
+}
+
+/* Appends "calls": each chip call of the run as [host task, chip, first chip task, tasks],
+ * in the ids of the trace (each process's own), so that a level-4 merge can follow each host
+ * task into the chip tasks it ran as the level-3 report does. */
+static void mrg_calls_json(const mrg *m, dfxc_buf *b)
+{
+    px_task_id host0 = m->h != NULL ? m->h->w->orch.first_id : 0;
+    int first = 1;
+
+    dfxc_buf_puts(b, ",\n \"calls\": [");
+    for (int k = 1; m->h != NULL && k < m->nsrc; k++) {
+        const mrg_src *s = &m->src[k];
+        uint64_t chip0;
+
+        if (s->trace_text == NULL)
+            continue;
+        chip0 = mrg_chip0(m->h, s->chip->chip, host0);
+        for (size_t i = 0; i < m->h->ndfx_calls; i++) {
+            const px_hier_dfx_call *c = &m->h->dfx_calls[i];
+
+            if (c->chip != s->chip->chip || c->host_task < host0)
+                continue;
+            dfxc_buf_printf(b, "%s[%llu, %d, %llu, %llu]", first ? "" : ", ",
+                            (unsigned long long)(c->host_task - host0), c->chip,
+                            (unsigned long long)(c->first_task - chip0),
+                            (unsigned long long)c->ntasks);
+            first = 0;
+        }
+    }
+    dfxc_buf_puts(b, "]");
+}
+
+/* Level 4: host source s's "calls" (its level-3 dfx.json) as inner tasks in the report. */
+static void mrg_host_calls(const mrg_src *s, dfxc_model *model)
+{
+    mrg_str v = mrg_get(&s->dfx, "calls");
+    const char *p = v.p, *end = v.p + v.n;
+
+    while (p != NULL && p < end && (p = memchr(p, '[', (size_t)(end - p))) != NULL) {
+        unsigned long long host, first, n;
+        int chip;
+
+        if (sscanf(p, "[%llu, %d, %llu, %llu]", &host, &chip, &first, &n) == 4 && chip >= 0 &&
+            chip < HIER_DFX_HOST_PIDS - 1)
+            for (unsigned long long t = 0; t < n && t < (1ull << 32); t++)
+                dfxc_model_add_inner(model, (uint64_t)s->pid_base << 40 | host,
+                                     (uint64_t)(s->pid_base + chip + 1) << 40 | (first + t));
+        p++;
+    }
+}
+
 /* 1 when every collector of dfx.json o reconciled (each says "reconciled": true). */
 static int mrg_reconciled(const mrg_obj *o)
 {
@@ -897,6 +969,7 @@ static px_status mrg_dfx(const mrg *m)
         mrg_chip_entry(&m->src[k], &b, &ok);
     }
     dfxc_buf_puts(&b, "]");
+    mrg_calls_json(m, &b);
     for (int i = 0; m->h != NULL && i < m->h->nhooks; i++)
         if (m->h->hooks[i].hooks->dfx_json != NULL)
             m->h->hooks[i].hooks->dfx_json(m->h->hooks[i].arg, &b);
@@ -972,8 +1045,8 @@ static void mrg_host_shift(mrg_src *s, const hier_dfx_host *h0)
         return;
     }
     s->scale = 1.0 / (1.0 + r);
-    s->shift_ns = (int64_t)llround((h->t0_ns - (double)h->offset_ns + r * (double)h->at_ns) /
-                                   (1.0 + r) - h0->t0_ns);
+    s->shift = (h->t0_ns - (double)h->offset_ns + r * (double)h->at_ns) / (1.0 + r) - h0->t0_ns;
+    s->shift_ns = (int64_t)llround(s->shift);
 }
 
 /* 1 when dfx.json o says "reconciled": true. */
@@ -1019,7 +1092,7 @@ static void mrg_host_entry(const mrg_src *s, dfxc_buf *b, int *ok)
 /* 1 for host 0's members that the level-4 dfx.json writes itself. */
 static int mrg_l4_own(const mrg_str *k)
 {
-    static const char *const own[] = {"level", "chips", "reconciled"};
+    static const char *const own[] = {"level", "chips", "calls", "reconciled"};
 
     for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
         if (k->n == strlen(own[i]) && memcmp(k->p, own[i], k->n) == 0)
