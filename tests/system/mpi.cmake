@@ -155,7 +155,8 @@ if(MPIEXEC_EXECUTABLE)
   add_test(NAME mpi.dfx_hosts_mpi
            COMMAND sh -c [=[[ -x "$2" ] || { echo "skipped: python3 not found"; exit 77; }
 rm -rf "$3" && "$0" -np 2 "$1" run tp_mlp --chips 2 --cores 1 --iters 1 --dfx all --out "$3" || exit 1
-exec "$2" "$4" "$3" 2 2 comm.allreduce tp_mlp.rank]=]
+"$2" "$4" "$3" 2 2 comm.allreduce tp_mlp.rank || exit 1
+"$1" trace summary "$3"]=]
                    ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:plexus> ${PX_PYTHON3_HOSTS}
                    ${PX_DFX_HOSTS_OUT}/mpi ${CMAKE_CURRENT_SOURCE_DIR}/system/dfx_hosts_check.py)
   add_test(NAME mpi.dfx_hosts_forced
@@ -170,6 +171,10 @@ exec "$1" "$3" "$2" 1 2 comm.allreduce]=]
   endforeach()
   set_property(TEST mpi.dfx_hosts_forced APPEND PROPERTY ENVIRONMENT
                "PLEXUS_COMM_TRANSPORT=mpi")
+  # ... and `plexus trace summary` reads the level-4 outputs: a critical path from a host
+  # task into a chip's tasks (task@pid), both hosts with their clocks
+  set_property(TEST mpi.dfx_hosts_mpi PROPERTY PASS_REGULAR_EXPRESSION
+               "\nPASS\ntrace summary of [^\n]*\n.*critical path: [0-9]+ tasks, [0-9.]+ us: [0-9]+ [0-9]+@[0-9]+.*\nlevel 4: 2 hosts [^\n]*\n  host 0 \\([^)]*\\): 2 chips, clock offset 0.000 us[^\n]*\n  host 1 \\([^)]*\\): 2 chips, clock offset [^\n]*\nPASS\n$")
   add_executable(test_mpi_preinit ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_mpi_preinit.c)
   target_link_libraries(test_mpi_preinit PRIVATE plexus_internal MPI::MPI_C)
   add_test(NAME mpi.preinit_refused COMMAND ${MPIEXEC_EXECUTABLE} -np 1 $<TARGET_FILE:test_mpi_preinit>)
