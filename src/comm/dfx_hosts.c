@@ -340,10 +340,12 @@ static px_status dfxh_merge(dfxh *d, const char *job)
     for (int h = 1; h < d->n && missing < 0; h++)
         if (d->hosts[h].st != PX_OK)
             missing = h;
-    if (st == PX_OK && missing > 0)
+    if (st == PX_OK && missing > 0) { /* said here too: the run's own failure may win */
         st = px_set_error(PX_EIO, "dfx: host %d (%s) is missing from the merged outputs in %s "
                           "(written without it, see hosts_missing in dfx.json): %s", missing,
                           d->hosts[missing].id, job, d->hosts[missing].msg);
+        PX_LOG_WARN("%s", px_last_error());
+    }
     return st;
 }
 

@@ -681,6 +681,8 @@ static px_status mrg_report(mrg *m)
         if (s->trace_text == NULL)
             continue;
         if (s->host != NULL) {
+            snprintf(name, sizeof(name), "host %d (%.40s)", s->host->host, s->host->id);
+            dfxc_model_add_host(&model, s->host->host, s->pid_base, name);
             for (size_t i = 0; i < s->nlines && s->lines[i].meta; i++)
                 if (mrg_own_meta(&s->lines[i]))
                     mrg_host_meta(s, &s->lines[i], NULL, &model);

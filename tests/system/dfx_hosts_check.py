@@ -14,7 +14,8 @@ all --out DIR`, written by host 0. Checks, with Python's own JSON parser:
     its peer and its transport; spans of every host's chips; and the clocks aligned: the
     n-th COLLECTIVE span of every chip of every host overlap in time (a collective cannot end
     on one rank before it started on another), within the clock uncertainty;
-  report.html: a group per host and chip, named as in trace.json; with KERNEL its critical
+  report.html: a group per host (above its processes') and per process, named as in
+    trace.json; with KERNEL its critical
     path runs from a host task into a chip's KERNEL task.
 Prints PASS or FAIL: <reason>.
 """
@@ -116,6 +117,12 @@ def check_report(d, names, kernel):
     got = {int(pid): name for pid, name in data["processes"].items()}
     if got != names:
         fail("report.html: groups %r, expected the trace's processes %r" % (got, names))
+    hosts = data.get("hosts", [])
+    if [(h["host"], h["pid_base"]) for h in hosts] != [(h, PIDS * h) for h in
+                                                       range(len(hosts))] or \
+            {n.split(":")[0] for n in names.values()} != {h["name"] for h in hosts}:
+        fail("report.html: host groups %r do not match the processes' hosts %r"
+             % (hosts, sorted({n.split(":")[0] for n in names.values()})))
     if kernel is None:
         return
     by_id = {t["id"]: t for t in data["tasks"]}
