@@ -32,6 +32,7 @@
 #include <plexus/dfx.h>
 
 #include "dfx/collectors/out.h"
+#include "dfx/dfx.h"
 #include "hier/ext.h"
 #include "util/clock.h"
 #include "util/file.h"
@@ -81,6 +82,8 @@ px_status comm_dfx_hosts_init(px_worker *w)
     if ((w->cfg.dfx & PX_DFX_ALL) == 0)
         return PX_OK;
     snprintf(sub, sizeof(sub), "hosts/host%d", dfxh_launcher_rank());
+    PX_LOG_INFO("dfx: under MPI: this host writes its outputs into %s/%s; host 0 merges the "
+                "job's into %s", px_dfx_out_dir(&w->cfg), sub, px_dfx_out_dir(&w->cfg));
     return hier_dfx_subdir(w, sub);
 }
 
