@@ -46,8 +46,14 @@ static void trace_print_model(const dfxc_model *m)
         printf("by task count (no timing):");
     else
         printf("%lld.%03lld us:", (long long)(m->cp_len / 1000), (long long)(m->cp_len % 1000));
-    for (size_t i = 0; i < m->ncp && i < TRACE_CP_SHOWN; i++)
-        printf(" %llu", (unsigned long long)m->cp[i]);
+    for (size_t i = 0; i < m->ncp && i < TRACE_CP_SHOWN; i++) { /* task@pid past pid 0 */
+        unsigned long long id = m->cp[i] & ((1ull << 40) - 1), pid = m->cp[i] >> 40;
+
+        if (pid != 0)
+            printf(" %llu@%llu", id, pid);
+        else
+            printf(" %llu", id);
+    }
     printf("%s\n", m->ncp > TRACE_CP_SHOWN ? " ..." : "");
 }
 

@@ -64,6 +64,17 @@ static px_status trace_version(const json_t *holder, const char *file)
     return PX_OK;
 }
 
+/* Set by trace_load_dir while it loads a merged run's files (dfx.json level 3 or 4): every
+ * process numbers its own tasks, so a task is keyed by its process too (trace_key). */
+static int trace_merged;
+
+/* The model's id of task id of process pid: the id itself, or in a merged run's files the
+ * pid above bit 40 (deps.json there is the host's, pid 0). */
+static uint64_t trace_key(int pid, int64_t id)
+{
+    return trace_merged ? (uint64_t)pid << 40 | (uint64_t)id : (uint64_t)id;
+}
+
 /* Adds one trace event to m. Returns PX_OK or PX_EINVAL for a task without an id. */
 static px_status trace_event(const json_t *e, size_t i, dfxc_model *m)
 {
@@ -80,7 +91,8 @@ static px_status trace_event(const json_t *e, size_t i, dfxc_model *m)
         if (id < 0)
             return px_set_error(PX_EINVAL, "trace.json: traceEvents[%zu] is a task slice "
                                 "without a valid args.task", i);
-        dfxc_model_add_timed(m, (uint64_t)id, name, pid, tid, (int)trace_num(args, "core", -1),
+        dfxc_model_add_timed(m, trace_key(pid, id), name, pid, tid,
+                             (int)trace_num(args, "core", -1),
                              trace_us_ns(trace_num(e, "ts", 0)),
                              trace_us_ns(trace_num(e, "dur", 0)));
     } else if (strcmp(ph, "s") == 0 && strcmp(cat, "dep") == 0) {
@@ -89,7 +101,7 @@ static px_status trace_event(const json_t *e, size_t i, dfxc_model *m)
         if (p < 0 || c < 0)
             return px_set_error(PX_EINVAL, "trace.json: traceEvents[%zu] is a flow without "
                                 "valid args.from and args.to", i);
-        dfxc_model_add_edge(m, 0, (uint64_t)p, (uint64_t)c);
+        dfxc_model_add_edge(m, 0, trace_key(pid, p), trace_key(pid, c));
     }
     return PX_OK;
 }
@@ -381,16 +393,65 @@ static px_status trace_load_file(const char *dir, const char *name, trace_file w
     return st;
 }
 
+/* The chip calls of one host (a merged dfx.json's "calls": [host task, chip, first chip task,
+ * tasks] each, in the trace's ids) as inner tasks: its processes are pids base + 0 (the
+ * host) and base + chip + 1, as in report.html. */
+static void trace_calls(const json_t *calls, int base, dfxc_model *m)
+{
+    for (size_t i = 0; json_is_array(calls) && i < json_array_size(calls); i++) {
+        const json_t *c = json_array_get(calls, i);
+        double host = json_number_value(json_array_get(c, 0));
+        double chip = json_number_value(json_array_get(c, 1));
+        double first = json_number_value(json_array_get(c, 2));
+        double n = json_number_value(json_array_get(c, 3));
+
+        if (json_array_size(c) != 4 || host < 0 || chip < 0 || chip > 999 || first < 0 ||
+            n < 0 || n > 1e9)
+            continue;
+        for (uint64_t t = 0; t < (uint64_t)n; t++)
+            dfxc_model_add_inner(m, trace_key(base, (int64_t)host),
+                                 trace_key(base + (int)chip + 1, (int64_t)first + (int64_t)t));
+    }
+}
+
+/* A merged run's dfx.json (level 3: "calls"; level 4: each of "hosts" with its calls and
+ * trace_pid_base), or NULL for a single engine's (or none). */
+static json_t *trace_merged_dfx(const char *dir)
+{
+    char *buf;
+    size_t len;
+    json_error_t err;
+    json_t *root;
+
+    if (trace_read(dir, "dfx.json", &buf, &len) != PX_OK)
+        return NULL;
+    root = json_loadb(buf, len, 0, &err);
+    free(buf);
+    if (root != NULL && trace_num(root, "level", 2) >= 3)
+        return root;
+    json_decref(root);
+    return NULL;
+}
+
 px_status trace_load_dir(const char *dir, dfxc_model *m)
 {
+    json_t *merged = trace_merged_dfx(dir), *hosts = json_object_get(merged, "hosts");
     px_status st;
 
     dfxc_model_init(m, NULL);
+    trace_merged = merged != NULL;
     st = trace_load_file(dir, "trace.json", TRACE_FILE_TRACE, m);
     if (st == PX_OK)
         st = trace_load_file(dir, "deps.json", TRACE_FILE_DEPS, m);
+    if (merged != NULL)
+        trace_calls(json_object_get(merged, "calls"), 0, m);
+    for (size_t i = 0; json_is_array(hosts) && i < json_array_size(hosts); i++)
+        trace_calls(json_object_get(json_array_get(hosts, i), "calls"),
+                    (int)trace_num(json_array_get(hosts, i), "trace_pid_base", 0), m);
     if (st == PX_OK && (m->has_trace || m->has_deps))
         st = dfxc_model_finish(m);
+    trace_merged = 0;
+    json_decref(merged);
     return st;
 }
 
@@ -405,6 +466,33 @@ static void trace_print_collector(const char *name, const json_t *c)
     for (size_t i = 0; json_is_array(refused) && i < json_array_size(refused); i++)
         printf("  refused %s: %s\n", trace_str(json_array_get(refused, i), "name", "?"),
                trace_str(json_array_get(refused, i), "reason", "?"));
+}
+
+/* A merged run's processes: level 3 its chips, level 4 its hosts with their clocks and the
+ * hosts missing (the table above is the host's, or host 0's, own). */
+static void trace_print_hosts(const json_t *root)
+{
+    const json_t *hosts = json_object_get(root, "hosts"), *miss;
+
+    if (trace_num(root, "level", 2) == 3)
+        printf("level 3: the host and %zu chips (each chip's own table in chips/chip<i>/)\n",
+               json_array_size(json_object_get(root, "chips")));
+    if (trace_num(root, "level", 2) != 4)
+        return;
+    printf("level 4: %g hosts (each host's own files in hosts/host<h>/)\n",
+           trace_num(root, "nhosts", 0));
+    for (size_t i = 0; json_is_array(hosts) && i < json_array_size(hosts); i++) {
+        const json_t *h = json_array_get(hosts, i);
+
+        printf("  host %g (%s): %zu chips, clock offset %.3f us within %.3f us, rate %.3f ppm\n",
+               trace_num(h, "host", -1), trace_str(h, "host_id", "?"),
+               json_array_size(json_object_get(h, "chips")), trace_num(h, "clock_offset_us", 0),
+               trace_num(h, "clock_uncertainty_us", 0), trace_num(h, "clock_rate_ppm", 0));
+    }
+    miss = json_object_get(root, "hosts_missing");
+    for (size_t i = 0; json_is_array(miss) && i < json_array_size(miss); i++)
+        printf("  host %g missing: %s\n", trace_num(json_array_get(miss, i), "host", -1),
+               trace_str(json_array_get(miss, i), "why", "?"));
 }
 
 px_status trace_print_dfx(const char *dir)
@@ -432,6 +520,7 @@ px_status trace_print_dfx(const char *dir)
            "dropped", "writer_waits");
     json_object_foreach(cols, name, c)
         trace_print_collector(name, c);
+    trace_print_hosts(root);
     json_decref(root);
     return PX_OK;
 }

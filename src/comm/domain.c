@@ -29,6 +29,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "comm/dfx_hosts.h"
 #include "comm/proxy.h"
 #include "comm/select.h"
 #include "dfx/collectors/out.h"
@@ -237,6 +238,8 @@ static px_status comm_init(void *arg)
                                 "before MPI_Init and leave MPI to plexus (domains spanning "
                                 "hosts talk over the mpi transport)", cw->mpi_why);
         cw->mpi_ops = ops;
+        if ((st = comm_dfx_hosts_init(cw->w)) != PX_OK) /* DIR/hosts/host<h>: dfx_hosts.c */
+            return st;
     }
     return comm_builtins_register(cw);
 }
@@ -263,10 +266,19 @@ static void comm_stopping(void *arg)
         comm_proxy_unwatch(cw->proxy, cw->w->cfg.timeout_s);
 }
 
+/* The dfx_merged hook: under MPI, the hosts' outputs are gathered to host 0 (dfx_hosts.c). */
+static px_status comm_dfx_merged(void *arg, const char *dir, px_status st)
+{
+    comm_worker *cw = arg;
+
+    return cw->proxy != NULL ? comm_dfx_hosts_merged(cw->proxy, dir, st, cw->w->cfg.timeout_s)
+                             : PX_OK;
+}
+
 static const hier_hooks comm_hooks = {.init = comm_init, .started = comm_started,
                                       .stopping = comm_stopping,
                                       .run_end = comm_run_end, .dfx_json = comm_dfx_json,
-                                      .destroy = comm_destroy};
+                                      .dfx_merged = comm_dfx_merged, .destroy = comm_destroy};
 
 /* The comm state of level-3 worker w: its hooks' extension slot (no lock, no search beyond
  * the worker's few hook sets), or NULL. */

@@ -44,7 +44,10 @@
 #define PROXY_TAG_DATA 0x5203
 #define PROXY_TAG_DEATH 0x5204                /* a chip of the sender died: proxy_death */
 #define PROXY_TAG_ARRIVE 0x5205               /* the sender entered an allgather: proxy_arrive */
-#define PROXY_TAG_COLL 0x5206                 /* the pair allreduce: pcoll_msg kinds */
+#define PROXY_TAG_CLOCK 0x5206                /* a clock ping: proxy_clock_msg */
+#define PROXY_TAG_CLOCK_REP 0x5207            /* its answer, with the answerer's clock */
+#define PROXY_CLOCK_ROUNDS 16                 /* pings per host of a clock estimate */
+#define PROXY_TAG_COLL 0x5208                 /* the pair allreduce: a segment's header */
 #define PROXY_DOMS 64
 #define PROXY_YIELD_NS 20000
 #define PROXY_HOT_YIELD_NS 2000000            /* the yield phase with several hosts */
@@ -100,7 +103,7 @@ typedef struct psend {
     void *buf;
 } psend;
 
-enum { CMD_NONE, CMD_ADD, CMD_REMOVE, CMD_ALLGATHER };
+enum { CMD_NONE, CMD_ADD, CMD_REMOVE, CMD_ALLGATHER, CMD_CLOCK };
 
 /* An allgather the parent asked for: the proxy's own buffers, so that a parent that gave up
  * waiting leaves nothing the thread still writes. */
@@ -110,6 +113,19 @@ typedef struct pgather {
     px_mpi_req *req;
     int done, err, abandoned;
 } pgather;
+
+/* A clock estimate the parent asked for (comm_proxy_clock): the thread pings each other host
+ * in turn, one ping in flight; like pgather, the proxy's own, so a parent that gave up leaves
+ * nothing the thread still writes. */
+typedef struct pclock {
+    int rounds;
+    uint64_t ping_ns;          /* a ping unanswered this long: the host is given up */
+    int h, round;              /* the host being pinged (size: done), its next round */
+    uint32_t seq;              /* the ping in flight's number (0: none in flight) */
+    uint64_t sent_ns;          /* when it was sent (this host's DFX clock, ns) */
+    comm_proxy_clock_est *est; /* size */
+    int done, abandoned;
+} pclock;
 
 struct comm_proxy {
     const px_mpi_ops *ops;
@@ -136,6 +152,11 @@ struct comm_proxy {
     pdom *cmd_dom;
     uint32_t cmd_id;
     pgather *cmd_ag;
+    pclock *cmd_clk;
+    pclock *clk;                      /* the clock estimate in flight (thread) ... */
+    uint32_t clk_seq, clk_cmd;        /* ... its last ping's number, its command's number */
+    int tsc;                          /* DFX's clock is the TSC (the caps' invariant TSC) */
+    comm_proxy_clock_est *clk_first;  /* size: the first estimate (at start, host 0) */
     pgather *ag;                      /* the allgather in flight (thread) ... */
     uint32_t ag_seq;                  /* ... and its command's number */
     pdom *closing;             /* the domain being removed (thread) ... */
@@ -1163,6 +1184,105 @@ typedef struct proxy_arrive {
     uint64_t seq; /* the sender's allgathers started so far, this one included */
 } proxy_arrive;
 
+/* A clock ping and its answer: t_ns the pinger's clock when it sent the ping, peer_ns the
+ * answerer's when it answered (each host's DFX clock in ns: the TSC over its ticks per ns, or
+ * CLOCK_MONOTONIC, the clock its trace events count in). */
+typedef struct proxy_clock_msg {
+    uint32_t magic, seq;
+    uint64_t t_ns, peer_ns;
+} proxy_clock_msg;
+
+static void proxy_cmd_finish(comm_proxy *p, uint32_t seq);
+
+/* Now on this host's DFX clock, in ns: the clock DFX chooses from the same fact (dfx.c). */
+static uint64_t proxy_clock_ns(const comm_proxy *p)
+{
+    return p->tsc ? (uint64_t)((double)px_ticks() / px_ticks_per_ns()) : px_now_ns();
+}
+
+/* Another host's ping: answered at once with this host's clock (any time: no command). */
+static void proxy_clock_answer(comm_proxy *p, int h, const proxy_clock_msg *cm)
+{
+    proxy_clock_msg *a;
+
+    if (cm->magic != PROXY_MAGIC || (a = malloc(sizeof(*a))) == NULL)
+        return;
+    *a = *cm;
+    a->peer_ns = proxy_clock_ns(p);
+    (void)proxy_send(p, a, a, sizeof(*a), h, PROXY_TAG_CLOCK_REP);
+}
+
+/* The answer to this host's ping in flight: one round of host h; the round with the least
+ * round trip gives the offset (the answer was taken at the round trip's middle, within half
+ * of it). A late answer to a ping given up is dropped. */
+static void proxy_clock_take(comm_proxy *p, int h, const proxy_clock_msg *cm)
+{
+    pclock *c = p->clk;
+    uint64_t now = proxy_clock_ns(p), rtt;
+    comm_proxy_clock_est *e;
+
+    if (c == NULL || cm->magic != PROXY_MAGIC || c->seq == 0 || cm->seq != c->seq || h != c->h)
+        return;
+    e = &c->est[h];
+    rtt = now - c->sent_ns;
+    if (e->rounds == 0 || rtt < e->rtt_min_ns) {
+        e->rtt_min_ns = rtt;
+        e->at_ns = c->sent_ns + rtt / 2;
+        e->offset_ns = (int64_t)cm->peer_ns - (int64_t)e->at_ns;
+    }
+    e->rounds++;
+    c->seq = 0;
+    c->round++;
+}
+
+/* The clock estimate in flight: the next ping, a ping given up, or the end (its command is
+ * done). One ping in flight at a time, so a round trip measures the network, not a queue. */
+static int proxy_clock_poll(comm_proxy *p)
+{
+    pclock *c = p->clk;
+    proxy_clock_msg *m;
+
+    if (c == NULL)
+        return 0;
+    if (c->seq != 0) {
+        if (proxy_clock_ns(p) - c->sent_ns < c->ping_ns)
+            return 0;
+        c->est[c->h].lost = 1; /* gone or stopped: the next host */
+        c->seq = 0;
+        c->round = c->rounds;
+    }
+    while (c->h < p->size && (c->h == p->rank || c->round >= c->rounds)) {
+        c->h++;
+        c->round = 0;
+    }
+    if (c->h == p->size) {
+        p->clk = NULL;
+        pthread_mutex_lock(&p->lock);
+        c->done = 1;
+        if (c->abandoned) {
+            free(c->est);
+            free(c);
+        }
+        pthread_mutex_unlock(&p->lock);
+        proxy_cmd_finish(p, p->clk_cmd);
+        return 1;
+    }
+    if ((m = calloc(1, sizeof(*m))) == NULL) {
+        c->est[c->h].lost = 1;
+        c->round = c->rounds;
+        return 1;
+    }
+    m->magic = PROXY_MAGIC;
+    m->seq = c->seq = ++p->clk_seq != 0 ? p->clk_seq : ++p->clk_seq;
+    m->t_ns = c->sent_ns = proxy_clock_ns(p);
+    if (!proxy_send(p, m, m, sizeof(*m), c->h, PROXY_TAG_CLOCK)) {
+        c->est[c->h].lost = 1;
+        c->seq = 0;
+        c->round = c->rounds;
+    }
+    return 1;
+}
+
 /* Tells every other host each new death on this worker's board (once each). */
 static int proxy_deaths_tell(comm_proxy *p)
 {
@@ -1251,6 +1371,20 @@ static int proxy_receive(comm_proxy *p)
                 if (am.magic == PROXY_MAGIC &&
                     am.seq > atomic_load_explicit(&p->arrived[h], memory_order_relaxed))
                     atomic_store_explicit(&p->arrived[h], am.seq, memory_order_release);
+                continue;
+            }
+            if ((tag == PROXY_TAG_CLOCK || tag == PROXY_TAG_CLOCK_REP) &&
+                n == sizeof(proxy_clock_msg)) {
+                proxy_clock_msg cm;
+
+                if ((e = p->ops->recv(&cm, sizeof(cm), h, tag)) != 0) {
+                    proxy_mpi_fail(p, e, "MPI_Recv");
+                    break;
+                }
+                if (tag == PROXY_TAG_CLOCK)
+                    proxy_clock_answer(p, h, &cm);
+                else
+                    proxy_clock_take(p, h, &cm);
                 continue;
             }
             if (tag == PROXY_TAG_COLL && n > sizeof(m) && n <= sizeof(m) + PCOLL_INLINE) {
@@ -1390,9 +1524,16 @@ static int proxy_command(comm_proxy *p)
     uint32_t seq = atomic_load_explicit(&p->cmd_seq, memory_order_acquire);
 
     if (seq == atomic_load_explicit(&p->cmd_done, memory_order_relaxed) || p->ag != NULL ||
-        p->closing != NULL)
+        p->closing != NULL || p->clk != NULL)
         return 0;
     pthread_mutex_lock(&p->lock);
+    if (p->cmd == CMD_CLOCK) {
+        p->clk = p->cmd_clk;
+        p->clk_cmd = seq;
+        p->cmd = CMD_NONE;
+        pthread_mutex_unlock(&p->lock);
+        return proxy_clock_poll(p) + 1;
+    }
     if (p->cmd == CMD_ALLGATHER) {
         pgather *g = p->cmd_ag;
         int e = p->ops->iallgather(g->in, g->out, g->n, &g->req);
@@ -1446,11 +1587,11 @@ static int proxy_cmd_taken(void *arg)
 }
 
 static px_status proxy_post_ag(comm_proxy *p, int cmd, pdom *d, uint32_t id, pgather *g,
-                               double timeout_s);
+                               pclock *c, double timeout_s);
 
 static px_status proxy_post(comm_proxy *p, int cmd, pdom *d, uint32_t id, double timeout_s)
 {
-    return proxy_post_ag(p, cmd, d, id, NULL, timeout_s);
+    return proxy_post_ag(p, cmd, d, id, NULL, NULL, timeout_s);
 }
 
 /* After an allgather timed out: ", not heard from host 1 (pid 42, id h1)" naming the hosts
@@ -1485,7 +1626,7 @@ px_status comm_proxy_allgather(comm_proxy *p, const void *in, size_t n, void *ou
     }
     memcpy(g->in, in, n);
     g->n = n;
-    st = proxy_post_ag(p, CMD_ALLGATHER, NULL, 0, g, timeout_s);
+    st = proxy_post_ag(p, CMD_ALLGATHER, NULL, 0, g, NULL, timeout_s);
     pthread_mutex_lock(&p->lock);
     if (st != PX_OK || !g->done) {
         g->abandoned = 1; /* the thread frees it when MPI is done with it */
@@ -1510,7 +1651,7 @@ px_status comm_proxy_allgather(comm_proxy *p, const void *in, size_t n, void *ou
 }
 
 static px_status proxy_post_ag(comm_proxy *p, int cmd, pdom *d, uint32_t id, pgather *g,
-                               double timeout_s)
+                               pclock *c, double timeout_s)
 {
     util_wait w = {.ready = proxy_cmd_taken, .arg = p, .word = &p->cmd_done,
                    .sleeping = &p->cmd_sleep, .count_sleepers = 1, .shared = 0,
@@ -1531,6 +1672,7 @@ static px_status proxy_post_ag(comm_proxy *p, int cmd, pdom *d, uint32_t id, pga
     p->cmd_dom = d;
     p->cmd_id = id;
     p->cmd_ag = g;
+    p->cmd_clk = c;
     atomic_fetch_add_explicit(&p->cmd_seq, 1, memory_order_seq_cst);
     pthread_mutex_unlock(&p->lock);
     util_bump_wake(&p->bell->bell, NULL, 1, 1);
@@ -1540,6 +1682,45 @@ static px_status proxy_post_ag(comm_proxy *p, int cmd, pdom *d, uint32_t id, pga
                             "within %g s (it is stuck inside MPI: a host of the job is gone "
                             "or stopped)", timeout_s);
     return PX_OK;
+}
+
+px_status comm_proxy_clock(comm_proxy *p, int rounds, double timeout_s,
+                           comm_proxy_clock_est *est)
+{
+    pclock *c = calloc(1, sizeof(*c));
+    double ping_s = PX_MAX(0.05, PX_MIN(1.0, timeout_s / (2.0 * PX_MAX(1, p->size))));
+    px_status st;
+
+    if (c == NULL || (c->est = calloc((size_t)p->size, sizeof(*c->est))) == NULL) {
+        free(c);
+        return px_set_error(PX_ENOMEM, "out of host memory for a clock estimate of %d hosts",
+                            p->size);
+    }
+    c->rounds = PX_MAX(1, rounds);
+    c->ping_ns = (uint64_t)(ping_s * 1e9);
+    c->est[p->rank].rounds = c->rounds; /* this host: offset 0, exactly */
+    st = proxy_post_ag(p, CMD_CLOCK, NULL, 0, NULL, c, timeout_s);
+    pthread_mutex_lock(&p->lock);
+    if (st != PX_OK || !c->done) {
+        c->abandoned = 1; /* the thread frees it when it ends the estimate */
+        pthread_mutex_unlock(&p->lock);
+        return px_set_error(PX_ETIMEDOUT, "the clock estimate of the %d hosts did not end "
+                            "within %g s (PLEXUS_TIMEOUT_S): the worker's MPI proxy is stuck "
+                            "(a host of the job is gone or stopped)", p->size, timeout_s);
+    }
+    pthread_mutex_unlock(&p->lock);
+    memcpy(est, c->est, (size_t)p->size * sizeof(*est));
+    if (p->clk_first == NULL) /* the parent's calls are serialised: no lock */
+        p->clk_first = c->est;
+    else
+        free(c->est);
+    free(c);
+    return PX_OK;
+}
+
+const comm_proxy_clock_est *comm_proxy_clock_first(const comm_proxy *p)
+{
+    return p->clk_first;
 }
 
 px_status comm_proxy_add(comm_proxy *p, const comm_proxy_dom *s, double timeout_s)
@@ -1630,7 +1811,7 @@ static int proxy_in_flight(const comm_proxy *p)
     for (int h = 0; h < p->size; h++)
         if (p->src[h].req != NULL)
             return 1;
-    return p->nps > 0 || p->ag != NULL || p->closing != NULL;
+    return p->nps > 0 || p->ag != NULL || p->closing != NULL || p->clk != NULL;
 }
 
 /* The parent is about to unmap the deaths board: the thread stops reading it (it reads it
@@ -1648,7 +1829,8 @@ static int proxy_unwatch_poll(comm_proxy *p)
 
 static int proxy_sweep(comm_proxy *p)
 {
-    int work = proxy_unwatch_poll(p) + proxy_command(p) + proxy_gather_poll(p);
+    int work = proxy_unwatch_poll(p) + proxy_command(p) + proxy_gather_poll(p) +
+               proxy_clock_poll(p);
 
     for (int i = 0; i < p->ndoms; i++)
         for (int r = 0; r < p->doms[i]->nrings; r++)
@@ -1830,6 +2012,7 @@ px_status comm_proxy_start(const void *ops, const px_caps *caps, int comm_transp
     p->nchips = nchips;
     p->comm_transport = comm_transport;
     p->caps = caps;
+    p->tsc = px_caps_get(caps, PX_FACT_TSC_INVARIANT) != 0;
     atomic_init(&p->deaths, deaths);
     p->rdeaths = rdeaths;
     snprintf(p->host_id, sizeof(p->host_id), "%s", host_id);
@@ -1858,6 +2041,15 @@ px_status comm_proxy_start(const void *ops, const px_caps *caps, int comm_transp
         pthread_mutex_destroy(&p->lock);
         free(p);
         return st;
+    }
+    if (p->rank == 0 && p->size > 1) { /* the first clock estimate: rates from two */
+        comm_proxy_clock_est *est = calloc((size_t)p->size, sizeof(*est));
+
+        if (est == NULL || comm_proxy_clock(p, PROXY_CLOCK_ROUNDS, timeout_s, est) != PX_OK)
+            PX_LOG_WARN("mpi proxy (host 0): no first estimate of the other hosts' clocks (%s): "
+                        "DFX aligns them by an offset alone", est ? px_last_error() : "out of "
+                        "host memory");
+        free(est);
     }
     *out = p;
     return PX_OK;
@@ -1923,6 +2115,7 @@ void comm_proxy_stop(comm_proxy *p)
     free((void *)p->arrived);
     free(p->src);
     free(p->ps);
+    free(p->clk_first);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }

@@ -9,7 +9,9 @@
  * Wire protocol between proxies (on the plugin's own duplicate of MPI_COMM_WORLD): a request
  * is a comm_proxy_msg with tag PROXY_TAG_REQ, followed for a put whose bytes are not inline
  * by its bytes (PROXY_TAG_DATA); the target's proxy answers every request with a
- * comm_proxy_msg (PROXY_TAG_REP), followed for a get by the bytes (PROXY_TAG_DATA). Messages
+ * comm_proxy_msg (PROXY_TAG_REP), followed for a get by the bytes (PROXY_TAG_DATA). A clock
+ * ping (PROXY_TAG_CLOCK) is answered at once with the answerer's clock (PROXY_TAG_CLOCK_REP;
+ * comm_proxy_clock). Messages
  * between two proxies are not overtaken (MPI's order), so a ring's requests are carried out
  * in order; `done` is stored as each answer arrives.
  */
@@ -67,6 +69,32 @@ int comm_proxy_rank(const comm_proxy *p);
 int comm_proxy_size(const comm_proxy *p);
 const comm_host *comm_proxy_host(const comm_proxy *p, int r);
 const char *comm_proxy_library(const comm_proxy *p);
+
+/* The clock of one host against this host's (comm_proxy_clock). */
+typedef struct comm_proxy_clock_est {
+    int64_t offset_ns;   /* its DFX clock minus this host's, in the best round (ns) */
+    uint64_t rtt_min_ns; /* the best round's round trip: the offset is within half of it */
+    uint64_t at_ns;      /* when (this host's clock, ns): the best round's middle */
+    int rounds;          /* answers taken (this host: every round) */
+    int lost;            /* 1: a ping went unanswered within its share of the deadline, and
+                          * the host was given up (gone or stopped) */
+} comm_proxy_clock_est;
+
+/*
+ * Estimates every other host's DFX clock (the TSC over its ticks per ns, or CLOCK_MONOTONIC:
+ * the clock of its trace events) against this host's: the proxy thread sends each other host
+ * `rounds` pings, one at a time; each host's proxy answers a ping at once with its clock
+ * (no call on that host), and the round with the least round trip gives the offset. Not a
+ * collective: the other hosts need only be running. est: comm_proxy_size entries. A host
+ * whose ping goes unanswered for its share of timeout_s (at most 1 s) is given up (lost).
+ * Returns PX_OK, or PX_ETIMEDOUT / PX_ENOMEM.
+ */
+px_status comm_proxy_clock(comm_proxy *p, int rounds, double timeout_s,
+                           comm_proxy_clock_est *est);
+
+/* The first estimate comm_proxy_clock made (host 0 makes one when its proxy starts), or
+ * NULL: with a later one it gives each clock's rate against host 0's. */
+const comm_proxy_clock_est *comm_proxy_clock_first(const comm_proxy *p);
 
 /* One ring the proxy serves: rank a's requests to rank b (a a member of this worker). */
 typedef struct comm_proxy_ring {

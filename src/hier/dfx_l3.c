@@ -82,6 +82,8 @@ static void dfx_l3_chip(px_hier *h, const hier_call_result *r, int i, px_hier_df
                  (int)sizeof(c->msg) - 64, r->reply);
 }
 
+static px_status dfx_l3_merged(px_hier *h, px_status st);
+
 /* The merge hook: waits for the chips, then merges. Returns the first chip's failure, else
  * the merge's status. */
 px_status px_hier_dfx_merge(void *arg)
@@ -116,7 +118,50 @@ px_status px_hier_dfx_merge(void *arg)
     if (bad >= 0)
         st = px_set_error(chips[bad].st, "%s", chips[bad].msg);
     free(chips);
-    return st;
+    return dfx_l3_merged(h, st);
+}
+
+/* Tells the layers above that the merge is written (hier_hooks.dfx_merged); returns the
+ * merge's status, else the first hook's failure. */
+static px_status dfx_l3_merged(px_hier *h, px_status st)
+{
+    char msg[PX_ERRMSG_MAX];
+    px_status first = st;
+
+    snprintf(msg, sizeof(msg), "%s", st != PX_OK ? px_last_error() : "");
+    for (int i = 0; i < h->nhooks; i++) {
+        px_status hs;
+
+        if (h->hooks[i].hooks->dfx_merged == NULL)
+            continue;
+        hs = h->hooks[i].hooks->dfx_merged(h->hooks[i].arg, px_dfx_out_dir(&h->cfg), st);
+        if (hs != PX_OK && first == PX_OK) {
+            first = hs;
+            snprintf(msg, sizeof(msg), "%s", px_last_error());
+        }
+    }
+    return first == PX_OK ? PX_OK : px_set_error(first, "%s", msg);
+}
+
+px_status hier_dfx_subdir(px_worker *w, const char *sub)
+{
+    px_hier *h = w != NULL && w->level == 3 ? px_hier_of(w) : NULL;
+    char dir[PX_DFX_OUT_MAX + 64], chip[PX_DFX_OUT_MAX + 96];
+    int n;
+
+    if (h == NULL)
+        return px_set_error(PX_EINVAL, "hier_dfx_subdir: not a level-3 worker");
+    n = snprintf(dir, sizeof(dir), "%s/%s", px_dfx_out_dir(&h->cfg), sub);
+    snprintf(chip, sizeof(chip), "%s/chips/chip%d", dir, h->nchips - 1);
+    if (n < 0 || strlen(chip) >= PX_DFX_OUT_MAX)
+        return px_set_error(PX_EINVAL, "dfx: the output directory \"%s\" is too long for "
+                            "several workers: each writes into %s/, its chips into %s (at "
+                            "most %d characters); choose a shorter one with --out DIR or "
+                            "PLEXUS_DFX_OUT", px_dfx_out_dir(&h->cfg), dir, chip,
+                            PX_DFX_OUT_MAX - 1);
+    memcpy(h->cfg.out_dir, dir, strlen(dir) + 1); /* shorter than the chip's path: fits */
+    memcpy(w->cfg.out_dir, dir, strlen(dir) + 1);
+    return PX_OK;
 }
 
 px_status px_hier_dfx_setup(px_hier *h)

@@ -70,6 +70,8 @@ typedef struct mrg_line {
 /* One side of the merge: the host (chip == NULL) or a chip. */
 typedef struct mrg_src {
     const px_hier_dfx_chip *chip;
+    const hier_dfx_host *host; /* level 4: a host's level-3 outputs (chip NULL) */
+    int pid_base;         /* level 4: added to the host's own pids */
     char *dfx_text;       /* its dfx.json; NULL for a chip without files */
     size_t dfx_len;
     mrg_obj dfx;
@@ -80,6 +82,8 @@ typedef struct mrg_src {
     mrg_str other;        /* the otherData line */
     int pid;              /* pid in the merged trace */
     int64_t shift_ns;     /* added to every time stamp */
+    double scale;         /* level 4, with a clock rate: ts -> scale * ts + shift (0: none) */
+    double shift;         /* ... in ns, unrounded (shift_ns is it rounded) */
     uint64_t id_base;     /* added to every flow id */
     uint64_t id_top;      /* largest flow id + 1 */
     uint64_t task_base;   /* added to its task ids in the merged report (ids repeat across
@@ -90,7 +94,8 @@ typedef struct mrg_src {
 typedef struct mrg {
     const char *dir;
     const px_hier *h;     /* its hooks add members to dfx.json; NULL: none */
-    int nsrc;             /* 1 + chips */
+    int level;            /* 3: a host and its chips; 4: the hosts of an MPI job */
+    int nsrc;             /* 1 + chips, or the hosts */
     mrg_src *src;
     uint64_t clamped;
 } mrg;
@@ -257,7 +262,9 @@ static px_status mrg_read(const mrg *m, const mrg_src *s, const char *name, char
     FILE *f;
     long n;
 
-    if (s->chip == NULL)
+    if (s->host != NULL)
+        snprintf(path, sizeof(path), "%s/hosts/host%d/%s", m->dir, s->host->host, name);
+    else if (s->chip == NULL)
         snprintf(path, sizeof(path), "%s/%s", m->dir, name);
     else
         snprintf(path, sizeof(path), "%s/chips/chip%d/%s", m->dir, s->chip->chip, name);
@@ -411,16 +418,57 @@ static int mrg_own_meta(const mrg_line *l)
                        strncmp(l->p, "{\"name\":\"process_sort_index\",", 29) == 0);
 }
 
+/* The pid of line l in the merge: the source's, or at level 4 the host's own plus its base. */
+static int mrg_pid(const mrg_src *s, const mrg_line *l)
+{
+    const char *tail, *at;
+
+    if (s->host == NULL)
+        return s->pid;
+    tail = mrg_find(l->p, l->p + l->n, ",\"ph\":\"", 1);
+    at = tail ? mrg_find(tail, l->p + l->n, ",\"pid\":", 0) : NULL;
+    return s->pid_base + (at ? atoi(at + 7) : 0);
+}
+
+/* A task id of source s, unique in the merge's report: at level 4 the process's pid in the
+ * merge above bit 40 (each process numbers its own tasks), else offset by the source's base. */
+static uint64_t mrg_task(const mrg_src *s, const mrg_line *l, uint64_t id)
+{
+    return s->host != NULL ? (uint64_t)mrg_pid(s, l) << 40 | id : id + s->task_base;
+}
+
+/* Time stamp ts (ns) of source s on the merge's time base. */
+static int64_t mrg_map(const mrg_src *s, int64_t ts)
+{
+    return s->scale != 0 ? (int64_t)llround(s->scale * (double)ts + s->shift)
+                         : ts + s->shift_ns;
+}
+
+/* A duration of source s in the merge's ns (a clock rate scales it). */
+static int64_t mrg_dur(const mrg_src *s, int64_t d)
+{
+    return s->scale != 0 ? (int64_t)llround(s->scale * (double)d) : d;
+}
+
 /* Appends line l of source s with its pid, time stamp and flow id moved to the merge. */
 static void mrg_render(const mrg_src *s, const mrg_line *l, dfxc_buf *b)
 {
     const char *end = l->p + l->n, *tail = mrg_find(l->p, end, ",\"ph\":\"", 1);
     const char *id = (tail[7] == 's' || tail[7] == 'f')
                          ? mrg_find(l->p, tail, "\"cat\":\"dep\",\"id\":", 0) : NULL;
-    const char *pid = mrg_find(tail, end, ",\"pid\":", 0), *tid, *ts, *after = end;
+    const char *pid = mrg_find(tail, end, ",\"pid\":", 0), *tid, *ts, *after = end, *dur;
+    const char *dur_end;
     int64_t ns;
 
-    if (id != NULL) {
+    const char *comm = s->host != NULL && tail[7] == 'X'
+                           ? mrg_find(l->p, tail, "\"cat\":\"comm\",\"args\":{", 0) : NULL;
+
+    if (comm != NULL) { /* level 4: a comm span names its host */
+        comm += 21;
+        dfxc_buf_put(b, l->p, (size_t)(comm - l->p));
+        dfxc_buf_printf(b, "\"host\":%d,", s->host->host);
+        dfxc_buf_put(b, comm, (size_t)(pid - comm));
+    } else if (id != NULL) {
         char *num_end;
         uint64_t v = strtoull(id + 17, &num_end, 10);
 
@@ -430,7 +478,7 @@ static void mrg_render(const mrg_src *s, const mrg_line *l, dfxc_buf *b)
     } else {
         dfxc_buf_put(b, l->p, (size_t)(pid - l->p));
     }
-    dfxc_buf_printf(b, ",\"pid\":%d", s->pid);
+    dfxc_buf_printf(b, ",\"pid\":%d", mrg_pid(s, l));
     tid = mrg_find(pid + 1, end, ",", 0);
     ts = l->meta ? NULL : mrg_find(pid, end, ",\"ts\":", 0);
     if (ts == NULL) {
@@ -439,7 +487,13 @@ static void mrg_render(const mrg_src *s, const mrg_line *l, dfxc_buf *b)
     }
     dfxc_buf_put(b, tid, (size_t)(ts + 6 - tid));
     mrg_parse_us(ts + 6, end, &ns, &after);
-    dfxc_buf_us(b, ns + s->shift_ns);
+    dfxc_buf_us(b, mrg_map(s, ns));
+    dur = s->scale != 0 ? mrg_find(after, end, ",\"dur\":", 0) : NULL;
+    if (dur != NULL && mrg_parse_us(dur + 7, end, &ns, &dur_end) == 0) {
+        dfxc_buf_put(b, after, (size_t)(dur + 7 - after));
+        dfxc_buf_us(b, mrg_dur(s, ns));
+        after = dur_end;
+    }
     dfxc_buf_put(b, after, (size_t)(end - after));
 }
 
@@ -465,6 +519,35 @@ static void mrg_processes(const mrg *m, dfxc_buf *b, int *first)
                         "\"ph\":\"M\",\"pid\":%d,\"tid\":0}", s->pid, s->pid);
         *first = 0;
     }
+}
+
+static void mrg_unescape(const char *s, const char *end, char *out, size_t n);
+static void mrg_host_calls(const mrg_src *s, dfxc_model *model);
+
+/* Level 4: a host's process metadata line l (its level-3 merge's process name or sort
+ * index) under the merge's pid, the name prefixed with the host; into b, or, with model,
+ * the process's name into the report's model. */
+static void mrg_host_meta(const mrg_src *s, const mrg_line *l, dfxc_buf *b, dfxc_model *model)
+{
+    static const char pn[] = "{\"name\":\"process_name\",\"args\":{\"name\":";
+    char name[160], full[320];
+    int pid = mrg_pid(s, l);
+
+    if (strncmp(l->p, pn, sizeof(pn) - 1) != 0) {
+        if (b != NULL)
+            dfxc_buf_printf(b, "{\"name\":\"process_sort_index\",\"args\":{\"sort_index\":"
+                            "%d},\"ph\":\"M\",\"pid\":%d,\"tid\":0}", pid, pid);
+        return;
+    }
+    mrg_unescape(l->p + sizeof(pn) - 1, l->p + l->n, name, sizeof(name));
+    snprintf(full, sizeof(full), "host %d (%s): %s", s->host->host, s->host->id, name);
+    if (model != NULL) {
+        dfxc_model_add_process(model, pid, full);
+        return;
+    }
+    dfxc_buf_puts(b, "{\"name\":\"process_name\",\"args\":{\"name\":");
+    dfxc_buf_json_str(b, full);
+    dfxc_buf_printf(b, "},\"ph\":\"M\",\"pid\":%d,\"tid\":0}", pid);
 }
 
 /* ---- report.html of the merged run ---- */
@@ -523,7 +606,7 @@ static void mrg_model_line(const mrg_src *s, const mrg_line *l, dfxc_model *m)
     mrg_unescape(l->p + 8, tail, name, sizeof(name));
     if (l->meta && strncmp(l->p, "{\"name\":\"thread_name\",\"args\":{\"name\":", 37) == 0) {
         mrg_unescape(l->p + 37, tail, name, sizeof(name));
-        dfxc_model_add_track(m, s->pid, (int)tid, name);
+        dfxc_model_add_track(m, mrg_pid(s, l), (int)tid, name);
     } else if (tail[7] == 'X' && (id = mrg_after_num(l->p, tail, "\"cat\":\"task\",\"args\":"
                                                                 "{\"task\":")) >= 0) {
         const char *after;
@@ -531,12 +614,12 @@ static void mrg_model_line(const mrg_src *s, const mrg_line *l, dfxc_model *m)
         dur = mrg_find(tail, end, ",\"dur\":", 0);
         if (dur == NULL || mrg_parse_us(dur + 7, end, &dns, &after) != 0)
             return;
-        dfxc_model_add_timed(m, (uint64_t)id + s->task_base, name, s->pid, (int)tid,
-                             (int)mrg_after_num(l->p, tail, ",\"core\":"), l->ts + s->shift_ns,
-                             dns);
+        dfxc_model_add_timed(m, mrg_task(s, l, (uint64_t)id), name, mrg_pid(s, l), (int)tid,
+                             (int)mrg_after_num(l->p, tail, ",\"core\":"), mrg_map(s, l->ts),
+                             mrg_dur(s, dns));
     } else if (tail[7] == 's' && (a = mrg_after_num(l->p, tail, "\"from\":")) >= 0 &&
                (b = mrg_after_num(l->p, tail, "\"to\":")) >= 0) {
-        dfxc_model_add_edge(m, 0, (uint64_t)a + s->task_base, (uint64_t)b + s->task_base);
+        dfxc_model_add_edge(m, 0, mrg_task(s, l, (uint64_t)a), mrg_task(s, l, (uint64_t)b));
     }
 }
 
@@ -597,6 +680,18 @@ static px_status mrg_report(mrg *m)
         next += s->task_top;
         if (s->trace_text == NULL)
             continue;
+        if (s->host != NULL) {
+            snprintf(name, sizeof(name), "host %d (%.40s)", s->host->host, s->host->id);
+            dfxc_model_add_host(&model, s->host->host, s->pid_base, name);
+            for (size_t i = 0; i < s->nlines && s->lines[i].meta; i++)
+                if (mrg_own_meta(&s->lines[i]))
+                    mrg_host_meta(s, &s->lines[i], NULL, &model);
+            for (size_t i = 0; i < s->nlines; i++)
+                if (!mrg_own_meta(&s->lines[i]))
+                    mrg_model_line(s, &s->lines[i], &model);
+            mrg_host_calls(s, &model);
+            continue;
+        }
         if (s->chip == NULL)
             snprintf(name, sizeof(name), "%s", MRG_HOST_NAME);
         else
@@ -616,19 +711,25 @@ static px_status mrg_report(mrg *m)
  * (time on the host's base, source, file order): each source's lines are in time order. */
 static void mrg_events(mrg *m, dfxc_buf *b, int *first)
 {
-    size_t *at = calloc((size_t)m->nsrc, sizeof(*at));
+    size_t *at = m->nsrc > 0 ? calloc((size_t)m->nsrc, sizeof(*at)) : NULL;
 
     if (at == NULL) {
         b->oom = 1;
         return;
     }
     for (int k = 0; k < m->nsrc; k++)
-        for (; at[k] < m->src[k].nlines && m->src[k].lines[at[k]].meta; at[k]++)
-            if (!mrg_own_meta(&m->src[k].lines[at[k]])) {
-                dfxc_buf_puts(b, *first ? "" : ",\n");
-                mrg_render(&m->src[k], &m->src[k].lines[at[k]], b);
-                *first = 0;
-            }
+        for (; at[k] < m->src[k].nlines && m->src[k].lines[at[k]].meta; at[k]++) {
+            const mrg_line *l = &m->src[k].lines[at[k]];
+
+            if (mrg_own_meta(l) && m->src[k].host == NULL)
+                continue;
+            dfxc_buf_puts(b, *first ? "" : ",\n");
+            if (mrg_own_meta(l))
+                mrg_host_meta(&m->src[k], l, b, NULL);
+            else
+                mrg_render(&m->src[k], l, b);
+            *first = 0;
+        }
     for (;;) {
         int best = -1;
         int64_t best_ts = 0;
@@ -639,7 +740,7 @@ static void mrg_events(mrg *m, dfxc_buf *b, int *first)
 
             if (at[k] >= s->nlines)
                 continue;
-            ts = s->lines[at[k]].ts + s->shift_ns;
+            ts = mrg_map(s, s->lines[at[k]].ts);
             if (best < 0 || ts < best_ts) {
                 best = k;
                 best_ts = ts;
@@ -664,6 +765,22 @@ static void mrg_other(const mrg *m, dfxc_buf *b)
 
     if (close == NULL)
         close = end;
+    if (m->level == 4 && (cl = mrg_find(p, close, ", \"clamped\": ", 1)) != NULL) {
+        dfxc_buf_put(b, p, (size_t)(cl - p)); /* host 0's own, without its level-3 members */
+        dfxc_buf_printf(b, ", \"clamped\": %llu, \"level\": 4, \"hosts\": [",
+                        (unsigned long long)m->clamped);
+        for (int k = 0, first = 1; k < m->nsrc; k++) {
+            if (m->src[k].trace_text == NULL)
+                continue;
+            dfxc_buf_printf(b, "%s{\"host\": %d, \"pid_base\": %d, \"shift_us\": ",
+                            first ? "" : ", ", m->src[k].host->host, m->src[k].pid_base);
+            dfxc_buf_us(b, m->src[k].shift_ns);
+            dfxc_buf_puts(b, "}");
+            first = 0;
+        }
+        dfxc_buf_puts(b, "]}}\n");
+        return;
+    }
     if (cl != NULL && cl_end != NULL && cl_end < close) { /* the host's members but clamped */
         dfxc_buf_put(b, p, (size_t)(cl - p));
         dfxc_buf_put(b, cl_end + 2, (size_t)(close - cl_end - 2));
@@ -701,16 +818,79 @@ static px_status mrg_trace(mrg *m)
     }
     dfxc_buf_init(&b);
     dfxc_buf_puts(&b, "{\"displayTimeUnit\": \"ns\",\n\"traceEvents\": [\n");
-    mrg_processes(m, &b, &first);
+    if (m->level == 3)
+        mrg_processes(m, &b, &first); /* level 4: the hosts' own, renamed (mrg_host_meta) */
     mrg_events(m, &b, &first);
     dfxc_buf_puts(&b, "\n],\n");
     mrg_other(m, &b);
-    st = dfxc_buf_write_file(&b, m->dir, "trace.json", "level-3 merge");
+    st = dfxc_buf_write_file(&b, m->dir, "trace.json",
+                             m->level == 3 ? "level-3 merge" : "level-4 merge");
     dfxc_buf_free(&b);
     return st;
 }
 
 /* ---- dfx.json ---- */
+
+/* The first task id of chip s's session in the run's call log (see mrg_link_calls). */
+static uint64_t mrg_chip0(const px_hier *h, int chip, px_task_id host0)
+{
+    uint64_t chip0 = UINT64_MAX;
+
+    for (size_t i = 0; i < h->ndfx_calls; i++)
+        if (h->dfx_calls[i].chip == chip && h->dfx_calls[i].host_task >= host0)
+            chip0 = PX_MIN(chip0, h->dfx_calls[i].first_task);
+    return chip0;
+}
+
+/* Appends "calls": each chip call of the run as [host task, chip, first chip task, tasks],
+ * in the ids of the trace (each process's own), so that a level-4 merge can follow each host
+ * task into the chip tasks it ran as the level-3 report does. */
+static void mrg_calls_json(const mrg *m, dfxc_buf *b)
+{
+    px_task_id host0 = m->h != NULL ? m->h->w->orch.first_id : 0;
+    int first = 1;
+
+    dfxc_buf_puts(b, ",\n \"calls\": [");
+    for (int k = 1; m->h != NULL && k < m->nsrc; k++) {
+        const mrg_src *s = &m->src[k];
+        uint64_t chip0;
+
+        if (s->trace_text == NULL)
+            continue;
+        chip0 = mrg_chip0(m->h, s->chip->chip, host0);
+        for (size_t i = 0; i < m->h->ndfx_calls; i++) {
+            const px_hier_dfx_call *c = &m->h->dfx_calls[i];
+
+            if (c->chip != s->chip->chip || c->host_task < host0)
+                continue;
+            dfxc_buf_printf(b, "%s[%llu, %d, %llu, %llu]", first ? "" : ", ",
+                            (unsigned long long)(c->host_task - host0), c->chip,
+                            (unsigned long long)(c->first_task - chip0),
+                            (unsigned long long)c->ntasks);
+            first = 0;
+        }
+    }
+    dfxc_buf_puts(b, "]");
+}
+
+/* Level 4: host source s's "calls" (its level-3 dfx.json) as inner tasks in the report. */
+static void mrg_host_calls(const mrg_src *s, dfxc_model *model)
+{
+    mrg_str v = mrg_get(&s->dfx, "calls");
+    const char *p = v.p, *end = v.p + v.n;
+
+    while (p != NULL && p < end && (p = memchr(p, '[', (size_t)(end - p))) != NULL) {
+        unsigned long long host, first, n;
+        int chip;
+
+        if (sscanf(p, "[%llu, %d, %llu, %llu]", &host, &chip, &first, &n) == 4 && chip >= 0 &&
+            chip < HIER_DFX_HOST_PIDS - 1)
+            for (unsigned long long t = 0; t < n && t < (1ull << 32); t++)
+                dfxc_model_add_inner(model, (uint64_t)s->pid_base << 40 | host,
+                                     (uint64_t)(s->pid_base + chip + 1) << 40 | (first + t));
+        p++;
+    }
+}
 
 /* 1 when every collector of dfx.json o reconciled (each says "reconciled": true). */
 static int mrg_reconciled(const mrg_obj *o)
@@ -791,6 +971,7 @@ static px_status mrg_dfx(const mrg *m)
         mrg_chip_entry(&m->src[k], &b, &ok);
     }
     dfxc_buf_puts(&b, "]");
+    mrg_calls_json(m, &b);
     for (int i = 0; m->h != NULL && i < m->h->nhooks; i++)
         if (m->h->hooks[i].hooks->dfx_json != NULL)
             m->h->hooks[i].hooks->dfx_json(m->h->hooks[i].arg, &b);
@@ -824,7 +1005,7 @@ static void mrg_fail(px_status st, const char *dir)
 px_status px_hier_dfx_merge_files(const char *dir, int nchips, const px_hier_dfx_chip *chips,
                                   const px_hier *h)
 {
-    mrg m = {.dir = dir, .h = h, .nsrc = nchips + 1};
+    mrg m = {.dir = dir, .h = h, .level = 3, .nsrc = nchips + 1};
     px_status st;
 
     m.src = calloc((size_t)m.nsrc, sizeof(*m.src));
@@ -844,6 +1025,185 @@ px_status px_hier_dfx_merge_files(const char *dir, int nchips, const px_hier_dfx
     if (st == PX_OK)
         PX_LOG_INFO("dfx: merged the host's and %d chips' outputs into %s/trace.json and "
                     "dfx.json", nchips, dir);
+    else
+        mrg_fail(st, dir);
+    mrg_free(&m);
+    return st;
+}
+
+/* ---- level 4: the hosts of an MPI job ---- */
+
+/* Host source s onto host 0's time base: its start and host 0's, each in ns of its own clock,
+ * and its clock's estimated offset from host 0's (comm/dfx_hosts.c). */
+static void mrg_host_shift(mrg_src *s, const hier_dfx_host *h0)
+{
+    const hier_dfx_host *h = s->host;
+    double r = h->rate;
+
+    /* host h's time T_h is host 0's T_0 = T_h - offset - rate * (T_0 - at), so
+     * T_0 = (T_h - offset + rate * at) / (1 + rate); T_h = t0_h + ts */
+    if (r == 0 || r <= -0.5 || r >= 0.5) {
+        s->shift_ns = (int64_t)llround(h->t0_ns - (double)h->offset_ns - h0->t0_ns);
+        return;
+    }
+    s->scale = 1.0 / (1.0 + r);
+    s->shift = (h->t0_ns - (double)h->offset_ns + r * (double)h->at_ns) / (1.0 + r) - h0->t0_ns;
+    s->shift_ns = (int64_t)llround(s->shift);
+}
+
+/* 1 when dfx.json o says "reconciled": true. */
+static int mrg_true(const mrg_obj *o, const char *key)
+{
+    mrg_str v = mrg_get(o, key);
+
+    return v.n == 4 && memcmp(v.p, "true", 4) == 0;
+}
+
+/* Appends one host's entry of "hosts" (it delivered its files); clears *ok when it did not
+ * reconcile. */
+static void mrg_host_entry(const mrg_src *s, dfxc_buf *b, int *ok)
+{
+    const hier_dfx_host *h = s->host;
+
+    dfxc_buf_printf(b, "{\"host\": %d, \"host_id\": ", h->host);
+    dfxc_buf_json_str(b, h->id);
+    dfxc_buf_printf(b, ", \"pid\": %d, \"dir\": \"hosts/host%d\", \"trace_pid_base\": %d, "
+                    "\"clock_offset_us\": ", (int)h->pid, h->host, s->pid_base);
+    dfxc_buf_us(b, h->offset_ns);
+    dfxc_buf_puts(b, ", \"clock_uncertainty_us\": ");
+    dfxc_buf_us(b, (int64_t)h->uncertainty_ns);
+    dfxc_buf_printf(b, ", \"clock_rounds\": %d, \"clock_estimated\": %s, \"clock_rate_ppm\": "
+                    "%.3f, \"clock_rate_uncertainty_ppm\": %.3f, \"clock_rate_span_us\": ",
+                    h->rounds, h->clock_ok ? "true" : "false", h->rate * 1e6,
+                    h->rate_uncertainty * 1e6);
+    dfxc_buf_us(b, (int64_t)h->rate_span_ns);
+    dfxc_buf_puts(b, ", \"shift_us\": ");
+    dfxc_buf_us(b, s->shift_ns);
+    for (int i = 0; i < s->dfx.n; i++) {
+        if (s->dfx.key[i].n == 7 && memcmp(s->dfx.key[i].p, "version", 7) == 0)
+            continue;
+        dfxc_buf_puts(b, ", \"");
+        dfxc_buf_put(b, s->dfx.key[i].p, s->dfx.key[i].n);
+        dfxc_buf_puts(b, "\": ");
+        dfxc_buf_put(b, s->dfx.value[i].p, s->dfx.value[i].n);
+    }
+    *ok &= mrg_true(&s->dfx, "reconciled");
+    dfxc_buf_puts(b, "}");
+}
+
+/* 1 for host 0's members that the level-4 dfx.json writes itself. */
+static int mrg_l4_own(const mrg_str *k)
+{
+    static const char *const own[] = {"level", "chips", "calls", "reconciled"};
+
+    for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+        if (k->n == strlen(own[i]) && memcmp(k->p, own[i], k->n) == 0)
+            return 1;
+    return 0;
+}
+
+/* Writes the level-4 dfx.json. Returns PX_OK or the error. */
+static px_status mrg_dfx_hosts(const mrg *m)
+{
+    const mrg_obj *h0 = &m->src[0].dfx;
+    int ok = 1, first = 1;
+    px_status st;
+    dfxc_buf b;
+
+    dfxc_buf_init(&b);
+    dfxc_buf_puts(&b, "{");
+    for (int i = 0; i < h0->n; i++) {
+        if (mrg_l4_own(&h0->key[i]))
+            continue;
+        dfxc_buf_puts(&b, first ? "\"" : ",\n \"");
+        dfxc_buf_put(&b, h0->key[i].p, h0->key[i].n);
+        dfxc_buf_puts(&b, "\": ");
+        dfxc_buf_put(&b, h0->value[i].p, h0->value[i].n);
+        first = 0;
+    }
+    dfxc_buf_printf(&b, ",\n \"level\": 4,\n \"nhosts\": %d,\n \"hosts\": [", m->nsrc);
+    for (int k = 0, f = 1; k < m->nsrc; k++) {
+        if (m->src[k].dfx_text == NULL)
+            continue;
+        dfxc_buf_puts(&b, f ? "\n  " : ",\n  ");
+        mrg_host_entry(&m->src[k], &b, &ok);
+        f = 0;
+    }
+    dfxc_buf_puts(&b, "],\n \"hosts_missing\": [");
+    for (int k = 0, f = 1; k < m->nsrc; k++) {
+        if (m->src[k].dfx_text != NULL)
+            continue;
+        dfxc_buf_printf(&b, "%s{\"host\": %d, \"host_id\": ", f ? "\n  " : ",\n  ",
+                        m->src[k].host->host);
+        dfxc_buf_json_str(&b, m->src[k].host->id);
+        dfxc_buf_puts(&b, ", \"why\": ");
+        dfxc_buf_json_str(&b, m->src[k].host->msg);
+        dfxc_buf_puts(&b, "}");
+        ok = 0;
+        f = 0;
+    }
+    dfxc_buf_printf(&b, "],\n \"reconciled\": %s}\n", ok ? "true" : "false");
+    st = dfxc_buf_write_file(&b, m->dir, "dfx.json", "level-4 merge");
+    dfxc_buf_free(&b);
+    return st;
+}
+
+/* Loads host k's level-3 outputs; a host other than 0 whose files do not load is left out
+ * (listed missing with why). Returns PX_OK, or host 0's error. */
+static px_status mrg_load_host(mrg *m, int k, hier_dfx_host *hosts)
+{
+    mrg_src *s = &m->src[k];
+    px_status st = hosts[k].st;
+
+    if (st == PX_OK)
+        st = mrg_load_src(m, s);
+    if (st == PX_OK && m->src[0].trace_text != NULL && s->trace_text == NULL && k > 0)
+        st = px_set_error(PX_ENOENT, "its trace.json is missing");
+    if (st == PX_OK || k == 0)
+        return st;
+    if (hosts[k].st == PX_OK)
+        snprintf(hosts[k].msg, sizeof(hosts[k].msg), "its outputs in %s/hosts/host%d do not "
+                 "load: %.400s", m->dir, k, px_last_error());
+    PX_LOG_WARN("dfx: host %d is missing from the merge: %s", k, hosts[k].msg);
+    free(s->dfx_text);
+    free(s->trace_text);
+    free(s->lines);
+    *s = (mrg_src){.host = &hosts[k], .pid = s->pid, .pid_base = s->pid_base};
+    px_clear_error();
+    return PX_OK;
+}
+
+px_status hier_dfx_merge_hosts(const char *dir, int nhosts, hier_dfx_host *hosts)
+{
+    mrg m = {.dir = dir, .level = 4, .nsrc = nhosts};
+    px_status st = PX_OK;
+    int missing = 0;
+
+    if (nhosts < 1)
+        return px_set_error(PX_EINVAL, "dfx: a level-4 merge of %d hosts", nhosts);
+    m.src = calloc((size_t)nhosts, sizeof(*m.src));
+    if (m.src == NULL)
+        return px_set_error(PX_ENOMEM, "dfx: out of host memory merging %d hosts", nhosts);
+    for (int k = 0; k < nhosts; k++) {
+        m.src[k].host = &hosts[k];
+        m.src[k].pid = m.src[k].pid_base = k * HIER_DFX_HOST_PIDS;
+    }
+    for (int k = 0; st == PX_OK && k < nhosts; k++)
+        st = mrg_load_host(&m, k, hosts);
+    for (int k = 0; st == PX_OK && k < nhosts; k++) {
+        missing += m.src[k].dfx_text == NULL;
+        if (m.src[k].dfx_text != NULL)
+            mrg_host_shift(&m.src[k], &hosts[0]);
+    }
+    if (st == PX_OK && m.src[0].trace_text != NULL)
+        st = mrg_trace(&m);
+    if (st == PX_OK && m.src[0].trace_text != NULL)
+        st = mrg_report(&m);
+    if (st == PX_OK)
+        st = mrg_dfx_hosts(&m);
+    if (st == PX_OK)
+        PX_LOG_INFO("dfx: merged %d hosts' outputs into %s/trace.json and dfx.json%s", nhosts,
+                    dir, missing ? " (some hosts missing: see hosts_missing)" : "");
     else
         mrg_fail(st, dir);
     mrg_free(&m);

@@ -148,6 +148,11 @@ typedef struct hier_hooks {
     /* Appends members (",\n \"name\": value" each) to the merged dfx.json of a level-3
      * run with DFX on (dfx_merge.c), before it is written. */
     void (*dfx_json)(void *arg, struct dfxc_buf *b);
+    /* After the level-3 merge of a run with DFX on wrote dir's trace.json and dfx.json (st:
+     * the merge's status, the chips' failures included): where a layer above joins several
+     * workers' outputs (comm: the hosts of an MPI job, comm/dfx_hosts.c). Returns its own
+     * status, which fails the run. */
+    px_status (*dfx_merged)(void *arg, const char *dir, px_status st);
     void (*destroy)(void *arg);
 } hier_hooks;
 
@@ -160,6 +165,43 @@ px_status hier_hooks_register(px_worker *w, const hier_hooks *hooks, void *arg);
  * change after.
  */
 void *hier_hooks_arg(px_worker *w, const hier_hooks *hooks);
+
+/*
+ * Moves the DFX outputs of level-3 worker w into sub/ of its output directory: several
+ * workers that share one directory (the hosts of an MPI job on one machine or on a shared
+ * file system) each write their own there, under their own lock. Call it from the init hook
+ * (before the fork: the chips inherit the directory). Returns PX_OK, or PX_EINVAL when the
+ * path gets too long (the message says which).
+ */
+px_status hier_dfx_subdir(px_worker *w, const char *sub);
+
+/* One host of an MPI job in the level-4 DFX merge (comm/dfx_hosts.c fills it). */
+#define HIER_DFX_HOST_PIDS 1000 /* host h's processes are pids h * 1000 + its own in the trace */
+typedef struct hier_dfx_host {
+    int host;              /* its MPI rank */
+    char id[128];          /* its host id */
+    int pid;               /* its parent's process id */
+    px_status st;          /* PX_OK: its level-3 outputs are in DIR/hosts/host<h>/ */
+    char msg[512];         /* else why not (missing) */
+    double t0_ns;          /* its DFX run's start, in ns of its own clock */
+    int64_t offset_ns;     /* its clock minus host 0's, at at_ns */
+    uint64_t uncertainty_ns; /* the offset is within this (half the least round trip) */
+    uint64_t at_ns;        /* when offset_ns held (host 0's clock) */
+    double rate;           /* its clock's gain per ns of host 0's (two estimates), or 0 */
+    double rate_uncertainty;
+    uint64_t rate_span_ns; /* host 0's time between the two estimates (0: one only) */
+    int rounds;            /* clock rounds answered */
+    int clock_ok;          /* 0: no estimate (offset 0 assumed) */
+} hier_dfx_host;
+
+/*
+ * Merges the level-3 outputs of every host (dir/hosts/host<h>/trace.json, dfx.json) into
+ * dir/trace.json (host h's processes at pids h * HIER_DFX_HOST_PIDS + their own, named
+ * "host h (id): ...", time on host 0's clock), dir/dfx.json (level 4: hosts, hosts_missing)
+ * and dir/report.html. A host whose files do not load is listed missing (its msg is set).
+ * Returns PX_OK, or the error (host 0's files unreadable, a write failed).
+ */
+px_status hier_dfx_merge_hosts(const char *dir, int nhosts, hier_dfx_host *hosts);
 
 /* ---- registering chip kernels and callables for the layers above ---- */
 

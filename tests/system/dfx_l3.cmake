@@ -39,6 +39,16 @@ exec "$1" "$3" report "$2" 4 tp_mlp.rank]=]
 set_tests_properties(dfx.l3_report_cp PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
                      RESOURCE_LOCK chips ENVIRONMENT "PLEXUS_LOG=warn")
 
+# `plexus trace summary` of a level-3 run (tp_mlp on 4 chips): the critical path follows the
+# host's tasks into the chips' (task@pid), as report.html's does, not one host task alone
+add_test(NAME dfx.l3_trace_summary
+         COMMAND sh -c [=[rm -rf "$1" && "$0" run tp_mlp --chips 4 --dfx all --out "$1" >/dev/null || exit 1
+exec "$0" trace summary "$1"]=]
+                 $<TARGET_FILE:plexus> ${PX_DFX_L3_OUT}/trace-summary)
+set_tests_properties(dfx.l3_trace_summary PROPERTIES TIMEOUT 120 RESOURCE_LOCK chips
+                     ENVIRONMENT "PLEXUS_LOG=warn"
+                     PASS_REGULAR_EXPRESSION "critical path: [2-9][0-9]* tasks, [0-9.]+ us: [0-9]+ [0-9]+@[1-4][ \n].*\nlevel 3: the host and 4 chips [^\n]*\nPASS\n$")
+
 px_cli_test(run_multi_chip_dfx
             "\ntasks 3\nedges 2\n.*\ndfx [^\n]*/dfx-l3-out/all\ndfx file [^\n]*/dfx.json\n(dfx file [^\n]*\n)*PASS\nexit status 0\n$"
             "PLEXUS_DFX_STRICT=1" run multi_chip --chips 2 --dfx all --out ${PX_DFX_L3_OUT}/all)

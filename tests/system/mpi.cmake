@@ -157,6 +157,46 @@ if(MPIEXEC_EXECUTABLE)
     set_tests_properties(mpi.fault_${mode}_2x1 PROPERTIES TIMEOUT 240 RESOURCE_LOCK chips
                          ENVIRONMENT "${PX_MPI_ENV}" PASS_REGULAR_EXPRESSION "\nPASS\n$")
   endforeach()
+  # issue 21, DFX across hosts: mpi.dfx_hosts_missing is mpi_fault.sh dfxstop (host 1 stopped:
+  # host 0 still writes the outputs, host 1 in hosts_missing, the job non-zero in time)
+  add_test(NAME mpi.dfx_hosts_missing
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/system/mpi_fault.sh ${MPIEXEC_EXECUTABLE}
+                   $<TARGET_FILE:plexus> dfxstop)
+  set_tests_properties(mpi.dfx_hosts_missing PROPERTIES TIMEOUT 120 RESOURCE_LOCK chips
+                       ENVIRONMENT "${PX_MPI_ENV}" PASS_REGULAR_EXPRESSION "\nPASS\n$")
+  # one set of outputs by host 0 (dfx_hosts_check.py): tp_mlp on 2 hosts x 2 chips with every
+  # collector (a group per host and chip, comm spans with host, peer and transport, the
+  # hosts' allreduce spans overlapping once the clocks are aligned, the critical path from a
+  # host task into a chip's tp_mlp.rank); and one host with every pair forced onto mpi
+  find_program(PX_PYTHON3_HOSTS NAMES python3)
+  if(NOT PX_PYTHON3_HOSTS)
+    set(PX_PYTHON3_HOSTS /nonexistent/python3)
+  endif()
+  set(PX_DFX_HOSTS_OUT ${CMAKE_CURRENT_BINARY_DIR}/dfx-hosts-out)
+  add_test(NAME mpi.dfx_hosts_mpi
+           COMMAND sh -c [=[[ -x "$2" ] || { echo "skipped: python3 not found"; exit 77; }
+rm -rf "$3" && "$0" -np 2 "$1" run tp_mlp --chips 2 --cores 1 --iters 1 --dfx all --out "$3" || exit 1
+"$2" "$4" "$3" 2 2 comm.allreduce tp_mlp.rank || exit 1
+"$1" trace summary "$3"]=]
+                   ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:plexus> ${PX_PYTHON3_HOSTS}
+                   ${PX_DFX_HOSTS_OUT}/mpi ${CMAKE_CURRENT_SOURCE_DIR}/system/dfx_hosts_check.py)
+  add_test(NAME mpi.dfx_hosts_forced
+           COMMAND sh -c [=[[ -x "$1" ] || { echo "skipped: python3 not found"; exit 77; }
+rm -rf "$2" && "$0" run allreduce --chips 2 --cores 1 --iters 1 --dfx all --out "$2" || exit 1
+exec "$1" "$3" "$2" 1 2 comm.allreduce]=]
+                   $<TARGET_FILE:plexus> ${PX_PYTHON3_HOSTS} ${PX_DFX_HOSTS_OUT}/forced
+                   ${CMAKE_CURRENT_SOURCE_DIR}/system/dfx_hosts_check.py)
+  foreach(t mpi.dfx_hosts_mpi mpi.dfx_hosts_forced)
+    set_tests_properties(${t} PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77 RESOURCE_LOCK chips
+                         ENVIRONMENT "${PX_MPI_ENV}" PASS_REGULAR_EXPRESSION "\nPASS\n$")
+  endforeach()
+  set_property(TEST mpi.dfx_hosts_forced APPEND PROPERTY ENVIRONMENT
+               "PLEXUS_COMM_TRANSPORT=mpi")
+  # ... and `plexus trace summary` reads the level-4 outputs: a critical path from a host
+  # task (of either host: pid 0 or 1000) into a chip's tasks (task@pid), both hosts with
+  # their clocks
+  set_property(TEST mpi.dfx_hosts_mpi PROPERTY PASS_REGULAR_EXPRESSION
+               "\nPASS\ntrace summary of [^\n]*\n.*critical path: [0-9]+ tasks, [0-9.]+ us: [0-9]+(@[1-9]000)? [0-9]+@[0-9]*[1-9] .*\nlevel 4: 2 hosts [^\n]*\n  host 0 \\([^)]*\\): 2 chips, clock offset 0.000 us[^\n]*\n  host 1 \\([^)]*\\): 2 chips, clock offset [^\n]*\nPASS\n$")
   add_executable(test_mpi_preinit ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_mpi_preinit.c)
   target_link_libraries(test_mpi_preinit PRIVATE plexus_internal MPI::MPI_C)
   add_test(NAME mpi.preinit_refused COMMAND ${MPIEXEC_EXECUTABLE} -np 1 $<TARGET_FILE:test_mpi_preinit>)

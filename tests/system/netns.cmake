@@ -59,6 +59,28 @@ foreach(h 2 3)
                 -- env PLEXUS_LOG=info $<TARGET_FILE:plexus> run allreduce --chips 2 --cores 1)
 endforeach()
 
+# DFX across two namespace hosts (issue 21): host 0 writes one set of outputs for both
+# (tests/system/dfx_hosts_check.py: host ids host-0 and host-1, clocks aligned over MPI on the
+# veth); the harness's skip (77) passes through
+find_program(PX_PYTHON3_NETNS NAMES python3)
+if(NOT PX_PYTHON3_NETNS)
+  set(PX_PYTHON3_NETNS /nonexistent/python3)
+endif()
+add_test(NAME netns.two_hosts_dfx
+         COMMAND sh -c [=[[ -x "$3" ] || { echo "skipped: python3 not found"; exit 77; }
+rm -rf "$4"
+sh "$0" --mpirun "$1" --hosts 2 --timeout 100 -- "$2" run allreduce --chips 2 --cores 1 --iters 1 --dfx all --out "$4"
+rc=$?
+[ $rc -eq 77 ] && exit 77
+[ $rc -eq 0 ] || { echo "FAIL: the job exited $rc"; exit 1; }
+exec "$3" "$5" "$4" 2 2 comm.allreduce]=]
+                 ${CMAKE_CURRENT_SOURCE_DIR}/system/netns/mpi_hosts.sh ${MPIEXEC_EXECUTABLE}
+                 $<TARGET_FILE:plexus> ${PX_PYTHON3_NETNS} ${CMAKE_CURRENT_BINARY_DIR}/dfx-netns-out
+                 ${CMAKE_CURRENT_SOURCE_DIR}/system/dfx_hosts_check.py)
+set_tests_properties(netns.two_hosts_dfx PROPERTIES TIMEOUT 150 SKIP_RETURN_CODE 77
+                     RESOURCE_LOCK chips ENVIRONMENT "${PX_NETNS_ENV}"
+                     PASS_REGULAR_EXPRESSION "\nPASS\n$")
+
 # a failed job and a job ended by the harness's timeout: non-zero, nothing left behind
 add_test(NAME netns.cleanup
          COMMAND sh ${PX_NETNS_CHECK} cleanup ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:plexus>)

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "hier/ext.h"
 #include "hier/hier_internal.h"
 #include "json_reader.h"
 
@@ -173,11 +174,140 @@ static void test_merge_bad_line(void **state)
     px_test_rmtree(dir);
 }
 
+/* ---- level 4 (hier_dfx_merge_hosts) ---- */
+
+/* A host's level-3 dfx.json: host_dfx's members, then what the level-3 merge adds. */
+static const char host_l3_dfx[] =
+    "{\"version\": 1, \"clock\": \"tsc\", \"ticks_per_ns\": 2.000000, \"t0_ticks\": 1000, "
+    "\"chip\": -1, \"device_profile\": \"default\", \"records_version\": 2, \"collectors\": {\n"
+    "    \"swimlane\": {\"transport\": \"mapped\", \"refused\": [], \"produced\": 4, "
+    "\"collected\": 4, \"dropped\": 0, \"writer_waits\": 0, \"seq_gaps\": 0, "
+    "\"reconciled\": true}\n},\n \"level\": 3,\n \"chips\": [],\n \"calls\": [],\n"
+    " \"reconciled\": true}\n";
+
+/* Makes dir/hosts/host0 and host1, each with host_l3_dfx and trace_text. */
+static void make_hosts(char *dir, size_t n)
+{
+    char sub[400];
+
+    px_test_mkdtemp(dir, n, "px_merge4");
+    snprintf(sub, sizeof(sub), "%s/hosts", dir);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    for (int h = 0; h < 2; h++) {
+        snprintf(sub, sizeof(sub), "%s/hosts/host%d", dir, h);
+        assert_int_equal(mkdir(sub, 0755), 0);
+        put(sub, "dfx.json", host_l3_dfx);
+        put(sub, "trace.json", trace_text);
+    }
+}
+
+/* The ts (us) of task `task` on merged pid `pid`, or -1. */
+static double task_ts(const dfxc_json *t, int pid, int task)
+{
+    const dfxc_json *ev = dfxc_json_get(t, "traceEvents");
+
+    for (size_t i = 0; i < ev->n; i++) {
+        const dfxc_json *e = &ev->kids[i];
+
+        if (dfxc_json_num(e, "pid", -1) == pid &&
+            strcmp(dfxc_json_str(e, "cat", ""), "task") == 0 &&
+            dfxc_json_num(dfxc_json_get(e, "args"), "task", -1) == task)
+            return dfxc_json_num(e, "ts", -1);
+    }
+    return -1;
+}
+
+/*
+ * Two hosts: host 1's clock runs 1 ms ahead of host 0's and its run started 1 us after host
+ * 0's (t0 1000 ns later on its own clock, less the offset), so its task at 0.5 us lands at
+ * 1.5 us on host 0's time base, on pid 1000 named "host 1 (b): chip 0"; the level-4 dfx.json
+ * has both hosts with their clocks, no host missing. With a clock rate of +1000 ppm (host 1's
+ * clock gains 1 us per ms from host 0's time 0) the same task lands at (2000 / 1.001 - 500)
+ * ns = 1.498 us.
+ */
+static void test_merge_hosts(void **state)
+{
+    hier_dfx_host hosts[2] = {
+        {.host = 0, .id = "a", .pid = 10, .st = PX_OK, .t0_ns = 500, .rounds = 16,
+         .clock_ok = 1},
+        {.host = 1, .id = "b", .pid = 11, .st = PX_OK, .t0_ns = 1001500, .offset_ns = 1000000,
+         .uncertainty_ns = 1500, .rounds = 16, .clock_ok = 1}};
+    const dfxc_json *hs, *ev;
+    dfxc_json *t, *d;
+    char dir[256];
+    int named = 0;
+
+    (void)state;
+    make_hosts(dir, sizeof(dir));
+    PX_ASSERT_OK(hier_dfx_merge_hosts(dir, 2, hosts));
+    t = load(dir, "trace.json");
+    assert_true(task_ts(t, 0, 1) == 0.5);
+    assert_true(task_ts(t, 1000, 1) == 1.5);
+    ev = dfxc_json_get(t, "traceEvents");
+    for (size_t i = 0; i < ev->n; i++)
+        if (strcmp(dfxc_json_str(&ev->kids[i], "name", ""), "process_name") == 0)
+            named += strcmp(dfxc_json_str(dfxc_json_get(&ev->kids[i], "args"), "name", ""),
+                            dfxc_json_num(&ev->kids[i], "pid", -1) == 1000
+                                ? "host 1 (b): chip 0" : "host 0 (a): chip 0") == 0;
+    assert_int_equal(named, 2);
+    assert_int_equal(dfxc_json_num(dfxc_json_get(t, "otherData"), "level", -1), 4);
+    dfxc_json_free(t);
+    d = load(dir, "dfx.json");
+    assert_int_equal(dfxc_json_num(d, "level", -1), 4);
+    assert_true(dfxc_json_get(d, "reconciled")->num == 1);
+    assert_int_equal(dfxc_json_get(d, "hosts_missing")->n, 0);
+    hs = dfxc_json_get(d, "hosts");
+    assert_int_equal(hs->n, 2);
+    assert_true(dfxc_json_num(&hs->kids[1], "clock_offset_us", -1) == 1000.0);
+    assert_true(dfxc_json_num(&hs->kids[1], "clock_uncertainty_us", -1) == 1.5);
+    assert_true(dfxc_json_num(&hs->kids[1], "shift_us", -1) == 1.0);
+    assert_string_equal(dfxc_json_str(&hs->kids[1], "host_id", ""), "b");
+    assert_int_equal(dfxc_json_num(&hs->kids[1], "level", -1), 3);
+    dfxc_json_free(d);
+    hosts[1].rate = 1e-3;
+    PX_ASSERT_OK(hier_dfx_merge_hosts(dir, 2, hosts));
+    t = load(dir, "trace.json");
+    assert_true(task_ts(t, 1000, 1) == 1.498);
+    dfxc_json_free(t);
+    px_test_rmtree(dir);
+}
+
+/* Host 1 sent nothing: host 0's outputs are merged alone, host 1 listed in hosts_missing
+ * with why, reconciled false; no event on host 1's pids. */
+static void test_merge_hosts_missing(void **state)
+{
+    hier_dfx_host hosts[2] = {
+        {.host = 0, .id = "a", .pid = 10, .st = PX_OK, .t0_ns = 500, .clock_ok = 1},
+        {.host = 1, .id = "b", .pid = 11, .st = PX_ETIMEDOUT, .msg = "it did not join"}};
+    const dfxc_json *miss;
+    dfxc_json *t, *d;
+    char dir[256];
+
+    (void)state;
+    make_hosts(dir, sizeof(dir));
+    PX_ASSERT_OK(hier_dfx_merge_hosts(dir, 2, hosts));
+    d = load(dir, "dfx.json");
+    assert_true(dfxc_json_get(d, "reconciled")->num == 0);
+    assert_int_equal(dfxc_json_get(d, "hosts")->n, 1);
+    miss = dfxc_json_get(d, "hosts_missing");
+    assert_int_equal(miss->n, 1);
+    assert_int_equal(dfxc_json_num(&miss->kids[0], "host", -1), 1);
+    assert_string_equal(dfxc_json_str(&miss->kids[0], "why", ""), "it did not join");
+    dfxc_json_free(d);
+    t = load(dir, "trace.json");
+    assert_true(task_ts(t, 0, 1) == 0.5);
+    assert_true(task_ts(t, 1000, 1) == -1);
+    dfxc_json_free(t);
+    px_test_rmtree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_merge),
         cmocka_unit_test(test_merge_bad_line),
+        cmocka_unit_test(test_merge_hosts),
+        cmocka_unit_test(test_merge_hosts_missing),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

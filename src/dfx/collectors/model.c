@@ -88,6 +88,20 @@ void dfxc_model_add_process(dfxc_model *m, int pid, const char *name)
     k->tid = 0;
 }
 
+void dfxc_model_add_host(dfxc_model *m, int host, int pid_base, const char *name)
+{
+    dfxc_mtrack *k = dfxc_push((void **)&m->hosts, &m->nhosts, &m->cap_hosts, sizeof(*k));
+
+    if (k == NULL || (k->name = strdup(name ? name : "?")) == NULL) {
+        if (k != NULL)
+            m->nhosts--;
+        m->oom = 1;
+        return;
+    }
+    k->pid = pid_base;
+    k->tid = host;
+}
+
 void dfxc_model_add_edge(dfxc_model *m, int from_deps, uint64_t producer, uint64_t consumer)
 {
     if (dfxc_edges_add(from_deps ? &m->deps_edges : &m->edges, producer, consumer) != 0)
@@ -358,6 +372,9 @@ void dfxc_model_free(dfxc_model *m)
     for (size_t i = 0; i < m->nprocs; i++)
         free(m->procs[i].name);
     free(m->procs);
+    for (size_t i = 0; i < m->nhosts; i++)
+        free(m->hosts[i].name);
+    free(m->hosts);
     free(m->t);
     free(m->tracks);
     free(m->k);

@@ -56,6 +56,9 @@ typedef struct dfxc_model {
     size_t ntracks, cap_tracks;
     dfxc_mtrack *procs;  /* process names (tid unused): the merged level-3 report's groups */
     size_t nprocs, cap_procs;
+    dfxc_mtrack *hosts;  /* level 4: hosts (pid: the first pid of the host's processes, tid:
+                          * the host), the groups above the processes' */
+    size_t nhosts, cap_hosts;
     dfxc_edges edges; /* renumbered ids, sorted, unique (after finish: the winning source) */
     dfxc_edges deps_edges; /* depgen's, moved into edges by finish */
     dfxc_mkernel *k;  /* in order of first task */
@@ -86,6 +89,10 @@ void dfxc_model_add_track(dfxc_model *m, int pid, int tid, const char *name);
 
 /* Names process pid (a group of rows in report.html; level 3: the host and each chip). */
 void dfxc_model_add_process(dfxc_model *m, int pid, const char *name);
+
+/* Names host `host`, whose processes are pids pid_base and up to the next host's (a group of
+ * process groups in report.html; level 4). */
+void dfxc_model_add_host(dfxc_model *m, int host, int pid_base, const char *name);
 
 /* Adds an edge producer -> consumer, from deps.json (from_deps) or trace.json's flows. */
 void dfxc_model_add_edge(dfxc_model *m, int from_deps, uint64_t producer, uint64_t consumer);

@@ -24,7 +24,7 @@ static const char report_head[] =
     "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px;"
     "text-align:right}td:first-child,th:first-child{text-align:left}\n"
     "#timeline{overflow:hidden;border:1px solid #ddd;cursor:grab;user-select:none}\n"
-    "svg text{font:11px monospace}text.chip-label{font-weight:bold}\n"
+    "svg text{font:11px monospace}text.chip-label{font-weight:bold}text.host-label{font-weight:bold;font-size:13px}\n"
     "rect.task{stroke:#555;stroke-width:0.5}rect.task.cp{stroke:#d00;stroke-width:2}\n"
     "rect.task:hover{stroke:#000;stroke-width:2}polyline.cp-line{fill:none;stroke:#d00;"
     "stroke-width:1;stroke-dasharray:4 2}\n"
@@ -119,11 +119,23 @@ static const char report_tail[] =
     "      if (!seen[key]) { seen[key] = 1; keys.push({pid: t.pid, tid: t.tid, key: key}); }\n"
     "    });\n"
     "    keys.sort(function (a, b) { return a.pid - b.pid || a.tid - b.tid; });\n"
-    "    var y = 0, lastPid = null, groups = {}, height;\n"
+    "    var y = 0, lastPid = null, lastHost = null, groups = {}, height;\n"
+    "    function hostOf(pid) {\n"
+    "      var h = null;\n"
+    "      (d.hosts || []).forEach(function (x) { if (x.pid_base <= pid) h = x; });\n"
+    "      return h;\n"
+    "    }\n"
     "    svg = mk('svg', {id: 'tl-svg'}, undefined, 1);\n"
     "    var defs = mk('defs', {}, undefined, 1), clip = mk('clipPath', {id: 'lanes-clip'},\n"
     "      undefined, 1);\n"
     "    keys.forEach(function (k) {\n"
+    "      var hk = hostOf(k.pid);\n"
+    "      if (hk && hk !== lastHost) {\n"
+    "        lastHost = hk;\n"
+    "        svg.appendChild(mk('text', {'class': 'host-label', x: 2, y: y + 14,\n"
+    "          'data-host': hk.host}, hk.name, 1));\n"
+    "        y += G;\n"
+    "      }\n"
     "      if (k.pid !== lastPid) {\n"
     "        lastPid = k.pid;\n"
     "        groups[k.pid] = mk('g', {'class': 'chip-group', 'data-pid': k.pid}, undefined, 1);\n"
@@ -291,7 +303,14 @@ static void report_graph(const dfxc_model *m, dfxc_buf *b)
         dfxc_buf_printf(b, "%s\"%d\": ", i ? ", " : "", m->procs[i].pid);
         dfxc_buf_json_str(b, m->procs[i].name);
     }
-    dfxc_buf_puts(b, "},\n\"edges\": [");
+    dfxc_buf_puts(b, "},\n\"hosts\": [");
+    for (size_t i = 0; i < m->nhosts; i++) {
+        dfxc_buf_printf(b, "%s{\"host\": %d, \"pid_base\": %d, \"name\": ", i ? ", " : "",
+                        m->hosts[i].tid, m->hosts[i].pid);
+        dfxc_buf_json_str(b, m->hosts[i].name);
+        dfxc_buf_puts(b, "}");
+    }
+    dfxc_buf_puts(b, "],\n\"edges\": [");
     for (size_t i = 0; i < m->edges.n; i++) {
         dfxc_buf_puts(b, i ? ", [" : "[");
         dfxc_buf_u64(b, m->edges.v[i].p);

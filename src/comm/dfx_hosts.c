@@ -1,0 +1,439 @@
+/*
+ * dfx_hosts.c - DFX across the hosts of an MPI job (level 4): one set of outputs, written by
+ * host 0.
+ *
+ * Every host of the job is a level-3 worker with its own DFX. Under MPI each writes its
+ * level-3 outputs into DIR/hosts/host<h>/ (h its MPI rank; comm's init hook moves them
+ * there before the fork, hier_dfx_subdir), so hosts that share DIR (one machine, a shared
+ * file system) never fight over DIR's lock. At the end of each run with DFX on, after the
+ * host's level-3 merge (hier_hooks.dfx_merged), every host takes part in a gather carried by
+ * the MPI proxies (the only thread that calls MPI):
+ *   1. an allgather of each host's header: its merge's status, its files' sizes, its DFX
+ *      run's start in ns of its own clock;
+ *   2. host 0 alone: a clock estimate (comm_proxy_clock: 16 pings per host, one at a time,
+ *      the least round trip gives the offset and half of it the uncertainty) while the other
+ *      hosts wait in the next allgather, their proxies answering the pings;
+ *   3. the files, in rounds of DFXH_CHUNK bytes per host (an allgather per round: memory stays
+ *      hosts x chunk whatever the files' sizes); host 0 keeps every host's bytes.
+ * Host 0 then writes each other host's files into DIR/hosts/host<h>/ and merges them all into
+ * DIR/trace.json, DIR/dfx.json and DIR/report.html (hier_dfx_merge_hosts, dfx_merge.c).
+ * Every step is bounded by PLEXUS_TIMEOUT_S: a host that is gone or stopped makes the
+ * allgather time out, and host 0 writes what it has, listing the hosts it lacks in dfx.json's
+ * hosts_missing, and fails the run saying so.
+ */
+#include "comm/dfx_hosts.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <plexus/dfx.h>
+
+#include "dfx/collectors/out.h"
+#include "dfx/dfx.h"
+#include "hier/ext.h"
+#include "util/clock.h"
+#include "util/file.h"
+#include "util/log.h"
+#include "util/util.h"
+
+#define DFXH_MAGIC 0x50584448u  /* "PXDH" */
+#define DFXH_CHUNK (1u << 20)    /* bytes per host and round */
+#define DFXH_CLOCK_ROUNDS 16
+#define DFXH_RATE_SPAN_NS 10000000ull /* a rate from estimates at least 10 ms apart */
+
+/* What each host says first (plain bytes: it crosses the wire). */
+typedef struct dfxh_head {
+    uint32_t magic;
+    int32_t st;          /* PX_OK: its files follow */
+    uint64_t trace_len;  /* 0: no trace.json */
+    uint64_t dfx_len;
+    double t0_ns;        /* its DFX run's start, ns of its own clock */
+    char id[128];        /* its host id */
+    char msg[256];       /* st != PX_OK: why it has no files */
+} dfxh_head;
+
+/* This host's files, read back whole. */
+typedef struct dfxh_files {
+    char *trace, *dfx;
+    size_t trace_len, dfx_len;
+} dfxh_files;
+
+/* The MPI rank the launcher gives this process (before MPI starts), 0 without a launcher. */
+static int dfxh_launcher_rank(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        const char *v = getenv(vars[i]);
+
+        if (v != NULL && v[0] >= '0' && v[0] <= '9')
+            return atoi(v);
+    }
+    return 0;
+}
+
+px_status comm_dfx_hosts_init(px_worker *w)
+{
+    char sub[32];
+
+    if ((w->cfg.dfx & PX_DFX_ALL) == 0)
+        return PX_OK;
+    snprintf(sub, sizeof(sub), "hosts/host%d", dfxh_launcher_rank());
+    PX_LOG_INFO("dfx: under MPI: this host writes its outputs into %s/%s; host 0 merges the "
+                "job's into %s", px_dfx_out_dir(&w->cfg), sub, px_dfx_out_dir(&w->cfg));
+    return hier_dfx_subdir(w, sub);
+}
+
+/* Reads dir/name whole into *text (NULL, 0 when absent). Returns PX_OK, or PX_EIO. */
+static px_status dfxh_read(const char *dir, const char *name, char **text, size_t *len)
+{
+    char path[PX_DFX_OUT_MAX + 32];
+    FILE *f;
+    long n;
+
+    *text = NULL;
+    *len = 0;
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    if ((f = fopen(path, "rb")) == NULL)
+        return errno == ENOENT ? PX_OK : px_set_error(PX_EIO, "dfx: cannot open %s: %s", path,
+                                                      strerror(errno));
+    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0 ||
+        (*text = malloc((size_t)n + 1)) == NULL || fread(*text, 1, (size_t)n, f) != (size_t)n) {
+        fclose(f);
+        free(*text);
+        *text = NULL;
+        return px_set_error(PX_EIO, "dfx: cannot read %s", path);
+    }
+    fclose(f);
+    (*text)[n] = '\0';
+    *len = (size_t)n;
+    return PX_OK;
+}
+
+/* The run's start in ns of this host's clock, from its dfx.json ("clock", "t0_ticks"). */
+static double dfxh_t0_ns(const char *dfx)
+{
+    const char *t0 = strstr(dfx, "\"t0_ticks\": ");
+    double ticks = t0 != NULL ? strtod(t0 + 12, NULL) : 0;
+
+    return strstr(dfx, "\"clock\": \"tsc\"") != NULL ? ticks / px_ticks_per_ns() : ticks;
+}
+
+/* This host's header and files (its level-3 merge's status st). */
+static void dfxh_own(const char *dir, px_status st, const char *host_id, dfxh_head *h,
+                     dfxh_files *f)
+{
+    memset(h, 0, sizeof(*h));
+    h->magic = DFXH_MAGIC;
+    snprintf(h->id, sizeof(h->id), "%s", host_id);
+    if (st == PX_OK)
+        st = dfxh_read(dir, "dfx.json", &f->dfx, &f->dfx_len);
+    if (st == PX_OK && f->dfx == NULL)
+        st = px_set_error(PX_ENOENT, "dfx: %s/dfx.json was not written", dir);
+    if (st == PX_OK)
+        st = dfxh_read(dir, "trace.json", &f->trace, &f->trace_len);
+    h->st = st;
+    if (st != PX_OK) {
+        snprintf(h->msg, sizeof(h->msg), "%s", px_last_error());
+        free(f->dfx);
+        free(f->trace);
+        *f = (dfxh_files){0};
+        return;
+    }
+    h->trace_len = f->trace_len;
+    h->dfx_len = f->dfx_len;
+    h->t0_ns = dfxh_t0_ns(f->dfx);
+}
+
+/* Byte k of this host's blob (trace.json then dfx.json). */
+static void dfxh_slice(const dfxh_files *f, uint64_t off, char *out, size_t n)
+{
+    memset(out, 0, n);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t k = off + i;
+
+        if (k < f->trace_len)
+            out[i] = f->trace[k];
+        else if (k - f->trace_len < f->dfx_len)
+            out[i] = f->dfx[k - f->trace_len];
+        else
+            break;
+    }
+}
+
+/* Makes dir (its parent exists) and checks it is a real directory, not a link. */
+static px_status dfxh_mkdir(const char *dir)
+{
+    struct stat sb;
+
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return px_set_error(PX_EIO, "dfx: cannot create %s: %s", dir, strerror(errno));
+    if (lstat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return px_set_error(PX_EIO, "dfx: %s is not a directory plexus made (a link?); "
+                            "plexus never writes through a link: remove it", dir);
+    return PX_OK;
+}
+
+/* Host 0: writes host h's gathered blob into job/hosts/host<h>/. */
+static px_status dfxh_write_host(const char *job, int h, const dfxh_head *hd, const char *blob)
+{
+    char dir[PX_DFX_OUT_MAX + 48];
+    dfxc_buf b;
+    px_status st;
+
+    snprintf(dir, sizeof(dir), "%s/hosts", job);
+    if ((st = dfxh_mkdir(dir)) != PX_OK)
+        return st;
+    snprintf(dir, sizeof(dir), "%s/hosts/host%d", job, h);
+    if ((st = dfxh_mkdir(dir)) != PX_OK)
+        return st;
+    dfxc_buf_init(&b);
+    dfxc_buf_put(&b, blob + hd->trace_len, hd->dfx_len);
+    st = dfxc_buf_write_file(&b, dir, "dfx.json", "a host's gathered dfx.json");
+    dfxc_buf_free(&b);
+    if (st != PX_OK || hd->trace_len == 0)
+        return st;
+    dfxc_buf_init(&b);
+    dfxc_buf_put(&b, blob, hd->trace_len);
+    st = dfxc_buf_write_file(&b, dir, "trace.json", "a host's gathered trace.json");
+    dfxc_buf_free(&b);
+    return st;
+}
+
+/* The gather's state. */
+typedef struct dfxh {
+    comm_proxy *p;
+    int me, n;
+    double timeout_s;
+    dfxh_head *heads;      /* n */
+    char **blob;           /* host 0: n, each host's trace.json + dfx.json */
+    hier_dfx_host *hosts;  /* host 0: n */
+    char why[512];         /* the gather's failure, for every host it left missing */
+} dfxh;
+
+/* Marks every host but 0 whose bytes are not all in missing, with d->why. */
+static void dfxh_lose_rest(dfxh *d)
+{
+    for (int h = 1; h < d->n; h++) {
+        if (d->hosts[h].st != PX_OK)
+            continue;
+        d->hosts[h].st = PX_ETIMEDOUT;
+        snprintf(d->hosts[h].msg, sizeof(d->hosts[h].msg), "%s", d->why);
+    }
+}
+
+/* Step 3: the files, chunk by chunk. Returns PX_OK or the allgather's error. */
+static px_status dfxh_files_gather(dfxh *d, const dfxh_files *own)
+{
+    uint64_t most = 0, rounds;
+    char *in = malloc(DFXH_CHUNK), *out = malloc((size_t)d->n * DFXH_CHUNK);
+    px_status st = PX_OK;
+
+    for (int h = 0; h < d->n; h++)
+        if (d->heads[h].st == PX_OK)
+            most = PX_MAX(most, d->heads[h].trace_len + d->heads[h].dfx_len);
+    rounds = (most + DFXH_CHUNK - 1) / DFXH_CHUNK;
+    if (in == NULL || out == NULL)
+        st = px_set_error(PX_ENOMEM, "dfx: out of host memory gathering the hosts' outputs");
+    for (uint64_t r = 0; st == PX_OK && r < rounds; r++) {
+        dfxh_slice(own, r * DFXH_CHUNK, in, DFXH_CHUNK);
+        st = comm_proxy_allgather(d->p, in, DFXH_CHUNK, out, d->timeout_s);
+        for (int h = 0; st == PX_OK && d->me == 0 && h < d->n; h++) {
+            uint64_t len = d->heads[h].trace_len + d->heads[h].dfx_len, off = r * DFXH_CHUNK;
+
+            if (d->blob[h] != NULL && off < len)
+                memcpy(d->blob[h] + off, out + (size_t)h * DFXH_CHUNK,
+                       (size_t)PX_MIN((uint64_t)DFXH_CHUNK, len - off));
+        }
+    }
+    free(in);
+    free(out);
+    return st;
+}
+
+/* Host 0: the headers taken, each other host's slot in the merge and its blob's memory. */
+static void dfxh_hosts_init(dfxh *d)
+{
+    for (int h = 0; h < d->n; h++) {
+        hier_dfx_host *x = &d->hosts[h];
+        const dfxh_head *hd = &d->heads[h];
+        const comm_host *ch = comm_proxy_host(d->p, h);
+        uint64_t len;
+
+        x->host = h;
+        x->pid = ch->pid;
+        snprintf(x->id, sizeof(x->id), "%s", ch->id);
+        x->st = hd->magic == DFXH_MAGIC ? hd->st : PX_EINVAL;
+        if (x->st != PX_OK) {
+            snprintf(x->msg, sizeof(x->msg), "host %d sent no DFX outputs of this run: %.440s",
+                     h, hd->magic == DFXH_MAGIC ? hd->msg : "its header is not plexus's");
+            continue;
+        }
+        x->t0_ns = hd->t0_ns;
+        if (h == 0)
+            continue; /* its files are in place already */
+        if (__builtin_add_overflow(hd->trace_len, hd->dfx_len, &len) || len > SIZE_MAX - 1 ||
+            (d->blob[h] = malloc((size_t)len + 1)) == NULL) {
+            x->st = PX_ENOMEM;
+            snprintf(x->msg, sizeof(x->msg), "host %d's outputs (%llu + %llu bytes) do not fit "
+                     "in host 0's memory", h, (unsigned long long)hd->trace_len,
+                     (unsigned long long)hd->dfx_len);
+        }
+    }
+}
+
+/* Host 0: the clock of every other host against its own (step 2). */
+static void dfxh_clock(dfxh *d)
+{
+    comm_proxy_clock_est *est = calloc((size_t)d->n, sizeof(*est));
+    const comm_proxy_clock_est *first = comm_proxy_clock_first(d->p);
+
+    if (est == NULL || comm_proxy_clock(d->p, DFXH_CLOCK_ROUNDS, d->timeout_s, est) != PX_OK) {
+        PX_LOG_WARN("dfx: no clock estimate of the other hosts (%s): their events keep their "
+                    "own clocks' offsets", est ? px_last_error() : "out of host memory");
+        free(est);
+        return;
+    }
+    for (int h = 0; h < d->n; h++) {
+        hier_dfx_host *x = &d->hosts[h];
+
+        x->clock_ok = h == 0 || (est[h].rounds > 0);
+        x->offset_ns = est[h].offset_ns;
+        x->uncertainty_ns = est[h].rtt_min_ns / 2;
+        x->rounds = est[h].rounds;
+        x->at_ns = est[h].at_ns;
+        if (h > 0 && first != NULL && first != est && first[h].rounds > 0 && est[h].rounds > 0 &&
+            est[h].at_ns > first[h].at_ns + DFXH_RATE_SPAN_NS) {
+            double span = (double)(est[h].at_ns - first[h].at_ns);
+
+            x->rate = (double)(est[h].offset_ns - first[h].offset_ns) / span;
+            x->rate_uncertainty = (double)(est[h].rtt_min_ns + first[h].rtt_min_ns) / 2 / span;
+            x->rate_span_ns = est[h].at_ns - first[h].at_ns;
+        }
+        if (h > 0)
+            PX_LOG_INFO("dfx: host %d's clock is host 0's %+.3f us (within %.3f us, least round "
+                        "trip of %d), rate %+.3f ppm (within %.3f ppm, over %.3f s)", h,
+                        (double)x->offset_ns / 1e3, (double)x->uncertainty_ns / 1e3, x->rounds,
+                        x->rate * 1e6, x->rate_uncertainty * 1e6, (double)x->rate_span_ns / 1e9);
+    }
+    free(est);
+}
+
+/* Host 0: writes the other hosts' files and the merge; returns PX_OK, or why a host is
+ * missing (the outputs are written all the same), or the merge's error. */
+static px_status dfxh_merge(dfxh *d, const char *job)
+{
+    int lock = -1, missing = -1;
+    px_status st;
+
+    for (int h = 1; h < d->n; h++) {
+        if (d->hosts[h].st == PX_OK &&
+            (st = dfxh_write_host(job, h, &d->heads[h], d->blob[h])) != PX_OK) {
+            d->hosts[h].st = st;
+            snprintf(d->hosts[h].msg, sizeof(d->hosts[h].msg), "%s", px_last_error());
+        }
+    }
+    if ((st = util_dir_lock(job, d->timeout_s, "dfx", &lock)) != PX_OK)
+        return st;
+    st = hier_dfx_merge_hosts(job, d->n, d->hosts);
+    util_dir_unlock(lock);
+    for (int h = 1; h < d->n && missing < 0; h++)
+        if (d->hosts[h].st != PX_OK)
+            missing = h;
+    if (st == PX_OK && missing > 0) { /* said here too: the run's own failure may win */
+        st = px_set_error(PX_EIO, "dfx: host %d (%s) is missing from the merged outputs in %s "
+                          "(written without it, see hosts_missing in dfx.json): %s", missing,
+                          d->hosts[missing].id, job, d->hosts[missing].msg);
+        PX_LOG_WARN("%s", px_last_error());
+    }
+    return st;
+}
+
+/* The job's directory of host directory dir (DIR/hosts/host<h> -> DIR) into out. */
+static px_status dfxh_job_dir(const char *dir, char *out, size_t n)
+{
+    const char *cut = strstr(dir, "/hosts/host");
+
+    while (cut != NULL && strstr(cut + 1, "/hosts/host") != NULL)
+        cut = strstr(cut + 1, "/hosts/host");
+    if (cut == NULL || (size_t)(cut - dir) >= n)
+        return px_set_error(PX_EINVAL, "dfx: %s is not a host's directory DIR/hosts/host<h>",
+                            dir);
+    memcpy(out, dir, (size_t)(cut - dir));
+    out[cut - dir] = '\0';
+    return PX_OK;
+}
+
+/* Frees what the gather holds. */
+static void dfxh_free(dfxh *d)
+{
+    for (int h = 0; d->blob != NULL && h < d->n; h++)
+        free(d->blob[h]);
+    free(d->blob);
+    free(d->hosts);
+    free(d->heads);
+}
+
+/* The gather and, on host 0, the merge (steps 1 to 3 above). */
+static px_status dfxh_run(dfxh *d, const char *job, const dfxh_head *me, const dfxh_files *own)
+{
+    px_status st = comm_proxy_allgather(d->p, me, sizeof(*me), d->heads, d->timeout_s);
+
+    if (st != PX_OK && d->me != 0)
+        return st;
+    if (d->me == 0) {
+        if (st != PX_OK)
+            snprintf(d->why, sizeof(d->why), "the hosts' DFX gather failed: %s",
+                     px_last_error());
+        for (int h = 1; st != PX_OK && h < d->n; h++) {
+            d->heads[h] = (dfxh_head){.magic = DFXH_MAGIC, .st = PX_ETIMEDOUT};
+            snprintf(d->heads[h].msg, sizeof(d->heads[h].msg), "%.255s", d->why);
+        }
+        d->heads[0] = *me;
+        dfxh_hosts_init(d);
+        if (st != PX_OK)
+            return dfxh_merge(d, job);
+        dfxh_clock(d);
+    }
+    st = dfxh_files_gather(d, own);
+    if (st != PX_OK && d->me != 0)
+        return st;
+    if (st != PX_OK) {
+        snprintf(d->why, sizeof(d->why), "the hosts' DFX gather failed: %s", px_last_error());
+        dfxh_lose_rest(d);
+    }
+    return d->me == 0 ? dfxh_merge(d, job) : PX_OK;
+}
+
+px_status comm_dfx_hosts_merged(comm_proxy *p, const char *dir, px_status merge_st,
+                                double timeout_s)
+{
+    dfxh d = {.p = p, .me = comm_proxy_rank(p), .n = comm_proxy_size(p),
+              .timeout_s = timeout_s};
+    char job[PX_DFX_OUT_MAX];
+    dfxh_head me;
+    dfxh_files own = {0};
+    px_status st;
+
+    if ((st = dfxh_job_dir(dir, job, sizeof(job))) != PX_OK)
+        return st;
+    dfxh_own(dir, merge_st, comm_proxy_host(p, d.me)->id, &me, &own);
+    px_clear_error();
+    d.heads = calloc((size_t)d.n, sizeof(*d.heads));
+    if (d.me == 0) {
+        d.blob = calloc((size_t)d.n, sizeof(*d.blob));
+        d.hosts = calloc((size_t)d.n, sizeof(*d.hosts));
+    }
+    if (d.heads == NULL || (d.me == 0 && (d.blob == NULL || d.hosts == NULL)))
+        st = px_set_error(PX_ENOMEM, "dfx: out of host memory for the gather of %d hosts' "
+                          "outputs", d.n);
+    else
+        st = dfxh_run(&d, job, &me, &own);
+    dfxh_free(&d);
+    free(own.trace);
+    free(own.dfx);
+    return st;
+}
