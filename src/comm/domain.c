@@ -703,7 +703,7 @@ static px_status comm_slots_wait(comm_worker *cw, const px_domain_spec *s)
  * one given), or -1 when all are taken. */
 static int comm_revoke_slot(comm_worker *cw)
 {
-    static _Thread_local uint8_t used[COMM_REVOKE_SLOTS];
+    uint8_t used[COMM_REVOKE_SLOTS];
     int start = cw->next_slot;
 
     memset(used, 0, sizeof(used));
