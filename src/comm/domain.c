@@ -593,11 +593,26 @@ px_status comm_submit(px_orch *o, px_domain *d, px_callable_id c, px_task_args *
     return st;
 }
 
+/* 1 when a member chip of d (this worker's) is on the deaths board: a call of an earlier,
+ * failed run may still run on d in a survivor (an orphan of a group the death failed), so
+ * only comm.free, ordered behind it, may free d there. */
+static int comm_member_dead(const comm_worker *cw, const px_domain *d)
+{
+    const hier_deaths *b = hier_deaths_board(cw->w);
+    uint64_t mask = b != NULL ? atomic_load_explicit(&b->mask, memory_order_acquire) : 0;
+
+    for (int q = 0; mask != 0 && q < d->nmem; q++)
+        if (d->mem[q] >= 0 && d->mem[q] < HIER_DEATHS_MAX && (mask >> d->mem[q] & 1))
+            return 1;
+    return 0;
+}
+
 /*
  * Forgets on the chips every domain released in this run whose tasks have all finished, at
  * once (comm.forget), so its slots, windows and mappings go before the run ends; its reserved
  * addresses stay until then (a new domain at the same addresses would get edges to its
- * tasks). Nothing after a failure of the run: a failed group may leave member calls running.
+ * tasks). Nothing after a failure of the run: a failed group may leave member calls running;
+ * nor for a domain with a dead member (such calls may be left from an earlier run).
  */
 static void comm_sweep(comm_worker *cw)
 {
@@ -605,7 +620,7 @@ static void comm_sweep(comm_worker *cw)
         if (atomic_load_explicit(&cw->w->failed, memory_order_acquire))
             return;
         if (d->state == COMM_RELEASED && d->draining && !d->lost && comm_pend_prune(d) == 0 &&
-            comm_forget(cw, d)) {
+            !comm_member_dead(cw, d) && comm_forget(cw, d)) {
             d->state = COMM_FREED;
             d->draining = 0;
         }

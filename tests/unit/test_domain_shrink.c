@@ -421,6 +421,44 @@ static void test_two_deaths_at_once(void **state)
     ts_finish(s, shm0, fd0);
 }
 
+/* Shrinks d and releases it in the same run, then reads the survivors' windows. */
+static px_status ts_shrink_release_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    ts_scene *s = user;
+    px_status st = px_domain_shrink(o, s->d, &s->nd);
+
+    if (st == PX_OK)
+        st = px_domain_release(s->d);
+    return st == PX_OK ? ts_read(o, args, s->nd) : st;
+}
+
+/* The old domain released in the run that shrank it (its dead member's part included): the
+ * survivors' reads on the new domain still work, and the carried sums are there. */
+static void test_release_old_in_shrink_run(void **state)
+{
+    static const int surv[3] = {0, 1, 3};
+    int shm0 = px_test_shm_plexus_entries(), fd0 = px_test_open_fds();
+    ts_scene *s = &g_s;
+    float sum0[TS_COUNT];
+    px_status st;
+
+    (void)state;
+    ts_start(s, TS_DIRECT);
+    memcpy(sum0, s->out[0], sizeof(sum0));
+    ts_kill(s->w, 2);
+    st = ts_run(s, ts_shrink_release_orch);
+    if (st != PX_OK)
+        print_error("%s: %s\n", px_status_name(st), px_last_error());
+    assert_int_equal(st, PX_OK);
+    for (int r = 0; r < 3; r++) {
+        assert_int_equal(px_domain_chip(s->nd, r), surv[r]);
+        assert_memory_equal(s->out[r], sum0, sizeof(sum0));
+    }
+    s->d = s->nd;
+    s->nd = NULL;
+    ts_finish(s, shm0, fd0);
+}
+
 /* ---- a death during the shrink ---- */
 
 typedef struct ts_killer {
@@ -610,6 +648,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_death_during_collective_mixed),
         cmocka_unit_test(test_two_deaths_at_once),
         cmocka_unit_test(test_death_during_shrink),
+        cmocka_unit_test(test_release_old_in_shrink_run),
         cmocka_unit_test(test_revoke_from_orchestration),
         cmocka_unit_test(test_revoke_from_member),
         cmocka_unit_test(test_shrunk_domain_refuses_use),
