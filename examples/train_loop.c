@@ -315,6 +315,7 @@ static px_status tl_run(px_worker *w, void *state, px_example_result *r)
     int64_t zero = 0;
     px_status st;
 
+    r->iters = s->iters;
     for (int c = 0; c < s->n; c++)
         s->chips[c] = c;
     s->p0 = malloc(row * sizeof(float));
