@@ -55,16 +55,23 @@ static px_status wait_kernel(px_core_ctx *ctx, const px_task_args *a)
     return px_comm_wait_until(c, 0, PX_CMP_EQ, 1, 30.0);
 }
 
-/* Rank 1 revokes the domain and returns; the others wait 30 s as wait_kernel does. */
+/* The other ranks tell rank 1 they are about to wait (signal 0 of rank 1, add 1), then wait
+ * 30 s for their signal 0, which nobody sets; rank 1 revokes once all have told it, so the
+ * revoke lands on pending waits. */
 static px_status revoke_kernel(px_core_ctx *ctx, const px_task_args *a)
 {
     px_comm *c = px_arg_comm(a, px_arg_count(a) - 1);
+    px_status st;
 
     (void)ctx;
     if (c == NULL)
         return PX_EINVAL;
-    if (px_comm_rank(c) == 1)
-        return px_comm_revoke(c);
+    if (px_comm_rank(c) == 1) {
+        st = px_comm_wait_until(c, 0, PX_CMP_GE, (uint64_t)px_comm_size(c) - 1, 30.0);
+        return st == PX_OK ? px_comm_revoke(c) : st;
+    }
+    if ((st = px_comm_signal(c, 1, 0, PX_SIG_ADD, 1)) != PX_OK)
+        return st;
     return px_comm_wait_until(c, 0, PX_CMP_EQ, 1, 30.0);
 }
 
