@@ -17,6 +17,12 @@
  * case=domain_alloc: px_domain_alloc of a domain over every chip of a worker of 2, 4, 8, 16
  * and 64 chips (one allocation per run; the median of the runs after an untimed one), and the
  * ratio of 64 to 4 ranks, which set-up linear in the ranks keeps at 16 or below.
+ * case=shrink / case=recreate (issue 23): at 4 and 8 ranks, the last rank's chip kills itself
+ * (SIGKILL) at the start of a domain task whose other ranks enter an allreduce; detection is
+ * the time until that run returns PX_EPEERDEAD. shrink: detection + a run that shrinks the
+ * domain and allreduces on the survivors' domain; recreate: detection + tearing the worker
+ * down and making one of the survivors' chips from scratch (worker, chips, domain) up to its
+ * first allreduce, which is what a job without shrink does. Each checks its allreduce.
  *
  * The anchor is Open MPI (bench/mpi_anchor.c runs bench/comm_mpi_anchor.c under mpirun with
  * pinned options): MPI_Allreduce in place and MPI_Put + MPI_Win_flush on a shared window. The
@@ -623,6 +629,199 @@ static void bc_domain_alloc_case(bench_mode mode)
         bench_line(BC_NAME, "case=domain_alloc ranks_64_over_4=%.1f linear=16", us[4] / us[1]);
 }
 
+/* ---- case=shrink, case=recreate: going on after a member's death (issue 23) ---- */
+
+#define BC_SH_COUNT 1024 /* floats of the allreduce */
+
+static px_kernel_id k_shdie, k_shar;
+static px_callable_id c_shdie, c_shar;
+
+/* The last rank dies (SIGKILL) at once; the others enter an allreduce that cannot finish. */
+static px_status bc_shdie_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    px_comm *c = px_arg_comm(a, px_arg_count(a) - 1);
+
+    (void)ctx;
+    if (c == NULL)
+        return PX_EINVAL;
+    if (px_comm_rank(c) == px_comm_size(c) - 1)
+        raise(SIGKILL);
+    return px_comm_allreduce(c, px_comm_buffer(c, "x", NULL), BC_SH_COUNT, PX_F32, PX_OP_SUM);
+}
+
+/* Every rank sets x to rank + 1 and allreduces it: each element must be n (n + 1) / 2. */
+static px_status bc_shar_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    px_comm *c = px_arg_comm(a, px_arg_count(a) - 1);
+    float *x;
+    int n;
+    px_status st;
+
+    (void)ctx;
+    if (c == NULL)
+        return PX_EINVAL;
+    x = px_comm_buffer(c, "x", NULL);
+    n = px_comm_size(c);
+    for (int i = 0; i < BC_SH_COUNT; i++)
+        x[i] = (float)(px_comm_rank(c) + 1);
+    if ((st = px_comm_allreduce(c, x, BC_SH_COUNT, PX_F32, PX_OP_SUM)) != PX_OK)
+        return st;
+    for (int i = 0; i < BC_SH_COUNT; i++)
+        if (x[i] != (float)(n * (n + 1) / 2))
+            return px_set_error(PX_EKERNEL, "bench shrink: element %d is %g, expected %d", i,
+                                x[i], n * (n + 1) / 2);
+    return PX_OK;
+}
+
+static px_status bc_shdie_callable(px_orch *o, const px_task_args *args, void *user)
+{
+    px_task_args a = *args;
+
+    (void)user;
+    return px_submit(o, k_shdie, &a, NULL);
+}
+
+static px_status bc_shar_callable(px_orch *o, const px_task_args *args, void *user)
+{
+    px_task_args a = *args;
+
+    (void)user;
+    return px_submit(o, k_shar, &a, NULL);
+}
+
+typedef struct bc_sh {
+    int n;
+    px_domain *d, *nd;
+} bc_sh;
+
+static px_status bc_sh_alloc_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    bc_sh *r = user;
+    int chips[BC_DA_MAX];
+    px_domain_buffer b = {"x", BC_SH_COUNT * sizeof(float)};
+    px_domain_spec s = {PX_DOMAIN_SPEC_HEADER, .name = "shrink", .chips = chips,
+                        .nchips = r->n, .window_bytes = BC_SH_COUNT * sizeof(float),
+                        .buffers = &b, .nbuffers = 1};
+    px_status st;
+
+    (void)args;
+    for (int i = 0; i < r->n; i++)
+        chips[i] = i;
+    if ((st = px_domain_alloc(o, &s, &r->d)) == PX_OK)
+        st = px_submit_domain_task(o, r->d, c_shar, NULL, NULL);
+    return st;
+}
+
+static px_status bc_sh_die_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    bc_sh *r = user;
+
+    (void)args;
+    return px_submit_domain_task(o, r->d, c_shdie, NULL, NULL);
+}
+
+static px_status bc_sh_shrink_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    bc_sh *r = user;
+    px_status st = px_domain_shrink(o, r->d, &r->nd);
+
+    (void)args;
+    if (st == PX_OK)
+        st = px_submit_domain_task(o, r->nd, c_shar, NULL, NULL);
+    return st;
+}
+
+/* A worker of n chips (one core each) with the case's kernels, and its domain of all of them
+ * after one checked allreduce. */
+static px_status bc_sh_worker(int n, px_worker **w, bc_sh *r)
+{
+    px_config cfg;
+    px_status st = bc_config(&cfg, n, 16ull << 20);
+
+    *w = NULL;
+    r->n = n;
+    if (st == PX_OK)
+        st = px_worker_create(&cfg, w);
+    if (st == PX_OK)
+        st = px_kernel_register(*w, "bench.shdie", bc_shdie_kernel, NULL, &k_shdie);
+    if (st == PX_OK)
+        st = px_kernel_register(*w, "bench.shar", bc_shar_kernel, NULL, &k_shar);
+    if (st == PX_OK)
+        st = px_callable_register(*w, "bench.shdie", bc_shdie_callable, &c_shdie);
+    if (st == PX_OK)
+        st = px_callable_register(*w, "bench.shar", bc_shar_callable, &c_shar);
+    if (st == PX_OK)
+        st = px_worker_init(*w);
+    if (st == PX_OK)
+        st = px_run(*w, bc_sh_alloc_orch, NULL, r);
+    return st;
+}
+
+/* One trial on n chips: detection and then shrink (recreate 0) or recreate (1), in us. */
+static px_status bc_sh_trial(int n, int recreate, double *detect_us, double *total_us)
+{
+    px_worker *w = NULL;
+    bc_sh r = {0};
+    uint64_t t0;
+    px_status st = bc_sh_worker(n, &w, &r);
+
+    if (st != PX_OK)
+        goto out;
+    t0 = bench_now_ns();
+    if ((st = px_run(w, bc_sh_die_orch, NULL, &r)) != PX_EPEERDEAD) {
+        st = st == PX_OK ? px_set_error(PX_ESTATE, "the dying rank's run succeeded") : st;
+        goto out;
+    }
+    *detect_us = (double)(bench_now_ns() - t0) / 1e3;
+    if (!recreate) {
+        st = px_run(w, bc_sh_shrink_orch, NULL, &r);
+    } else { /* from scratch: the job ends, a new one of the survivors starts */
+        px_worker_destroy(w);
+        w = NULL;
+        st = bc_sh_worker(n - 1, &w, &r);
+    }
+    *total_us = (double)(bench_now_ns() - t0) / 1e3;
+out:
+    if (w != NULL)
+        px_worker_destroy(w);
+    return st;
+}
+
+/* Prints case=shrink and case=recreate at 4 and 8 ranks (4 in --smoke), the detection alone,
+ * and the ratio shrink / recreate (target: 0.5 or below; detection under 1 s). */
+static void bc_shrink_case(bench_mode mode)
+{
+    static const int ns[2] = {4, 8};
+    int count = mode == BENCH_SMOKE ? 1 : 2, reps = mode == BENCH_FULL ? 3 : 1;
+
+    bench_line(BC_NAME, "config case=shrink allreduce_floats=%d cores_per_chip=1 reps=%d "
+               "transport=auto death=SIGKILL_in_a_collective", BC_SH_COUNT, reps);
+    for (int i = 0; i < count; i++) {
+        double det[2][BC_MAX_REPS], tot[2][BC_MAX_REPS], med[2][2];
+
+        for (int k = 0; k < 2; k++) {
+            for (int rep = 0; rep < reps; rep++) {
+                px_status st = bc_sh_trial(ns[i], k, &det[k][rep], &tot[k][rep]);
+
+                if (st != PX_OK) {
+                    bench_fail(BC_NAME, "case=%s on %d ranks: %s: %s", k ? "recreate" :
+                               "shrink", ns[i], px_status_name(st), px_last_error());
+                    return;
+                }
+            }
+            med[k][0] = bench_median(det[k], reps);
+            med[k][1] = bench_median(tot[k], reps);
+        }
+        bench_line(BC_NAME, "case=shrink ranks=%d system=plexus us=%.1f detect_us=%.1f",
+                   ns[i], med[0][1], med[0][0]);
+        bench_line(BC_NAME, "case=recreate ranks=%d system=plexus us=%.1f detect_us=%.1f",
+                   ns[i], med[1][1], med[1][0]);
+        bench_line(BC_NAME, "case=shrink ranks=%d shrink_over_recreate=%.2f target=0.5 "
+                   "detect_s=%.3f target_s=1", ns[i], med[0][1] / med[1][1],
+                   med[0][0] / 1e6);
+    }
+}
+
 /* ---- --hosts 2: several hosts over network namespaces (issue 21) ---- */
 
 #define BC_HOSTS 2
@@ -959,5 +1158,6 @@ int main(int argc, char **argv)
     }
     bc_loaded_case(mode, have_mpi);
     bc_domain_alloc_case(mode);
+    bc_shrink_case(mode);
     return bench_finish();
 }

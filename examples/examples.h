@@ -27,6 +27,8 @@ typedef struct px_example_opts {
     int64_t tile; /* tile edge for tiled examples; 0: the example's default */
     const char *op;    /* reduction of a reducing example ("sum", ...); NULL: "sum" */
     const char *dtype; /* element type of a reducing example ("f32", ...); NULL: "f32" */
+    int kill_chip;     /* train_loop: the chip to kill, plus one (0: none) */
+    int at_iter;       /* train_loop: the iteration at which it dies; 0: iters / 2 */
 } px_example_opts;
 
 #define PX_EXAMPLE_WHY_MAX 512

@@ -15,6 +15,7 @@ extern const px_example px_example_multi_chip;
 extern const px_example px_example_allreduce;
 extern const px_example px_example_moe;
 extern const px_example px_example_tp_mlp;
+extern const px_example px_example_train_loop;
 
 const px_example *const px_examples[] = {
     &px_example_vector,
@@ -23,6 +24,7 @@ const px_example *const px_examples[] = {
     &px_example_allreduce,
     &px_example_moe,
     &px_example_tp_mlp,
+    &px_example_train_loop,
     NULL,
 };
 

@@ -32,6 +32,10 @@ const cli_option cli_options[] = {
     {"--tile", CLI_OPT_TILE, "N", "tile edge of tiled examples (matmul: default 64)"},
     {"--op", CLI_OPT_OP, "OP", "reduction of allreduce: sum (default), prod, min or max"},
     {"--dtype", CLI_OPT_DTYPE, "T", "element type of allreduce: f32 (default), f64, i32 or i64"},
+    {"--kill-chip", CLI_OPT_KILL_CHIP, "N",
+     "train_loop: chip N kills itself (SIGKILL); the survivors shrink the domain and go on"},
+    {"--at-iter", CLI_OPT_AT_ITER, "N",
+     "train_loop: the iteration at which --kill-chip dies (default: iters / 2)"},
     {"--comm-transport", CLI_OPT_COMM_TRANSPORT, "T",
      "comm transport of every pair of chips: auto (direct, else staged), direct or staged "
      "(default: PLEXUS_COMM_TRANSPORT, auto)"},
@@ -105,6 +109,14 @@ static int cli_apply(const cli_option *opt, const char *val, cli_opts *o, char *
     case CLI_OPT_ITERS:
         rc = cli_parse_int(opt, val, 1, CLI_MAX_ITERS, &v, why, n);
         o->ex.iters = (int)v;
+        break;
+    case CLI_OPT_KILL_CHIP:
+        rc = cli_parse_int(opt, val, 0, 63, &v, why, n);
+        o->ex.kill_chip = (int)v + 1;
+        break;
+    case CLI_OPT_AT_ITER:
+        rc = cli_parse_int(opt, val, 1, CLI_MAX_ITERS, &v, why, n);
+        o->ex.at_iter = (int)v;
         break;
     case CLI_OPT_TILE:
         rc = cli_parse_int(opt, val, 1, CLI_MAX_SIZE, &v, why, n);

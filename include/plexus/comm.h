@@ -169,6 +169,15 @@ PX_API px_status px_comm_alltoallv(px_comm *c, const void *send, const size_t *s
                                    const size_t *recv_counts, const size_t *recv_offs,
                                    px_dtype dt);
 
+/*
+ * Revokes c's domain from a kernel: every pending and later operation on the domain, on every
+ * member, returns PX_EREVOKED within one wait slice (50 ms); it never waits for anyone (one
+ * store into the revocation table every member reads). The first revoker is named in the
+ * messages. Returns PX_OK, or PX_EINVAL for a NULL c. The orchestration then releases the
+ * domain or shrinks it (px_domain_shrink).
+ */
+PX_API px_status px_comm_revoke(px_comm *c);
+
 /* The algorithm the last collective on c used ("oneshot", "rs_ag", "chain" across hosts, ...);
  * "" before any. */
 PX_API const char *px_comm_last_algorithm(const px_comm *c);
@@ -235,6 +244,36 @@ PX_API px_status px_domain_alloc(px_orch *o, const px_domain_spec *spec, px_doma
  * domain it allocated; destroying the worker frees the rest.
  */
 PX_API px_status px_domain_release(px_domain *d);
+
+/*
+ * Revokes d from the orchestration (or a host task): every pending and later operation on d,
+ * on every member, returns PX_EREVOKED within one wait slice (50 ms); later submits on d
+ * return PX_EREVOKED at once. It never waits for anyone. d can then only be shrunk or
+ * released. Returns PX_OK (also when d was revoked already), PX_EINVAL / PX_ESTATE for a bad
+ * d, PX_ENOTSUP for a domain spanning hosts.
+ */
+PX_API px_status px_domain_revoke(px_domain *d);
+
+/*
+ * From a level-3 orchestration, after members of d died: the survivors agree on the members
+ * to exclude (every member whose death the worker's death watch, the one source of truth
+ * every chip reads, had reported when the shrink began) and *nd becomes a new domain over the
+ * survivors, ranks renumbered densely in the old order, the same spec otherwise (name,
+ * window, buffers, signals); each survivor's window in *nd holds the bytes its window in d
+ * held. d is revoked and can only be released (px_domain_release frees everything of it,
+ * also what the dead member held). Bounded by the domain deadline (PLEXUS_TIMEOUT_S): a
+ * death during the shrink makes it fail with PX_EPEERDEAD (d stays as it was; call it again),
+ * never a hang. PX_EINVAL when no member survived, PX_ENOTSUP for a domain spanning hosts.
+ * Tasks submitted on d before are waited for (they end at once: d is revoked first).
+ */
+PX_API px_status px_domain_shrink(px_orch *o, px_domain *d, px_domain **nd);
+
+/* The chip of rank `rank` of d, or -1 for a bad d or rank. */
+PX_API int px_domain_chip(const px_domain *d, int rank);
+
+/* How many shrinks made d: 0 for a domain from px_domain_alloc, the old one's + 1 for one
+ * from px_domain_shrink; -1 for a bad d. */
+PX_API int px_domain_generation(const px_domain *d);
 
 /* Ranks of d (-1 for NULL), its name, and the transport between ranks a and b. */
 PX_API int px_domain_size(const px_domain *d);

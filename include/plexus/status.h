@@ -26,7 +26,8 @@ extern "C" {
     X(PX_ESTATE, -7, "invalid state")                                                      \
     X(PX_EABORTED, -8, "aborted by an earlier failure")                                    \
     X(PX_EKERNEL, -9, "kernel failed")                                                     \
-    X(PX_ENOENT, -10, "not found")
+    X(PX_ENOENT, -10, "not found")                                                         \
+    X(PX_EREVOKED, -11, "domain revoked")
 
 typedef enum px_status {
 #define PX_STATUS_ENUM_(name, value, text) name = value,

@@ -10,7 +10,7 @@ docs/user-guide.md ("Python") walks through it; docs/architecture.md says how it
 """
 from ._plexus_cffi import ffi, lib
 from .errors import (Error, InvalidArgument, OutOfMemory, NotSupported, Timeout, PeerDead,
-                     IOFailure, StateError, Aborted, KernelError, NotFound)
+                     IOFailure, StateError, Aborted, KernelError, NotFound, Revoked)
 from ._core import (Worker, Orchestration, RunResult, DeviceTensor, CKernel, KernelLibrary,
                     PyKernel, Callable, Comm, In, Out, InOut, OutputExisting, NoDep, U64, Pick,
                     kernel, callable, builtin, caps, doctor, chip_index, config, px_dtype,
@@ -20,7 +20,7 @@ from .domain import Domain
 __version__ = "%d.%d.%d" % (lib.PX_VERSION_MAJOR, lib.PX_VERSION_MINOR, lib.PX_VERSION_PATCH)
 
 __all__ = ["Error", "InvalidArgument", "OutOfMemory", "NotSupported", "Timeout", "PeerDead",
-           "IOFailure", "StateError", "Aborted", "KernelError", "NotFound", "Worker",
+           "IOFailure", "StateError", "Aborted", "KernelError", "NotFound", "Revoked", "Worker",
            "Orchestration", "RunResult", "DeviceTensor", "CKernel", "KernelLibrary",
            "PyKernel", "Callable", "Comm", "Domain", "In", "Out", "InOut", "OutputExisting",
            "NoDep", "U64", "Pick", "kernel", "callable", "builtin", "caps", "doctor", "chip_index",

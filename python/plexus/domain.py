@@ -11,7 +11,16 @@ class Domain:
     and b move bytes and why. Released at the end of the with block (or d.release()); its
     memory is freed when the run drains."""
 
-    def __init__(self, orch, name, chips, window, buffers, signals, need_peer_ptr):
+    def __init__(self, orch, name, chips, window, buffers, signals, need_peer_ptr,
+                 _handle=None):
+        if _handle is not None:  # made by shrink(): the C domain exists already
+            self._d = _handle
+            self._released = False
+            self.name = str(name)
+            self.chips = [lib.px_domain_chip(_handle, r) for r in
+                          range(lib.px_domain_size(_handle))]
+            self.buffers = dict(buffers)
+            return
         o = orch._l3("o.domain")
         if isinstance(buffers, dict):
             items = list(buffers.items())
@@ -70,6 +79,35 @@ class Domain:
             raise InvalidArgument("domain %r: no ranks %r and %r (it has %d)"
                                   % (self.name, a, b, self.size))
         return ffi.string(t).decode()
+
+    @property
+    def generation(self):
+        """How many shrinks made this domain (0: o.domain made it)."""
+        return lib.px_domain_generation(self._live())
+
+    def chip(self, rank):
+        """The chip of rank `rank`."""
+        c = lib.px_domain_chip(self._live(), int(rank))
+        if c < 0:
+            raise InvalidArgument("domain %r: no rank %r (it has %d)" % (self.name, rank,
+                                                                         self.size))
+        return c
+
+    def revoke(self):
+        """Every pending and later operation on the domain, on every member, fails with
+        plexus.Revoked within one wait slice; never waits for anyone."""
+        check(lib.px_domain_revoke(self._live()), "revoking domain %r" % self.name)
+
+    def shrink(self, orch):
+        """A new Domain over the survivors (dead members excluded, as the death watch
+        reported them; ranks dense in the old order; windows carried). This one can then
+        only be released. Raises PeerDead when a member dies during it: call it again."""
+        o = orch._l3("d.shrink")
+        dp = ffi.new("px_domain **")
+        check(lib.px_domain_shrink(o, self._live(), dp), "shrinking domain %r" % self.name)
+        nd = Domain(orch, self.name, None, None, self.buffers, None, None, _handle=dp[0])
+        orch._domains.append(nd)
+        return nd
 
     def release(self):
         if not self._released:

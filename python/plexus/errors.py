@@ -81,9 +81,14 @@ class NotFound(Error, LookupError):
     status = lib.PX_ENOENT
 
 
+class Revoked(Error):
+    """PX_EREVOKED: the domain was revoked (or shrunk); shrink it or release it."""
+    status = lib.PX_EREVOKED
+
+
 _BY_STATUS = {c.status: c for c in (InvalidArgument, OutOfMemory, NotSupported, Timeout,
                                     PeerDead, IOFailure, StateError, Aborted, KernelError,
-                                    NotFound)}
+                                    NotFound, Revoked)}
 
 
 def _status_values():

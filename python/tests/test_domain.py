@@ -232,3 +232,33 @@ def test_orchestration_collectives_of_every_kind():
         assert out["s"][r, 2 * r:2 * r + 2].tolist() == [2.0, 2.0]  # 1 * 2
         assert out["b"][r].tolist() == [4.0] * 8
         assert out["t"][r].tolist() == [10 * q + r for q in range(n)]
+
+
+def test_revoke_then_shrink_goes_on():
+    """d.revoke(): a submit on d raises plexus.Revoked; d.shrink(o) with nobody dead gives a
+    domain of the same chips, generation 1, on which an allreduce is right."""
+    out = np.zeros((4, 64), np.float32)
+    seen = {}
+    with plexus.Worker(level=3, chips=4, cores=1) as w:
+        def orch(o):
+            with o.domain("dp", chips=[0, 1, 2, 3], window=1 << 16,
+                          buffers={"grad": 256}) as d:
+                d.revoke()
+                d.revoke()  # twice is fine
+                try:
+                    o.allreduce(d, "grad", 64, np.float32, "sum")
+                except plexus.Revoked as e:
+                    seen["revoked"] = str(e)
+                nd = d.shrink(o)
+                seen["nd"] = (nd.generation, nd.size, [nd.chip(r) for r in range(nd.size)],
+                              d.generation)
+                for r in range(4):
+                    o.write(nd, r, "grad", np.arange(64, dtype=np.float32) * (r + 1))
+                o.allreduce(nd, "grad", 64, np.float32, "sum")
+                for r in range(4):
+                    o.read(nd, r, "grad", out[r])
+                nd.release()
+        w.run(orch)
+    assert "revoked by the orchestration" in seen["revoked"]
+    assert seen["nd"] == (1, 4, [0, 1, 2, 3], 0)
+    np.testing.assert_array_equal(out, np.stack([np.arange(64) * 10] * 4).astype(np.float32))

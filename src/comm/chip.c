@@ -216,6 +216,9 @@ static px_status comm_chip_msg(hier_chip *chip, const char *kind, size_t n, cons
     if (n != sizeof(*m))
         return px_set_error(PX_EINVAL, "%s: payload of %zu bytes, expected %zu", kind, n,
                             sizeof(*m));
+    if (m->revoke_slot < 0 || m->revoke_slot >= COMM_REVOKE_SLOTS)
+        return px_set_error(PX_EINVAL, "%s: revoke slot %d out of range (0..%d)", kind,
+                            (int)m->revoke_slot, COMM_REVOKE_SLOTS - 1);
     snprintf(what, wn, "domain \"%.31s\" on chip %d", m->name, hier_chip_index(chip));
     return PX_OK;
 }
@@ -338,6 +341,21 @@ static px_status comm_chip_map_all(hier_chip *chip, void *arg, const void *paylo
     return st;
 }
 
+/* A shrink's new domain d: this member's window data becomes the bytes of its window in the
+ * old domain (m->carry_id), when this chip holds it (g_lock held). Nothing runs on the old
+ * domain now: the parent waited for its tasks after revoking it. */
+static void comm_chip_carry(comm_chip_dom *d, const comm_create_msg *m)
+{
+    comm_chip_dom *old = comm_chip_find(m->carry_id);
+    size_t n = m->data_bytes;
+
+    if (old == NULL || !old->built)
+        return;
+    if (old->comm.data_bytes < n)
+        n = old->comm.data_bytes;
+    memcpy(d->comm.data[d->rank], old->comm.data[old->rank], n);
+}
+
 /* comm.ready: build the communicator over the pairs as they are mapped now. */
 static px_status comm_chip_ready(hier_chip *chip, void *arg, const void *payload, size_t n,
                                  void *reply, size_t *reply_n)
@@ -378,6 +396,7 @@ static px_status comm_chip_ready(hier_chip *chip, void *arg, const void *payload
                           .pairs = comm_desc_pairs(d->desc), .links = links,
                           .deaths = hier_chip_deaths(chip),
                           .rdeaths = comm_board_rdeaths(*g_bells),
+                          .revoke = &comm_board_revokes(*g_bells)->word[m->revoke_slot],
                           .member = comm_desc_chips(d->desc), .timeout_s = m->timeout_s,
                           .spin_ns = m->spin_ns, .yield_ns = m->yield_ns,
                           .oneshot_max = m->oneshot_max, .buffers = m->buffers,
@@ -386,6 +405,8 @@ static px_status comm_chip_ready(hier_chip *chip, void *arg, const void *payload
         st = comm_build(&d->comm, &s);
     }
     free(links);
+    if (st == PX_OK && m->carry_id != 0)
+        comm_chip_carry(d, m);
     /* Its own window's data is device memory of this chip: tasks may take tensors there. */
     if (st == PX_OK &&
         (st = px_rt_device_range_add(eng, d->comm.data[d->rank], m->data_bytes)) == PX_OK)

@@ -155,6 +155,7 @@ px_status comm_build(px_comm *c, const px_comm_spec *s)
     comm_sites(c, s);
     c->deaths = s->deaths;
     c->rdeaths = s->rdeaths;
+    c->revoke = s->revoke != NULL ? s->revoke : &c->revoke_own;
     for (int q = 0; q < s->n; q++)
         c->member[q] = s->member != NULL ? s->member[q] : q;
     c->timeout_s = s->timeout_s > 0 ? s->timeout_s : 60.0;
@@ -347,7 +348,7 @@ static px_status comm_check_peer(const px_comm *c, int peer, const char *what)
     if (peer < 0 || peer >= c->n)
         return px_set_error(PX_EINVAL, "%s: domain \"%s\" rank %d: peer %d is not a rank "
                             "(0..%d)", what, c->name, c->rank, peer, c->n - 1);
-    return PX_OK;
+    return comm_check_revoked(c);
 }
 
 /* PX_OK when [off, off + n) lies inside a window's data. */
@@ -392,6 +393,44 @@ static const char *comm_dead_why(const px_comm *c, int q)
                                          : c->deaths->why[c->member[q]];
 
     return why[0] ? why : "no reason known";
+}
+
+/* 1 when c's domain is revoked (one load). */
+static int comm_revoked(const px_comm *c)
+{
+    return c->revoke != NULL && atomic_load_explicit(c->revoke, memory_order_acquire) != 0;
+}
+
+px_status comm_check_revoked(const px_comm *c)
+{
+    uint32_t who = c->revoke != NULL ? atomic_load_explicit(c->revoke, memory_order_acquire) : 0;
+    char by[48];
+
+    if (who == 0)
+        return PX_OK;
+    if (who == COMM_REVOKED_SHRUNK)
+        snprintf(by, sizeof(by), "shrunk by the orchestration");
+    else if (who == COMM_REVOKED_ORCH)
+        snprintf(by, sizeof(by), "revoked by the orchestration");
+    else
+        snprintf(by, sizeof(by), "revoked by rank %u", who - COMM_REVOKED_RANK);
+    return px_set_error(PX_EREVOKED, "domain \"%s\" rank %d: the domain was %s; every "
+                        "operation on it fails now: from the orchestration, release it, or "
+                        "shrink it (px_domain_shrink) and go on with the survivors", c->name,
+                        c->rank, by);
+}
+
+px_status px_comm_revoke(px_comm *c)
+{
+    uint32_t zero = 0;
+
+    if (c == NULL)
+        return px_set_error(PX_EINVAL, "px_comm_revoke: the communicator is NULL");
+    /* the first revoker's word stays; the waits of every member see it at their next turn */
+    (void)atomic_compare_exchange_strong_explicit(c->revoke, &zero,
+                                                  COMM_REVOKED_RANK + (uint32_t)c->rank,
+                                                  memory_order_acq_rel, memory_order_acquire);
+    return PX_OK;
 }
 
 /* Some death is announced: on this worker's board or another host's. */
@@ -526,6 +565,7 @@ typedef struct comm_waiting {
     int (*ready)(void *arg);
     void *arg;
     int dead;     /* a member died: the wait is over (with PX_EPEERDEAD) */
+    int revoked;  /* the domain was revoked: the wait is over (with PX_EREVOKED) */
     int polling;  /* this thread polls c's transports (comm_poll_mark) */
 } comm_waiting;
 
@@ -535,6 +575,8 @@ static int comm_waiting_ready(void *arg)
 
     if (w->ready(w->arg))
         return 1;
+    if (comm_revoked(w->c))
+        return w->revoked = 1;
     /* one load of the board (read-mostly) per turn: a death ends the wait within a slice */
     if (comm_any_dead(w->c) && comm_check_dead(w->c) != PX_OK)
         return w->dead = 1;
@@ -572,6 +614,8 @@ px_status comm_wait(px_comm *c, int (*ready)(void *arg), void *arg, _Atomic uint
 
     if (ready(arg))
         return PX_OK;
+    if (comm_revoked(c))
+        return comm_check_revoked(c);
     if (timeout_s <= 0)
         timeout_s = c->timeout_s;
     w.deadline_ns = px_now_ns() + (uint64_t)(timeout_s * 1e9);
@@ -583,6 +627,8 @@ px_status comm_wait(px_comm *c, int (*ready)(void *arg), void *arg, _Atomic uint
     if (cw.polling)
         comm_poll_mark(c, 0);
     atomic_fetch_add_explicit(&c->wait_sleeps, w.sleeps, memory_order_relaxed);
+    if (cw.revoked && !ready(arg))
+        return comm_check_revoked(c);
     if (cw.dead && !ready(arg))
         return comm_check_dead(c); /* its message names the dead member */
     return st == PX_OK || ready(arg) ? PX_OK : PX_ETIMEDOUT;
@@ -807,6 +853,10 @@ static void comm_sig_text(uint32_t s, const px_comm *c, int mine, char *buf, siz
 
 px_status comm_coll_begin(px_comm *c, int kind, size_t count, px_dtype dt, int op, int root)
 {
+    px_status st = comm_check_revoked(c);
+
+    if (st != PX_OK)
+        return st;
     if (c->failed)
         return px_set_error(PX_ESTATE, "domain \"%s\" rank %d: %s refused: %s; the domain's "
                             "barriers are out of step since, so every later collective and "

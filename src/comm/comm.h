@@ -141,12 +141,33 @@ typedef struct comm_rdeaths {
     char why[COMM_RDEATH_HOSTS][160];
 } comm_rdeaths;
 
-/* Bytes of the shared board: the bells, then the remote deaths. */
-#define COMM_BOARD_BYTES (COMM_BELLS * sizeof(comm_bell) + sizeof(comm_rdeaths))
+/*
+ * The revocation table, after the remote deaths on the same board: one word per revoke slot.
+ * The parent gives every domain it makes a slot no other domain it still holds has, zeroes it
+ * before the members build their communicators, and a communicator's waits read its slot at
+ * every turn: nonzero is revoked (COMM_REVOKED_ORCH by the orchestration, COMM_REVOKED_RANK +
+ * r by rank r's kernel; the first revoker's word stays).
+ */
+#define COMM_REVOKE_SLOTS 4096
+#define COMM_REVOKED_ORCH 1u
+#define COMM_REVOKED_RANK 2u
+#define COMM_REVOKED_SHRUNK 0xFFFFFFFFu /* the parent shrank the domain (px_domain_shrink) */
+typedef struct comm_revokes {
+    _Atomic uint32_t word[COMM_REVOKE_SLOTS];
+} comm_revokes;
+
+/* Bytes of the shared board: the bells, then the remote deaths, then the revocations. */
+#define COMM_BOARD_BYTES                                                                   \
+    (COMM_BELLS * sizeof(comm_bell) + sizeof(comm_rdeaths) + sizeof(comm_revokes))
 
 static inline comm_rdeaths *comm_board_rdeaths(comm_bell *bells)
 {
     return (comm_rdeaths *)(void *)(bells + COMM_BELLS);
+}
+
+static inline comm_revokes *comm_board_revokes(comm_bell *bells)
+{
+    return (comm_revokes *)(void *)(comm_board_rdeaths(bells) + 1);
 }
 
 /* A rank of another host in a communicator's member table: -2 - (host << 16 | chip). */
@@ -179,6 +200,9 @@ struct px_comm {
     int progresses;                           /* some used transport has progress() */
     const hier_deaths *deaths;                /* NULL: nobody announces deaths */
     const comm_rdeaths *rdeaths;              /* other hosts' chips' deaths, or NULL */
+    _Atomic uint32_t *revoke;                 /* its word of the revocation table (nonzero:
+                                               * revoked), or &revoke_own without a board */
+    _Atomic uint32_t revoke_own;
     double timeout_s;                         /* default deadline of waits */
     uint64_t spin_ns, yield_ns;               /* wait budgets before sleeping */
     _Atomic uint64_t wait_sleeps;             /* futex waits its waits made (tests) */
@@ -394,6 +418,7 @@ typedef struct px_comm_spec {
                                     * peer q, what the set-up made for the pair, mapped here */
     const hier_deaths *deaths;     /* or NULL */
     const comm_rdeaths *rdeaths;   /* or NULL */
+    _Atomic uint32_t *revoke;      /* the domain's revocation word, or NULL (a private one) */
     const int *member;             /* n board indices (chips; another host's rank:
                                     * comm_member_remote); NULL: rank q is bit q */
     double timeout_s;
@@ -434,6 +459,9 @@ int comm_blame(const px_comm *c, int q);
 /* What a message adds after naming a rank that comm_blame named: "; named silent: plexus
  * kills its chip", or "" when blamed is 0. */
 const char *comm_blamed_text(int blamed);
+
+/* Returns PX_OK, or PX_EREVOKED (message naming who revoked it) when c's domain is revoked. */
+px_status comm_check_revoked(const px_comm *c);
 
 /* Returns PX_OK or PX_EPEERDEAD (message naming the dead member) from c's deaths. */
 px_status comm_check_dead(const px_comm *c);

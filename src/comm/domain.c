@@ -151,6 +151,7 @@ static int comm_handle_known(const px_domain *d)
 
 static void comm_free_domain(comm_worker *cw, px_domain *d, int chips_alive);
 static void comm_domain_tables_free(px_domain *d);
+static _Atomic uint32_t *comm_revoke_word(const px_domain *d);
 
 /* The run_end hook: frees what the run released and its chips still hold, after a failed run
  * what it allocated, and the addresses of the domains forgotten during the run. */
@@ -168,6 +169,12 @@ static void comm_run_end(void *arg, px_status st)
                                           d->run == cw->run)) {
             if (d->state == COMM_LIVE)
                 PX_LOG_INFO("comm[%s]: freed: the run that allocated it failed", d->msg.name);
+            if (d->state == COMM_LIVE && d->from != NULL && d->from->shrunk) {
+                /* the shrink's domain is gone with its run: the old one may be shrunk again */
+                d->from->shrunk = 0;
+                atomic_store_explicit(comm_revoke_word(d->from), COMM_REVOKED_ORCH,
+                                      memory_order_release);
+            }
             comm_free_domain(cw, d, 1);
         } else if (d->state == COMM_FREED && d->vbase != NULL) {
             comm_free_domain(cw, d, 0); /* forgotten in the run: its addresses now */
@@ -598,11 +605,26 @@ px_status comm_submit(px_orch *o, px_domain *d, px_callable_id c, px_task_args *
     return st;
 }
 
+/* 1 when a member chip of d (this worker's) is on the deaths board: a call of an earlier,
+ * failed run may still run on d in a survivor (an orphan of a group the death failed), so
+ * only comm.free, ordered behind it, may free d there. */
+static int comm_member_dead(const comm_worker *cw, const px_domain *d)
+{
+    const hier_deaths *b = hier_deaths_board(cw->w);
+    uint64_t mask = b != NULL ? atomic_load_explicit(&b->mask, memory_order_acquire) : 0;
+
+    for (int q = 0; mask != 0 && q < d->nmem; q++)
+        if (d->mem[q] >= 0 && d->mem[q] < HIER_DEATHS_MAX && (mask >> d->mem[q] & 1))
+            return 1;
+    return 0;
+}
+
 /*
  * Forgets on the chips every domain released in this run whose tasks have all finished, at
  * once (comm.forget), so its slots, windows and mappings go before the run ends; its reserved
  * addresses stay until then (a new domain at the same addresses would get edges to its
- * tasks). Nothing after a failure of the run: a failed group may leave member calls running.
+ * tasks). Nothing after a failure of the run: a failed group may leave member calls running;
+ * nor for a domain with a dead member (such calls may be left from an earlier run).
  */
 static void comm_sweep(comm_worker *cw)
 {
@@ -610,7 +632,7 @@ static void comm_sweep(comm_worker *cw)
         if (atomic_load_explicit(&cw->w->failed, memory_order_acquire))
             return;
         if (d->state == COMM_RELEASED && d->draining && !d->lost && comm_pend_prune(d) == 0 &&
-            comm_forget(cw, d)) {
+            !comm_member_dead(cw, d) && comm_forget(cw, d)) {
             d->state = COMM_FREED;
             d->draining = 0;
         }
@@ -704,6 +726,28 @@ static px_status comm_slots_wait(comm_worker *cw, const px_domain_spec *s)
     return PX_OK;
 }
 
+/* A revoke slot that no domain of cw still held by chips has (round robin from the last
+ * one given), or -1 when all are taken. */
+static int comm_revoke_slot(comm_worker *cw)
+{
+    uint8_t used[COMM_REVOKE_SLOTS];
+    int start = cw->next_slot;
+
+    memset(used, 0, sizeof(used));
+    for (const px_domain *e = cw->doms; e != NULL; e = e->next)
+        if (e->state != COMM_FREED)
+            used[e->msg.revoke_slot] = 1;
+    for (int i = 0; i < COMM_REVOKE_SLOTS; i++) {
+        int s = (start + i) % COMM_REVOKE_SLOTS;
+
+        if (!used[s]) {
+            cw->next_slot = (s + 1) % COMM_REVOKE_SLOTS;
+            return s;
+        }
+    }
+    return -1;
+}
+
 /* Fills d from a checked spec; PX_OK or PX_ENOMEM. */
 static px_status comm_fill(comm_worker *cw, px_domain *d, const px_domain_spec *s)
 {
@@ -736,6 +780,12 @@ static px_status comm_fill(comm_worker *cw, px_domain *d, const px_domain_spec *
     d->msg.yield_ns = w->cfg.yield_ns;
     snprintf(d->msg.name, sizeof(d->msg.name), "%s", s->name);
     d->wire_id = job ? 0x80000000u | cw->next_job++ : d->id;
+    if ((d->msg.revoke_slot = comm_revoke_slot(cw)) < 0)
+        return px_set_error(PX_ENOMEM, "px_domain_alloc: every one of the %d revoke slots is "
+                            "held by a domain not freed yet; release domains you no longer use",
+                            COMM_REVOKE_SLOTS);
+    atomic_store_explicit(&comm_board_revokes(cw->bells)->word[d->msg.revoke_slot], 0,
+                          memory_order_release);
     for (int r = 0; r < n; r++) {
         int c = s->chips[r], h = job ? (c & ~PX_CHIP_GLOBAL_BIT) >> 16 : me;
 
@@ -975,7 +1025,10 @@ int px_worker_host(px_worker *w)
     return cw != NULL && cw->proxy != NULL ? comm_proxy_rank(cw->proxy) : 0;
 }
 
-px_status px_domain_alloc(px_orch *o, const px_domain_spec *spec, px_domain **out)
+/* px_domain_alloc, and px_domain_shrink's new domain: carry is the old domain whose window
+ * bytes the members copy (NULL: none), which the live-name check passes over. */
+static px_status comm_alloc(px_orch *o, const px_domain_spec *spec, const px_domain *carry,
+                            px_domain **out)
 {
     px_domain_spec spec_in;
     px_worker *w;
@@ -999,7 +1052,7 @@ px_status px_domain_alloc(px_orch *o, const px_domain_spec *spec, px_domain **ou
         (st = comm_check_members(cw, spec, &job)) != PX_OK)
         return st;
     for (px_domain *e = cw->doms; e != NULL; e = e->next)
-        if (e->state == COMM_LIVE && strcmp(e->msg.name, spec->name) == 0)
+        if (e->state == COMM_LIVE && e != carry && strcmp(e->msg.name, spec->name) == 0)
             return px_set_error(PX_EINVAL, "px_domain_alloc: a live domain is called \"%s\" "
                                 "already; release it or choose another name", spec->name);
     if ((st = comm_slots_wait(cw, spec)) != PX_OK)
@@ -1010,6 +1063,10 @@ px_status px_domain_alloc(px_orch *o, const px_domain_spec *spec, px_domain **ou
         goto out_free;
     if ((st = comm_fill(cw, d, spec)) != PX_OK)
         goto out_free;
+    if (carry != NULL) {
+        d->msg.carry_id = carry->id;
+        d->generation = carry->generation + 1;
+    }
     if ((st = comm_select(w, d)) == PX_OK)
         st = comm_check_memory(w, d);
     /* a domain spanning hosts: every host agrees on it (and hears why one cannot make its
@@ -1053,10 +1110,15 @@ out_free:
     return st;
 }
 
+px_status px_domain_alloc(px_orch *o, const px_domain_spec *spec, px_domain **out)
+{
+    return comm_alloc(o, spec, NULL, out);
+}
+
 /* ---- handles ---- */
 
-/* PX_OK when d is a live domain of a run on o (when o is not NULL). */
-px_status comm_check_domain(const px_domain *d, const char *what)
+/* PX_OK when d is a live domain handle (revoked or shrunk or not). */
+static px_status comm_check_handle(const px_domain *d, const char *what)
 {
     if (!comm_handle_known(d) || d->magic != COMM_DOMAIN_MAGIC)
         return px_set_error(PX_EINVAL, "%s: not a domain handle (NULL, never made by "
@@ -1069,9 +1131,41 @@ px_status comm_check_domain(const px_domain *d, const char *what)
     return PX_OK;
 }
 
+/* d's word of the revocation table. */
+static _Atomic uint32_t *comm_revoke_word(const px_domain *d)
+{
+    return &comm_board_revokes(d->cw->bells)->word[d->msg.revoke_slot];
+}
+
+/* PX_OK when d is a live domain that is neither revoked nor shrunk. */
+px_status comm_check_domain(const px_domain *d, const char *what)
+{
+    px_status st = comm_check_handle(d, what);
+    uint32_t who;
+
+    if (st != PX_OK)
+        return st;
+    if (d->shrunk)
+        return px_set_error(PX_EREVOKED, "%s: domain \"%s\" (generation %d) was shrunk into "
+                            "a new domain: use the one px_domain_shrink returned; this one can "
+                            "only be released", what, d->msg.name, d->generation);
+    if ((who = atomic_load_explicit(comm_revoke_word(d), memory_order_acquire)) != 0) {
+        char by[40];
+
+        if (who == COMM_REVOKED_ORCH)
+            snprintf(by, sizeof(by), "the orchestration");
+        else
+            snprintf(by, sizeof(by), "rank %u's kernel", who - COMM_REVOKED_RANK);
+        return px_set_error(PX_EREVOKED, "%s: domain \"%s\" was revoked by %s: shrink it "
+                            "(px_domain_shrink) to go on with the survivors, or release it",
+                            what, d->msg.name, by);
+    }
+    return PX_OK;
+}
+
 px_status px_domain_release(px_domain *d)
 {
-    px_status st = comm_check_domain(d, "px_domain_release");
+    px_status st = comm_check_handle(d, "px_domain_release");
 
     if (st != PX_OK)
         return st;
@@ -1084,6 +1178,170 @@ px_status px_domain_release(px_domain *d)
             comm_sweep(d->cw); /* from the orchestration (not a host task's thread) */
     }
     return PX_OK;
+}
+
+px_status px_domain_revoke(px_domain *d)
+{
+    px_status st = comm_check_handle(d, "px_domain_revoke");
+    uint32_t zero = 0;
+
+    if (st != PX_OK)
+        return st;
+    if (d->hosts != NULL)
+        return px_set_error(PX_ENOTSUP, "px_domain_revoke: domain \"%s\" spans hosts: revoke "
+                            "and shrink work inside one host for now (the revocation table is "
+                            "this worker's memory; the other hosts' proxies would have to carry "
+                            "it); end the run instead", d->msg.name);
+    (void)atomic_compare_exchange_strong_explicit(comm_revoke_word(d), &zero, COMM_REVOKED_ORCH,
+                                                  memory_order_acq_rel, memory_order_acquire);
+    PX_LOG_INFO("comm[%s]: revoked by the orchestration", d->msg.name);
+    return PX_OK;
+}
+
+/* Waits until every task submitted on d in this run has finished, until deadline (ns).
+ * PX_OK or PX_ETIMEDOUT (message naming the first task left). */
+static px_status comm_pend_wait(px_domain *d, uint64_t deadline)
+{
+    px_worker *w = d->cw->w;
+
+    while (!d->lost && comm_pend_prune(d) > 0) {
+        px_task_id id = d->pend[0];
+        px_task *t = px_task_slot(w, id);
+        util_wait uw = {.ready = comm_task_ready, .arg = t, .word = &t->state,
+                        .sleeping = &t->waiters, .spin_ticks = w->spin_ticks,
+                        .yield_ticks = w->yield_ticks, .deadline_ns = deadline};
+
+        if (t->id == id && util_wait_run(&uw) != PX_OK && !comm_task_done(w, id))
+            return px_set_error(PX_ETIMEDOUT, "px_domain_shrink: domain \"%s\": task %llu "
+                                "on it did not finish within PLEXUS_TIMEOUT_S (%g s) after "
+                                "the domain was revoked: a kernel that does not return; fix "
+                                "it or raise PLEXUS_TIMEOUT_S", d->msg.name,
+                                (unsigned long long)id, w->cfg.timeout_s);
+    }
+    return PX_OK;
+}
+
+/* The members of d that the deaths board shows dead (one snapshot of its word): their old
+ * ranks into ex (returns how many) and the survivors' chips into keep (*nkeep). */
+static int comm_agree_excluded(const px_domain *d, const hier_deaths *b, int *ex, int *keep,
+                               int *nkeep)
+{
+    uint64_t mask = b != NULL ? atomic_load_explicit(&b->mask, memory_order_acquire) : 0;
+    int nex = 0;
+
+    *nkeep = 0;
+    for (int r = 0; r < d->msg.n; r++) {
+        int c = d->chips[r];
+
+        if (c >= 0 && c < HIER_DEATHS_MAX && (mask >> c & 1))
+            ex[nex++] = r;
+        else
+            keep[(*nkeep)++] = c;
+    }
+    return nex;
+}
+
+/* 1 when a chip of keep (n) is on the deaths board now. */
+static int comm_any_died(const hier_deaths *b, const int *keep, int n, int *chip)
+{
+    uint64_t mask = b != NULL ? atomic_load_explicit(&b->mask, memory_order_acquire) : 0;
+
+    for (int i = 0; i < n; i++)
+        if (keep[i] >= 0 && keep[i] < HIER_DEATHS_MAX && (mask >> keep[i] & 1))
+            return *chip = keep[i], 1;
+    return 0;
+}
+
+/* Logs the agreement: who was excluded and why (the board's words), once, at warn. */
+static void comm_log_shrink(const px_domain *d, const hier_deaths *b, const int *ex, int nex,
+                            int survivors)
+{
+    for (int i = 0; i < nex; i++)
+        PX_LOG_WARN("comm[%s]: shrink: rank %d (chip %d) excluded: %s", d->msg.name, ex[i],
+                    d->chips[ex[i]], b->why[d->chips[ex[i]]]);
+    PX_LOG_INFO("comm[%s]: shrink: %d survivors agreed, generation %d -> %d", d->msg.name,
+                survivors, d->generation, d->generation + 1);
+}
+
+px_status px_domain_shrink(px_orch *o, px_domain *d, px_domain **out)
+{
+    px_domain_buffer bufs[PX_COMM_MAX_BUFFERS];
+    int ex[PX_COMM_MAX_RANKS], keep[PX_COMM_MAX_RANKS], nkeep, nex, died;
+    px_domain_spec s = PX_DOMAIN_SPEC_INIT;
+    const hier_deaths *b;
+    uint64_t t0 = px_now_ns(), deadline;
+    px_domain *nd = NULL;
+    px_worker *w;
+    px_status st;
+    uint32_t zero = 0;
+
+    if (out == NULL)
+        return px_set_error(PX_EINVAL, "px_domain_shrink: the output is NULL");
+    if ((st = comm_check_handle(d, "px_domain_shrink")) != PX_OK ||
+        (st = hier_orch_worker(o, "px_domain_shrink", &w)) != PX_OK)
+        return st;
+    if (d->cw->w != w)
+        return px_set_error(PX_EINVAL, "px_domain_shrink: domain \"%s\" belongs to another "
+                            "worker", d->msg.name);
+    if (d->shrunk)
+        return px_set_error(PX_ESTATE, "px_domain_shrink: domain \"%s\" (generation %d) was "
+                            "shrunk already: shrink the domain that shrink returned",
+                            d->msg.name, d->generation);
+    if (d->hosts != NULL)
+        return px_set_error(PX_ENOTSUP, "px_domain_shrink: domain \"%s\" spans hosts: shrink "
+                            "works inside one host for now (the survivors of several hosts "
+                            "would have to agree through the MPI proxies); end the run and "
+                            "allocate a new domain of the survivors instead", d->msg.name);
+    /* revoke first: what still runs on d fails at once, and nothing new starts on it */
+    (void)atomic_compare_exchange_strong_explicit(comm_revoke_word(d), &zero, COMM_REVOKED_ORCH,
+                                                  memory_order_acq_rel, memory_order_acquire);
+    deadline = t0 + (uint64_t)(w->cfg.timeout_s * 1e9);
+    if ((st = comm_pend_wait(d, deadline)) != PX_OK)
+        return st;
+    b = hier_deaths_board(w);
+    nex = comm_agree_excluded(d, b, ex, keep, &nkeep);
+    if (nkeep == 0)
+        return px_set_error(PX_EINVAL, "px_domain_shrink: domain \"%s\": every one of its %d "
+                            "members is dead; nothing to shrink to", d->msg.name, d->msg.n);
+    for (int i = 0; i < d->msg.nbuffers; i++)
+        bufs[i] = (px_domain_buffer){d->msg.buffers[i].name, d->msg.buffers[i].bytes};
+    s.name = d->msg.name;
+    s.chips = keep;
+    s.nchips = nkeep;
+    s.window_bytes = d->msg.data_bytes;
+    s.buffers = bufs;
+    s.nbuffers = d->msg.nbuffers;
+    s.nsignals = (int)d->msg.nsig;
+    s.need_peer_ptr = d->need_peer_ptr;
+    if ((st = comm_alloc(o, &s, d, &nd)) != PX_OK)
+        return st; /* a member that died during it: PX_EPEERDEAD, message naming it */
+    if (comm_any_died(b, keep, nkeep, &died)) { /* died after its part: the agreement is off */
+        (void)px_domain_release(nd);
+        return px_set_error(PX_EPEERDEAD, "px_domain_shrink: domain \"%s\": chip %d died "
+                            "during the shrink (%s); the survivors did not agree: call "
+                            "px_domain_shrink again", d->msg.name, died, b->why[died]);
+    }
+    comm_log_shrink(d, b, ex, nex, nkeep);
+    nd->nexcluded = nex;
+    memcpy(nd->excluded, ex, (size_t)nex * sizeof(int));
+    nd->shrink_us = (double)(px_now_ns() - t0) / 1e3;
+    nd->from = d;
+    atomic_store_explicit(comm_revoke_word(d), COMM_REVOKED_SHRUNK, memory_order_release);
+    d->shrunk = 1;
+    *out = nd;
+    return PX_OK;
+}
+
+int px_domain_chip(const px_domain *d, int rank)
+{
+    if (!comm_handle_known(d) || rank < 0 || rank >= d->msg.n)
+        return -1;
+    return d->hosts != NULL ? px_chip_global(d->hosts[rank], d->chips[rank]) : d->chips[rank];
+}
+
+int px_domain_generation(const px_domain *d)
+{
+    return comm_handle_known(d) ? d->generation : -1;
 }
 
 int px_domain_size(const px_domain *d)

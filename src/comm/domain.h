@@ -98,6 +98,10 @@ typedef struct comm_create_msg {
     double timeout_s;                     /* PLEXUS_COMM_TIMEOUT_S */
     uint64_t spin_ns, yield_ns;
     uint64_t oneshot_max;
+    int32_t revoke_slot;                  /* its word of the board's revocation table */
+    uint32_t carry_id;                    /* comm.ready: a shrink's old domain, whose window
+                                           * bytes each member copies into its new window
+                                           * (0: none) */
     char name[PX_COMM_NAME_MAX];
     px_comm_buffer_desc buffers[PX_COMM_MAX_BUFFERS];
 } comm_create_msg;

@@ -57,6 +57,36 @@ static void comm_dfx_pairs(const px_domain *d, struct dfxc_buf *b)
     dfxc_buf_puts(b, "]");
 }
 
+/* Writes d's generation (issue 23): "generation", "revoked", "shrunk", and for a domain a
+ * shrink made "from" (the old domain's id), "shrink_us" and "excluded" (the agreement: every
+ * old rank left out, its chip and why, in the death watch's words); "from": null otherwise. */
+static void comm_dfx_generation(const comm_worker *cw, const px_domain *d, struct dfxc_buf *b)
+{
+    const hier_deaths *board = hier_deaths_board(cw->w);
+    uint32_t rv = cw->bells != NULL ? atomic_load_explicit(
+                      &comm_board_revokes(cw->bells)->word[d->msg.revoke_slot],
+                      memory_order_acquire) : 0;
+
+    dfxc_buf_printf(b, "\"generation\": %d, \"revoked\": %s, \"shrunk\": %s, \"from\": ",
+                    d->generation, rv != 0 && d->state == COMM_LIVE ? "true" : "false",
+                    d->shrunk ? "true" : "false");
+    if (d->from == NULL) {
+        dfxc_buf_puts(b, "null");
+        return;
+    }
+    dfxc_buf_printf(b, "%u, \"shrink_us\": %.1f, \"excluded\": [", d->from->id, d->shrink_us);
+    for (int i = 0; i < d->nexcluded; i++) {
+        int chip = d->from->chips[d->excluded[i]];
+
+        dfxc_buf_printf(b, "%s{\"rank\": %d, \"chip\": %d, \"why\": ", i ? ", " : "",
+                        d->excluded[i], chip);
+        dfxc_buf_json_str(b, board != NULL && chip >= 0 && chip < HIER_DEATHS_MAX
+                                 ? board->why[chip] : "dead");
+        dfxc_buf_puts(b, "}");
+    }
+    dfxc_buf_puts(b, "]");
+}
+
 /* The dfx_json hook: "domains": every domain of the worker, its members, window, buffers,
  * transport (summary and per pair) and state. */
 void comm_dfx_json(void *arg, struct dfxc_buf *b)
@@ -88,8 +118,10 @@ void comm_dfx_json(void *arg, struct dfxc_buf *b)
         dfxc_buf_json_str(b, why);
         dfxc_buf_puts(b, ", ");
         comm_dfx_pairs(d, b);
-        dfxc_buf_printf(b, ", \"state\": \"%s\"}", d->state == COMM_LIVE ? "live"
+        dfxc_buf_printf(b, ", \"state\": \"%s\", ", d->state == COMM_LIVE ? "live"
                         : d->state == COMM_RELEASED ? "released" : "freed");
+        comm_dfx_generation(cw, d, b);
+        dfxc_buf_puts(b, "}");
         first = 0;
     }
     dfxc_buf_puts(b, first ? "]" : "\n ]");

@@ -41,6 +41,12 @@ struct px_domain {
     int need_peer_ptr;
     int forced_direct;               /* a failed direct mapping is fatal, not a fallback */
     int failed;                      /* its allocation failed (kept only to be freed) */
+    int generation;                  /* shrinks that led to it (0: px_domain_alloc made it) */
+    int shrunk;                      /* px_domain_shrink replaced it: only release is left */
+    px_domain *from;                 /* the domain a shrink made it from, or NULL */
+    double shrink_us;                /* how long the shrink that made it took (dfx.json) */
+    int excluded[PX_COMM_MAX_RANKS]; /* that shrink's excluded old ranks (nexcluded) */
+    int nexcluded;
     int draining;                    /* released in a run: forgotten once pend has finished */
     px_task_id *pend;                /* the tasks submitted on it in this run, not all seen
                                       * finished yet (npend of cap) */
@@ -70,6 +76,7 @@ struct comm_worker {
     px_kernel_id k_write, k_read, k_coll;
     px_callable_id c_write, c_read, c_coll;
     uint32_t next_id;
+    int next_slot;                   /* where the search for a free revoke slot starts */
     uint32_t next_job;               /* domains spanning hosts allocated so far (every host
                                       * counts alike: they are allocated collectively) */
     uint64_t run;                    /* runs ended so far */

@@ -60,6 +60,12 @@ static px_status px_l3_check_chip(px_hier *h, int chip, const char *what)
         return px_set_error(PX_EINVAL, "%s: chip %d is out of range: this worker has %d chips "
                             "(0..%d); raise --chips / PLEXUS_CHIPS to use more", what, chip,
                             h->nchips, h->nchips - 1);
+    /* a dead chip is refused at once (the deaths board: written before its bit is set) */
+    if (h->deaths != NULL && chip < HIER_DEATHS_MAX &&
+        (atomic_load_explicit(&h->deaths->mask, memory_order_acquire) >> chip & 1))
+        return px_set_error(PX_EPEERDEAD, "%s: chip %d is dead (%s); submit to the surviving "
+                            "chips (after px_domain_shrink, to the chips of the new domain)",
+                            what, chip, h->deaths->why[chip]);
     return PX_OK;
 }
 

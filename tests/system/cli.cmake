@@ -234,3 +234,18 @@ staged \\(3 pairs staged\\); bytes moved [^\n]*\n  staged for 3 pairs: peer_map=
 a2a3-pcie\ncheck ok: [^\n]*\nPASS\nexit status 0\n$" "" run allreduce --chips 3 --cores 1
             --device-profile a2a3-pcie)
 set_tests_properties(cli.demo_comm_pairs cli.run_allreduce_a2a3 PROPERTIES RESOURCE_LOCK chips)
+
+# train_loop (issue 23): chip 2 of 4 kills itself at iteration 50; the survivors shrink the
+# domain and finish, bit-identical to a 3-chip run from iteration 50 and to the host.
+px_cli_test(run_train_loop_kill "train_loop: iteration 50: [^\n]*chip 2 \\(pid [0-9]+\\) died: \
+killed by signal 9 \\(SIGKILL\\)[^\n]*\ntrain_loop: shrunk to 3 survivors \\(generation 1\\); \
+going on from iteration 50\n.*check ok: 100 iterations of 1024 parameters: chip 2 killed at \
+iteration 50, 3 survivors bit-identical to a 3-chip run from iteration 50 and to the host\n\
+PASS\nexit status 0\n$" "" run train_loop --chips 4 --cores 1 --kill-chip 2 --at-iter 50)
+px_cli_test(run_train_loop_staged "check ok: [^\n]*3 survivors bit-identical[^\n]*\nPASS\n\
+exit status 0\n$" "" run train_loop --chips 4 --cores 1 --kill-chip 1 --at-iter 7 --iters 20
+            --device-profile a2a3-pcie)
+px_cli_test(run_train_loop_bad_kill "FAIL: [^\n]*--kill-chip 9 is not a chip \\(0..3\\)\nexit \
+status 1\n$" "" run train_loop --chips 4 --cores 1 --kill-chip 9)
+set_tests_properties(cli.run_train_loop_kill cli.run_train_loop_staged
+                     cli.run_train_loop_bad_kill PROPERTIES RESOURCE_LOCK chips)

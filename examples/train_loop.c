@@ -1,0 +1,432 @@
+/*
+ * train_loop.c - the level-3 example of a domain that survives a member's death: a
+ * data-parallel loop over every chip, in which one chip can be killed at a chosen iteration
+ * (--kill-chip N --at-iter K); the survivors shrink the domain and finish every iteration.
+ *
+ * Every rank's window holds the model's parameters p (size floats, the same on every rank),
+ * its gradient g and its iteration count. One iteration is one group task (train.step) on the
+ * domain: rank r computes g[i] = p[i] - t_c[i] against its chip c's data shard t_c, the ranks
+ * allreduce g (sum, folded in rank order 0, 1, ..., n-1, as every plexus reduction is), and
+ * every rank updates p[i] -= 0.25 * g[i] / n and counts the iteration. The chip to kill
+ * raises SIGKILL on itself when its count reaches K, before it contributes: the run fails
+ * with PX_EPEERDEAD naming it and its pid. The orchestration then shrinks the domain in a new
+ * run (the survivors' windows carry p and the count: K), reads the count and p back, and runs
+ * iterations K .. iters-1 over the survivors (ranks dense in the old order, each keeping its
+ * chip's shard).
+ *
+ * The check: the survivors' final p is bit-identical on every survivor, and to a run of the
+ * survivors from iteration K on (a domain of those chips allocated from scratch, p set to
+ * the iteration-K parameters the shrink carried), and to the host's computation of the same
+ * sequence (all chips for iterations 0 .. K-1, the survivors after, same fold order). With no
+ * --kill-chip every iteration runs on all chips and the check is against the host.
+ * --iters below 2 means 100; --at-iter defaults to iters / 2.
+ */
+#include "examples.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TL_ITERS_DEFAULT 100
+
+typedef struct tl_state {
+    px_example_opts opts;
+    int n, iters, at, kill;          /* kill: chip to kill, or -1 */
+    int64_t size;
+    int chips[PX_COMM_MAX_RANKS];
+    int surv[PX_COMM_MAX_RANKS], nsurv;
+    px_domain *d, *nd;
+    float *p0;                       /* size: initial parameters */
+    float *snap;                     /* size: p as the shrink carried it (iteration at) */
+    float *out;                      /* n x size: every rank's final p */
+    float *ref;                      /* n x size: the from-scratch survivors' run's final p */
+    int64_t count;                   /* the carried iteration count (run 3) */
+    int shrunk_gen;
+    char info[400];
+} tl_state;
+
+static px_kernel_id tl_k_step;
+static px_callable_id tl_c_step;
+
+/* Chip c's data shard, element i (exact in floats). */
+static float tl_target(int c, int64_t i)
+{
+    return (float)((i * 7 + c * 13) % 101) / 16.0f;
+}
+
+/* One update of p from the folded gradient sum over n ranks (the kernel and the host's
+ * reference both call it, so both round alike). */
+static void tl_update(float *p, const float *gsum, int64_t size, int n)
+{
+    for (int64_t i = 0; i < size; i++)
+        p[i] -= 0.25f * gsum[i] / (float)n;
+}
+
+/* train.step on one rank: args (at, kill + 1, domain). */
+static px_status tl_step_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    px_comm *c = px_arg_comm(a, px_arg_count(a) - 1);
+    uint64_t at = px_arg_u64(a, 0), kill_plus = px_arg_u64(a, 1);
+    size_t pb, gb;
+    float *p, *g;
+    uint64_t *it;
+    px_status st;
+
+    (void)ctx;
+    if (c == NULL)
+        return PX_EINVAL;
+    p = px_comm_buffer(c, "p", &pb);
+    g = px_comm_buffer(c, "g", &gb);
+    it = px_comm_buffer(c, "it", NULL);
+    if (p == NULL || g == NULL || it == NULL)
+        return px_set_error(PX_EINVAL, "train.step: domain \"%s\" lacks buffer p, g or it",
+                            px_comm_name(c));
+    if (kill_plus != 0 && (int)kill_plus - 1 == px_chip_index() && *it == at)
+        raise(SIGKILL); /* the fault this example recovers from */
+    for (size_t i = 0; i < pb / sizeof(float); i++)
+        g[i] = p[i] - tl_target(px_chip_index(), (int64_t)i);
+    if ((st = px_comm_allreduce(c, g, gb / sizeof(float), PX_F32, PX_OP_SUM)) != PX_OK)
+        return st;
+    tl_update(p, g, (int64_t)(pb / sizeof(float)), px_comm_size(c));
+    ++*it;
+    return PX_OK;
+}
+
+static px_status tl_step_callable(px_orch *o, const px_task_args *args, void *user)
+{
+    px_task_args a = *args;
+
+    (void)user;
+    return px_submit(o, tl_k_step, &a, NULL);
+}
+
+static void tl_fini(void *state)
+{
+    tl_state *s = state;
+
+    if (s == NULL)
+        return;
+    free(s->p0);
+    free(s->snap);
+    free(s->out);
+    free(s->ref);
+    free(s);
+}
+
+static px_status tl_reg(px_worker *w, const px_example_opts *o, void **state)
+{
+    tl_state *s = calloc(1, sizeof(*s));
+    px_status st = PX_OK;
+
+    if (s == NULL)
+        return px_set_error(PX_ENOMEM, "train_loop: cannot allocate its state");
+    s->opts = *o;
+    s->n = px_worker_chips(w);
+    s->size = o->size;
+    s->iters = o->iters > 1 ? o->iters : TL_ITERS_DEFAULT;
+    s->at = o->at_iter > 0 ? o->at_iter : s->iters / 2;
+    s->kill = o->kill_chip - 1;
+    if (s->n < 2 || s->n > PX_COMM_MAX_RANKS)
+        st = px_set_error(PX_EINVAL, "train_loop: needs 2..%d chips, got %d; pass --chips N",
+                          PX_COMM_MAX_RANKS, s->n);
+    else if (s->kill >= s->n)
+        st = px_set_error(PX_EINVAL, "train_loop: --kill-chip %d is not a chip (0..%d)",
+                          s->kill, s->n - 1);
+    else if (s->kill >= 0 && (s->at < 1 || s->at >= s->iters))
+        st = px_set_error(PX_EINVAL, "train_loop: --at-iter %d is out of range: use 1..%d "
+                          "(iterations: %d)", s->at, s->iters - 1, s->iters);
+    else if (s->size < 1 || s->size > (1 << 20))
+        st = px_set_error(PX_EINVAL, "train_loop: size %lld is out of range: use 1..%d",
+                          (long long)s->size, 1 << 20);
+    if (st == PX_OK)
+        st = px_kernel_register(w, "train.step", tl_step_kernel, NULL, &tl_k_step);
+    if (st == PX_OK)
+        st = px_callable_register(w, "train.step", tl_step_callable, &tl_c_step);
+    if (st != PX_OK) {
+        tl_fini(s);
+        return st;
+    }
+    *state = s;
+    return PX_OK;
+}
+
+/* A domain of chips (n) called name with buffers p, g (size floats) and it (one u64). */
+static px_status tl_alloc(px_orch *o, const tl_state *s, const char *name, const int *chips,
+                          int n, px_domain **d)
+{
+    size_t fb = (size_t)s->size * sizeof(float);
+    px_domain_buffer b[3] = {{"p", fb}, {"g", fb}, {"it", 8}};
+    size_t win = 2 * ((fb + 63) / 64 * 64) + 64;
+    px_domain_spec spec = {PX_DOMAIN_SPEC_HEADER, .name = name, .chips = chips, .nchips = n,
+                           .window_bytes = win, .buffers = b, .nbuffers = 3};
+
+    return px_domain_alloc(o, &spec, d);
+}
+
+/* Submits iterations from .. iters-1 on d. */
+static px_status tl_steps(px_orch *o, const tl_state *s, px_domain *d, int from)
+{
+    px_task_args per[PX_COMM_MAX_RANKS];
+    px_status st = PX_OK;
+
+    for (int r = 0; r < px_domain_size(d); r++) {
+        px_args_init(&per[r]);
+        px_args_scalar_u64(&per[r], (uint64_t)s->at);
+        px_args_scalar_u64(&per[r], (uint64_t)(s->kill + 1));
+    }
+    for (int k = from; st == PX_OK && k < s->iters; k++)
+        st = px_submit_domain_task(o, d, tl_c_step, per, NULL);
+    return st;
+}
+
+/* Writes host tensor arg 0 (p, size floats) and arg 1 (the count) into every rank of d. */
+static px_status tl_write_all(px_orch *o, const px_task_args *args, px_domain *d)
+{
+    px_status st = PX_OK;
+
+    for (int r = 0; st == PX_OK && r < px_domain_size(d); r++) {
+        st = px_submit_domain_write(o, d, r, "p", 0, px_arg_tensor(args, 0), NULL);
+        if (st == PX_OK)
+            st = px_submit_domain_write(o, d, r, "it", 0, px_arg_tensor(args, 1), NULL);
+    }
+    return st;
+}
+
+/* Reads every rank's p of d into rows of arg 2 (n x size). */
+static px_status tl_read_all(px_orch *o, const tl_state *s, const px_task_args *args,
+                             px_domain *d)
+{
+    const int64_t row[1] = {s->size};
+    px_status st = PX_OK;
+
+    for (int r = 0; st == PX_OK && r < px_domain_size(d); r++) {
+        px_tensor v;
+
+        st = px_tensor_view(px_arg_tensor(args, 2), 1, row, NULL, (int64_t)r * s->size, &v);
+        if (st == PX_OK)
+            st = px_submit_domain_read(o, d, r, "p", 0, &v, NULL);
+    }
+    return st;
+}
+
+/* Run 1: the domain of every chip, p0 and count 0 written; then the loop (run 2 when a chip
+ * is killed: it fails with PX_EPEERDEAD). */
+static px_status tl_orch_setup(px_orch *o, const px_task_args *args, void *state)
+{
+    tl_state *s = state;
+    px_status st = tl_alloc(o, s, "train", s->chips, s->n, &s->d);
+
+    if (st == PX_OK) {
+        px_example_domain_info(s->d, s->chips, s->info, sizeof(s->info));
+        st = tl_write_all(o, args, s->d);
+    }
+    return st;
+}
+
+static px_status tl_orch_loop(px_orch *o, const px_task_args *args, void *state)
+{
+    tl_state *s = state;
+    px_status st = tl_steps(o, s, s->d, 0);
+
+    return st == PX_OK ? tl_read_all(o, s, args, s->d) : st;
+}
+
+/* Run 3: shrink; read the carried p (rank 0) into arg 0 and the count into arg 1. */
+static px_status tl_orch_shrink(px_orch *o, const px_task_args *args, void *state)
+{
+    tl_state *s = state;
+    px_tensor tp, tc;
+    px_status st = px_domain_shrink(o, s->d, &s->nd);
+
+    for (int tries = 1; st == PX_EPEERDEAD && tries < 3; tries++) /* a death during it */
+        st = px_domain_shrink(o, s->d, &s->nd);
+    if (st != PX_OK)
+        return st;
+    /* the old domain can only be released: everything of it goes, the dead member's too */
+    if ((st = px_domain_release(s->d)) != PX_OK)
+        return st;
+    s->d = NULL;
+    s->shrunk_gen = px_domain_generation(s->nd);
+    s->nsurv = px_domain_size(s->nd);
+    for (int r = 0; r < s->nsurv; r++)
+        s->surv[r] = px_domain_chip(s->nd, r);
+    tp = *px_arg_tensor(args, 0);
+    tc = *px_arg_tensor(args, 1);
+    st = px_submit_domain_read(o, s->nd, 0, "p", 0, &tp, NULL);
+    if (st == PX_OK)
+        st = px_submit_domain_read(o, s->nd, 0, "it", 0, &tc, NULL);
+    return st;
+}
+
+/* Run 4: the survivors go on from the carried count. */
+static px_status tl_orch_go_on(px_orch *o, const px_task_args *args, void *state)
+{
+    tl_state *s = state;
+    px_status st = tl_steps(o, s, s->nd, (int)s->count);
+
+    if (st == PX_OK)
+        st = tl_read_all(o, s, args, s->nd);
+    if (st == PX_OK)
+        st = px_domain_release(s->nd);
+    s->nd = NULL;
+    return st;
+}
+
+/* Run 5: the survivors from scratch, from the carried p and count. */
+static px_status tl_orch_ref(px_orch *o, const px_task_args *args, void *state)
+{
+    tl_state *s = state;
+    px_domain *d;
+    px_status st = tl_alloc(o, s, "train.ref", s->surv, s->nsurv, &d);
+
+    if (st != PX_OK)
+        return st;
+    if ((st = tl_write_all(o, args, d)) == PX_OK && (st = tl_steps(o, s, d, s->at)) == PX_OK)
+        st = tl_read_all(o, s, args, d);
+    if (st == PX_OK)
+        st = px_domain_release(d);
+    return st;
+}
+
+/* px_run of fn with args (p: size floats, count: one u64, out: n x size floats). */
+static px_status tl_run_with(px_worker *w, px_orch_fn fn, tl_state *s, float *p, int64_t *cnt,
+                             float *out, px_example_result *r)
+{
+    int64_t pshape[1] = {s->size}, cshape[1] = {1}, oshape[2] = {s->n, s->size};
+    px_tensor tp, tc, to;
+    px_task_args args;
+
+    px_tensor_make(&tp, p, PX_F32, 1, pshape);
+    px_tensor_make(&tc, cnt, PX_I64, 1, cshape);
+    px_tensor_make(&to, out, PX_F32, 2, oshape);
+    px_args_init(&args);
+    px_args_inout(&args, &tp);
+    px_args_inout(&args, &tc);
+    px_args_inout(&args, &to);
+    return px_example_run_once(w, fn, &args, s, r);
+}
+
+static px_status tl_run(px_worker *w, void *state, px_example_result *r)
+{
+    tl_state *s = state;
+    size_t row = (size_t)s->size;
+    int64_t zero = 0;
+    px_status st;
+
+    r->iters = s->iters;
+    for (int c = 0; c < s->n; c++)
+        s->chips[c] = c;
+    s->p0 = malloc(row * sizeof(float));
+    s->snap = malloc(row * sizeof(float));
+    s->out = calloc((size_t)s->n * row, sizeof(float));
+    s->ref = calloc((size_t)s->n * row, sizeof(float));
+    if (s->p0 == NULL || s->snap == NULL || s->out == NULL || s->ref == NULL)
+        return px_set_error(PX_ENOMEM, "train_loop: cannot allocate %lld floats of host data",
+                            (long long)s->size);
+    for (size_t i = 0; i < row; i++)
+        s->p0[i] = (float)(i % 17) / 4.0f;
+    if ((st = tl_run_with(w, tl_orch_setup, s, s->p0, &zero, s->out, r)) != PX_OK)
+        return st;
+    st = tl_run_with(w, tl_orch_loop, s, s->p0, &zero, s->out, r);
+    if (s->kill < 0)
+        return st;
+    if (st != PX_EPEERDEAD)
+        return st == PX_OK ? px_set_error(PX_ESTATE, "train_loop: chip %d was to die at "
+                                          "iteration %d, but the loop finished", s->kill,
+                                          s->at) : st;
+    printf("train_loop: iteration %d: %s\n", s->at, px_last_error());
+    if ((st = tl_run_with(w, tl_orch_shrink, s, s->snap, &s->count, s->out, r)) != PX_OK)
+        return st;
+    if (s->count != (int64_t)s->at)
+        return px_set_error(PX_ESTATE, "train_loop: the survivors carried iteration count %lld, "
+                            "expected %d", (long long)s->count, s->at);
+    printf("train_loop: shrunk to %d survivors (generation %d); going on from iteration %d\n",
+           s->nsurv, s->shrunk_gen, s->at);
+    if ((st = tl_run_with(w, tl_orch_go_on, s, s->snap, &s->count, s->out, r)) != PX_OK)
+        return st;
+    s->count = s->at;
+    st = tl_run_with(w, tl_orch_ref, s, s->snap, &s->count, s->ref, r);
+    snprintf(r->comm, sizeof(r->comm), "%.300s; chip %d killed at iteration %d, %d survivors "
+             "finished %d iterations", s->info, s->kill, s->at, s->nsurv, s->iters - s->at);
+    return st;
+}
+
+/* The host's computation: iterations 0 .. at-1 on every chip, the rest on the survivors
+ * (every chip without a kill), each gradient sum folded in rank order. */
+static void tl_host(const tl_state *s, float *p, float *g, float *acc)
+{
+    memcpy(p, s->p0, (size_t)s->size * sizeof(float));
+    for (int k = 0; k < s->iters; k++) {
+        int later = s->kill >= 0 && k >= s->at;
+        int n = later ? s->nsurv : s->n;
+
+        for (int r = 0; r < n; r++) {
+            int c = later ? s->surv[r] : s->chips[r];
+
+            for (int64_t i = 0; i < s->size; i++) {
+                g[i] = p[i] - tl_target(c, i);
+                acc[i] = r == 0 ? g[i] : acc[i] + g[i];
+            }
+        }
+        tl_update(p, acc, s->size, n);
+    }
+}
+
+static int tl_check(void *state, const px_example_result *r, char *why, size_t n)
+{
+    const tl_state *s = state;
+    size_t row = (size_t)s->size * sizeof(float);
+    int ranks = s->kill >= 0 ? s->nsurv : s->n;
+    float *p = malloc(row), *g = malloc(row), *acc = malloc(row);
+    int ok = 0;
+
+    (void)r;
+    if (p == NULL || g == NULL || acc == NULL || s->out == NULL) {
+        snprintf(why, n, "train_loop: no result (the run did not finish, or out of memory)");
+        goto out;
+    }
+    tl_host(s, p, g, acc);
+    for (int k = 0; k < ranks; k++) {
+        if (memcmp(s->out + (size_t)k * (size_t)s->size, p, row) != 0) {
+            snprintf(why, n, "train_loop: rank %d's final parameters differ from the host's "
+                     "(same fold order)", k);
+            goto out;
+        }
+        if (s->kill >= 0 && memcmp(s->ref + (size_t)k * (size_t)s->size, p, row) != 0) {
+            snprintf(why, n, "train_loop: the survivors' run from scratch (from iteration %d) "
+                     "differs at rank %d", s->at, k);
+            goto out;
+        }
+    }
+    if (s->kill >= 0)
+        snprintf(why, n, "%d iterations of %lld parameters: chip %d killed at iteration %d, "
+                 "%d survivors bit-identical to a %d-chip run from iteration %d and to the "
+                 "host", s->iters, (long long)s->size, s->kill, s->at, s->nsurv, s->nsurv,
+                 s->at);
+    else
+        snprintf(why, n, "%d iterations of %lld parameters on %d chips, bit-identical to the "
+                 "host", s->iters, (long long)s->size, s->n);
+    ok = 1;
+out:
+    free(p);
+    free(g);
+    free(acc);
+    return ok;
+}
+
+const px_example px_example_train_loop = {
+    .name = "train_loop",
+    .doc = "level 3: data-parallel loop; --kill-chip N --at-iter K kills a chip, the "
+           "survivors shrink the domain and finish",
+    .level = 3,
+    .default_size = 1024,
+    .default_tile = 0,
+    .size_doc = "parameters (floats) of the model",
+    .reg = tl_reg,
+    .orchestrate = tl_orch_loop,
+    .run = tl_run,
+    .check = tl_check,
+    .fini = tl_fini,
+};

@@ -1,0 +1,667 @@
+/*
+ * test_domain_shrink.c - a domain that survives a member's death (issue 23): revoke, agree,
+ * shrink, go on, on a level-3 worker of 4 chips, on direct pairs, staged pairs (profile
+ * a2a3-pcie) and mixed pairs (PX_TEST_COMM_MAP_FAIL: one pair falls back to staged).
+ *
+ * Every scenario allocates a domain "dp" of chips 0..3 in a first run (so it outlives a later
+ * run that fails), writes rank r's row, allreduces it and checks the sum worked out here; a
+ * chip is then killed (before, during or after a collective; two at once; during the shrink),
+ * and a later run shrinks the domain: the new domain has the survivors in the old order
+ * (px_domain_chip), generation 1, each survivor's window holding the bytes of its old window,
+ * and an allreduce on it gives the survivors' sum. Revoke, from the orchestration and from a
+ * member's kernel, ends waits of 30 s within a second with PX_EREVOKED. After the worker is
+ * destroyed nothing is left in /dev/shm and no descriptor stays open.
+ * Multi-process: ctest runs it under RESOURCE_LOCK "chips" (tests/system/domain_shrink.cmake).
+ */
+#include "testutil.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hier/hier_internal.h"
+
+#define TS_COUNT 256 /* floats per rank */
+#define TS_CHIPS 4
+
+static px_kernel_id k_die, k_wait, k_revoke;
+static px_callable_id c_die, c_wait, c_revoke;
+
+/* Rank 2 dies at once; the others enter an allreduce that cannot finish. */
+static px_status die_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    px_comm *c = px_arg_comm(a, px_arg_count(a) - 1);
+
+    (void)ctx;
+    if (c == NULL)
+        return PX_EINVAL;
+    if (px_comm_rank(c) == 2)
+        _exit(9);
+    return px_comm_allreduce(c, px_comm_buffer(c, "x", NULL), TS_COUNT, PX_F32, PX_OP_SUM);
+}
+
+/* Every rank waits 30 s for signal 0, which nobody sets: only a revoke ends it early. */
+static px_status wait_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    px_comm *c = px_arg_comm(a, px_arg_count(a) - 1);
+
+    (void)ctx;
+    if (c == NULL)
+        return PX_EINVAL;
+    return px_comm_wait_until(c, 0, PX_CMP_EQ, 1, 30.0);
+}
+
+/* The other ranks tell rank 1 they are about to wait (signal 0 of rank 1, add 1), then wait
+ * 30 s for their signal 0, which nobody sets; rank 1 revokes once all have told it, so the
+ * revoke lands on pending waits. */
+static px_status revoke_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    px_comm *c = px_arg_comm(a, px_arg_count(a) - 1);
+    px_status st;
+
+    (void)ctx;
+    if (c == NULL)
+        return PX_EINVAL;
+    if (px_comm_rank(c) == 1) {
+        st = px_comm_wait_until(c, 0, PX_CMP_GE, (uint64_t)px_comm_size(c) - 1, 30.0);
+        return st == PX_OK ? px_comm_revoke(c) : st;
+    }
+    if ((st = px_comm_signal(c, 1, 0, PX_SIG_ADD, 1)) != PX_OK)
+        return st;
+    return px_comm_wait_until(c, 0, PX_CMP_EQ, 1, 30.0);
+}
+
+#define TS_CALLABLE(name, kid)                                                             \
+    static px_status name(px_orch *o, const px_task_args *args, void *user)                \
+    {                                                                                      \
+        px_task_args a = *args;                                                            \
+        (void)user;                                                                        \
+        return px_submit(o, kid, &a, NULL);                                                \
+    }
+TS_CALLABLE(die_callable, k_die)
+TS_CALLABLE(wait_callable, k_wait)
+TS_CALLABLE(revoke_callable, k_revoke)
+
+typedef enum { TS_DIRECT, TS_STAGED, TS_MIXED } ts_mode;
+
+static px_worker *ts_worker(ts_mode mode)
+{
+    px_config c;
+    px_worker *w = NULL;
+
+    px_test_config(&c, 1);
+    c.level = 3;
+    c.chips = TS_CHIPS;
+    c.device_mem = 64ull << 20;
+    c.heap_ring = 16ull << 20;
+    c.timeout_s = 30.0 * px_test_slack();
+    if (mode == TS_STAGED)
+        snprintf(c.device_profile, sizeof(c.device_profile), "a2a3-pcie");
+    if (mode == TS_MIXED)
+        setenv("PX_TEST_COMM_MAP_FAIL", "3:1", 1); /* pair 1-3 falls back to staged */
+    PX_ASSERT_OK(px_worker_create(&c, &w));
+    PX_ASSERT_OK(px_kernel_register(w, "ts.die", die_kernel, NULL, &k_die));
+    PX_ASSERT_OK(px_callable_register(w, "ts.die", die_callable, &c_die));
+    PX_ASSERT_OK(px_kernel_register(w, "ts.wait", wait_kernel, NULL, &k_wait));
+    PX_ASSERT_OK(px_callable_register(w, "ts.wait", wait_callable, &c_wait));
+    PX_ASSERT_OK(px_kernel_register(w, "ts.revoke", revoke_kernel, NULL, &k_revoke));
+    PX_ASSERT_OK(px_callable_register(w, "ts.revoke", revoke_callable, &c_revoke));
+    PX_ASSERT_OK(px_worker_init(w));
+    unsetenv("PX_TEST_COMM_MAP_FAIL"); /* the chips have their copy */
+    return w;
+}
+
+/* Kills chip and waits (bounded) until the death watch has put it on the deaths board. */
+static void ts_kill(px_worker *w, int chip)
+{
+    px_hier *h = px_hier_of(w);
+    uint64_t until = px_test_deadline_ns(10.0);
+
+    (void)kill(h->procs[chip].pid, SIGKILL); /* ESRCH: it died and was reaped already */
+    while (!(atomic_load(&h->deaths->mask) >> chip & 1) && px_test_now_ns() < until)
+        sched_yield();
+    assert_true(atomic_load(&h->deaths->mask) >> chip & 1);
+}
+
+/* The scene: the domain, its replacement, and what the runs saw. */
+typedef struct ts_scene {
+    px_worker *w;
+    px_domain *d, *nd;
+    float in[TS_CHIPS][TS_COUNT], out[TS_CHIPS][TS_COUNT];
+    int n;                /* ranks of the domain the next run works on */
+    px_status shrink_st;  /* the first shrink's status (a death during it) */
+    int shrinks;          /* shrink calls it took */
+} ts_scene;
+
+/* Row r of rank r: i + 1000 * (chip + 1) + 7 * iteration, exact in floats. */
+static float ts_val(int chip, int i, int iter)
+{
+    return (float)(i + 1000 * (chip + 1) + 7 * iter);
+}
+
+/* Row r of the run's arg i (0: in, 1: out) as a view into *v. */
+static px_status ts_row(const px_task_args *args, int i, int r, px_tensor *v)
+{
+    const int64_t row[1] = {TS_COUNT};
+
+    return px_tensor_view(px_arg_tensor(args, i), 1, row, NULL, (int64_t)r * TS_COUNT, v);
+}
+
+/* Writes in[r] into every rank r of d, allreduces "x", reads every rank into out[r]. */
+static px_status ts_allreduce(px_orch *o, const px_task_args *args, px_domain *d)
+{
+    px_status st = PX_OK;
+
+    for (int r = 0; st == PX_OK && r < px_domain_size(d); r++) {
+        px_tensor v;
+
+        if ((st = ts_row(args, 0, r, &v)) == PX_OK)
+            st = px_submit_domain_write(o, d, r, "x", 0, &v, NULL);
+    }
+    if (st == PX_OK)
+        st = px_submit_allreduce(o, d, "x", TS_COUNT, PX_F32, PX_OP_SUM, NULL);
+    for (int r = 0; st == PX_OK && r < px_domain_size(d); r++) {
+        px_tensor v;
+
+        if ((st = ts_row(args, 1, r, &v)) == PX_OK)
+            st = px_submit_domain_read(o, d, r, "x", 0, &v, NULL);
+    }
+    return st;
+}
+
+/* Reads every rank of d's "x" into out (no collective). */
+static px_status ts_read(px_orch *o, const px_task_args *args, px_domain *d)
+{
+    px_status st = PX_OK;
+
+    for (int r = 0; st == PX_OK && r < px_domain_size(d); r++) {
+        px_tensor v;
+
+        if ((st = ts_row(args, 1, r, &v)) == PX_OK)
+            st = px_submit_domain_read(o, d, r, "x", 0, &v, NULL);
+    }
+    return st;
+}
+
+/* px_run of fn on s, with s->in (IN) and s->out (INOUT) as its args 0 and 1. */
+static px_status ts_run(ts_scene *s, px_orch_fn fn)
+{
+    const int64_t shape[2] = {TS_CHIPS, TS_COUNT};
+    px_tensor tin, tout;
+    px_task_args args;
+
+    PX_ASSERT_OK(px_tensor_make(&tin, s->in, PX_F32, 2, shape));
+    PX_ASSERT_OK(px_tensor_make(&tout, s->out, PX_F32, 2, shape));
+    px_args_init(&args);
+    px_args_in(&args, &tin);
+    px_args_inout(&args, &tout);
+    return px_run(s->w, fn, &args, s);
+}
+
+static px_status ts_alloc_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    static const int chips[TS_CHIPS] = {0, 1, 2, 3};
+    ts_scene *s = user;
+    px_domain_buffer b = {"x", TS_COUNT * sizeof(float)};
+    px_domain_spec spec = {PX_DOMAIN_SPEC_HEADER, .name = "dp", .chips = chips,
+                           .nchips = TS_CHIPS, .window_bytes = TS_COUNT * sizeof(float),
+                           .buffers = &b, .nbuffers = 1, .nsignals = 1};
+    px_status st = px_domain_alloc(o, &spec, &s->d);
+
+    (void)args;
+    return st == PX_OK ? ts_allreduce(o, args, s->d) : st;
+}
+
+static px_status ts_allreduce_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    ts_scene *s = user;
+
+    return ts_allreduce(o, args, s->nd != NULL ? s->nd : s->d);
+}
+
+/* Only an allreduce on the old domain (nothing that changes its windows before it). */
+static px_status ts_coll_only_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    ts_scene *s = user;
+
+    (void)args;
+    return px_submit_allreduce(o, s->d, "x", TS_COUNT, PX_F32, PX_OP_SUM, NULL);
+}
+
+static px_status ts_die_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    ts_scene *s = user;
+
+    (void)args;
+    return px_submit_domain_task(o, s->d, c_die, NULL, NULL);
+}
+
+/* Shrinks d (again while a member dies during it), then reads the survivors' windows. */
+static px_status ts_shrink_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    ts_scene *s = user;
+    px_status st;
+
+    do {
+        st = px_domain_shrink(o, s->d, &s->nd);
+        if (s->shrinks++ == 0)
+            s->shrink_st = st;
+    } while (st == PX_EPEERDEAD && s->shrinks < 5);
+    return st == PX_OK ? ts_read(o, args, s->nd) : st;
+}
+
+static void ts_fill(ts_scene *s, const int *chips, int n, int iter)
+{
+    for (int r = 0; r < n; r++)
+        for (int i = 0; i < TS_COUNT; i++)
+            s->in[r][i] = ts_val(chips[r], i, iter);
+}
+
+/* Checks that out[0 .. n) all hold the sum of the rows of chips (n) at iteration iter. */
+static void ts_check_sum(const ts_scene *s, const int *chips, int n, int iter)
+{
+    for (int r = 0; r < n; r++)
+        for (int i = 0; i < TS_COUNT; i++) {
+            float want = 0;
+
+            for (int q = 0; q < n; q++)
+                want += ts_val(chips[q], i, iter);
+            if (s->out[r][i] != want)
+                print_error("rank %d element %d: %g, expected %g\n", r, i, s->out[r][i], want);
+            assert_true(s->out[r][i] == want);
+        }
+}
+
+/* First run: "dp" over 4 chips, allreduce checked; the domain stays live. */
+static void ts_start(ts_scene *s, ts_mode mode)
+{
+    static const int all[TS_CHIPS] = {0, 1, 2, 3};
+
+    memset(s, 0, sizeof(*s));
+    s->w = ts_worker(mode);
+    ts_fill(s, all, TS_CHIPS, 0);
+    PX_ASSERT_OK(ts_run(s, ts_alloc_orch));
+    ts_check_sum(s, all, TS_CHIPS, 0);
+    if (mode == TS_STAGED)
+        assert_string_equal(px_domain_transport(s->d, 0, 1), "staged");
+    if (mode == TS_MIXED) {
+        assert_string_equal(px_domain_transport(s->d, 1, 3), "staged");
+        assert_string_equal(px_domain_transport(s->d, 0, 1), "direct");
+    }
+}
+
+/* Shrinks s->d in a run; the new domain must be the survivors (n) in order, generation 1,
+ * carrying what the survivors' windows held (carried[r] of the old rank's out row, when not
+ * NULL); then an allreduce over it gives the survivors' sum. */
+static void ts_shrink_and_go_on(ts_scene *s, const int *survivors, int n, const float *carried)
+{
+    px_status st = ts_run(s, ts_shrink_orch);
+
+    if (st != PX_OK)
+        print_error("shrink run: %s: %s\n", px_status_name(st), px_last_error());
+    assert_int_equal(st, PX_OK);
+    assert_int_equal(px_domain_size(s->nd), n);
+    assert_int_equal(px_domain_generation(s->nd), 1);
+    assert_int_equal(px_domain_generation(s->d), 0);
+    assert_string_equal(px_domain_name(s->nd), "dp");
+    for (int r = 0; r < n; r++)
+        assert_int_equal(px_domain_chip(s->nd, r), survivors[r]);
+    for (int r = 0; carried != NULL && r < n; r++)
+        assert_memory_equal(s->out[r], carried, TS_COUNT * sizeof(float));
+    ts_fill(s, survivors, n, 1);
+    memset(s->out, 0, sizeof(s->out));
+    PX_ASSERT_OK(ts_run(s, ts_allreduce_orch));
+    ts_check_sum(s, survivors, n, 1);
+}
+
+/* Releases both, destroys the worker; nothing is left in /dev/shm and no descriptor open. */
+static void ts_finish(ts_scene *s, int shm0, int fd0)
+{
+    PX_ASSERT_OK(px_domain_release(s->d));
+    if (s->nd != NULL)
+        PX_ASSERT_OK(px_domain_release(s->nd));
+    PX_ASSERT_OK(px_worker_destroy(s->w));
+    assert_int_equal(px_test_shm_plexus_entries(), shm0);
+    assert_int_equal(px_test_open_fds(), fd0);
+}
+
+static ts_scene g_s;
+
+/* A death before a collective: chip 2 is killed after the first run; an allreduce on the old
+ * domain is refused at once with PX_EPEERDEAD (it names a dead chip); the shrink gives chips
+ * 0, 1, 3 with the first run's sums carried, and they go on. */
+static void ts_death_before(ts_mode mode)
+{
+    static const int surv[3] = {0, 1, 3};
+    int shm0 = px_test_shm_plexus_entries(), fd0 = px_test_open_fds();
+    ts_scene *s = &g_s;
+    float sum0[TS_COUNT];
+    px_status st;
+
+    ts_start(s, mode);
+    memcpy(sum0, s->out[0], sizeof(sum0));
+    ts_kill(s->w, 2);
+    st = ts_run(s, ts_coll_only_orch);
+    assert_int_equal(st, PX_EPEERDEAD);
+    assert_non_null(strstr(px_last_error(), "chip 2"));
+    ts_shrink_and_go_on(s, surv, 3, sum0);
+    assert_int_equal(s->shrinks, 1);
+    ts_finish(s, shm0, fd0);
+}
+
+static void test_death_before_collective_direct(void **state)
+{
+    (void)state;
+    ts_death_before(TS_DIRECT);
+}
+
+static void test_death_before_collective_staged(void **state)
+{
+    (void)state;
+    ts_death_before(TS_STAGED);
+}
+
+static void test_death_before_collective_mixed(void **state)
+{
+    (void)state;
+    ts_death_before(TS_MIXED);
+}
+
+/* A death during a collective: rank 2's chip exits inside a domain task while the others are
+ * in an allreduce; the run fails with PX_EPEERDEAD within the comm deadline; the shrink gives
+ * chips 0, 1, 3 and an allreduce over them is right. */
+static void ts_death_during(ts_mode mode)
+{
+    static const int surv[3] = {0, 1, 3};
+    int shm0 = px_test_shm_plexus_entries(), fd0 = px_test_open_fds();
+    ts_scene *s = &g_s;
+    uint64_t t0;
+    px_status st;
+
+    ts_start(s, mode);
+    t0 = px_test_now_ns();
+    st = ts_run(s, ts_die_orch);
+    assert_int_equal(st, PX_EPEERDEAD);
+    assert_true(px_test_now_ns() - t0 < (uint64_t)(10e9 * px_test_slack()));
+    ts_shrink_and_go_on(s, surv, 3, NULL);
+    ts_finish(s, shm0, fd0);
+}
+
+static void test_death_during_collective_direct(void **state)
+{
+    (void)state;
+    ts_death_during(TS_DIRECT);
+}
+
+static void test_death_during_collective_staged(void **state)
+{
+    (void)state;
+    ts_death_during(TS_STAGED);
+}
+
+static void test_death_during_collective_mixed(void **state)
+{
+    (void)state;
+    ts_death_during(TS_MIXED);
+}
+
+/* A death after a collective (the first run's), and two deaths at once: chips 1 and 2 are
+ * killed together; the shrink gives chips 0 and 3, carrying the first run's sums. */
+static void test_two_deaths_at_once(void **state)
+{
+    static const int surv[2] = {0, 3};
+    int shm0 = px_test_shm_plexus_entries(), fd0 = px_test_open_fds();
+    ts_scene *s = &g_s;
+    float sum0[TS_COUNT];
+
+    (void)state;
+    ts_start(s, TS_DIRECT);
+    memcpy(sum0, s->out[0], sizeof(sum0));
+    assert_int_equal(kill(px_hier_of(s->w)->procs[1].pid, SIGKILL), 0);
+    ts_kill(s->w, 2);
+    ts_kill(s->w, 1);
+    ts_shrink_and_go_on(s, surv, 2, sum0);
+    ts_finish(s, shm0, fd0);
+}
+
+/* Shrinks d and releases it in the same run, then reads the survivors' windows. */
+static px_status ts_shrink_release_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    ts_scene *s = user;
+    px_status st = px_domain_shrink(o, s->d, &s->nd);
+
+    if (st == PX_OK)
+        st = px_domain_release(s->d);
+    return st == PX_OK ? ts_read(o, args, s->nd) : st;
+}
+
+/* The old domain released in the run that shrank it (its dead member's part included): the
+ * survivors' reads on the new domain still work, and the carried sums are there. */
+static void test_release_old_in_shrink_run(void **state)
+{
+    static const int surv[3] = {0, 1, 3};
+    int shm0 = px_test_shm_plexus_entries(), fd0 = px_test_open_fds();
+    ts_scene *s = &g_s;
+    float sum0[TS_COUNT];
+    px_status st;
+
+    (void)state;
+    ts_start(s, TS_DIRECT);
+    memcpy(sum0, s->out[0], sizeof(sum0));
+    ts_kill(s->w, 2);
+    st = ts_run(s, ts_shrink_release_orch);
+    if (st != PX_OK)
+        print_error("%s: %s\n", px_status_name(st), px_last_error());
+    assert_int_equal(st, PX_OK);
+    for (int r = 0; r < 3; r++) {
+        assert_int_equal(px_domain_chip(s->nd, r), surv[r]);
+        assert_memory_equal(s->out[r], sum0, sizeof(sum0));
+    }
+    s->d = s->nd;
+    s->nd = NULL;
+    ts_finish(s, shm0, fd0);
+}
+
+/* ---- a death during the shrink ---- */
+
+typedef struct ts_killer {
+    px_worker *w;
+    long delay_us;
+} ts_killer;
+
+static void *ts_killer_main(void *arg)
+{
+    ts_killer *k = arg;
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = k->delay_us * 1000};
+
+    nanosleep(&ts, NULL); /* where in the shrink the fault lands, not a synchronisation */
+    kill(px_hier_of(k->w)->procs[3].pid, SIGKILL);
+    return NULL;
+}
+
+/* Chip 2 is dead; chip 3 is killed at a different moment of the shrink in each trial: the
+ * shrink either succeeds before it (and chip 3 is then just dead in the new domain: a second
+ * shrink excludes it) or fails with PX_EPEERDEAD and the retry succeeds; either way it ends
+ * within the deadline, and the final domain is chips 0 and 1, whose allreduce is right. */
+static void test_death_during_shrink(void **state)
+{
+    static const int surv[2] = {0, 1};
+    int shm0 = px_test_shm_plexus_entries(), fd0 = px_test_open_fds();
+    int failed = 0;
+
+    (void)state;
+    for (int trial = 0; trial < 4; trial++) {
+        ts_scene *s = &g_s;
+        ts_killer k;
+        pthread_t t;
+        px_status st;
+
+        ts_start(s, trial % 2 ? TS_STAGED : TS_DIRECT);
+        ts_kill(s->w, 2);
+        k = (ts_killer){.w = s->w, .delay_us = 300 * trial};
+        assert_int_equal(pthread_create(&t, NULL, ts_killer_main, &k), 0);
+        st = ts_run(s, ts_shrink_orch);
+        pthread_join(t, NULL);
+        ts_kill(s->w, 3); /* already dead: waits for the board only */
+        failed += s->shrink_st == PX_EPEERDEAD;
+        if (st == PX_OK && px_domain_size(s->nd) == 3) { /* shrank before chip 3 died */
+            px_domain *old = s->d;
+
+            s->d = s->nd;
+            s->nd = NULL;
+            PX_ASSERT_OK(px_domain_release(old));
+            s->shrinks = 0;
+            st = ts_run(s, ts_shrink_orch);
+            PX_ASSERT_OK(st);
+            assert_int_equal(px_domain_generation(s->nd), 2);
+        } else if (st != PX_OK) {
+            /* the shrink's domain had chip 3 and the read on it failed: the run freed it,
+             * and the old domain may be shrunk again */
+            assert_int_equal(st, PX_EPEERDEAD);
+            s->nd = NULL;
+            s->shrinks = 0;
+            st = ts_run(s, ts_shrink_orch);
+            PX_ASSERT_OK(st);
+            assert_int_equal(px_domain_generation(s->nd), 1);
+        }
+        PX_ASSERT_OK(st);
+        assert_int_equal(px_domain_size(s->nd), 2);
+        for (int r = 0; r < 2; r++)
+            assert_int_equal(px_domain_chip(s->nd, r), surv[r]);
+        ts_fill(s, surv, 2, 1);
+        PX_ASSERT_OK(ts_run(s, ts_allreduce_orch));
+        ts_check_sum(s, surv, 2, 1);
+        ts_finish(s, shm0, fd0);
+    }
+    print_message("death during shrink: %d of 4 first shrinks failed with PX_EPEERDEAD\n",
+                  failed);
+}
+
+/* ---- revoke ---- */
+
+static px_status ts_revoke_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    ts_scene *s = user;
+    px_status st = px_submit_domain_task(o, s->d, c_wait, NULL, NULL);
+
+    (void)args;
+    if (st == PX_OK)
+        st = px_domain_revoke(s->d);
+    if (st == PX_OK && px_submit_allreduce(o, s->d, "x", TS_COUNT, PX_F32, PX_OP_SUM, NULL) !=
+                           PX_EREVOKED)
+        st = px_set_error(PX_EKERNEL, "a submit on a revoked domain was accepted");
+    return st;
+}
+
+static px_status ts_member_revoke_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    ts_scene *s = user;
+
+    (void)args;
+    return px_submit_domain_task(o, s->d, c_revoke, NULL, NULL);
+}
+
+/* Revoke from the orchestration (what) or from rank 1's kernel: every rank waiting 30 s for
+ * a signal nobody sets returns PX_EREVOKED within a second or so, the run fails with it
+ * naming the revoker; later submits on the domain return PX_EREVOKED; a shrink with nobody
+ * dead gives a domain of the same 4 chips, and an allreduce over it is right. */
+static void ts_revoke(int from_member)
+{
+    static const int all[TS_CHIPS] = {0, 1, 2, 3};
+    int shm0 = px_test_shm_plexus_entries(), fd0 = px_test_open_fds();
+    ts_scene *s = &g_s;
+    uint64_t t0;
+    double secs;
+    px_status st;
+
+    ts_start(s, TS_DIRECT);
+    t0 = px_test_now_ns();
+    st = ts_run(s, from_member ? ts_member_revoke_orch : ts_revoke_orch);
+    secs = (double)(px_test_now_ns() - t0) / 1e9;
+    print_message("revoke (%s): run returned %s after %.3f s: %s\n",
+                  from_member ? "member" : "orchestration", px_status_name(st), secs,
+                  px_last_error());
+    assert_int_equal(st, PX_EREVOKED);
+    assert_non_null(strstr(px_last_error(), from_member ? "revoked by rank 1" :
+                                                          "revoked by the orchestration"));
+    assert_true(secs < 5.0 * px_test_slack());
+    ts_shrink_and_go_on(s, all, TS_CHIPS, NULL);
+    ts_finish(s, shm0, fd0);
+}
+
+static void test_revoke_from_orchestration(void **state)
+{
+    (void)state;
+    ts_revoke(0);
+}
+
+static void test_revoke_from_member(void **state)
+{
+    (void)state;
+    ts_revoke(1);
+}
+
+/* Misuse: a shrunk domain refuses everything but release; shrinking it again is refused;
+ * NULL arguments are refused without a crash. */
+static px_status ts_misuse_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    ts_scene *s = user;
+    px_task_args a;
+
+    (void)args;
+    if (px_domain_shrink(o, s->d, NULL) != PX_EINVAL || px_domain_shrink(o, NULL, &s->nd) !=
+        PX_EINVAL || px_domain_revoke(NULL) != PX_EINVAL || px_comm_revoke(NULL) != PX_EINVAL)
+        return px_set_error(PX_EKERNEL, "NULL arguments were not refused");
+    if (px_domain_shrink(o, s->d, &s->nd) != PX_OK)
+        return PX_EKERNEL;
+    px_args_init(&a);
+    if (px_args_domain(&a, s->d) != PX_EREVOKED ||
+        px_domain_shrink(o, s->d, &s->nd) != PX_ESTATE)
+        return px_set_error(PX_EKERNEL, "a shrunk domain was used");
+    return PX_OK;
+}
+
+static void test_shrunk_domain_refuses_use(void **state)
+{
+    int shm0 = px_test_shm_plexus_entries(), fd0 = px_test_open_fds();
+    ts_scene *s = &g_s;
+    px_status st;
+
+    (void)state;
+    ts_start(s, TS_DIRECT);
+    st = ts_run(s, ts_misuse_orch);
+    if (st != PX_OK)
+        print_error("%s: %s\n", px_status_name(st), px_last_error());
+    assert_int_equal(st, PX_OK);
+    assert_int_equal(px_domain_chip(s->nd, 4), -1);
+    assert_int_equal(px_domain_chip(NULL, 0), -1);
+    assert_int_equal(px_domain_generation(NULL), -1);
+    ts_finish(s, shm0, fd0);
+}
+
+/* Runs every test, or those whose names match argv[1] (a cmocka filter). */
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_death_before_collective_direct),
+        cmocka_unit_test(test_death_before_collective_staged),
+        cmocka_unit_test(test_death_before_collective_mixed),
+        cmocka_unit_test(test_death_during_collective_direct),
+        cmocka_unit_test(test_death_during_collective_staged),
+        cmocka_unit_test(test_death_during_collective_mixed),
+        cmocka_unit_test(test_two_deaths_at_once),
+        cmocka_unit_test(test_death_during_shrink),
+        cmocka_unit_test(test_release_old_in_shrink_run),
+        cmocka_unit_test(test_revoke_from_orchestration),
+        cmocka_unit_test(test_revoke_from_member),
+        cmocka_unit_test(test_shrunk_domain_refuses_use),
+    };
+
+    if (argc > 1)
+        cmocka_set_test_filter(argv[1]);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
