@@ -91,26 +91,11 @@ px_status comm_dfx_hosts_init(px_worker *w)
 static px_status dfxh_read(const char *dir, const char *name, char **text, size_t *len)
 {
     char path[PX_DFX_OUT_MAX + 32];
-    FILE *f;
-    long n;
+    px_status st;
 
-    *text = NULL;
-    *len = 0;
     snprintf(path, sizeof(path), "%s/%s", dir, name);
-    if ((f = fopen(path, "rb")) == NULL)
-        return errno == ENOENT ? PX_OK : px_set_error(PX_EIO, "dfx: cannot open %s: %s", path,
-                                                      strerror(errno));
-    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0 ||
-        (*text = malloc((size_t)n + 1)) == NULL || fread(*text, 1, (size_t)n, f) != (size_t)n) {
-        fclose(f);
-        free(*text);
-        *text = NULL;
-        return px_set_error(PX_EIO, "dfx: cannot read %s", path);
-    }
-    fclose(f);
-    (*text)[n] = '\0';
-    *len = (size_t)n;
-    return PX_OK;
+    st = util_file_read(path, "dfx", text, len);
+    return st == PX_ENOENT ? PX_OK : st;
 }
 
 /* The run's start in ns of this host's clock, from its dfx.json ("clock", "t0_ticks"). */

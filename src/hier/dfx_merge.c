@@ -41,6 +41,7 @@
 #include "dfx/collectors/collectors.h"
 #include "dfx/collectors/model.h"
 #include "dfx/collectors/out.h"
+#include "util/file.h"
 #include "util/log.h"
 
 #define MRG_HOST_NAME "host (L3 orchestration + dispatch)"
@@ -259,8 +260,7 @@ static px_status mrg_read(const mrg *m, const mrg_src *s, const char *name, char
                           size_t *len)
 {
     char path[PX_DFX_OUT_MAX + 64];
-    FILE *f;
-    long n;
+    px_status st;
 
     if (s->host != NULL)
         snprintf(path, sizeof(path), "%s/hosts/host%d/%s", m->dir, s->host->host, name);
@@ -268,23 +268,9 @@ static px_status mrg_read(const mrg *m, const mrg_src *s, const char *name, char
         snprintf(path, sizeof(path), "%s/%s", m->dir, name);
     else
         snprintf(path, sizeof(path), "%s/chips/chip%d/%s", m->dir, s->chip->chip, name);
-    *text = NULL;
-    *len = 0;
-    if ((f = fopen(path, "rb")) == NULL)
-        return errno == ENOENT ? px_set_error(PX_ENOENT, "dfx: %s does not exist", path)
-                               : px_set_error(PX_EIO, "dfx: cannot open %s: %s", path,
-                                              strerror(errno));
-    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0 ||
-        (*text = malloc((size_t)n + 1)) == NULL || fread(*text, 1, (size_t)n, f) != (size_t)n) {
-        fclose(f);
-        free(*text);
-        *text = NULL;
-        return px_set_error(PX_EIO, "dfx: cannot read %s", path);
-    }
-    fclose(f);
-    (*text)[n] = '\0';
-    *len = (size_t)n;
-    return PX_OK;
+    if ((st = util_file_read(path, "dfx", text, len)) == PX_ENOENT)
+        return px_set_error(PX_ENOENT, "dfx: %s does not exist", path);
+    return st;
 }
 
 /* ---- loading the sources ---- */

@@ -214,3 +214,26 @@ void util_json_escape(const char *s, size_t max, util_put_cb put, void *ctx)
         put(ctx, (const char *)run, (size_t)(c - run));
     put(ctx, "\"", 1);
 }
+
+px_status util_file_read(const char *path, const char *who, char **text, size_t *len)
+{
+    FILE *f;
+    long n;
+
+    *text = NULL;
+    *len = 0;
+    if ((f = fopen(path, "rb")) == NULL)
+        return errno == ENOENT ? PX_ENOENT : px_set_error(PX_EIO, "%s: cannot open %s: %s", who,
+                                                          path, strerror(errno));
+    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0 ||
+        (*text = malloc((size_t)n + 1)) == NULL || fread(*text, 1, (size_t)n, f) != (size_t)n) {
+        fclose(f);
+        free(*text);
+        *text = NULL;
+        return px_set_error(PX_EIO, "%s: cannot read %s", who, path);
+    }
+    fclose(f);
+    (*text)[n] = '\0';
+    *len = (size_t)n;
+    return PX_OK;
+}

@@ -27,6 +27,13 @@
 px_status util_file_replace(const char *path, const void *data, size_t n, const char *who);
 
 /*
+ * Reads path whole into *text (malloc'd, NUL-terminated; *len its bytes). Returns PX_OK,
+ * PX_ENOENT when it does not exist (*text NULL, no message set), or PX_EIO with the path
+ * (and strerror where it says more), prefixed with who.
+ */
+px_status util_file_read(const char *path, const char *who, char **text, size_t *len);
+
+/*
  * Takes the output lock of directory dir: an exclusive flock(2) on dir/.plexus.lock (created
  * with O_NOFOLLOW, mode 0644, never removed), so that two runs into one directory take turns
  * instead of removing and reading back each other's files. A run that finds the lock held
