@@ -1180,10 +1180,18 @@ px_status px_domain_release(px_domain *d)
     return PX_OK;
 }
 
+/* Revokes d in the orchestration's name (the first revoker's word stays). */
+static void comm_revoke_orch(px_domain *d)
+{
+    uint32_t zero = 0;
+
+    (void)atomic_compare_exchange_strong_explicit(comm_revoke_word(d), &zero, COMM_REVOKED_ORCH,
+                                                  memory_order_acq_rel, memory_order_acquire);
+}
+
 px_status px_domain_revoke(px_domain *d)
 {
     px_status st = comm_check_handle(d, "px_domain_revoke");
-    uint32_t zero = 0;
 
     if (st != PX_OK)
         return st;
@@ -1192,8 +1200,7 @@ px_status px_domain_revoke(px_domain *d)
                             "and shrink work inside one host for now (the revocation table is "
                             "this worker's memory; the other hosts' proxies would have to carry "
                             "it); end the run instead", d->msg.name);
-    (void)atomic_compare_exchange_strong_explicit(comm_revoke_word(d), &zero, COMM_REVOKED_ORCH,
-                                                  memory_order_acq_rel, memory_order_acquire);
+    comm_revoke_orch(d);
     PX_LOG_INFO("comm[%s]: revoked by the orchestration", d->msg.name);
     return PX_OK;
 }
@@ -1273,7 +1280,6 @@ px_status px_domain_shrink(px_orch *o, px_domain *d, px_domain **out)
     px_domain *nd = NULL;
     px_worker *w;
     px_status st;
-    uint32_t zero = 0;
 
     if (out == NULL)
         return px_set_error(PX_EINVAL, "px_domain_shrink: the output is NULL");
@@ -1293,8 +1299,7 @@ px_status px_domain_shrink(px_orch *o, px_domain *d, px_domain **out)
                             "would have to agree through the MPI proxies); end the run and "
                             "allocate a new domain of the survivors instead", d->msg.name);
     /* revoke first: what still runs on d fails at once, and nothing new starts on it */
-    (void)atomic_compare_exchange_strong_explicit(comm_revoke_word(d), &zero, COMM_REVOKED_ORCH,
-                                                  memory_order_acq_rel, memory_order_acquire);
+    comm_revoke_orch(d);
     deadline = t0 + (uint64_t)(w->cfg.timeout_s * 1e9);
     if ((st = comm_pend_wait(d, deadline)) != PX_OK)
         return st;

@@ -516,6 +516,13 @@ static px_status coll_proxied(px_comm *c, size_t off, size_t bytes, px_dtype dt,
                         c->name, c->rank, px_status_name((px_status)a.status));
 }
 
+/* 1 when the proxies carry c's reductions (coll_proxied): two ranks, their pair on mpi (the
+ * pair table's, so both ranks agree). */
+static int coll_pair_proxied(const px_comm *c)
+{
+    return c->n == 2 && c->tl[1 - c->rank]->id == PX_COMM_TL_MPI;
+}
+
 static px_status allreduce_impl(px_comm *c, void *buf, size_t count, px_dtype dt, px_redop op)
 {
     size_t es = coll_esize(c, dt, 1, "px_comm_allreduce"), bytes, off;
@@ -535,7 +542,7 @@ static px_status allreduce_impl(px_comm *c, void *buf, size_t count, px_dtype dt
      * buffer through the transport's requests (each rank n - 1 of them), which costs 3 to 5
      * times reduce-scatter + allgather at 32 and 64 KiB over 4 staged ranks (each rank pulls
      * 1/n of every peer's): so only direct domains take the slots and the one-shot there. */
-    if (c->n == 2 && c->tl[1 - c->rank]->id == PX_COMM_TL_MPI)
+    if (coll_pair_proxied(c))
         return coll_proxied(c, off, bytes, dt, op, 0);
     few = count < (size_t)c->n; /* reduce-scatter needs an element per rank */
     oneshot = bytes <= c->oneshot_max || few;
@@ -567,7 +574,7 @@ static px_status reduce_scatter_impl(px_comm *c, void *buf, size_t count, px_dty
     c->last_algo = "pull";
     if (coll_enter(c, COMM_COLL_REDUCE_SCATTER, count, dt, op, 0, &st))
         return st;
-    if (c->n == 2 && c->tl[1 - c->rank]->id == PX_COMM_TL_MPI) /* the halves are the blocks */
+    if (coll_pair_proxied(c)) /* the halves are the blocks */
         return coll_proxied(c, off, bytes, dt, op, COMM_STG_COLL_RS);
     blk = (size_t)c->rank * count;
     if ((res = coll_scratch(c, count * es, off + blk * es, &tmp)) == NULL)
