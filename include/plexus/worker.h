@@ -106,6 +106,24 @@ PX_API int px_worker_cores(const px_worker *w);
 PX_API px_status px_tensor_alloc(px_orch *o, px_dtype dt, int ndim, const int64_t *shape,
                                  px_tensor *t);
 
+/* Host memory ranges one run may register with px_tensor_host. */
+#define PX_HOST_RANGES_MAX 32
+
+/*
+ * Fills t with a contiguous tensor over host memory the caller owns (addr, dtype, shape as
+ * px_tensor_make) that this run's tasks read and write in place, without a copy: its bytes
+ * are registered for the chip's kernels (pinned and mapped into the device's address space)
+ * until the run ends. Registering the same bytes again, or bytes inside a range this run
+ * registered, adds nothing. Do not touch the memory from the host while the run uses it.
+ * Returns PX_ENOTSUP, saying why, where the device cannot reach host memory (a level-3 worker,
+ * whose chips are other processes; a profile without ordinary-page host mapping,
+ * host_map_effective 0): copy instead (px_tensor_alloc, or px_run's args). PX_ENOMEM once
+ * PX_HOST_RANGES_MAX ranges of the run are registered; PX_EINVAL for a NULL addr or t, an
+ * empty shape, or device memory.
+ */
+PX_API px_status px_tensor_host(px_orch *o, void *addr, px_dtype dt, int ndim,
+                                const int64_t *shape, px_tensor *t);
+
 /*
  * Submits a task. Checks a against the kernel's signature, allocates OUT tensors that have
  * no address (writing the address back into a), infers dependencies, and publishes the task.

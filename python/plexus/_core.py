@@ -6,6 +6,7 @@ tasks) take it for the callback (cffi's extern "Python"). Python kernels therefo
 at a time per process: the documented slow path. C kernels run without the GIL.
 """
 import json
+import logging
 import os
 import threading
 import weakref
@@ -16,6 +17,8 @@ import numpy as np
 from ._plexus_cffi import ffi, lib
 from .errors import (Error, InvalidArgument, StateError, KernelError, NotFound, check,
                      error_from)
+
+_log = logging.getLogger("plexus")
 
 # ---- dtypes ----
 
@@ -449,14 +452,26 @@ def pxpy_orch_cb(o, args, user):
 
 # ---- orchestration ----
 
-class _Stage:
-    __slots__ = ("arr", "t", "lo", "hi", "written", "depth", "parent")
+def _root_array(arr):
+    """The C-contiguous numpy array that owns the memory arr views (arr's base chain), when
+    it is another, larger array; else None."""
+    root = arr
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if root is arr or not root.flags.c_contiguous or root.nbytes <= arr.nbytes:
+        return None
+    return root
 
-    def __init__(self, arr, t, lo, hi, depth, parent=None):
+
+class _Stage:
+    __slots__ = ("arr", "t", "lo", "hi", "written", "depth", "parent", "in_place")
+
+    def __init__(self, arr, t, lo, hi, depth, parent=None, in_place=False):
         self.arr, self.t, self.lo, self.hi = arr, t, lo, hi
         self.written = False
         self.depth = depth
         self.parent = parent
+        self.in_place = in_place  # the tasks use the host bytes themselves (px_tensor_host)
 
 
 class _Scope:
@@ -475,12 +490,15 @@ class _Scope:
 class Orchestration:
     """The o of w.run(fn): fn(o) submits tasks; dependencies are inferred from the bytes.
 
-    Host numpy arrays passed to submit are staged: the first use in a run copies the array
-    into device memory (a px_tensor_alloc of the current scope), every later use of the same
-    array (or of a contiguous view inside it) refers to that copy, and arrays that a task
-    writes are copied back by a task at the end of their scope (the run's end for arrays
-    first used outside any o.scope()). So the host array holds the results when w.run
-    returns; do not read it while the run is going."""
+    Host numpy arrays passed to submit are used in place where the chip's kernels can reach
+    host memory (a level-2 worker whose profile maps ordinary host pages: px_tensor_host);
+    otherwise they are staged: the first use in a run copies the array into device memory (a
+    px_tensor_alloc of the current scope), every later use of the same array (or of a
+    contiguous view inside it) refers to that copy, and arrays that a task writes are copied
+    back by a task at the end of their scope (the run's end for arrays first used outside
+    any o.scope()). Either way the host array holds the results when w.run returns; do not
+    read or write it while the run is going. Worker(host_arrays=) chooses; the run result
+    says which way each array went (RunResult.host_arrays)."""
 
     def __init__(self, worker, o=None, fn=None, chip=False):
         self._w = worker
@@ -494,6 +512,9 @@ class Orchestration:
         self._dead_scopes = set()
         self._stages = {}   # id(array) -> _Stage
         self._ranges = []   # the _Stage of each distinct staged memory range
+        self._in_place = [] # the _Stage of each host array used in place
+        self._host_counts = {"in_place": 0, "staged": 0}
+        self._host_reason = None  # why host arrays of this run were staged, if they were
         self._pending = []  # (lo, hi, task id) of copy-backs submitted
         self._handles = []  # host task handles kept alive for the run
         self._domains = []
@@ -584,6 +605,17 @@ class Orchestration:
                                   % (what, arr.shape))
         lo = arr.__array_interface__["data"][0]
         hi = lo + arr.nbytes
+        if self._may_use_in_place(lo, hi):
+            st = self._use_in_place(x, arr, dt, lo, hi, tag, what)
+            if st is not None:
+                return st
+        for s in self._in_place:
+            if lo < s.hi and s.lo < hi:
+                raise InvalidArgument(
+                    "%s (bytes %#x..%#x) overlaps both a host array this run uses in place "
+                    "(%#x..%#x) and one it staged; the same bytes cannot be used both ways in "
+                    "a run: pass the enclosing array first, or host_arrays='copy'"
+                    % (what, lo, hi, s.lo, s.hi))
         for s in self._ranges:
             if lo >= s.lo and hi <= s.hi and (lo != s.lo or hi != s.hi or s.arr.dtype != arr.dtype
                                                 or s.arr.shape != arr.shape):
@@ -610,12 +642,68 @@ class Orchestration:
                 ffi.memmove(lib.px_tensor_data(t), ffi.from_buffer(arr), arr.nbytes)
             st = _Stage(arr, t, lo, hi, self._scopes[-1])
             self._ranges.append(st)
+            self._host_counts["staged"] += 1
         self._stages[id(arr)] = st
         if arr is not x and type(x) is np.ndarray:
             self._stages[id(x)] = st
         if tag in _WRITES:
             self._written(st)
         return st.t
+
+    def _may_use_in_place(self, lo, hi):
+        """1 when an array at [lo, hi) should be tried in place: the worker allows it, and
+        its bytes meet no staged array of this run (nor a pending copy-back of one), whose
+        device copy and host bytes differ until the copy-back."""
+        mode = self._w.host_arrays if self._w is not None else "copy"
+        if mode == "copy":
+            return False
+        if self.level != 2 or self._w.level != 2:
+            if self._host_reason is None:
+                self._host_reason = ("the chips of a level-3 worker are other processes: host "
+                                     "arrays are copied to them")
+            return False
+        return not any(lo < s.hi and s.lo < hi for s in self._ranges) and \
+            not any(lo < p[1] and p[0] < hi for p in self._pending)
+
+    def _use_in_place(self, x, arr, dt, lo, hi, tag, what):
+        """The px_tensor * over arr's own bytes (px_tensor_host), or None when the device
+        cannot take them and the worker allows staging (the reason is kept and logged)."""
+        o = self._live()
+        t = ffi.new("px_tensor *")
+        shape = arr.shape
+        root = _root_array(arr)
+        st = 0
+        if root is not None:  # the whole buffer at once: its other views need no range
+            rlo = root.__array_interface__["data"][0]
+            st = lib.px_tensor_host(o, ffi.cast("void *", rlo), lib.PX_U8, 1,
+                                    ffi.new("int64_t[]", [root.nbytes]), t)
+        if st == 0:
+            st = lib.px_tensor_host(o, ffi.cast("void *", lo), dt, len(shape),
+                                    ffi.new("int64_t[]", shape), t)
+        if st != 0:
+            err = error_from(st, "using %s in place" % what)
+            if self._w.host_arrays == "in_place" or \
+                    st not in (lib.PX_ENOTSUP, lib.PX_ENOMEM):
+                raise err
+            if any(lo < s.hi and s.lo < hi for s in self._in_place):
+                raise InvalidArgument(
+                    "%s (bytes %#x..%#x) overlaps a host array this run uses in place but "
+                    "cannot be used in place itself (%s); pass the enclosing array, or fewer "
+                    "distinct arrays" % (what, lo, hi, err))
+            if self._host_reason is None:
+                self._host_reason = str(err)
+                _log.info("plexus: host arrays of this run are staged (copied in and out): "
+                          "%s", err)
+            return None
+        s = _Stage(arr, t, lo, hi, 0, in_place=True)
+        self._in_place.append(s)
+        self._host_counts["in_place"] += 1
+        self._stages[id(arr)] = s
+        if arr is not x and type(x) is np.ndarray:
+            self._stages[id(x)] = s
+        if tag in _WRITES:
+            self._written(s)
+        return t
 
     def _subview(self, s, arr, dt, lo, tag, what):
         item = arr.itemsize
@@ -1269,12 +1357,16 @@ DFX_FILES = ("dfx.json", "trace.json", "deps.json", "deps.dot", "args/args_dump.
 
 class RunResult:
     """What w.run returns: .stats (w.stats() of the run), .dfx (output file name -> path of
-    the files the run's DFX wrote; {} with DFX off), .out (the output directory or None)."""
+    the files the run's DFX wrote; {} with DFX off), .out (the output directory or None),
+    .host_arrays ({"in_place": n, "staged": m, "reason": why arrays were staged or None}:
+    how the run's host array objects reached the kernels)."""
 
-    def __init__(self, stats, out, dfx):
+    def __init__(self, stats, out, dfx, host_arrays=None):
         self.stats = stats
         self.out = out
         self.dfx = dfx
+        self.host_arrays = host_arrays if host_arrays is not None else \
+            {"in_place": 0, "staged": 0, "reason": None}
 
     def __repr__(self):
         return "RunResult(tasks=%d, edges=%d, dfx=%s)" % (self.stats["tasks"],
@@ -1346,10 +1438,19 @@ class Worker:
     context manager, or call close()."""
 
     def __init__(self, level=2, cores=None, chips=None, profile=None, dfx=None, out=None,
-                 **knobs):
+                 host_arrays="auto", **knobs):
         self._w = None
+        if host_arrays not in ("auto", "in_place", "copy"):
+            raise InvalidArgument("plexus.Worker: host_arrays=%r; use 'auto' (in place where "
+                                  "the device reaches host memory, else copied), 'in_place' "
+                                  "(refuse what cannot be) or 'copy'" % (host_arrays,))
+        if host_arrays == "in_place" and level == 3:
+            raise InvalidArgument("plexus.Worker: host_arrays='in_place' at level 3: the chips "
+                                  "are other processes and cannot use this process's arrays "
+                                  "in place; use 'auto' or 'copy'")
         self._cfg = config(level, cores, chips, profile, dfx, out, **knobs)
         self.level = level
+        self.host_arrays = host_arrays
         self.out = ffi.string(self._cfg.out_dir).decode() if self._cfg.dfx else None
         wp = ffi.new("px_worker **")
         check(lib.px_worker_create(self._cfg, wp), "plexus.Worker")
@@ -1519,7 +1620,8 @@ class Worker:
             cause = next((e for e in _CB_EXC), None)
             del _CB_EXC[:]
             raise err from cause
-        return RunResult(self.stats(), self.out, self._dfx_files())
+        return RunResult(self.stats(), self.out, self._dfx_files(),
+                         dict(orch._host_counts, reason=orch._host_reason))
 
     def _dfx_files(self):
         if not self.out:

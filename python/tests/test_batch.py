@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import plexus
+from conftest import copies
 
 _seen = []
 
@@ -35,8 +36,8 @@ def test_chains_through_a_pick_keep_their_order(w):
     r = w.run(orch)
     assert block[::8].tolist() == [10, 10, 10]
     assert all(seen == expect for _, seen, expect in _seen) and len(_seen) == n
-    assert r.stats["tasks"] == n + 3  # and one copy-back per written row
-    assert r.stats["edges"] == (n - 3) + 3
+    assert r.stats["tasks"] == n + copies(w, 3)  # staged: one copy-back per written row
+    assert r.stats["edges"] == (n - 3) + copies(w, 3)
 
 
 def test_a_list_of_tensors_is_one_per_task_and_matches_submit(w, k):
@@ -86,8 +87,8 @@ def test_the_same_arguments_for_every_task_need_n(w, k):
 
     r = w.run(orch)
     np.testing.assert_array_equal(b, 2 * a)
-    # three writers of b: WAW edges 0->1, 1->2, then the copy-back after the last
-    assert r.stats["edges"] == 3
+    # three writers of b: WAW edges 0->1, 1->2, and staged the copy-back after the last
+    assert r.stats["edges"] == 2 + copies(w, 1)
 
 
 def test_a_failing_task_is_named_and_the_ones_before_stay(w):
@@ -147,7 +148,8 @@ def test_after_both_ways(w, k):
 
     r = w.run(orch)
     # 5 edges to `first`, 5 + 1 from the first noop's after=, 2 x 2 for the last batch
-    assert r.stats["edges"] == 5 + 5 + 1 + 4 + 6  # and the 6 copy-backs after their writers
+    # staged, also the 6 copy-backs after their writers
+    assert r.stats["edges"] == 5 + 5 + 1 + 4 + copies(w, 6)
     for b in bs:
         np.testing.assert_array_equal(b, 2 * a)
 

@@ -46,7 +46,8 @@ def test_dfx_output_paths(tmp_path):
         assert r.dfx[name] == os.path.join(str(out), name) and os.path.isfile(r.dfx[name])
     with open(r.dfx["deps.json"]) as f:
         deps = json.load(f)
-    assert len(deps["tasks"]) == 4  # three scales and the copy-back
+    assert len(deps["tasks"]) == 3  # three scales (b is used in place: no copy-back)
+    assert r.host_arrays["in_place"] == 2
     assert r.stats["dfx_records"] > 0
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import plexus
+from conftest import copies
 
 
 def test_issue_example(w, k):
@@ -17,14 +18,18 @@ def test_issue_example(w, k):
 
     r = w.run(orch)
     np.testing.assert_array_equal(b, a * 2)
-    # one task of the user's, plus the copy-back of b: an edge from scale to it
-    assert r.stats["tasks"] == 2 and r.stats["edges"] == 1
+    # one task of the user's; staged, plus the copy-back of b with an edge from scale to it
+    assert r.stats["tasks"] == 1 + copies(w, 1) and r.stats["edges"] == copies(w, 1)
     assert r.dfx == {}
+    assert r.host_arrays == ({"in_place": 0, "staged": 2, "reason": None}
+                             if w.host_arrays == "copy" else
+                             {"in_place": 2, "staged": 0, "reason": None})
 
 
 def test_dependencies_are_inferred_from_bytes(w, k):
     # vector: c = a+b; d = c+1; e = c+2; g = d*e; f = g+c (5 tasks, 6 edges; C example's
-    # count), with the intermediates allocated in a scope; f is copied back (+1 task, +1 edge)
+    # count), with the intermediates allocated in a scope; staged, f is copied back (+1 task,
+    # +1 edge)
     n = 4096
     a = (np.arange(n) % 13).astype(np.float32)
     b = ((7 * np.arange(n)) % 11).astype(np.float32)
@@ -42,7 +47,7 @@ def test_dependencies_are_inferred_from_bytes(w, k):
     r = w.run(orch)
     s = a + b
     np.testing.assert_array_equal(f, (s + 1) * (s + 2) + s)
-    assert r.stats["tasks"] == 6 and r.stats["edges"] == 7
+    assert r.stats["tasks"] == 5 + copies(w, 1) and r.stats["edges"] == 6 + copies(w, 1)
 
 
 def test_run_result_stats_match_w_stats(w, k):
@@ -52,7 +57,7 @@ def test_run_result_stats_match_w_stats(w, k):
                          for _ in range(10)])
     assert r.stats == w.stats()
     assert set(r.stats) >= {"tasks", "edges", "wall_ns", "heap_peak"}
-    assert r.stats["tasks"] == 11  # ten scales, one copy-back
+    assert r.stats["tasks"] == 10 + copies(w, 1)  # ten scales, staged: one copy-back
     np.testing.assert_array_equal(y, 3 * x)
 
 
@@ -181,10 +186,18 @@ def test_refusals_say_why(w, k):
     ro.flags.writeable = False
     with pytest.raises(plexus.InvalidArgument, match="read-only"):
         w.run(lambda o: o.submit(k.scale, inputs=[ro], outputs=[ro], scalars=[1.0]))
-    with pytest.raises(plexus.InvalidArgument, match="overlaps"):
-        b = np.zeros(8, np.float32)
-        w.run(lambda o: (o.submit(k.scale, inputs=[b[:4]], outputs=[b[:4]], scalars=[1.0]),
-                         o.submit(k.scale, inputs=[b], outputs=[b], scalars=[1.0])))
+    b = np.arange(8, dtype=np.float32)
+
+    def part_then_whole(o):
+        o.submit(k.scale, inputs=[b[:4]], outputs=[b[:4]], scalars=[2.0])
+        o.submit(k.scale, inputs=[b], outputs=[b], scalars=[3.0])
+
+    if w.host_arrays == "copy":  # one device copy per host array: the part came first
+        with pytest.raises(plexus.InvalidArgument, match="overlaps"):
+            w.run(part_then_whole)
+    else:  # in place the bytes are the array's own: the whole follows the part
+        w.run(part_then_whole)
+        np.testing.assert_array_equal(b, np.arange(8) * np.array([6] * 4 + [3] * 4))
     with pytest.raises(plexus.InvalidArgument, match="not a kernel"):
         w.run(lambda o: o.submit(print, inputs=[a]))
     with pytest.raises(plexus.InvalidArgument, match="without a tag"):
@@ -256,7 +269,7 @@ def test_knobs_and_bad_values():
 
 
 def test_heap_ring_exhaustion_is_an_error_not_a_crash():
-    with plexus.Worker(cores=1, heap_ring="1M", device_mem="64M") as w:
+    with plexus.Worker(cores=1, heap_ring="1M", device_mem="64M", host_arrays="copy") as w:
         big = np.zeros(1 << 20, np.float32)  # 4 MiB > the heap ring
         with pytest.raises(plexus.Error) as e:
             w.run(lambda o: o.submit(plexus.builtin(w).scale, inputs=[big], outputs=[big],

@@ -76,6 +76,18 @@ px_status px_plat_host_map(px_chip *c, void *dev, size_t n, void **host);
 px_status px_plat_host_unmap(px_chip *c, void *host, size_t n);
 
 /*
+ * Registers n bytes of host memory at host for c's kernels (the pages pinned and mapped into
+ * the device's address space) and returns the address kernels use in *dev. The same
+ * ordinary-page mapping as px_plat_host_map, the other way: refused with PX_ENOTSUP naming the
+ * profile's flags when host_map_effective is 0. PX_EINVAL for device memory or n == 0. On sim
+ * the kernels of a level-2 chip share the caller's address space, so *dev == host.
+ */
+px_status px_plat_host_register(px_chip *c, void *host, size_t n, void **dev);
+
+/* Undoes px_plat_host_register (host and n as registered). */
+px_status px_plat_host_unregister(px_chip *c, void *host, size_t n);
+
+/*
  * Allocates n bytes of device memory backed by real huge pages (memfd MFD_HUGETLB) and maps
  * it both for the device (*dev) and for the host (*host). Refuses with PX_ENOTSUP when
  * host_map_huge_effective is 0, and with PX_ENOMEM when the reserved pages cannot back it

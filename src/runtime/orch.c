@@ -325,6 +325,74 @@ px_status px_tensor_alloc(px_orch *o, px_dtype dt, int ndim, const int64_t *shap
     return PX_OK;
 }
 
+/* 1 when [lo, lo + n) lies inside host memory this run registered. */
+static int orch_host_has(const px_orch *o, uintptr_t lo, size_t n)
+{
+    for (int i = 0; i < o->nhost; i++)
+        if (lo >= (uintptr_t)o->host[i].lo &&
+            lo + n <= (uintptr_t)o->host[i].lo + o->host[i].n)
+            return 1;
+    return 0;
+}
+
+px_status px_tensor_host(px_orch *o, void *addr, px_dtype dt, int ndim, const int64_t *shape,
+                         px_tensor *t)
+{
+    px_tensor v;
+    px_status st;
+    int64_t lo, hi;
+    void *dev;
+    px_worker *w;
+
+    if ((st = px_rt_orch_check(o, "px_tensor_host")) != PX_OK)
+        return st;
+    if (t == NULL || addr == NULL)
+        return px_set_error(PX_EINVAL, "px_tensor_host: %s is NULL", t ? "addr" : "t");
+    st = px_tensor_make(&v, addr, dt, ndim, shape);
+    if (st != PX_OK || (st = px_tensor_span(&v, &lo, &hi)) != PX_OK)
+        return st;
+    if (hi <= 0)
+        return px_set_error(PX_EINVAL, "px_tensor_host: the shape has no elements; a host "
+                            "tensor needs at least one");
+    w = o->w;
+    if (w->level == 3)
+        return px_set_error(PX_ENOTSUP, "px_tensor_host: the chips of a level-3 worker are "
+                            "other processes and cannot reach this process's memory; copy it "
+                            "(px_tensor_alloc, or px_run's args)");
+    if ((uintptr_t)addr < (uintptr_t)w->dev_base + w->cfg.device_mem &&
+        (uintptr_t)w->dev_base < (uintptr_t)addr + (uintptr_t)hi)
+        return px_set_error(PX_EINVAL, "px_tensor_host: %p (%lld bytes) is device memory; use "
+                            "px_tensor_make for a tensor over device memory", addr,
+                            (long long)hi);
+    if (!orch_host_has(o, (uintptr_t)addr, (size_t)hi)) {
+        if (o->nhost == PX_HOST_RANGES_MAX)
+            return px_set_error(PX_ENOMEM, "px_tensor_host: this run registered %d host ranges "
+                                "already (PX_HOST_RANGES_MAX); register one range that holds "
+                                "several arrays, or copy the rest (px_tensor_alloc)",
+                                PX_HOST_RANGES_MAX);
+        if ((st = px_plat_host_register(w->chip, addr, (size_t)hi, &dev)) != PX_OK)
+            return st;
+        if ((st = px_rt_device_range_add(w, dev, (size_t)hi)) != PX_OK) {
+            px_plat_host_unregister(w->chip, addr, (size_t)hi);
+            return st;
+        }
+        o->host[o->nhost].lo = addr;
+        o->host[o->nhost++].n = (size_t)hi;
+    }
+    *t = v;
+    return PX_OK;
+}
+
+/* Ends the run's host registrations (px_orch_end). */
+static void orch_host_release(px_orch *o)
+{
+    for (int i = 0; i < o->nhost; i++) {
+        px_rt_device_range_remove(o->w, o->host[i].lo);
+        px_plat_host_unregister(o->w->chip, o->host[i].lo, o->host[i].n);
+    }
+    o->nhost = 0;
+}
+
 px_status px_rt_alloc_outputs(px_orch *o, px_task_args *a)
 {
     for (int i = 0; i < a->n; i++) {
@@ -961,5 +1029,6 @@ void px_orch_end(px_orch *o)
         px_rt_dfx_scope(o, depth, 0);
     px_tmap_clear(&o->w->tmap);
     px_heap_reset(&o->w->heap);
+    orch_host_release(o);
     o->nscopes = 0;
 }

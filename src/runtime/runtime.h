@@ -151,6 +151,11 @@ struct px_orch {
     args_rules rules;               /* a submit's argument rules, set for the run (all but
                                      * the kernel's name) */
     args_cache arg_cache;           /* tensors the submits of this run have accepted */
+    struct {
+        void *lo;
+        size_t n;
+    } host[PX_HOST_RANGES_MAX];     /* host memory registered this run (px_tensor_host) */
+    int nhost;
 };
 
 /*
@@ -206,7 +211,9 @@ typedef struct px_rt_ext {
                                      * output directory (px_dfx_params.own_from) */
 } px_rt_ext;
 
-#define PX_RT_DEV_EXTRA 32 /* extra device ranges of an engine (px_rt_device_range_add) */
+/* extra device ranges of an engine (px_rt_device_range_add): communication windows and the
+ * host memory a run registers (px_tensor_host, at most PX_HOST_RANGES_MAX of them) */
+#define PX_RT_DEV_EXTRA (32 + PX_HOST_RANGES_MAX)
 
 struct px_worker {
     px_config cfg;

@@ -542,7 +542,7 @@ px_status px_rt_device_range_add(px_worker *w, const void *lo, size_t n)
             return PX_OK;
     }
     return px_set_error(PX_ENOMEM, "chip engine: %d extra device ranges (communication "
-                        "windows) are in use already", PX_RT_DEV_EXTRA);
+                        "windows, registered host memory) are in use already", PX_RT_DEV_EXTRA);
 }
 
 void px_rt_device_range_remove(px_worker *w, const void *lo)

@@ -269,6 +269,36 @@ px_status px_plat_host_map(px_chip *c, void *dev, size_t n, void **host)
     return PX_OK;
 }
 
+/*
+ * Returns PX_OK with *dev set; PX_EINVAL for device memory, PX_ENOTSUP when the profile
+ * forbids ordinary-page host mapping. Nothing to pin on sim: the chip's kernels are this
+ * process's threads.
+ */
+px_status px_plat_host_register(px_chip *c, void *host, size_t n, void **dev)
+{
+    if (c == NULL || host == NULL || dev == NULL || n == 0)
+        return px_set_error(PX_EINVAL, "px_plat_host_register: chip, host and dev must be set, "
+                            "n > 0");
+    if ((char *)host < c->base + c->size && c->base < (char *)host + n)
+        return px_set_error(PX_EINVAL, "chip %d: px_plat_host_register given device memory "
+                            "(%p, %zu bytes overlap the arena); it registers host memory",
+                            c->index, host, n);
+    if (!px_caps_get(&c->caps, PX_FACT_HOST_MAP_EFFECTIVE))
+        return px_set_error(PX_ENOTSUP, "chip %d: registering host memory for the device "
+                            "refused (profile %s: %s)", c->index, sim_profile(c),
+                            c->caps.f[PX_FACT_HOST_MAP_EFFECTIVE].note);
+    *dev = host;
+    return PX_OK;
+}
+
+px_status px_plat_host_unregister(px_chip *c, void *host, size_t n)
+{
+    if (c == NULL || host == NULL || n == 0)
+        return px_set_error(PX_EINVAL, "px_plat_host_unregister: chip and host must be set, "
+                            "n > 0");
+    return PX_OK;
+}
+
 /* Returns PX_OK, or PX_EINVAL for an address that cannot be a host mapping of this chip. */
 px_status px_plat_host_unmap(px_chip *c, void *host, size_t n)
 {
