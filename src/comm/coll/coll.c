@@ -305,6 +305,51 @@ static void coll_chunk(size_t count, int n, int r, size_t *lo, size_t *hi)
     *hi = *lo + count / (size_t)n + ((size_t)r < count % (size_t)n ? 1 : 0);
 }
 
+/*
+ * rs_ag where every peer's bytes are mapped (all_in_place): chunk r of every rank is read by
+ * rank r alone, so rank r folds it block by block in a cache-sized accumulator (rank order)
+ * and writes each block straight into chunk r of every rank, its own included, with no
+ * barrier between the reduction and the writes and no result buffer: per rank each byte of
+ * its chunk is read once from every rank and written once to every rank (rs_ag through a
+ * result buffer reads and writes it twice more).
+ */
+static px_status coll_allreduce_rs_ag_mapped(px_comm *c, size_t off, size_t count, size_t es,
+                                             px_dtype dt, px_redop op)
+{
+    size_t lo, hi, blk = COLL_BLOCK_BYTES / es;
+    char *acc, *unused;
+    px_status st;
+
+    c->last_algo = "rs_ag";
+    coll_chunk(count, c->n, c->rank, &lo, &hi);
+    if ((acc = coll_scratch(c, PX_MIN(blk, hi - lo) * es, off + lo * es, &unused)) == NULL)
+        return PX_ENOMEM;
+    if ((st = comm_barrier_flush(c, 0)) != PX_OK)
+        return st;
+    for (size_t b = lo; b < hi; b += blk) {
+        size_t m = PX_MIN(blk, hi - b), nb = m * es, at = off + b * es;
+
+        for (int q = 0; q < c->n; q++) {
+            const char *s = q == c->rank ? c->data[q] + at : c->tl[q]->peer_ptr(c, q, at);
+
+            if (s == NULL || (q != c->rank && c->tl[q]->peer_ptr(c, q, at + nb - 1) == NULL))
+                return px_set_error(PX_EINVAL, "domain \"%s\": rank %d's bytes [%zu, %zu) are "
+                                    "not mapped although its pair reads in place (a defect)",
+                                    c->name, q, at, at + nb);
+            if (q == 0)
+                memcpy(acc, s, nb);
+            else
+                comm_reduce(acc, s, m, dt, op);
+        }
+        for (int i = 0; i < c->n; i++) {
+            int q = (c->rank + i) % c->n;
+
+            memcpy(q == c->rank ? c->data[q] + at : c->tl[q]->peer_ptr(c, q, at), acc, nb);
+        }
+    }
+    return comm_barrier_flush(c, 1); /* every chunk has arrived everywhere */
+}
+
 static px_status coll_allreduce_rs_ag(px_comm *c, char *buf, size_t off, size_t count,
                                       size_t es, px_dtype dt, px_redop op)
 {
@@ -312,6 +357,8 @@ static px_status coll_allreduce_rs_ag(px_comm *c, char *buf, size_t off, size_t 
     char *tmp, *res;
     px_status st;
 
+    if (c->all_in_place)
+        return coll_allreduce_rs_ag_mapped(c, off, count, es, dt, op);
     c->last_algo = "rs_ag";
     coll_chunk(count, c->n, c->rank, &lo, &hi);
     if ((res = coll_scratch(c, (hi - lo) * es, off + lo * es, &tmp)) == NULL)
