@@ -365,9 +365,9 @@ static px_status coll_allreduce_rs_ag(px_comm *c, char *buf, size_t off, size_t 
         return PX_ENOMEM;
     if ((st = comm_barrier_flush(c, 0)) != PX_OK)
         return st;
+    /* chunk r of every rank is read by rank r alone (here, done when the fold returns): its
+     * result may go into every rank's chunk r at once, with no barrier in between */
     st = coll_reduce_range(c, off, lo, hi, es, dt, op, res, tmp);
-    if (st == PX_OK)
-        st = comm_barrier_flush(c, 0); /* nobody reads inputs any more */
     for (int i = 0; st == PX_OK && i < c->n; i++) {
         int q = (c->rank + i) % c->n;
 
