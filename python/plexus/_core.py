@@ -643,6 +643,11 @@ class Orchestration:
             st = _Stage(arr, t, lo, hi, self._scopes[-1])
             self._ranges.append(st)
             self._host_counts["staged"] += 1
+        return self._keep(x, arr, st, tag)
+
+    def _keep(self, x, arr, st, tag):
+        """Remembers st for arr (and for x, the object given, when arr is its array view)
+        for the rest of the run; marks it written for a writing tag. Returns its tensor."""
         self._stages[id(arr)] = st
         if arr is not x and type(x) is np.ndarray:
             self._stages[id(x)] = st
@@ -698,12 +703,7 @@ class Orchestration:
         s = _Stage(arr, t, lo, hi, 0, in_place=True)
         self._in_place.append(s)
         self._host_counts["in_place"] += 1
-        self._stages[id(arr)] = s
-        if arr is not x and type(x) is np.ndarray:
-            self._stages[id(x)] = s
-        if tag in _WRITES:
-            self._written(s)
-        return t
+        return self._keep(x, arr, s, tag)
 
     def _subview(self, s, arr, dt, lo, tag, what):
         item = arr.itemsize

@@ -227,9 +227,8 @@ static void test_refusals(void **state)
     PX_ASSERT_OK(px_worker_destroy(w));
 }
 
-/* host64k: device pages of 64 KiB on a host of smaller pages: no ordinary-page mapping, so
- * no registration (the reason names the profile); the caller copies. */
-static px_status profile_orch(px_orch *o, const px_task_args *args, void *user)
+/* Records what px_tensor_host answers for the case's buffer. */
+static px_status try_host_orch(px_orch *o, const px_task_args *args, void *user)
 {
     host_case *hc = user;
     px_tensor t;
@@ -240,6 +239,8 @@ static px_status profile_orch(px_orch *o, const px_task_args *args, void *user)
     return PX_OK;
 }
 
+/* host64k: device pages of 64 KiB on a host of smaller pages: no ordinary-page mapping, so
+ * no registration (the reason names the profile); the caller copies. */
 static void test_profile_without_host_mapping(void **state)
 {
     int64_t buf[4] = {0};
@@ -250,22 +251,11 @@ static void test_profile_without_host_mapping(void **state)
     if (sysconf(_SC_PAGESIZE) >= 65536)
         px_test_skip("the host's pages are 64 KiB already: host64k maps here");
     w = host_worker("host64k");
-    PX_ASSERT_OK(px_run(w, profile_orch, NULL, &hc));
+    PX_ASSERT_OK(px_run(w, try_host_orch, NULL, &hc));
     assert_int_equal(hc.st, PX_ENOTSUP);
     assert_non_null(strstr(hc.msg, "host64k"));
     assert_non_null(strstr(hc.msg, "registering host memory"));
     PX_ASSERT_OK(px_worker_destroy(w));
-}
-
-static px_status l3_orch(px_orch *o, const px_task_args *args, void *user)
-{
-    host_case *hc = user;
-    px_tensor t;
-
-    (void)args;
-    hc->st = px_tensor_host(o, hc->buf, PX_I64, 1, &hc->n, &t);
-    snprintf(hc->msg, sizeof(hc->msg), "%s", px_last_error());
-    return PX_OK;
 }
 
 static void test_level3_refused(void **state)
@@ -283,7 +273,7 @@ static void test_level3_refused(void **state)
     c.heap_ring = 16ull << 20;
     PX_ASSERT_OK(px_worker_create(&c, &w));
     PX_ASSERT_OK(px_worker_init(w));
-    PX_ASSERT_OK(px_run(w, l3_orch, NULL, &hc));
+    PX_ASSERT_OK(px_run(w, try_host_orch, NULL, &hc));
     assert_int_equal(hc.st, PX_ENOTSUP);
     assert_non_null(strstr(hc.msg, "level-3"));
     PX_ASSERT_OK(px_worker_destroy(w));
