@@ -29,6 +29,7 @@ typedef struct px_example_opts {
     const char *dtype; /* element type of a reducing example ("f32", ...); NULL: "f32" */
     int kill_chip;     /* train_loop: the chip to kill, plus one (0: none) */
     int at_iter;       /* train_loop: the iteration at which it dies; 0: iters / 2 */
+    const char *shrink; /* train_loop: "orchestration" or "kernel"; NULL: orchestration */
 } px_example_opts;
 
 #define PX_EXAMPLE_WHY_MAX 512

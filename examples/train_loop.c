@@ -20,6 +20,15 @@
  * sequence (all chips for iterations 0 .. K-1, the survivors after, same fold order). With no
  * --kill-chip every iteration runs on all chips and the check is against the host.
  * --iters below 2 means 100; --at-iter defaults to iters / 2.
+ *
+ * With --shrink kernel the whole loop is one resilient domain task (train.loop,
+ * px_submit_domain_task_resilient): each rank's kernel runs every iteration itself; when the
+ * allreduce fails because the chip died, each survivor's kernel shrinks its communicator
+ * (px_comm_shrink: the survivors agree among themselves, in the kernel) and redoes the
+ * iteration on the new one, over the same windows. The task succeeds on the survivors; the
+ * next run shrinks the domain from the orchestration (the same survivors) only to read the
+ * results back. The reference run then starts the survivors from the host's parameters at
+ * iteration K. Buffer ks keeps each rank's kernel shrinks and its final communicator's size.
  */
 #include "examples.h"
 
@@ -34,6 +43,7 @@
 typedef struct tl_state {
     px_example_opts opts;
     int n, iters, at, kill;          /* kill: chip to kill, or -1 */
+    int in_kernel;                   /* --shrink kernel */
     int64_t size;
     int chips[PX_COMM_MAX_RANKS];
     int surv[PX_COMM_MAX_RANKS], nsurv;
@@ -42,13 +52,15 @@ typedef struct tl_state {
     float *snap;                     /* size: p as the shrink carried it (iteration at) */
     float *out;                      /* n x size: every rank's final p */
     float *ref;                      /* n x size: the from-scratch survivors' run's final p */
-    int64_t count;                   /* the carried iteration count (run 3) */
+    int64_t cnt[3];                  /* buffer it of rank 0 (runs' arg 1): the iteration
+                                      * count (run 3: carried), train.loop's kernel shrinks
+                                      * and its final communicator's size */
     int shrunk_gen;
     char info[400];
 } tl_state;
 
-static px_kernel_id tl_k_step;
-static px_callable_id tl_c_step;
+static px_kernel_id tl_k_step, tl_k_loop;
+static px_callable_id tl_c_step, tl_c_loop;
 
 /* Chip c's data shard, element i (exact in floats). */
 static float tl_target(int c, int64_t i)
@@ -102,6 +114,61 @@ static px_status tl_step_callable(px_orch *o, const px_task_args *args, void *us
     return px_submit(o, tl_k_step, &a, NULL);
 }
 
+/* train.loop on one rank: args (iters, at, kill + 1, domain): every iteration in this
+ * kernel; after a death the survivors shrink here (px_comm_shrink) and redo the iteration
+ * (p changes only after an allreduce that succeeded, so every survivor redoes the same). */
+static px_status tl_loop_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    px_comm *c = px_arg_comm(a, px_arg_count(a) - 1), *nc;
+    uint64_t iters = px_arg_u64(a, 0), at = px_arg_u64(a, 1), kill_plus = px_arg_u64(a, 2);
+    size_t pb, gb;
+    float *p, *g;
+    uint64_t *it;
+    px_status st;
+
+    (void)ctx;
+    if (c == NULL)
+        return PX_EINVAL;
+    p = px_comm_buffer(c, "p", &pb);
+    g = px_comm_buffer(c, "g", &gb);
+    it = px_comm_buffer(c, "it", NULL);
+    if (p == NULL || g == NULL || it == NULL)
+        return px_set_error(PX_EINVAL, "train.loop: domain \"%s\" lacks buffer p, g or it",
+                            px_comm_name(c));
+    it[1] = 0;
+    while (*it < iters) {
+        if (kill_plus != 0 && (int)kill_plus - 1 == px_chip_index() && *it == at)
+            raise(SIGKILL); /* the fault this example recovers from */
+        for (size_t i = 0; i < pb / sizeof(float); i++)
+            g[i] = p[i] - tl_target(px_chip_index(), (int64_t)i);
+        st = px_comm_allreduce(c, g, gb / sizeof(float), PX_F32, PX_OP_SUM);
+        if (st == PX_EPEERDEAD || st == PX_EREVOKED) {
+            for (int tries = 0; (st = px_comm_shrink(c, &nc)) == PX_EPEERDEAD && tries < 3;
+                 tries++)
+                ; /* a death during the shrink: every survivor retries alike */
+            if (st != PX_OK)
+                return st;
+            c = nc;
+            it[1]++;
+            continue;
+        }
+        if (st != PX_OK)
+            return st;
+        tl_update(p, g, (int64_t)(pb / sizeof(float)), px_comm_size(c));
+        ++*it;
+    }
+    it[2] = (uint64_t)px_comm_size(c);
+    return PX_OK;
+}
+
+static px_status tl_loop_callable(px_orch *o, const px_task_args *args, void *user)
+{
+    px_task_args a = *args;
+
+    (void)user;
+    return px_submit(o, tl_k_loop, &a, NULL);
+}
+
 static void tl_fini(void *state)
 {
     tl_state *s = state;
@@ -128,7 +195,11 @@ static px_status tl_reg(px_worker *w, const px_example_opts *o, void **state)
     s->iters = o->iters > 1 ? o->iters : TL_ITERS_DEFAULT;
     s->at = o->at_iter > 0 ? o->at_iter : s->iters / 2;
     s->kill = o->kill_chip - 1;
-    if (s->n < 2 || s->n > PX_COMM_MAX_RANKS)
+    s->in_kernel = o->shrink != NULL && strcmp(o->shrink, "kernel") == 0;
+    if (o->shrink != NULL && !s->in_kernel && strcmp(o->shrink, "orchestration") != 0)
+        st = px_set_error(PX_EINVAL, "train_loop: --shrink %s is not a place to shrink: use "
+                          "orchestration or kernel", o->shrink);
+    else if (s->n < 2 || s->n > PX_COMM_MAX_RANKS)
         st = px_set_error(PX_EINVAL, "train_loop: needs 2..%d chips, got %d; pass --chips N",
                           PX_COMM_MAX_RANKS, s->n);
     else if (s->kill >= s->n)
@@ -144,6 +215,10 @@ static px_status tl_reg(px_worker *w, const px_example_opts *o, void **state)
         st = px_kernel_register(w, "train.step", tl_step_kernel, NULL, &tl_k_step);
     if (st == PX_OK)
         st = px_callable_register(w, "train.step", tl_step_callable, &tl_c_step);
+    if (st == PX_OK)
+        st = px_kernel_register(w, "train.loop", tl_loop_kernel, NULL, &tl_k_loop);
+    if (st == PX_OK)
+        st = px_callable_register(w, "train.loop", tl_loop_callable, &tl_c_loop);
     if (st != PX_OK) {
         tl_fini(s);
         return st;
@@ -152,12 +227,13 @@ static px_status tl_reg(px_worker *w, const px_example_opts *o, void **state)
     return PX_OK;
 }
 
-/* A domain of chips (n) called name with buffers p, g (size floats) and it (one u64). */
+/* A domain of chips (n) called name with buffers p, g (size floats) and it (three u64: the
+ * iteration count, train.loop's kernel shrinks and its final communicator's size). */
 static px_status tl_alloc(px_orch *o, const tl_state *s, const char *name, const int *chips,
                           int n, px_domain **d)
 {
     size_t fb = (size_t)s->size * sizeof(float);
-    px_domain_buffer b[3] = {{"p", fb}, {"g", fb}, {"it", 8}};
+    px_domain_buffer b[3] = {{"p", fb}, {"g", fb}, {"it", 24}};
     size_t win = 2 * ((fb + 63) / 64 * 64) + 64;
     px_domain_spec spec = {PX_DOMAIN_SPEC_HEADER, .name = name, .chips = chips, .nchips = n,
                            .window_bytes = win, .buffers = b, .nbuffers = 3};
@@ -233,6 +309,22 @@ static px_status tl_orch_loop(px_orch *o, const px_task_args *args, void *state)
     return st == PX_OK ? tl_read_all(o, s, args, s->d) : st;
 }
 
+/* --shrink kernel, run 2: the whole loop as one resilient task. */
+static px_status tl_orch_kloop(px_orch *o, const px_task_args *args, void *state)
+{
+    tl_state *s = state;
+    px_task_args per[PX_COMM_MAX_RANKS];
+
+    (void)args;
+    for (int r = 0; r < px_domain_size(s->d); r++) {
+        px_args_init(&per[r]);
+        px_args_scalar_u64(&per[r], (uint64_t)s->iters);
+        px_args_scalar_u64(&per[r], (uint64_t)s->at);
+        px_args_scalar_u64(&per[r], (uint64_t)(s->kill + 1));
+    }
+    return px_submit_domain_task_resilient(o, s->d, tl_c_loop, per, NULL);
+}
+
 /* Run 3: shrink; read the carried p (rank 0) into arg 0 and the count into arg 1. */
 static px_status tl_orch_shrink(px_orch *o, const px_task_args *args, void *state)
 {
@@ -257,6 +349,8 @@ static px_status tl_orch_shrink(px_orch *o, const px_task_args *args, void *stat
     st = px_submit_domain_read(o, s->nd, 0, "p", 0, &tp, NULL);
     if (st == PX_OK)
         st = px_submit_domain_read(o, s->nd, 0, "it", 0, &tc, NULL);
+    if (st == PX_OK && s->in_kernel) /* the kernels finished: every rank's p */
+        st = tl_read_all(o, s, args, s->nd);
     return st;
 }
 
@@ -264,7 +358,7 @@ static px_status tl_orch_shrink(px_orch *o, const px_task_args *args, void *stat
 static px_status tl_orch_go_on(px_orch *o, const px_task_args *args, void *state)
 {
     tl_state *s = state;
-    px_status st = tl_steps(o, s, s->nd, (int)s->count);
+    px_status st = tl_steps(o, s, s->nd, (int)s->cnt[0]);
 
     if (st == PX_OK)
         st = tl_read_all(o, s, args, s->nd);
@@ -290,11 +384,12 @@ static px_status tl_orch_ref(px_orch *o, const px_task_args *args, void *state)
     return st;
 }
 
-/* px_run of fn with args (p: size floats, count: one u64, out: n x size floats). */
+/* px_run of fn with args (p: size floats, cnt: buffer it's three u64, out: n x size
+ * floats). */
 static px_status tl_run_with(px_worker *w, px_orch_fn fn, tl_state *s, float *p, int64_t *cnt,
                              float *out, px_example_result *r)
 {
-    int64_t pshape[1] = {s->size}, cshape[1] = {1}, oshape[2] = {s->n, s->size};
+    int64_t pshape[1] = {s->size}, cshape[1] = {3}, oshape[2] = {s->n, s->size};
     px_tensor tp, tc, to;
     px_task_args args;
 
@@ -308,11 +403,58 @@ static px_status tl_run_with(px_worker *w, px_orch_fn fn, tl_state *s, float *p,
     return px_example_run_once(w, fn, &args, s, r);
 }
 
+static void tl_host(const tl_state *s, float *p, float *g, float *acc);
+
+/*
+ * --shrink kernel: run 2 is the loop in one resilient task (the survivors shrink in their
+ * kernels and finish); run 3 shrinks from the orchestration to read every survivor's p, the
+ * count and rank 0's ks back; run 4 is the survivors from scratch from the host's parameters
+ * at iteration K.
+ */
+static px_status tl_run_kernel(px_worker *w, tl_state *s, px_example_result *r)
+{
+    size_t row = (size_t)s->size * sizeof(float);
+    float *g = malloc(row), *acc = malloc(row);
+    int iters = s->iters, n = s->n;
+    int64_t zero[3] = {0};
+    px_status st = tl_run_with(w, tl_orch_kloop, s, s->p0, zero, s->out, r);
+
+    if (st == PX_OK)
+        st = tl_run_with(w, tl_orch_shrink, s, s->snap, s->cnt, s->out, r);
+    if (st == PX_OK && s->cnt[0] != (int64_t)iters)
+        st = px_set_error(PX_ESTATE, "train_loop: the survivors' kernels counted %lld "
+                          "iterations, expected %d", (long long)s->cnt[0], iters);
+    if (st == PX_OK && s->cnt[2] != (int64_t)s->nsurv)
+        st = px_set_error(PX_ESTATE, "train_loop: rank 0's kernel ended on a communicator of "
+                          "%lld ranks; the orchestration's shrink found %d survivors",
+                          (long long)s->cnt[2], s->nsurv);
+    if (st == PX_OK && s->kill >= 0)
+        printf("train_loop: chip %d died at iteration %d; the %d survivors shrank inside the "
+               "loop's kernel (px_comm_shrink, %lld shrink%s) and went on\n", s->kill, s->at,
+               s->nsurv, (long long)s->cnt[1], s->cnt[1] == 1 ? "" : "s");
+    if (st == PX_OK && s->kill >= 0 && (g == NULL || acc == NULL))
+        st = px_set_error(PX_ENOMEM, "train_loop: cannot allocate the host's reference");
+    if (st == PX_OK && s->kill >= 0) { /* the host's p at iteration K: the reference's start */
+        s->iters = s->at;
+        tl_host(s, s->snap, g, acc);
+        s->iters = iters;
+        s->cnt[0] = s->at;
+        s->cnt[1] = s->cnt[2] = 0;
+        st = tl_run_with(w, tl_orch_ref, s, s->snap, s->cnt, s->ref, r);
+    }
+    free(g);
+    free(acc);
+    snprintf(r->comm, sizeof(r->comm), "%.300s; %s, shrunk in the kernel, %d survivors "
+             "finished %d iterations", s->info, s->kill >= 0 ? "a chip killed" : "no chip "
+             "killed", s->kill >= 0 ? s->nsurv : n, iters);
+    return st;
+}
+
 static px_status tl_run(px_worker *w, void *state, px_example_result *r)
 {
     tl_state *s = state;
     size_t row = (size_t)s->size;
-    int64_t zero = 0;
+    int64_t zero[3] = {0};
     px_status st;
 
     r->iters = s->iters;
@@ -327,9 +469,11 @@ static px_status tl_run(px_worker *w, void *state, px_example_result *r)
                             (long long)s->size);
     for (size_t i = 0; i < row; i++)
         s->p0[i] = (float)(i % 17) / 4.0f;
-    if ((st = tl_run_with(w, tl_orch_setup, s, s->p0, &zero, s->out, r)) != PX_OK)
+    if ((st = tl_run_with(w, tl_orch_setup, s, s->p0, zero, s->out, r)) != PX_OK)
         return st;
-    st = tl_run_with(w, tl_orch_loop, s, s->p0, &zero, s->out, r);
+    if (s->in_kernel)
+        return tl_run_kernel(w, s, r);
+    st = tl_run_with(w, tl_orch_loop, s, s->p0, zero, s->out, r);
     if (s->kill < 0)
         return st;
     if (st != PX_EPEERDEAD)
@@ -337,17 +481,17 @@ static px_status tl_run(px_worker *w, void *state, px_example_result *r)
                                           "iteration %d, but the loop finished", s->kill,
                                           s->at) : st;
     printf("train_loop: iteration %d: %s\n", s->at, px_last_error());
-    if ((st = tl_run_with(w, tl_orch_shrink, s, s->snap, &s->count, s->out, r)) != PX_OK)
+    if ((st = tl_run_with(w, tl_orch_shrink, s, s->snap, s->cnt, s->out, r)) != PX_OK)
         return st;
-    if (s->count != (int64_t)s->at)
+    if (s->cnt[0] != (int64_t)s->at)
         return px_set_error(PX_ESTATE, "train_loop: the survivors carried iteration count %lld, "
-                            "expected %d", (long long)s->count, s->at);
+                            "expected %d", (long long)s->cnt[0], s->at);
     printf("train_loop: shrunk to %d survivors (generation %d); going on from iteration %d\n",
            s->nsurv, s->shrunk_gen, s->at);
-    if ((st = tl_run_with(w, tl_orch_go_on, s, s->snap, &s->count, s->out, r)) != PX_OK)
+    if ((st = tl_run_with(w, tl_orch_go_on, s, s->snap, s->cnt, s->out, r)) != PX_OK)
         return st;
-    s->count = s->at;
-    st = tl_run_with(w, tl_orch_ref, s, s->snap, &s->count, s->ref, r);
+    s->cnt[0] = s->at;
+    st = tl_run_with(w, tl_orch_ref, s, s->snap, s->cnt, s->ref, r);
     snprintf(r->comm, sizeof(r->comm), "%.300s; chip %d killed at iteration %d, %d survivors "
              "finished %d iterations", s->info, s->kill, s->at, s->nsurv, s->iters - s->at);
     return st;
@@ -402,9 +546,9 @@ static int tl_check(void *state, const px_example_result *r, char *why, size_t n
     }
     if (s->kill >= 0)
         snprintf(why, n, "%d iterations of %lld parameters: chip %d killed at iteration %d, "
-                 "%d survivors bit-identical to a %d-chip run from iteration %d and to the "
-                 "host", s->iters, (long long)s->size, s->kill, s->at, s->nsurv, s->nsurv,
-                 s->at);
+                 "%d survivors%s bit-identical to a %d-chip run from iteration %d and to the "
+                 "host", s->iters, (long long)s->size, s->kill, s->at, s->nsurv,
+                 s->in_kernel ? " (shrunk in the kernel)" : "", s->nsurv, s->at);
     else
         snprintf(why, n, "%d iterations of %lld parameters on %d chips, bit-identical to the "
                  "host", s->iters, (long long)s->size, s->n);

@@ -36,6 +36,9 @@ const cli_option cli_options[] = {
      "train_loop: chip N kills itself (SIGKILL); the survivors shrink the domain and go on"},
     {"--at-iter", CLI_OPT_AT_ITER, "N",
      "train_loop: the iteration at which --kill-chip dies (default: iters / 2)"},
+    {"--shrink", CLI_OPT_SHRINK, "WHERE",
+     "train_loop: where the survivors shrink: orchestration (default: a later run, "
+     "px_domain_shrink) or kernel (inside the loop's one resilient task, px_comm_shrink)"},
     {"--comm-transport", CLI_OPT_COMM_TRANSPORT, "T",
      "comm transport of every pair of chips: auto (direct, else staged), direct or staged "
      "(default: PLEXUS_COMM_TRANSPORT, auto)"},
@@ -117,6 +120,9 @@ static int cli_apply(const cli_option *opt, const char *val, cli_opts *o, char *
     case CLI_OPT_AT_ITER:
         rc = cli_parse_int(opt, val, 1, CLI_MAX_ITERS, &v, why, n);
         o->ex.at_iter = (int)v;
+        break;
+    case CLI_OPT_SHRINK:
+        o->ex.shrink = val;
         break;
     case CLI_OPT_TILE:
         rc = cli_parse_int(opt, val, 1, CLI_MAX_SIZE, &v, why, n);

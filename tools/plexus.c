@@ -21,10 +21,10 @@ static int cli_cmd_help(const cli_opts *o);
 
 static const cli_command cli_commands[] = {
     {"run", CLI_OPT_CORES | CLI_OPT_SIZE | CLI_OPT_ITERS | CLI_OPT_TILE | CLI_OPT_PROFILE |
-     CLI_OPT_KILL_CHIP | CLI_OPT_AT_ITER | CLI_OPT_CHIPS | CLI_OPT_OP | CLI_OPT_DTYPE |
-     CLI_OPT_COMM_TRANSPORT | CLI_OPTS_DFX, 1, 1,
+     CLI_OPT_KILL_CHIP | CLI_OPT_AT_ITER | CLI_OPT_SHRINK | CLI_OPT_CHIPS | CLI_OPT_OP |
+     CLI_OPT_DTYPE | CLI_OPT_COMM_TRANSPORT | CLI_OPTS_DFX, 1, 1,
      "run EXAMPLE [--cores N] [--size N] [--iters N] [--tile N] [--chips N] "
-     "[--kill-chip N --at-iter N] "
+     "[--kill-chip N --at-iter N] [--shrink WHERE] "
      "[--op OP] [--dtype T] [--comm-transport T] [--device-profile P] [--dfx LIST --out DIR] "
      "[--dfx-transport LIST] [--dfx-args-level N]",
      "Runs one example program on a new worker and checks its output against a host\n"

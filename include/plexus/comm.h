@@ -173,10 +173,33 @@ PX_API px_status px_comm_alltoallv(px_comm *c, const void *send, const size_t *s
  * Revokes c's domain from a kernel: every pending and later operation on the domain, on every
  * member, returns PX_EREVOKED within one wait slice (50 ms); it never waits for anyone (one
  * store into the revocation table every member reads). The first revoker is named in the
- * messages. Returns PX_OK, or PX_EINVAL for a NULL c. The orchestration then releases the
- * domain or shrinks it (px_domain_shrink).
+ * messages. Returns PX_OK, or PX_EINVAL for a NULL c. The survivors then shrink it in their
+ * kernels (px_comm_shrink), or the orchestration releases the domain or shrinks it
+ * (px_domain_shrink).
  */
 PX_API px_status px_comm_revoke(px_comm *c);
+
+/*
+ * In a kernel, after members of c died (c's calls return PX_EPEERDEAD): every surviving member
+ * calls it, and the survivors agree among themselves on the members to exclude (the union of
+ * the deaths each survivor had seen when it entered; no two survivors can end with different
+ * sets), then *out becomes a communicator over the survivors, ranks renumbered densely in the
+ * old order, the same buffers and signals, over the same windows: each survivor's window data
+ * is what it held in c (no copy), signals start at 0. c is revoked first (the survivors'
+ * pending calls on it end with PX_EREVOKED) and can only be left. Called like a collective:
+ * by every survivor, from one thread of each, with no other call on c in that rank.
+ * Returns PX_OK; PX_EPEERDEAD when a member died during the shrink before it had taken its
+ * part (on every survivor alike: call it again, the retry excludes that death too);
+ * PX_ETIMEDOUT when a survivor did not take part within the deadline (PLEXUS_COMM_TIMEOUT_S;
+ * it is named silent and killed); PX_EINVAL for NULL arguments; PX_ENOTSUP outside a
+ * level-3 chip or for a domain with pairs across hosts. *out is valid while the domain lives
+ * (use it in the kernel that made it: later tasks get the domain's own, revoked,
+ * communicator from px_arg_comm; px_domain_shrink from the orchestration gives them a domain
+ * of the survivors, carrying the same window bytes). Each survivor's own shrinks of *out work
+ * the same way. A member's death fails the group task it was in unless the task was
+ * submitted with px_submit_domain_task_resilient.
+ */
+PX_API px_status px_comm_shrink(px_comm *c, px_comm **out);
 
 /* The algorithm the last collective on c used ("oneshot", "rs_ag", "chain" across hosts, ...);
  * "" before any. */
@@ -248,9 +271,10 @@ PX_API px_status px_domain_release(px_domain *d);
 /*
  * Revokes d from the orchestration (or a host task): every pending and later operation on d,
  * on every member, returns PX_EREVOKED within one wait slice (50 ms); later submits on d
- * return PX_EREVOKED at once. It never waits for anyone. d can then only be shrunk or
- * released. Returns PX_OK (also when d was revoked already), PX_EINVAL / PX_ESTATE for a bad
- * d, PX_ENOTSUP for a domain spanning hosts.
+ * return PX_EREVOKED at once. It never waits for anyone. It revokes as well every
+ * communicator its members' kernels made from d (px_comm_shrink). d can then only be shrunk
+ * or released. Returns PX_OK (also when d was revoked already), PX_EINVAL / PX_ESTATE for a
+ * bad d, PX_ENOTSUP for a domain spanning hosts.
  */
 PX_API px_status px_domain_revoke(px_domain *d);
 
@@ -309,6 +333,17 @@ PX_API px_status px_submit_domain_read(px_orch *o, px_domain *d, int rank, const
  */
 PX_API px_status px_submit_domain_task(px_orch *o, px_domain *d, px_callable_id c,
                                        const px_task_args *per_rank, px_task_id *id);
+
+/*
+ * px_submit_domain_task for kernels that go on after a member's death (px_comm_shrink): a
+ * member that dies while the task runs fails only its own part; the task waits for the
+ * survivors' parts and succeeds when every one of them returns PX_OK (the death is logged
+ * and the worker goes on with the surviving chips), else it fails with the first survivor's
+ * failure, or with PX_EPEERDEAD when every member died. A member dead before the task
+ * starts fails it at once (PX_EPEERDEAD), as for px_submit_domain_task.
+ */
+PX_API px_status px_submit_domain_task_resilient(px_orch *o, px_domain *d, px_callable_id c,
+                                                 const px_task_args *per_rank, px_task_id *id);
 
 /* Orchestration-level collectives on a named buffer of d: group tasks on every member that
  * run the collective of the same name in place (count: as the kernel-side call's). */

@@ -42,6 +42,9 @@ typedef struct comm_chip_dom {
     size_t *shared_len;          /* n: its bytes */
     int built;                   /* comm is built (and on the progress thread if it needs) */
     px_comm comm;
+    px_comm **gens;              /* the communicators kernel-side shrinks made from it (and
+                                  * from each other), ngens of cap: freed with the domain */
+    int ngens, capgens;
 } comm_chip_dom;
 
 static comm_chip_dom g_doms[COMM_MAX_DOMAINS];
@@ -85,6 +88,15 @@ static void comm_chip_drop(comm_chip_dom *d)
 
     if (d->built && d->comm.progresses && g_prog != NULL)
         comm_progress_remove(g_prog, &d->comm); /* after its sweep: nobody touches it now */
+    for (int i = 0; i < d->ngens; i++) { /* the kernel-side shrinks' communicators */
+        if (d->gens[i]->progresses && g_prog != NULL)
+            comm_progress_remove(g_prog, d->gens[i]);
+        comm_fini(d->gens[i]);
+        free(d->gens[i]);
+    }
+    free(d->gens);
+    d->gens = NULL;
+    d->ngens = d->capgens = 0;
     d->built = 0;
     if (d->engine != NULL && d->win != NULL && d->win[d->rank] != NULL)
         px_rt_device_range_remove(d->engine, d->comm.data[d->rank]);
@@ -356,6 +368,61 @@ static void comm_chip_carry(comm_chip_dom *d, const comm_create_msg *m)
     memcpy(d->comm.data[d->rank], old->comm.data[old->rank], n);
 }
 
+/* The progress thread of this chip, started with the first communicator that needs one
+ * (g_lock held). */
+static px_status comm_chip_progress(int chip, px_comm *c)
+{
+    px_status st = PX_OK;
+
+    if (!c->progresses)
+        return PX_OK;
+    if (g_prog == NULL) {
+        char name[16];
+
+        snprintf(name, sizeof(name), "px-comm%d", chip);
+        st = comm_progress_start(&(*g_bells)[chip], name, &g_prog);
+    }
+    return st == PX_OK ? comm_progress_add(g_prog, c) : st;
+}
+
+/* A kernel-side shrink lets c go (comm/shrink.c): the progress thread no longer carries out
+ * its requests (the pairs' rings pass to the new communicator). */
+static void comm_chip_retire(void *arg, px_comm *c)
+{
+    (void)arg;
+    pthread_mutex_lock(&g_lock);
+    if (c->progresses && g_prog != NULL)
+        comm_progress_remove(g_prog, c);
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* ... and nc, made from c, is kept with the domain (arg: its entry) until it is freed. */
+static px_status comm_chip_adopt(void *arg, px_comm *c, px_comm *nc)
+{
+    comm_chip_dom *d = arg;
+    px_status st = PX_OK;
+
+    (void)c;
+    pthread_mutex_lock(&g_lock);
+    if (d->ngens == d->capgens) {
+        int cap = d->capgens ? 2 * d->capgens : 4;
+        px_comm **g = realloc(d->gens, (size_t)cap * sizeof(*g));
+
+        if (g == NULL)
+            st = px_set_error(PX_ENOMEM, "px_comm_shrink: domain \"%s\": out of memory for "
+                              "its communicators", nc->name);
+        else
+            d->gens = g, d->capgens = cap;
+    }
+    if (st == PX_OK && (st = comm_chip_progress(hier_chip_index(hier_chip_self()), nc)) == PX_OK)
+        d->gens[d->ngens++] = nc;
+    pthread_mutex_unlock(&g_lock);
+    return st;
+}
+
+static const comm_shrink_ops comm_chip_shrink_ops = {.retire = comm_chip_retire,
+                                                     .adopt = comm_chip_adopt};
+
 /* comm.ready: build the communicator over the pairs as they are mapped now. */
 static px_status comm_chip_ready(hier_chip *chip, void *arg, const void *payload, size_t n,
                                  void *reply, size_t *reply_n)
@@ -400,7 +467,9 @@ static px_status comm_chip_ready(hier_chip *chip, void *arg, const void *payload
                           .member = comm_desc_chips(d->desc), .timeout_s = m->timeout_s,
                           .spin_ns = m->spin_ns, .yield_ns = m->yield_ns,
                           .oneshot_max = m->oneshot_max, .buffers = m->buffers,
-                          .nbuffers = m->nbuffers};
+                          .nbuffers = m->nbuffers,
+                          .agree = comm_board_agree(*g_bells, m->revoke_slot),
+                          .shrink_ops = &comm_chip_shrink_ops, .shrink_arg = d};
 
         st = comm_build(&d->comm, &s);
     }
@@ -411,14 +480,8 @@ static px_status comm_chip_ready(hier_chip *chip, void *arg, const void *payload
     if (st == PX_OK &&
         (st = px_rt_device_range_add(eng, d->comm.data[d->rank], m->data_bytes)) == PX_OK)
         d->engine = eng;
-    if (st == PX_OK && d->comm.progresses && g_prog == NULL) {
-        char name[16];
-
-        snprintf(name, sizeof(name), "px-comm%d", hier_chip_index(chip));
-        st = comm_progress_start(&(*g_bells)[hier_chip_index(chip)], name, &g_prog);
-    }
-    if (st == PX_OK && d->comm.progresses)
-        st = comm_progress_add(g_prog, &d->comm);
+    if (st == PX_OK)
+        st = comm_chip_progress(hier_chip_index(chip), &d->comm);
     if (st == PX_OK) {
         /* what the description said is in the communicator now */
         (void)px_plat_shm_free(comm_chip_dev(), d->desc, d->desc_len);

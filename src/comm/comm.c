@@ -44,6 +44,10 @@ static px_status comm_spec_check(const px_comm_spec *s)
                             s->nsig, s->nbuffers, PX_COMM_MAX_SIGNALS, PX_COMM_MAX_BUFFERS);
     if (s->links[s->rank].window == NULL)
         return px_set_error(PX_EINVAL, "comm: rank %d has no window of its own", s->rank);
+    if (s->head_bytes != 0 && s->head_bytes < px_comm_area_bytes(s->n, s->nsig))
+        return px_set_error(PX_EINVAL, "comm: windows with a head of %zu bytes cannot hold "
+                            "the head of %d ranks and %u signals (%zu bytes)", s->head_bytes,
+                            s->n, s->nsig, px_comm_area_bytes(s->n, s->nsig));
     for (int a = 0; a < s->n; a++)
         for (int b = 0; b < s->n; b++)
             if (a != b && comm_tl_of(s->pairs[a * s->n + b]) == NULL)
@@ -51,6 +55,13 @@ static px_status comm_spec_check(const px_comm_spec *s)
                                     "ranks %d and %d (id %u)", a, b,
                                     s->pairs[a * s->n + b]);
     return PX_OK;
+}
+
+/* The head of the window at base as c uses it: at its start, or at its spare. */
+static px_comm_area *comm_head_of(const px_comm *c, void *base)
+{
+    return (px_comm_area *)((char *)base +
+                            (c->head_at ? comm_spare_head_off(c->head_bytes, c->data_bytes) : 0));
 }
 
 /* Connects c's rank to every peer through its pair's transport (comm_build). */
@@ -75,8 +86,8 @@ static px_status comm_connect(px_comm *c, const px_comm_spec *s)
                 return px_set_error(PX_EINVAL, "comm: domain \"%s\" rank %d: the %s pair with "
                                     "rank %d has no mapped window", c->name, c->rank, t->name,
                                     q);
-            c->area[q] = s->links[q].window;
-            c->data[q] = (char *)s->links[q].window + px_comm_area_bytes(s->n, s->nsig);
+            c->area[q] = comm_head_of(c, s->links[q].window);
+            c->data[q] = (char *)s->links[q].window + c->head_bytes;
         }
         if (t->connect != NULL)
             st = t->connect(c, q, &s->links[q]);
@@ -131,7 +142,8 @@ px_status comm_build(px_comm *c, const px_comm_spec *s)
         (c->member = calloc((size_t)s->n, sizeof(*c->member))) == NULL ||
         (c->site_start = calloc((size_t)s->n + 1, sizeof(*c->site_start))) == NULL ||
         (c->cseq_out = calloc((size_t)s->n, sizeof(*c->cseq_out))) == NULL ||
-        (c->cseq_in = calloc((size_t)s->n, sizeof(*c->cseq_in))) == NULL) {
+        (c->cseq_in = calloc((size_t)s->n, sizeof(*c->cseq_in))) == NULL ||
+        (c->links = calloc((size_t)s->n, sizeof(*c->links))) == NULL) {
         comm_fini(c);
         return px_set_error(PX_ENOMEM, "comm: rank %d of %d: out of memory for the per-rank "
                             "tables", s->rank, s->n);
@@ -142,9 +154,12 @@ px_status comm_build(px_comm *c, const px_comm_spec *s)
     c->n = s->n;
     c->data_bytes = s->data_bytes;
     c->nsig = s->nsig;
+    c->head_bytes = s->head_bytes ? s->head_bytes : px_comm_area_bytes(s->n, s->nsig);
+    c->head_at = s->head_at != 0;
+    memcpy(c->links, s->links, (size_t)s->n * sizeof(*c->links));
     /* the own window through direct's loads and stores; each peer through its pair's */
-    c->area[c->rank] = s->links[c->rank].window;
-    c->data[c->rank] = (char *)c->area[c->rank] + px_comm_area_bytes(s->n, s->nsig);
+    c->area[c->rank] = comm_head_of(c, s->links[c->rank].window);
+    c->data[c->rank] = (char *)s->links[c->rank].window + c->head_bytes;
     c->all_in_place = 1;
     for (int a = 0; a < s->n; a++)
         for (int b = 0; b < s->n; b++)
@@ -156,6 +171,11 @@ px_status comm_build(px_comm *c, const px_comm_spec *s)
     c->deaths = s->deaths;
     c->rdeaths = s->rdeaths;
     c->revoke = s->revoke != NULL ? s->revoke : &c->revoke_own;
+    c->revoke_also = s->revoke_also;
+    c->agree = s->agree;
+    c->kgen = s->kgen;
+    c->shrink_ops = s->shrink_ops;
+    c->shrink_arg = s->shrink_arg;
     for (int q = 0; q < s->n; q++)
         c->member[q] = s->member != NULL ? s->member[q] : q;
     c->timeout_s = s->timeout_s > 0 ? s->timeout_s : 60.0;
@@ -191,6 +211,8 @@ void comm_fini(px_comm *c)
     free(c->site_start);
     free(c->cseq_out);
     free(c->cseq_in);
+    free(c->links);
+    c->links = NULL;
     c->site_start = NULL;
     c->cseq_out = c->cseq_in = NULL;
     c->area = NULL;
@@ -395,10 +417,22 @@ static const char *comm_dead_why(const px_comm *c, int q)
     return why[0] ? why : "no reason known";
 }
 
-/* 1 when c's domain is revoked (one load). */
+int comm_peer_dead(const px_comm *c, int q)
+{
+    return comm_peer_is_dead(c, q);
+}
+
+const char *comm_peer_why(const px_comm *c, int q)
+{
+    return comm_dead_why(c, q);
+}
+
+/* 1 when c's domain is revoked (one load; two for a kernel generation). */
 static int comm_revoked(const px_comm *c)
 {
-    return c->revoke != NULL && atomic_load_explicit(c->revoke, memory_order_acquire) != 0;
+    return c->shrunk || (c->revoke != NULL && atomic_load_explicit(c->revoke, memory_order_acquire) != 0) ||
+           (c->revoke_also != NULL &&
+            atomic_load_explicit(c->revoke_also, memory_order_acquire) != 0);
 }
 
 px_status comm_check_revoked(const px_comm *c)
@@ -406,6 +440,15 @@ px_status comm_check_revoked(const px_comm *c)
     uint32_t who = c->revoke != NULL ? atomic_load_explicit(c->revoke, memory_order_acquire) : 0;
     char by[48];
 
+    if (c->shrunk)
+        return px_set_error(PX_EREVOKED, "domain \"%s\" rank %d: this communicator%s was "
+                            "shrunk into a new one (px_comm_shrink); use the one it returned "
+                            "(later tasks: shrink the domain from the orchestration, "
+                            "px_domain_shrink)", c->name, c->rank,
+                            c->kgen > 0 ? " (a kernel generation)" : "");
+    if (who == 0 && c->revoke_also != NULL &&
+        atomic_load_explicit(c->revoke_also, memory_order_acquire) != 0)
+        who = COMM_REVOKED_ORCH;
     if (who == 0)
         return PX_OK;
     if (who == COMM_REVOKED_SHRUNK)
@@ -414,10 +457,15 @@ px_status comm_check_revoked(const px_comm *c)
         snprintf(by, sizeof(by), "revoked by the orchestration");
     else
         snprintf(by, sizeof(by), "revoked by rank %u", who - COMM_REVOKED_RANK);
+    if (c->kgen > 0)
+        return px_set_error(PX_EREVOKED, "domain \"%s\" rank %d: its communicator of kernel "
+                            "generation %d (px_comm_shrink) was %s; every operation on it fails "
+                            "now: shrink it again (px_comm_shrink) to go on with the survivors, "
+                            "or return", c->name, c->rank, c->kgen, by);
     return px_set_error(PX_EREVOKED, "domain \"%s\" rank %d: the domain was %s; every "
-                        "operation on it fails now: from the orchestration, release it, or "
-                        "shrink it (px_domain_shrink) and go on with the survivors", c->name,
-                        c->rank, by);
+                        "operation on it fails now: in a kernel, px_comm_shrink goes on with "
+                        "the survivors; from the orchestration, shrink it (px_domain_shrink) "
+                        "and go on with the survivors, or release it", c->name, c->rank, by);
 }
 
 px_status px_comm_revoke(px_comm *c)
@@ -447,8 +495,10 @@ px_status comm_check_dead(const px_comm *c)
     for (int q = 0; q < c->n; q++)
         if (comm_peer_is_dead(c, q))
             return px_set_error(PX_EPEERDEAD, "domain \"%s\" rank %d: rank %d of the domain "
-                                "is dead: %s; every wait of this domain fails now: end the run "
-                                "and destroy the worker", c->name, c->rank, q,
+                                "is dead: %s; every wait of this domain fails now: shrink it "
+                                "(px_comm_shrink in the kernels of a resilient task, or "
+                                "px_domain_shrink from the orchestration) or end the run",
+                                c->name, c->rank, q,
                                 comm_dead_why(c, q));
     return PX_OK;
 }
@@ -460,7 +510,8 @@ static px_status comm_check_alive(const px_comm *c, int peer, const char *what)
     if (!comm_peer_is_dead(c, peer))
         return PX_OK;
     return px_set_error(PX_EPEERDEAD, "%s: domain \"%s\" rank %d: rank %d is dead: %s; "
-                        "every call to it fails now: end the run and destroy the worker", what,
+                        "every call to it fails now: shrink the domain (px_comm_shrink, "
+                        "px_domain_shrink) or end the run", what,
                         c->name, c->rank, peer, comm_dead_why(c, peer));
 }
 

@@ -101,10 +101,22 @@ static inline _Atomic uint64_t *comm_slot(px_comm_area *a, int n, uint32_t slot)
  */
 #define PX_COMM_SLOT_BYTES (64u << 10)
 
-/* Bytes of a whole window of a domain of n ranks: head, data_bytes of data, the two slots. */
+/*
+ * Bytes of a whole window of a domain of n ranks: head, data_bytes of data, the two slots,
+ * then a second head of the same size (the spare: a kernel-side shrink's communicator takes
+ * its head there, over the same data, while the old head keeps whatever the old
+ * communicator's last requests still write; the next shrink takes the first head back).
+ */
 static inline size_t px_comm_window_bytes(int n, uint32_t nsig, size_t data_bytes)
 {
-    return px_comm_area_bytes(n, nsig) + data_bytes + 2 * (size_t)PX_COMM_SLOT_BYTES;
+    return 2 * px_comm_area_bytes(n, nsig) + data_bytes + 2 * (size_t)PX_COMM_SLOT_BYTES;
+}
+
+/* The offset of a window's spare head (see px_comm_window_bytes): after the data and the two
+ * slots; head_bytes is the window's own px_comm_area_bytes. */
+static inline size_t comm_spare_head_off(size_t head_bytes, size_t data_bytes)
+{
+    return head_bytes + data_bytes + 2 * (size_t)PX_COMM_SLOT_BYTES;
 }
 
 typedef struct px_comm_buffer_desc {
@@ -156,9 +168,51 @@ typedef struct comm_revokes {
     _Atomic uint32_t word[COMM_REVOKE_SLOTS];
 } comm_revokes;
 
-/* Bytes of the shared board: the bells, then the remote deaths, then the revocations. */
+/*
+ * The agreement table of kernel-side shrinks (comm/shrink.c), after the revocations: one row
+ * per revoke slot, zeroed by the parent with the slot. In a row, rank r of the communicator
+ * being shrunk writes only its own entry: its proposal (the ranks it has seen dead) into
+ * mask[attempt & 1], then tag = COMM_AGREE_TAG(generation, attempt, phase) with release;
+ * every survivor reads every entry. revoke[g & 1] is the revocation word of the kernel
+ * generation g > 0 (gen 0 is the domain's own word in comm_revokes), orch is set by the
+ * orchestration's px_domain_revoke / px_domain_shrink (it revokes every kernel generation),
+ * bell is bumped (futex, process-shared) after every tag so that a sleeping survivor looks
+ * again; the lowest survivor of each kernel shrink records its outcome in kgens and
+ * kexcluded before it says it is ready, for the parent's dfx.json.
+ */
+#define COMM_AGREE_PROPOSED 1u /* phase: the proposal is there */
+#define COMM_AGREE_READY 2u    /* phase: drained and the new head zeroed */
+#define COMM_AGREE_TAG(gen, attempt, phase)                                                \
+    ((uint64_t)(uint32_t)(gen) << 40 | (uint64_t)((attempt) & 0xFFFFFFFFu) << 8 |          \
+     (uint64_t)(phase))
+typedef struct comm_agree_entry {
+    _Atomic uint64_t tag;
+    _Atomic uint64_t mask[2];
+    uint64_t pad_;
+} comm_agree_entry;
+
+#define COMM_AGREE_GENS 8 /* kernel generations whose excluded sets a row keeps (dfx.json) */
+typedef struct comm_agree_row {
+    _Atomic uint32_t revoke[2];
+    _Atomic uint32_t orch;
+    _Atomic uint32_t bell;
+    _Atomic uint32_t sleepers;
+    _Atomic uint32_t kgens;                       /* kernel generations made so far */
+    uint32_t pad_[10];
+    _Atomic uint64_t kexcluded[COMM_AGREE_GENS];  /* [g]: the ranks of generation g that
+                                                   * generation g + 1 excluded */
+    comm_agree_entry rank[PX_COMM_MAX_RANKS];
+} comm_agree_row;
+
+typedef struct comm_agrees {
+    comm_agree_row row[COMM_REVOKE_SLOTS];
+} comm_agrees;
+
+/* Bytes of the shared board: the bells, then the remote deaths, the revocations and the
+ * agreement rows. */
 #define COMM_BOARD_BYTES                                                                   \
-    (COMM_BELLS * sizeof(comm_bell) + sizeof(comm_rdeaths) + sizeof(comm_revokes))
+    (COMM_BELLS * sizeof(comm_bell) + sizeof(comm_rdeaths) + sizeof(comm_revokes) +       \
+     sizeof(comm_agrees))
 
 static inline comm_rdeaths *comm_board_rdeaths(comm_bell *bells)
 {
@@ -170,6 +224,11 @@ static inline comm_revokes *comm_board_revokes(comm_bell *bells)
     return (comm_revokes *)(void *)(comm_board_rdeaths(bells) + 1);
 }
 
+static inline comm_agree_row *comm_board_agree(comm_bell *bells, int slot)
+{
+    return &((comm_agrees *)(void *)(comm_board_revokes(bells) + 1))->row[slot];
+}
+
 /* A rank of another host in a communicator's member table: -2 - (host << 16 | chip). */
 static inline int comm_member_remote(int host, int chip)
 {
@@ -178,6 +237,18 @@ static inline int comm_member_remote(int host, int chip)
 
 /* Rings bell b when its progress thread announced a sleep (no system call otherwise). */
 void comm_bell_ring(comm_bell *b);
+
+/*
+ * What a kernel-side shrink (comm/shrink.c) asks of the process that holds the communicators
+ * (a chip, chip.c): retire(arg, c): nothing of this process carries out c's requests any more
+ * (its progress thread lets it go; c is revoked and the shrinking kernel is its only user);
+ * adopt(arg, c, nc): nc, made from c, is kept until the domain is freed and its requests are
+ * carried out (the progress thread takes it when it needs one). PX_OK or the error.
+ */
+typedef struct comm_shrink_ops {
+    void (*retire)(void *arg, px_comm *c);
+    px_status (*adopt)(void *arg, px_comm *c, px_comm *nc);
+} comm_shrink_ops;
 
 struct px_comm {
     char name[PX_COMM_NAME_MAX];
@@ -203,6 +274,25 @@ struct px_comm {
     _Atomic uint32_t *revoke;                 /* its word of the revocation table (nonzero:
                                                * revoked), or &revoke_own without a board */
     _Atomic uint32_t revoke_own;
+    _Atomic uint32_t *revoke_also;            /* a second word that revokes it too (a kernel
+                                               * generation: the orchestration's), or NULL */
+    /* the windows as comm_build was given them: a kernel-side shrink (comm/shrink.c) connects
+     * its communicator over the same windows and pairs' memory */
+    size_t head_bytes;                        /* where the data starts in every window: the
+                                               * window's own head (its domain's n) */
+    int head_at;                              /* 0: the heads are at the windows' start; 1: at
+                                               * their spare (comm_spare_head_off) */
+    struct comm_link *links;                  /* n: what each pair connected over */
+    /* kernel-side shrink: the domain's agreement row (NULL: none, e.g. a test's threads),
+     * the kernel shrinks that led to this communicator (0: the domain's own), the chip's
+     * side, and the attempts made on it (the same on every survivor) */
+    comm_agree_row *agree;
+    int kgen;
+    const struct comm_shrink_ops *shrink_ops;
+    void *shrink_arg;
+    uint32_t shrink_attempts;
+    int shrunk;                               /* px_comm_shrink replaced it: every call on it
+                                               * fails (its heads may be taken again) */
     double timeout_s;                         /* default deadline of waits */
     uint64_t spin_ns, yield_ns;               /* wait budgets before sleeping */
     _Atomic uint64_t wait_sleeps;             /* futex waits its waits made (tests) */
@@ -320,6 +410,8 @@ typedef struct comm_link {
  *   poll_leave   ... and stops (then it polls once more: nothing posted meanwhile is lost)
  *   flush        waits until everything this rank posted has been carried out (a barrier
  *                does this first where its collective needs it)
+ *   drained      1 when everything peer posted to this rank so far has been carried out
+ *                here (a kernel-side shrink waits for it before it lets the communicator go)
  * Data, on peer q's window: slots are numbered as comm_slot says. signal() makes its slot
  * change visible after every byte of the caller's earlier puts to q, then wakes q if it
  * sleeps. An operation a transport cannot do returns PX_ENOTSUP; peer_ptr returns NULL when
@@ -340,6 +432,7 @@ typedef struct px_comm_tl {
     void (*poll_enter)(px_comm *c);
     void (*poll_leave)(px_comm *c);
     px_status (*flush)(px_comm *c);
+    int (*drained)(px_comm *c, int peer);
     px_status (*put)(px_comm *c, int peer, size_t off, const void *src, size_t n);
     px_status (*get)(px_comm *c, int peer, size_t off, void *dst, size_t n);
     /* n bytes of peer's head (px_comm_area) at off, e.g. its alltoallv table */
@@ -419,6 +512,15 @@ typedef struct px_comm_spec {
     const hier_deaths *deaths;     /* or NULL */
     const comm_rdeaths *rdeaths;   /* or NULL */
     _Atomic uint32_t *revoke;      /* the domain's revocation word, or NULL (a private one) */
+    _Atomic uint32_t *revoke_also; /* a second word that revokes it, or NULL */
+    size_t head_bytes;             /* 0: px_comm_area_bytes(n, nsig); else the windows' own
+                                    * head, at least that (a kernel-side shrink's) */
+    int head_at;                   /* 1: the heads are at the windows' spare */
+    comm_agree_row *agree;         /* kernel-side shrink's row, or NULL: px_comm_shrink is
+                                    * refused */
+    int kgen;
+    const struct comm_shrink_ops *shrink_ops;
+    void *shrink_arg;
     const int *member;             /* n board indices (chips; another host's rank:
                                     * comm_member_remote); NULL: rank q is bit q */
     double timeout_s;
@@ -465,6 +567,11 @@ px_status comm_check_revoked(const px_comm *c);
 
 /* Returns PX_OK or PX_EPEERDEAD (message naming the dead member) from c's deaths. */
 px_status comm_check_dead(const px_comm *c);
+
+/* 1 when rank q of c is on the deaths board (this worker's, or another host's as its proxy
+ * told it); comm_peer_why: why it died, in the board's words. */
+int comm_peer_dead(const px_comm *c, int q);
+const char *comm_peer_why(const px_comm *c, int q);
 
 /* A private buffer of at least n bytes for a collective, or NULL (message set). */
 void *comm_scratch(px_comm *c, size_t n);

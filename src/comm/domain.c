@@ -589,13 +589,14 @@ static void comm_pend_add(px_domain *d, px_task_id id)
     d->pend[d->npend++] = id;
 }
 
-/* Submits a task on d through hier_submit_group_deps and remembers it; *id (when not NULL)
+/* Submits a task on d through hier_submit_group_flags and remembers it; *id (when not NULL)
  * gets its id. */
-px_status comm_submit(px_orch *o, px_domain *d, px_callable_id c, px_task_args *a,
-                             const int *chips, int n, const px_task_args *deps, px_task_id *id)
+px_status comm_submit_flags(px_orch *o, px_domain *d, px_callable_id c, px_task_args *a,
+                            const int *chips, int n, const px_task_args *deps, unsigned flags,
+                            px_task_id *id)
 {
     px_task_id t = PX_TASK_NONE;
-    px_status st = hier_submit_group_deps(o, c, a, chips, n, deps, &t);
+    px_status st = hier_submit_group_flags(o, c, a, chips, n, deps, flags, &t);
 
     if (st == PX_OK) {
         comm_pend_add(d, t);
@@ -603,6 +604,12 @@ px_status comm_submit(px_orch *o, px_domain *d, px_callable_id c, px_task_args *
             *id = t;
     }
     return st;
+}
+
+px_status comm_submit(px_orch *o, px_domain *d, px_callable_id c, px_task_args *a,
+                      const int *chips, int n, const px_task_args *deps, px_task_id *id)
+{
+    return comm_submit_flags(o, d, c, a, chips, n, deps, 0, id);
 }
 
 /* 1 when a member chip of d (this worker's) is on the deaths board: a call of an earlier,
@@ -786,6 +793,8 @@ static px_status comm_fill(comm_worker *cw, px_domain *d, const px_domain_spec *
                             COMM_REVOKE_SLOTS);
     atomic_store_explicit(&comm_board_revokes(cw->bells)->word[d->msg.revoke_slot], 0,
                           memory_order_release);
+    /* the kernel-side shrinks' row of the slot: no domain the chips hold uses it now */
+    memset((void *)comm_board_agree(cw->bells, d->msg.revoke_slot), 0, sizeof(comm_agree_row));
     for (int r = 0; r < n; r++) {
         int c = s->chips[r], h = job ? (c & ~PX_CHIP_GLOBAL_BIT) >> 16 : me;
 
@@ -1180,13 +1189,16 @@ px_status px_domain_release(px_domain *d)
     return PX_OK;
 }
 
-/* Revokes d in the orchestration's name (the first revoker's word stays). */
+/* Revokes d in the orchestration's name (the first revoker's word stays), and every
+ * communicator its members' kernel-side shrinks made from it. */
 static void comm_revoke_orch(px_domain *d)
 {
     uint32_t zero = 0;
 
     (void)atomic_compare_exchange_strong_explicit(comm_revoke_word(d), &zero, COMM_REVOKED_ORCH,
                                                   memory_order_acq_rel, memory_order_acquire);
+    atomic_store_explicit(&comm_board_agree(d->cw->bells, d->msg.revoke_slot)->orch, 1,
+                          memory_order_release);
 }
 
 px_status px_domain_revoke(px_domain *d)

@@ -93,6 +93,11 @@ px_status comm_check_domain(const px_domain *d, const char *what);
 px_status comm_submit(px_orch *o, px_domain *d, px_callable_id c, px_task_args *a,
                       const int *chips, int n, const px_task_args *deps, px_task_id *id);
 
+/* domain.c: comm_submit with hier_submit_group_flags' flags (HIER_GROUP_SURVIVE). */
+px_status comm_submit_flags(px_orch *o, px_domain *d, px_callable_id c, px_task_args *a,
+                            const int *chips, int n, const px_task_args *deps, unsigned flags,
+                            px_task_id *id);
+
 /* domain.c: sets the transport of ranks a and b (both directions) and why. */
 void comm_pair_set(px_domain *d, int a, int b, int tl, const char *why);
 

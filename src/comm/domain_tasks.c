@@ -135,26 +135,28 @@ px_status px_submit_domain_read(px_orch *o, px_domain *d, int rank, const char *
 /* Submits c as a group on this worker's members, member i with a[its rank] (a: n entries,
  * one per rank; another host submits the others'). */
 static px_status comm_submit_members(px_orch *o, px_domain *d, px_callable_id c,
-                                     px_task_args *a, const px_task_args *deps, px_task_id *id)
+                                     px_task_args *a, const px_task_args *deps, unsigned flags,
+                                     px_task_id *id)
 {
     px_task_args *mine;
     px_status st;
 
     if (d->nmem == d->msg.n)
-        return comm_submit(o, d, c, a, d->mem, d->nmem, deps, id);
+        return comm_submit_flags(o, d, c, a, d->mem, d->nmem, deps, flags, id);
     if ((mine = calloc((size_t)d->nmem, sizeof(*mine))) == NULL)
         return px_set_error(PX_ENOMEM, "out of host memory");
     for (int i = 0; i < d->nmem; i++)
         mine[i] = a[d->mrank[i]];
-    st = comm_submit(o, d, c, mine, d->mem, d->nmem, deps, id);
+    st = comm_submit_flags(o, d, c, mine, d->mem, d->nmem, deps, flags, id);
     free(mine);
     return st;
 }
 
-px_status px_submit_domain_task(px_orch *o, px_domain *d, px_callable_id c,
-                                const px_task_args *per_rank, px_task_id *id)
+/* px_submit_domain_task and its resilient form (what names it, flags for the group). */
+static px_status comm_domain_task(px_orch *o, px_domain *d, px_callable_id c,
+                                  const px_task_args *per_rank, const char *what,
+                                  unsigned flags, px_task_id *id)
 {
-    static const char what[] = "px_submit_domain_task";
     px_task_args *a, deps;
     px_tensor all;
     px_status st = comm_check_domain(d, what);
@@ -179,9 +181,22 @@ px_status px_submit_domain_task(px_orch *o, px_domain *d, px_callable_id c,
     px_args_init(&deps);
     px_args_inout(&deps, &all);
     if (st == PX_OK)
-        st = comm_submit_members(o, d, c, a, &deps, id);
+        st = comm_submit_members(o, d, c, a, &deps, flags, id);
     free(a);
     return st;
+}
+
+px_status px_submit_domain_task(px_orch *o, px_domain *d, px_callable_id c,
+                                const px_task_args *per_rank, px_task_id *id)
+{
+    return comm_domain_task(o, d, c, per_rank, "px_submit_domain_task", 0, id);
+}
+
+px_status px_submit_domain_task_resilient(px_orch *o, px_domain *d, px_callable_id c,
+                                          const px_task_args *per_rank, px_task_id *id)
+{
+    return comm_domain_task(o, d, c, per_rank, "px_submit_domain_task_resilient",
+                            HIER_GROUP_SURVIVE, id);
 }
 
 /* Submits collective op on count elements of buffer on every member. */
@@ -229,7 +244,7 @@ static px_status comm_coll(px_orch *o, px_domain *d, const char *what, uint64_t 
     dep = comm_dep_view(d, b, 0, bytes == 0 ? 1 : bytes, -1);
     px_args_init(&deps);
     px_args_inout(&deps, &dep);
-    st = comm_submit_members(o, d, d->cw->c_coll, a, &deps, id);
+    st = comm_submit_members(o, d, d->cw->c_coll, a, &deps, 0, id);
     free(a);
     return st;
 }

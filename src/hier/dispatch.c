@@ -341,6 +341,42 @@ static int px_finish_part(px_hier *h, px_task_id id, px_status *st, char *msg, s
     g->finished = 1;
     *st = g->st;
     snprintf(msg, n, "%s", g->msg);
+    if (g->st == PX_OK && g->ndead > 0)
+        PX_LOG_INFO("task %llu (callable \"%s\"): went on on its %d surviving members after "
+                    "%d died (%s)", (unsigned long long)id, h->callables[s->callable].name,
+                    g->n - g->ndead, g->ndead, g->death);
+    return 1;
+}
+
+/*
+ * A member of survive group task id died with the call in flight (its part is accounted
+ * already, lock held): the task goes on on the others. Returns 1 when it is finished now: the
+ * caller completes it with *st and msg after dropping the lock (PX_OK completes dependents,
+ * which may take the lock).
+ */
+static int px_survive_death(px_hier *h, px_task_id id, const px_l3_slot *s,
+                            const px_hier_proc *p, px_status *st, char *msg, size_t n)
+{
+    px_l3_group *g = s->group;
+    char what[96];
+
+    if (g->finished)
+        return 0;
+    if (g->ndead++ == 0)
+        snprintf(g->death, sizeof(g->death), "%.*s", (int)sizeof(g->death) - 1, p->death);
+    if (g->remaining != 0)
+        return 0;
+    g->finished = 1;
+    *st = g->st;
+    px_task_what(h, s, what, sizeof(what));
+    if (g->st != PX_OK)
+        snprintf(msg, n, "%s", g->msg);
+    else if (g->ndead == g->n)
+        *st = PX_EPEERDEAD, snprintf(msg, n, "every member of task %llu (%s) died; the first: "
+                                     "%s", (unsigned long long)id, what, g->death);
+    else
+        PX_LOG_INFO("task %llu (%s): went on on its %d surviving members after %d died (%s)",
+                    (unsigned long long)id, what, g->n - g->ndead, g->ndead, g->death);
     return 1;
 }
 
@@ -429,6 +465,11 @@ void px_hier_on_done(px_hier *h, px_hier_proc *p, const px_mb_done *d)
 
 void px_hier_on_death(px_hier *h, px_hier_proc *p, const char *how)
 {
+    char msg[PX_MB_MSG_MAX + 256];
+    px_task_id fin = PX_TASK_NONE; /* a survive group the death finished (one at most: a group
+                                    * is posted to idle chips only) */
+    px_status fst = PX_OK;
+
     pthread_mutex_lock(&h->lock);
     p->dead = 1;
     snprintf(p->death, sizeof(p->death), "%s %d (pid %d) died: %s%s%s", px_hier_proc_kind(p),
@@ -447,6 +488,11 @@ void px_hier_on_death(px_hier *h, px_hier_proc *p, const char *how)
         s = px_hier_side(h, id);
         if (s->kind == PX_L3_GROUP)
             s->group->remaining--;
+        if (s->kind == PX_L3_GROUP && s->group->survive) {
+            if (px_survive_death(h, id, s, p, &fst, msg, sizeof(msg)))
+                fin = id;
+            continue;
+        }
         px_fail_dead(h, id, s, p, 1);
     }
     hier_ctl_on_death(h, p); /* before the in-flight positions are given up */
@@ -454,4 +500,6 @@ void px_hier_on_death(px_hier *h, px_hier_proc *p, const char *how)
     if (h->npending > 0)
         px_pending_scan(h);
     pthread_mutex_unlock(&h->lock);
+    if (fin != PX_TASK_NONE)
+        px_task_complete(h->w, fin, fst, fst != PX_OK ? msg : NULL);
 }

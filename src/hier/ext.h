@@ -237,6 +237,18 @@ px_status hier_submit_group_deps(px_orch *o, px_callable_id c, px_task_args *per
                                  const int *chips, int n, const px_task_args *deps,
                                  px_task_id *id);
 
+/*
+ * hier_submit_group_deps with flags: HIER_GROUP_SURVIVE makes a member that dies while the
+ * task runs fail only its own part: the task waits for the other members' parts and succeeds
+ * when each of them returned PX_OK (it fails with the first one's failure otherwise, or with
+ * PX_EPEERDEAD when every member died). A member dead before the task is posted fails it at
+ * once, as without the flag.
+ */
+#define HIER_GROUP_SURVIVE 1u
+px_status hier_submit_group_flags(px_orch *o, px_callable_id c, px_task_args *per_chip,
+                                  const int *chips, int n, const px_task_args *deps,
+                                  unsigned flags, px_task_id *id);
+
 /* ---- deaths ---- */
 
 #define HIER_DEATHS_MAX 64

@@ -110,6 +110,9 @@ typedef struct px_l3_group {
     int finished;            /* px_task_complete was called (early, on a death) */
     px_status st;            /* the first error */
     char msg[PX_MB_MSG_MAX + 128];
+    int survive;             /* HIER_GROUP_SURVIVE: a member's death fails only its part */
+    int ndead;               /* members that died while it ran (survive) */
+    char death[PX_MB_MSG_MAX]; /* the first one's death, for the messages */
     int *chips;              /* n entries, after the struct */
     px_task_args *args;      /* n entries */
 } px_l3_group;

@@ -310,6 +310,13 @@ px_status hier_submit_group_deps(px_orch *o, px_callable_id c, px_task_args *per
                                  const int *chips, int n, const px_task_args *deps,
                                  px_task_id *id)
 {
+    return hier_submit_group_flags(o, c, per_chip, chips, n, deps, 0, id);
+}
+
+px_status hier_submit_group_flags(px_orch *o, px_callable_id c, px_task_args *per_chip,
+                                  const int *chips, int n, const px_task_args *deps,
+                                  unsigned flags, px_task_id *id)
+{
     px_l3_access acc[65 * PX_MAX_ARGS];
     px_task_args merged;
     px_l3_slot v = {0};
@@ -332,6 +339,7 @@ px_status hier_submit_group_deps(px_orch *o, px_callable_id c, px_task_args *per
     if (v.group == NULL)
         return px_set_error(PX_ENOMEM, "px_submit_group: out of host memory for %d chips' args",
                             n);
+    v.group->survive = (flags & HIER_GROUP_SURVIVE) != 0;
     px_l3_side_write(h, &v);
     return px_rt_submit(o, h->k_group, &merged, NULL, 0, id);
 }

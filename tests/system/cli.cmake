@@ -247,5 +247,19 @@ exit status 0\n$" "" run train_loop --chips 4 --cores 1 --kill-chip 1 --at-iter 
             --device-profile a2a3-pcie)
 px_cli_test(run_train_loop_bad_kill "FAIL: [^\n]*--kill-chip 9 is not a chip \\(0..3\\)\nexit \
 status 1\n$" "" run train_loop --chips 4 --cores 1 --kill-chip 9)
+# --shrink kernel: the whole loop is one resilient task; the survivors shrink inside their
+# kernels (px_comm_shrink) and finish, bit-identical to a 3-chip run from iteration 50.
+px_cli_test(run_train_loop_kernel "train_loop: chip 2 died at iteration 50; the 3 survivors \
+shrank inside the loop's kernel \\(px_comm_shrink, 1 shrink\\) and went on\n.*check ok: 100 \
+iterations of 1024 parameters: chip 2 killed at iteration 50, 3 survivors \\(shrunk in the \
+kernel\\) bit-identical to a 3-chip run from iteration 50 and to the host\nPASS\nexit status 0\n$"
+            "" run train_loop --chips 4 --cores 1 --kill-chip 2 --at-iter 50 --shrink kernel)
+px_cli_test(run_train_loop_kernel_staged "check ok: [^\n]*3 survivors \\(shrunk in the kernel\\) \
+bit-identical[^\n]*\nPASS\nexit status 0\n$" "" run train_loop --chips 4 --cores 1
+            --kill-chip 1 --at-iter 7 --iters 20 --device-profile a2a3-pcie --shrink kernel)
+px_cli_test(run_train_loop_bad_shrink "FAIL: [^\n]*--shrink nowhere is not a place to shrink: \
+use orchestration or kernel\nexit status 1\n$" "" run train_loop --chips 2 --shrink nowhere)
 set_tests_properties(cli.run_train_loop_kill cli.run_train_loop_staged
-                     cli.run_train_loop_bad_kill PROPERTIES RESOURCE_LOCK chips)
+                     cli.run_train_loop_bad_kill cli.run_train_loop_kernel
+                     cli.run_train_loop_kernel_staged cli.run_train_loop_bad_shrink
+                     PROPERTIES RESOURCE_LOCK chips)

@@ -28,8 +28,8 @@
 #define TS_COUNT 256 /* floats per rank */
 #define TS_CHIPS 4
 
-static px_kernel_id k_die, k_wait, k_revoke;
-static px_callable_id c_die, c_wait, c_revoke;
+static px_kernel_id k_die, k_wait, k_revoke, k_kloop, k_knoop;
+static px_callable_id c_die, c_wait, c_revoke, c_kloop, c_knoop;
 
 /* Rank 2 dies at once; the others enter an allreduce that cannot finish. */
 static px_status die_kernel(px_core_ctx *ctx, const px_task_args *a)
@@ -75,6 +75,158 @@ static px_status revoke_kernel(px_core_ctx *ctx, const px_task_args *a)
     return px_comm_wait_until(c, 0, PX_CMP_EQ, 1, 30.0);
 }
 
+/* ---- kernel-side shrink (px_comm_shrink) ---- */
+
+static float ts_val(int chip, int i, int iter);
+
+/* The "meta" buffer of the kernel tests, u64 words a rank's kernel leaves there. */
+enum { TK_SHRINKS, TK_SIZE, TK_RANK, TK_FAILED, TK_ITERS, TK_OLD_REFUSED, TK_REVOKED,
+       TK_BAD, TK_WORDS };
+
+static void tk_nap(long ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+/* Shrinks *c (retrying up to 4 times on a death during it), counting in meta. */
+static px_status tk_shrink(px_comm **c, uint64_t *meta)
+{
+    px_comm *nc = NULL, *old = *c;
+    px_status st;
+    int tries = 0;
+
+    do {
+        st = px_comm_shrink(*c, &nc);
+        if (st == PX_EPEERDEAD)
+            meta[TK_FAILED]++;
+    } while (st == PX_EPEERDEAD && ++tries < 5);
+    if (st != PX_OK)
+        return st;
+    /* the old communicator refuses everything now */
+    if (px_comm_barrier(old) == PX_EREVOKED && px_comm_shrink(old, &nc) != PX_OK)
+        meta[TK_OLD_REFUSED]++;
+    *c = nc;
+    meta[TK_SHRINKS]++;
+    return PX_OK;
+}
+
+/*
+ * A data-parallel loop inside one kernel: iterations 0 .. iters-1 each write row k of this
+ * chip into "x" and allreduce it; args (iters, mask of the chips that die, die iteration,
+ * late chip + 1). The dying chips exit as they start iteration `die iteration` (before they
+ * contribute); the late chip, seeing the death, waits 200 ms and exits without shrinking (it
+ * dies during the survivors' shrink). The survivors shrink in the kernel and redo the
+ * iteration.
+ */
+static px_status kloop_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    px_comm *c = px_arg_comm(a, px_arg_count(a) - 1);
+    int iters = (int)px_arg_u64(a, 0);
+    uint64_t die = px_arg_u64(a, 1);
+    int die_at = (int)px_arg_u64(a, 2), late = (int)px_arg_u64(a, 3) - 1;
+    int chip = px_chip_index();
+    uint64_t *meta;
+    float *x;
+    px_status st;
+
+    (void)ctx;
+    if (c == NULL || (x = px_comm_buffer(c, "x", NULL)) == NULL ||
+        (meta = px_comm_buffer(c, "meta", NULL)) == NULL)
+        return PX_EINVAL;
+    memset(meta, 0, TK_WORDS * sizeof(uint64_t));
+    for (int k = 0; k < iters;) {
+        if ((die >> chip & 1) && k == die_at)
+            _exit(9);
+        for (int i = 0; i < TS_COUNT; i++)
+            x[i] = ts_val(chip, i, k);
+        st = px_comm_allreduce(c, x, TS_COUNT, PX_F32, PX_OP_SUM);
+        if (st == PX_OK) {
+            k++;
+            continue;
+        }
+        if (st != PX_EPEERDEAD && st != PX_EREVOKED)
+            return st;
+        if (chip == late) {
+            tk_nap(200);
+            _exit(9);
+        }
+        if ((st = tk_shrink(&c, meta)) != PX_OK)
+            return st;
+    }
+    meta[TK_SIZE] = (uint64_t)px_comm_size(c);
+    meta[TK_RANK] = (uint64_t)px_comm_rank(c);
+    meta[TK_ITERS] = (uint64_t)iters;
+    return PX_OK;
+}
+
+/* The sum over the 4 chips of row i at iteration k (nobody dies in knoop). */
+static float tk_sum4(int i, int k)
+{
+    float s = 0;
+
+    for (int q = 0; q < TS_CHIPS; q++)
+        s += ts_val(q, i, k);
+    return s;
+}
+
+/* Allreduces row k of this chip on c and counts wrong elements in meta (all 4 alive). */
+static px_status tk_step4(px_comm *c, float *x, int k, uint64_t *meta)
+{
+    px_status st;
+
+    for (int i = 0; i < TS_COUNT; i++)
+        x[i] = ts_val(px_chip_index(), i, k);
+    if ((st = px_comm_allreduce(c, x, TS_COUNT, PX_F32, PX_OP_SUM)) != PX_OK)
+        return st;
+    for (int i = 0; i < TS_COUNT; i++)
+        meta[TK_BAD] += x[i] != tk_sum4(i, k);
+    return PX_OK;
+}
+
+/*
+ * Nobody dies: every rank shrinks at once (the same 4 members, generation 1), allreduces,
+ * then rank 0 revokes the new communicator while the others wait 30 s for a signal (they
+ * told it first that they are about to): they return PX_EREVOKED (kept in meta), shrink
+ * again (generation 2: the first head region and the first revocation word again) and
+ * allreduce once more.
+ */
+static px_status knoop_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    px_comm *c = px_arg_comm(a, px_arg_count(a) - 1);
+    uint64_t *meta;
+    float *x;
+    px_status st;
+
+    (void)ctx;
+    if (c == NULL || (x = px_comm_buffer(c, "x", NULL)) == NULL ||
+        (meta = px_comm_buffer(c, "meta", NULL)) == NULL)
+        return PX_EINVAL;
+    memset(meta, 0, TK_WORDS * sizeof(uint64_t));
+    meta[TK_BAD] += px_comm_shrink(NULL, &c) != PX_EINVAL;
+    meta[TK_BAD] += px_comm_shrink(c, NULL) != PX_EINVAL;
+    if ((st = tk_shrink(&c, meta)) != PX_OK || (st = tk_step4(c, x, 0, meta)) != PX_OK)
+        return st;
+    /* the others tell rank 0 they are about to wait (its signal 0), so the revoke lands on
+     * pending waits and not on an allreduce some rank has not finished */
+    if (px_comm_rank(c) == 0) {
+        st = px_comm_wait_until(c, 0, PX_CMP_GE, (uint64_t)px_comm_size(c) - 1, 30.0);
+        if (st == PX_OK)
+            st = px_comm_revoke(c);
+        if (st != PX_OK)
+            return st;
+    } else if ((st = px_comm_signal(c, 0, 0, PX_SIG_ADD, 1)) == PX_OK) {
+        st = px_comm_wait_until(c, 0, PX_CMP_EQ, 1, 30.0);
+    }
+    meta[TK_REVOKED] = (uint64_t)(int64_t)(px_comm_rank(c) == 0 ? px_comm_barrier(c) : st);
+    if ((st = tk_shrink(&c, meta)) != PX_OK || (st = tk_step4(c, x, 1, meta)) != PX_OK)
+        return st;
+    meta[TK_SIZE] = (uint64_t)px_comm_size(c);
+    meta[TK_RANK] = (uint64_t)px_comm_rank(c);
+    return PX_OK;
+}
+
 #define TS_CALLABLE(name, kid)                                                             \
     static px_status name(px_orch *o, const px_task_args *args, void *user)                \
     {                                                                                      \
@@ -85,6 +237,8 @@ static px_status revoke_kernel(px_core_ctx *ctx, const px_task_args *a)
 TS_CALLABLE(die_callable, k_die)
 TS_CALLABLE(wait_callable, k_wait)
 TS_CALLABLE(revoke_callable, k_revoke)
+TS_CALLABLE(kloop_callable, k_kloop)
+TS_CALLABLE(knoop_callable, k_knoop)
 
 typedef enum { TS_DIRECT, TS_STAGED, TS_MIXED } ts_mode;
 
@@ -110,8 +264,13 @@ static px_worker *ts_worker(ts_mode mode)
     PX_ASSERT_OK(px_callable_register(w, "ts.wait", wait_callable, &c_wait));
     PX_ASSERT_OK(px_kernel_register(w, "ts.revoke", revoke_kernel, NULL, &k_revoke));
     PX_ASSERT_OK(px_callable_register(w, "ts.revoke", revoke_callable, &c_revoke));
+    PX_ASSERT_OK(px_kernel_register(w, "ts.kloop", kloop_kernel, NULL, &k_kloop));
+    PX_ASSERT_OK(px_callable_register(w, "ts.kloop", kloop_callable, &c_kloop));
+    PX_ASSERT_OK(px_kernel_register(w, "ts.knoop", knoop_kernel, NULL, &k_knoop));
+    PX_ASSERT_OK(px_callable_register(w, "ts.knoop", knoop_callable, &c_knoop));
     PX_ASSERT_OK(px_worker_init(w));
     unsetenv("PX_TEST_COMM_MAP_FAIL"); /* the chips have their copy */
+    unsetenv("PX_TEST_COMM_SHRINK_EXIT");
     return w;
 }
 
@@ -605,6 +764,297 @@ static void test_revoke_from_member(void **state)
     ts_revoke(1);
 }
 
+/* ---- kernel-side shrink: the scenes ---- */
+
+#define TK_ITERS_N 6
+
+typedef struct tk_scene {
+    px_worker *w;
+    px_domain *d, *nd;
+    float x[TS_CHIPS][TS_COUNT];
+    uint64_t meta[TS_CHIPS][TK_WORDS];
+    uint64_t die, die_at, late;
+    int noop;                 /* knoop instead of kloop */
+    int die_task;             /* ts.die instead of either */
+} tk_scene;
+
+static tk_scene g_k;
+
+static px_status tk_alloc_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    static const int chips[TS_CHIPS] = {0, 1, 2, 3};
+    tk_scene *s = user;
+    px_domain_buffer b[2] = {{"x", TS_COUNT * sizeof(float)}, {"meta", TK_WORDS * 8}};
+    px_domain_spec spec = {PX_DOMAIN_SPEC_HEADER, .name = "kd", .chips = chips,
+                           .nchips = TS_CHIPS, .window_bytes = 4096, .buffers = b,
+                           .nbuffers = 2, .nsignals = 1};
+
+    (void)args;
+    return px_domain_alloc(o, &spec, &s->d);
+}
+
+/* One resilient domain task: the loop (or knoop) on every member. */
+static px_status tk_loop_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    tk_scene *s = user;
+    px_task_args per[TS_CHIPS];
+    px_callable_id c = s->die_task ? c_die : s->noop ? c_knoop : c_kloop;
+
+    (void)args;
+    for (int r = 0; r < TS_CHIPS; r++) {
+        px_args_init(&per[r]);
+        px_args_scalar_u64(&per[r], TK_ITERS_N);
+        px_args_scalar_u64(&per[r], s->die);
+        px_args_scalar_u64(&per[r], s->die_at);
+        px_args_scalar_u64(&per[r], s->late);
+    }
+    return px_submit_domain_task_resilient(o, s->d, c, per, NULL);
+}
+
+/* From the orchestration: a domain of the survivors (px_domain_shrink: the board's deaths,
+ * the same as the kernels agreed on), then every rank's "x" and "meta" into args 0 and 1. */
+static px_status tk_read_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    const int64_t xrow[1] = {TS_COUNT}, mrow[1] = {TK_WORDS};
+    tk_scene *s = user;
+    px_status st = px_domain_shrink(o, s->d, &s->nd);
+
+    for (int tries = 0; st == PX_EPEERDEAD && tries < 3; tries++)
+        st = px_domain_shrink(o, s->d, &s->nd);
+    for (int r = 0; st == PX_OK && r < px_domain_size(s->nd); r++) {
+        px_tensor v;
+
+        if ((st = px_tensor_view(px_arg_tensor(args, 0), 1, xrow, NULL,
+                                 (int64_t)r * TS_COUNT, &v)) == PX_OK)
+            st = px_submit_domain_read(o, s->nd, r, "x", 0, &v, NULL);
+        if (st == PX_OK && (st = px_tensor_view(px_arg_tensor(args, 1), 1, mrow, NULL,
+                                                (int64_t)r * TK_WORDS, &v)) == PX_OK)
+            st = px_submit_domain_read(o, s->nd, r, "meta", 0, &v, NULL);
+    }
+    return st;
+}
+
+static px_status tk_run(tk_scene *s, px_orch_fn fn)
+{
+    const int64_t xs[2] = {TS_CHIPS, TS_COUNT}, ms[2] = {TS_CHIPS, TK_WORDS};
+    px_tensor tx, tm;
+    px_task_args args;
+
+    PX_ASSERT_OK(px_tensor_make(&tx, s->x, PX_F32, 2, xs));
+    PX_ASSERT_OK(px_tensor_make(&tm, s->meta, PX_I64, 2, ms));
+    px_args_init(&args);
+    px_args_inout(&args, &tx);
+    px_args_inout(&args, &tm);
+    return px_run(s->w, fn, &args, s);
+}
+
+/* The worker (mode, with the shrink test hook when hook is not NULL) and the domain "kd". */
+static tk_scene *tk_start(ts_mode mode, const char *hook)
+{
+    tk_scene *s = &g_k;
+
+    memset(s, 0, sizeof(*s));
+    if (hook != NULL)
+        setenv("PX_TEST_COMM_SHRINK_EXIT", hook, 1);
+    s->w = ts_worker(mode);
+    PX_ASSERT_OK(tk_run(s, tk_alloc_orch));
+    return s;
+}
+
+/* Runs the resilient task; it must succeed on the survivors within the deadline. */
+static void tk_loop(tk_scene *s)
+{
+    uint64_t t0 = px_test_now_ns();
+    px_status st = tk_run(s, tk_loop_orch);
+    double secs = (double)(px_test_now_ns() - t0) / 1e9;
+
+    if (st != PX_OK)
+        print_error("resilient task: %s: %s\n", px_status_name(st), px_last_error());
+    assert_int_equal(st, PX_OK);
+    print_message("kernel-side shrink: the resilient task took %.3f s\n", secs);
+    assert_true(secs < 20.0 * px_test_slack());
+}
+
+/* Reads the survivors back (surv, n) and checks what every kernel left: the same number of
+ * shrinks (shrinks) and of failed attempts on every survivor, its final size and rank, the
+ * old communicators refused, and x the sum over the survivors of the last iteration. */
+static void tk_check(tk_scene *s, const int *surv, int n, uint64_t shrinks)
+{
+    px_status st = tk_run(s, tk_read_orch);
+
+    if (st != PX_OK)
+        print_error("read run: %s: %s\n", px_status_name(st), px_last_error());
+    assert_int_equal(st, PX_OK);
+    assert_int_equal(px_domain_size(s->nd), n);
+    for (int r = 0; r < n; r++) {
+        assert_int_equal(px_domain_chip(s->nd, r), surv[r]);
+        assert_int_equal(s->meta[r][TK_SHRINKS], shrinks);
+        assert_int_equal(s->meta[r][TK_OLD_REFUSED], shrinks);
+        assert_int_equal(s->meta[r][TK_FAILED], s->meta[0][TK_FAILED]);
+        assert_int_equal(s->meta[r][TK_SIZE], (uint64_t)n);
+        assert_int_equal(s->meta[r][TK_RANK], (uint64_t)r);
+        assert_int_equal(s->meta[r][TK_BAD], 0);
+        for (int i = 0; i < TS_COUNT; i++) {
+            float want = 0;
+
+            for (int q = 0; q < n; q++)
+                want += ts_val(surv[q], i, s->noop ? 1 : TK_ITERS_N - 1);
+            if (s->x[r][i] != want)
+                print_error("rank %d element %d: %g, expected %g\n", r, i, s->x[r][i], want);
+            assert_true(s->x[r][i] == want);
+        }
+    }
+    print_message("kernel-side shrink: %llu shrinks, %llu failed attempts on every survivor\n",
+                  (unsigned long long)shrinks, (unsigned long long)s->meta[0][TK_FAILED]);
+}
+
+static void tk_finish(tk_scene *s, int shm0, int fd0)
+{
+    PX_ASSERT_OK(px_domain_release(s->d));
+    if (s->nd != NULL)
+        PX_ASSERT_OK(px_domain_release(s->nd));
+    PX_ASSERT_OK(px_worker_destroy(s->w));
+    assert_int_equal(px_test_shm_plexus_entries(), shm0);
+    assert_int_equal(px_test_open_fds(), fd0);
+}
+
+/* Chip 2 exits at iteration 3 of a loop inside one resilient task: the survivors' allreduce
+ * fails, they shrink in the kernel to chips 0, 1, 3 and finish every iteration; the task and
+ * the run succeed; the orchestration's shrink afterwards finds the same survivors and the
+ * kernels' last sums in their windows (carried in place). */
+static void tk_death_in_loop(ts_mode mode)
+{
+    static const int surv[3] = {0, 1, 3};
+    int shm0 = px_test_shm_plexus_entries(), fd0 = px_test_open_fds();
+    tk_scene *s = tk_start(mode, NULL);
+
+    s->die = 1u << 2;
+    s->die_at = 3;
+    tk_loop(s);
+    tk_check(s, surv, 3, 1);
+    assert_int_equal(s->meta[0][TK_FAILED], 0);
+    tk_finish(s, shm0, fd0);
+}
+
+static void test_kernel_shrink_direct(void **state)
+{
+    (void)state;
+    tk_death_in_loop(TS_DIRECT);
+}
+
+static void test_kernel_shrink_staged(void **state)
+{
+    (void)state;
+    tk_death_in_loop(TS_STAGED);
+}
+
+static void test_kernel_shrink_mixed(void **state)
+{
+    (void)state;
+    tk_death_in_loop(TS_MIXED);
+}
+
+/* Chips 1 and 2 exit at once: one shrink to chips 0 and 3. */
+static void test_kernel_shrink_two_deaths(void **state)
+{
+    static const int surv[2] = {0, 3};
+    int shm0 = px_test_shm_plexus_entries(), fd0 = px_test_open_fds();
+    tk_scene *s = tk_start(TS_STAGED, NULL);
+
+    (void)state;
+    s->die = 1u << 1 | 1u << 2;
+    s->die_at = 2;
+    tk_loop(s);
+    tk_check(s, surv, 2, 1);
+    tk_finish(s, shm0, fd0);
+}
+
+/* A death during the shrink, three ways: chip 3 exits 200 ms after it saw chip 2's death
+ * without shrinking (the others wait for its proposal), right after it proposed (the hook:
+ * the others see it dead before it is ready), or right after it said ready (the shrink
+ * succeeds with chip 3 in it, dead: the next allreduce fails and a second shrink excludes
+ * it). Every survivor ends in the same state (the same failed attempts), on chips 0 and 1. */
+static void tk_death_during(const char *hook, uint64_t late, uint64_t shrinks, int failed)
+{
+    static const int surv[2] = {0, 1};
+    int shm0 = px_test_shm_plexus_entries(), fd0 = px_test_open_fds();
+    tk_scene *s = tk_start(TS_DIRECT, hook);
+
+    s->die = 1u << 2;
+    s->die_at = 3;
+    s->late = late;
+    tk_loop(s);
+    tk_check(s, surv, 2, shrinks);
+    if (failed >= 0)
+        assert_int_equal(s->meta[0][TK_FAILED], (uint64_t)failed);
+    tk_finish(s, shm0, fd0);
+}
+
+static void test_kernel_shrink_death_before_proposal(void **state)
+{
+    (void)state;
+    tk_death_during(NULL, 3 + 1, 1, -1); /* how many attempts failed depends on timing */
+}
+
+static void test_kernel_shrink_death_after_proposal(void **state)
+{
+    (void)state;
+    tk_death_during("3:1", 0, 1, 1);
+}
+
+static void test_kernel_shrink_death_after_ready(void **state)
+{
+    (void)state;
+    tk_death_during("3:2", 0, 2, 0);
+}
+
+/* Nobody dies: shrinks give the same four members; a member's revoke of the new
+ * communicator reaches the others (PX_EREVOKED), and a second shrink (generation 2, back on
+ * the first head and revocation word) works; NULL arguments are refused. */
+static void tk_noop(ts_mode mode)
+{
+    static const int all[TS_CHIPS] = {0, 1, 2, 3};
+    int shm0 = px_test_shm_plexus_entries(), fd0 = px_test_open_fds();
+    tk_scene *s = tk_start(mode, NULL);
+
+    s->noop = 1;
+    tk_loop(s);
+    tk_check(s, all, TS_CHIPS, 2);
+    for (int r = 0; r < TS_CHIPS; r++)
+        assert_int_equal((int64_t)s->meta[r][TK_REVOKED], PX_EREVOKED);
+    tk_finish(s, shm0, fd0);
+}
+
+static void test_kernel_shrink_nobody_dead_direct(void **state)
+{
+    (void)state;
+    tk_noop(TS_DIRECT);
+}
+
+static void test_kernel_shrink_nobody_dead_staged(void **state)
+{
+    (void)state;
+    tk_noop(TS_STAGED);
+}
+
+/* A resilient task whose survivors fail (ts.die: they return the death from their allreduce)
+ * fails with their status; a domain task that is not resilient fails at the death itself. */
+static void test_resilient_task_fails_with_survivors(void **state)
+{
+    int shm0 = px_test_shm_plexus_entries(), fd0 = px_test_open_fds();
+    tk_scene *s = tk_start(TS_DIRECT, NULL);
+    px_status st;
+
+    (void)state;
+    s->die_task = 1;
+    st = tk_run(s, tk_loop_orch);
+    assert_int_equal(st, PX_EPEERDEAD);
+    if (strstr(px_last_error(), "rank 2 of the domain is dead") == NULL)
+        print_error("%s\n", px_last_error());
+    assert_non_null(strstr(px_last_error(), "rank 2 of the domain is dead"));
+    tk_finish(s, shm0, fd0);
+}
+
 /* Misuse: a shrunk domain refuses everything but release; shrinking it again is refused;
  * NULL arguments are refused without a crash. */
 static px_status ts_misuse_orch(px_orch *o, const px_task_args *args, void *user)
@@ -659,6 +1109,16 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_revoke_from_orchestration),
         cmocka_unit_test(test_revoke_from_member),
         cmocka_unit_test(test_shrunk_domain_refuses_use),
+        cmocka_unit_test(test_kernel_shrink_direct),
+        cmocka_unit_test(test_kernel_shrink_staged),
+        cmocka_unit_test(test_kernel_shrink_mixed),
+        cmocka_unit_test(test_kernel_shrink_two_deaths),
+        cmocka_unit_test(test_kernel_shrink_death_before_proposal),
+        cmocka_unit_test(test_kernel_shrink_death_after_proposal),
+        cmocka_unit_test(test_kernel_shrink_death_after_ready),
+        cmocka_unit_test(test_kernel_shrink_nobody_dead_direct),
+        cmocka_unit_test(test_kernel_shrink_nobody_dead_staged),
+        cmocka_unit_test(test_resilient_task_fails_with_survivors),
     };
 
     if (argc > 1)

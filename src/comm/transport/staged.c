@@ -679,6 +679,17 @@ static px_status staged_flush(px_comm *c)
     return comm_stg_flush_as(c, PX_COMM_TL_STAGED);
 }
 
+/* 1 when every request peer posted to this rank so far has been carried out (its head is
+ * final once the peer stopped posting: a kernel-side shrink reads it after the peer's
+ * proposal, which the peer publishes after its last request). */
+static int staged_drained(px_comm *c, int peer)
+{
+    const stg_peer *p = c->tl_state[peer];
+
+    return p == NULL || atomic_load_explicit(&p->in->done, memory_order_acquire) ==
+                            atomic_load_explicit(&p->in->head, memory_order_acquire);
+}
+
 /* staged: host memory both chips map (a memfd); the chips of one worker share the host. */
 static int staged_accept(const comm_pair_facts *f, char *why, size_t n)
 {
@@ -706,6 +717,7 @@ const px_comm_tl px_comm_tl_staged = {
     .poll_enter = staged_poll_enter,
     .poll_leave = staged_poll_leave,
     .flush = staged_flush,
+    .drained = staged_drained,
     .put = comm_stg_put,
     .get = comm_stg_get,
     .get_head = comm_stg_get_head,

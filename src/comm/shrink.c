@@ -1,0 +1,409 @@
+/*
+ * shrink.c - the kernel-side shrink (px_comm_shrink): every survivor of a communicator calls
+ * it in its kernel; the survivors agree among themselves on the members to exclude and each
+ * builds a communicator over the survivors on the very same windows, usable at once in the
+ * same kernel.
+ *
+ * The agreement runs on the worker's board (comm.h: comm_agree_row, one row per domain, which
+ * every process of the worker maps), not on the communicator's transports: those are the
+ * revoked communicator's, and a staged pair's rings need the target's progress. Rank r writes
+ * only its own entry and reads everyone's; the deaths board is the failure detector (a chip on
+ * it is dead, and a dead chip is on it within a second). One attempt, of generation g (the
+ * kernel shrinks that led to c) and number a (the calls of px_comm_shrink on c so far, the
+ * same on every survivor as long as they all fail alike), has two phases:
+ *   1. propose: rank r stores the ranks it sees dead now into mask[a & 1], then its tag
+ *      (g, a, PROPOSED), and waits until every rank has proposed or is dead. The excluded set
+ *      U is the union of the proposals. A rank dead without a proposal and not in U died
+ *      during the shrink: every survivor sees the same (a dead process writes nothing more,
+ *      and its last writes are visible once its death is: the proposals are re-read after the
+ *      board says dead), so every survivor fails with PX_EPEERDEAD; the next attempt proposes
+ *      it. Otherwise every survivor has read the same proposals, hence the same U.
+ *   2. ready: rank r waits until every survivor's requests to it have been carried out (the
+ *      survivors stopped posting before they proposed), lets the old communicator go (the
+ *      chip's progress thread no longer carries out its requests: the pairs' rings pass to
+ *      the new communicator), zeroes its window's other head (the new communicator's slots;
+ *      the old head keeps whatever late requests of the dead still write), and stores its tag
+ *      (g, a, READY); then it waits until every survivor is ready. A survivor dead without
+ *      READY fails the attempt on every survivor alike; one dead after it is simply dead in
+ *      the new communicator (its first wait says so: shrink again).
+ * Proposals alternate between mask[0] and mask[1] by attempt: a writer cannot be two attempts
+ * ahead of a reader (it needs the reader's next proposal to finish the next attempt), nor in
+ * the next generation before every survivor has read the masks (READY comes after).
+ *
+ * The new communicator: ranks are the survivors in old order; its windows and pairs' memory
+ * are the old ones (comm_build over c->links), its heads at the windows' other head region
+ * (head_at flipped: the data stays where it is, so every survivor's bytes are carried without
+ * a copy), its revocation word the row's for generation g + 1 (zeroed by the lowest survivor
+ * before it is ready), revoked as well by the orchestration's word. Every rank knows only its
+ * own row of the pair table; the collectives choose their algorithm from whether every pair
+ * reads in place, which is the old communicator's answer (the same on every rank), unless two
+ * survivors remain (their one pair is known to both).
+ */
+#include "comm/comm.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/clock.h"
+#include "util/log.h"
+#include "util/util.h"
+#include "util/wait.h"
+
+#define SHR_SLICE_NS (50 * 1000 * 1000) /* a sleep's slice: deaths are seen within it */
+
+/* Bits of ranks 0 .. n-1. */
+static uint64_t shr_all(int n)
+{
+    return n >= 64 ? ~0ull : (1ull << n) - 1;
+}
+
+/* The ranks of c on the deaths board now. */
+static uint64_t shr_dead_now(const px_comm *c)
+{
+    uint64_t m = 0;
+
+    for (int q = 0; q < c->n; q++)
+        if (q != c->rank && comm_peer_dead(c, q))
+            m |= 1ull << q;
+    return m;
+}
+
+/*
+ * The test hook PX_TEST_COMM_SHRINK_EXIT=<chip>:<phase>: the process of chip <chip> exits
+ * (status 9, as a crash) right after it published its tag of that phase (1: its proposal,
+ * 2: ready), so the tests can put a death exactly between the agreement's steps.
+ */
+static void shr_hook(const px_comm *c, int phase)
+{
+    const char *v = getenv("PX_TEST_COMM_SHRINK_EXIT");
+    int chip, ph;
+
+    if (v != NULL && sscanf(v, "%d:%d", &chip, &ph) == 2 && chip == c->member[c->rank] &&
+        ph == phase)
+        _exit(9);
+}
+
+/* Publishes this rank's tag, then wakes the survivors asleep on the row. */
+static void shr_publish(comm_agree_row *row, int rank, uint64_t tag)
+{
+    atomic_store_explicit(&row->rank[rank].tag, tag, memory_order_seq_cst);
+    util_bump_wake_sleepers(&row->bell, &row->sleepers, INT_MAX, 1);
+}
+
+/* One phase's wait: until every rank not in skip has reached tag `want` (done) or is dead
+ * without it (gone); drain: also until every survivor's requests here are carried out. */
+typedef struct shr_wait {
+    px_comm *c;
+    uint64_t want;
+    uint64_t done, gone, skip;
+    int progress; /* carry out c's requests meanwhile (c is not retired yet) */
+    int drain;    /* phase 2's first part: wait for c's incoming requests from done ranks */
+} shr_wait;
+
+/* 1 when rank q's requests to this rank have all been carried out (or q is dead). */
+static int shr_drained(const px_comm *c, int q)
+{
+    return q == c->rank || c->tl[q]->drained == NULL || c->tl[q]->drained((px_comm *)c, q) ||
+           comm_peer_dead(c, q);
+}
+
+static int shr_ready(void *arg)
+{
+    shr_wait *w = arg;
+    const px_comm *c = w->c;
+    uint64_t all = shr_all(c->n);
+
+    for (int q = 0; q < c->n; q++) {
+        uint64_t bit = 1ull << q, tag;
+
+        if ((w->done | w->gone | w->skip) & bit)
+            continue;
+        tag = atomic_load_explicit(&c->agree->rank[q].tag, memory_order_acquire);
+        if (tag >= w->want) {
+            w->done |= bit;
+        } else if (comm_peer_dead(c, q)) {
+            /* its last writes are visible now that its death is: read once more */
+            tag = atomic_load_explicit(&c->agree->rank[q].tag, memory_order_acquire);
+            if (tag >= w->want)
+                w->done |= bit;
+            else
+                w->gone |= bit;
+        }
+    }
+    if (((w->done | w->gone | w->skip) & all) != all)
+        return 0;
+    for (int q = 0; w->drain && q < c->n; q++)
+        if ((w->done >> q & 1) && !shr_drained(c, q))
+            return 0;
+    return 1;
+}
+
+static int shr_progress(void *arg, int asleep)
+{
+    shr_wait *w = arg;
+
+    return !asleep && w->progress && comm_progress_all(w->c) > 0;
+}
+
+/*
+ * Runs phase wait w until deadline (ns). PX_OK, or PX_ETIMEDOUT naming the ranks that have
+ * not reached it (what: the phase, in words), each named silent (the parent kills it).
+ */
+static px_status shr_wait_run(shr_wait *w, uint64_t deadline, const char *what)
+{
+    px_comm *c = w->c;
+    util_wait uw = {.ready = shr_ready, .arg = w, .word = &c->agree->bell,
+                    .sleeping = &c->agree->sleepers, .count_sleepers = 1, .shared = 1,
+                    .spin_ticks = px_ns_to_ticks(c->spin_ns),
+                    .yield_ticks = px_ns_to_ticks(c->yield_ns), .slice_ns = SHR_SLICE_NS,
+                    .deadline_ns = deadline, .progress = shr_progress};
+    char who[512];
+    size_t len = 0;
+    int blamed = 0;
+
+    if (util_wait_run(&uw) == PX_OK || shr_ready(w))
+        return PX_OK;
+    who[0] = '\0';
+    for (int q = 0; q < c->n && len < sizeof(who); q++) {
+        char t[128];
+
+        if ((w->done | w->gone | w->skip) >> q & 1)
+            continue;
+        comm_peer_text(c, q, t, sizeof(t));
+        blamed |= comm_blame(c, q);
+        len += (size_t)snprintf(who + len, sizeof(who) - len, "%s%s", len ? ", " : "", t);
+    }
+    if (len == 0) /* every rank is there: what is missing is a survivor's requests */
+        snprintf(who, sizeof(who), "a survivor's requests to this rank were not carried out");
+    return px_set_error(PX_ETIMEDOUT, "px_comm_shrink: domain \"%s\" rank %d: waited %g s for "
+                        "%s of %s%s; every survivor calls px_comm_shrink (raise "
+                        "PLEXUS_COMM_TIMEOUT_S only if one is slow)", c->name, c->rank,
+                        c->timeout_s, what, who, comm_blamed_text(blamed));
+}
+
+/* "rank 2 (chip 2)" list of the ranks in m, into buf. */
+static void shr_ranks_text(const px_comm *c, uint64_t m, char *buf, size_t n)
+{
+    size_t len = 0;
+
+    buf[0] = '\0';
+    for (int q = 0; q < c->n && len < n; q++)
+        if (m >> q & 1)
+            len += (size_t)snprintf(buf + len, n - len, "%srank %d (%s)", len ? ", " : "", q,
+                                    comm_peer_why(c, q));
+}
+
+/* The new communicator's pair table (n2 x n2): this rank's row as it is, the rest such that
+ * every pair reads in place exactly when every pair of c does (what each rank knows alike). */
+static void shr_pairs(const px_comm *c, const int *keep, int n2, int me2, uint8_t *pairs)
+{
+    uint8_t other = c->all_in_place ? PX_COMM_TL_DIRECT : PX_COMM_TL_STAGED;
+
+    for (int a = 0; a < n2; a++)
+        for (int b = 0; b < n2; b++)
+            pairs[a * n2 + b] = a == b ? PX_COMM_TL_DIRECT : other;
+    for (int j = 0; j < n2; j++) {
+        if (j == me2)
+            continue;
+        pairs[me2 * n2 + j] = pairs[j * n2 + me2] = (uint8_t)c->tl[keep[j]]->id;
+    }
+}
+
+/* Builds *out over the survivors keep (n2, old ranks in order) on c's windows. */
+static px_status shr_build(px_comm *c, const int *keep, int n2, px_comm **out)
+{
+    uint8_t *pairs = calloc((size_t)n2 * (size_t)n2, 1);
+    comm_link *links = calloc((size_t)n2, sizeof(*links));
+    int *member = calloc((size_t)n2, sizeof(*member)), me2 = -1;
+    px_comm *nc = calloc(1, sizeof(*nc));
+    px_status st = PX_OK;
+
+    if (pairs == NULL || links == NULL || member == NULL || nc == NULL)
+        st = px_set_error(PX_ENOMEM, "px_comm_shrink: domain \"%s\" rank %d: out of memory "
+                          "for a communicator of %d ranks", c->name, c->rank, n2);
+    for (int i = 0; st == PX_OK && i < n2; i++) {
+        links[i] = c->links[keep[i]];
+        member[i] = c->member[keep[i]];
+        if (keep[i] == c->rank)
+            me2 = i;
+    }
+    if (st == PX_OK) {
+        px_comm_spec s = {.name = c->name, .id = c->id, .rank = me2, .n = n2,
+                          .data_bytes = c->data_bytes, .nsig = c->nsig, .pairs = pairs,
+                          .links = links, .deaths = c->deaths, .rdeaths = c->rdeaths,
+                          .revoke = &c->agree->revoke[(c->kgen + 1) & 1],
+                          .revoke_also = &c->agree->orch, .member = member,
+                          .timeout_s = c->timeout_s, .spin_ns = c->spin_ns,
+                          .yield_ns = c->yield_ns, .oneshot_max = c->oneshot_max,
+                          .buffers = c->buffers, .nbuffers = c->nbuffers,
+                          .head_bytes = c->head_bytes, .head_at = !c->head_at,
+                          .agree = c->agree, .kgen = c->kgen + 1, .shrink_ops = c->shrink_ops,
+                          .shrink_arg = c->shrink_arg};
+
+        shr_pairs(c, keep, n2, me2, pairs);
+        st = comm_build(nc, &s);
+    }
+    if (st == PX_OK && c->shrink_ops != NULL &&
+        (st = c->shrink_ops->adopt(c->shrink_arg, c, nc)) != PX_OK)
+        comm_fini(nc);
+    free(pairs);
+    free(links);
+    free(member);
+    if (st != PX_OK) {
+        free(nc);
+        return st;
+    }
+    *out = nc;
+    return PX_OK;
+}
+
+/* Zeroes this rank's other head (the new communicator's) and writes what its owner word says
+ * for a reader of a dump. */
+static void shr_zero_head(px_comm *c, int n2)
+{
+    char *base = c->links[c->rank].window;
+    px_comm_area *a = (px_comm_area *)(base + (c->head_at ? 0 : comm_spare_head_off(
+                                                                    c->head_bytes,
+                                                                    c->data_bytes)));
+
+    memset(a, 0, c->head_bytes);
+    a->nsig = c->nsig;
+    a->n = (uint32_t)n2;
+}
+
+/* Checks what px_comm_shrink can do on c; PX_OK or the refusal (message set). */
+static px_status shr_check(const px_comm *c, px_comm **out)
+{
+    if (c == NULL || out == NULL)
+        return px_set_error(PX_EINVAL, "px_comm_shrink: the communicator and the output are "
+                            "required");
+    if (c->shrunk)
+        return px_set_error(PX_ESTATE, "px_comm_shrink: domain \"%s\" rank %d: this "
+                            "communicator was shrunk already; shrink the one that shrink "
+                            "returned", c->name, c->rank);
+    if (c->agree == NULL)
+        return px_set_error(PX_ENOTSUP, "px_comm_shrink: domain \"%s\" rank %d: this "
+                            "communicator has no agreement table (only a level-3 chip's "
+                            "domain has one); shrink from the orchestration instead",
+                            c->name, c->rank);
+    for (int q = 0; q < c->n; q++)
+        if (q != c->rank && (c->tl[q]->proxied || c->member[q] < 0))
+            return px_set_error(PX_ENOTSUP, "px_comm_shrink: domain \"%s\" rank %d: rank %d is "
+                                "reached through the MPI proxies (%s): a kernel-side shrink "
+                                "works inside one host for now (the agreement is one worker's "
+                                "board); return, end the run and allocate a domain of the "
+                                "survivors", c->name, c->rank, q, c->tl[q]->name);
+    return PX_OK;
+}
+
+/* Phase 1: proposes, waits for every proposal, agrees. *excl: the excluded ranks. */
+static px_status shr_propose(px_comm *c, uint32_t at, uint64_t deadline, uint64_t *excl)
+{
+    comm_agree_row *row = c->agree;
+    shr_wait w = {.c = c, .want = COMM_AGREE_TAG(c->kgen, at, COMM_AGREE_PROPOSED),
+                  .done = 1ull << c->rank, .progress = 1};
+    uint64_t u = 0, missing;
+    char who[512];
+    px_status st;
+
+    atomic_store_explicit(&row->rank[c->rank].mask[at & 1], shr_dead_now(c),
+                          memory_order_relaxed);
+    shr_publish(row, c->rank, w.want);
+    shr_hook(c, 1);
+    if ((st = shr_wait_run(&w, deadline, "the proposals")) != PX_OK)
+        return st;
+    for (int q = 0; q < c->n; q++)
+        if (w.done >> q & 1)
+            u |= atomic_load_explicit(&row->rank[q].mask[at & 1], memory_order_relaxed);
+    u &= shr_all(c->n) & ~(1ull << c->rank);
+    if ((missing = w.gone & ~u) != 0) {
+        shr_ranks_text(c, missing, who, sizeof(who));
+        return px_set_error(PX_EPEERDEAD, "px_comm_shrink: domain \"%s\" rank %d: %s died "
+                            "during the shrink, before it had proposed; every survivor fails "
+                            "this attempt alike: call px_comm_shrink again (the retry "
+                            "excludes it)", c->name, c->rank, who);
+    }
+    *excl = u;
+    return PX_OK;
+}
+
+/* Phase 2: drains, lets c go, zeroes the new head, says ready and waits for the survivors. */
+static px_status shr_ready_all(px_comm *c, uint32_t at, uint64_t excl, int n2, int lowest,
+                               uint64_t deadline)
+{
+    comm_agree_row *row = c->agree;
+    shr_wait w = {.c = c, .want = COMM_AGREE_TAG(c->kgen, at, COMM_AGREE_PROPOSED),
+                  .done = shr_all(c->n) & ~excl, .skip = excl, .progress = 1, .drain = 1};
+    char who[512];
+    px_status st;
+
+    if ((st = shr_wait_run(&w, deadline, "the survivors' last requests")) != PX_OK)
+        return st;
+    if (c->shrink_ops != NULL)
+        c->shrink_ops->retire(c->shrink_arg, c);
+    shr_zero_head(c, n2);
+    if (c->rank == lowest) {
+        atomic_store_explicit(&row->revoke[(c->kgen + 1) & 1], 0, memory_order_relaxed);
+        if (c->kgen < COMM_AGREE_GENS)
+            atomic_store_explicit(&row->kexcluded[c->kgen], excl, memory_order_relaxed);
+        atomic_store_explicit(&row->kgens, (uint32_t)c->kgen + 1, memory_order_relaxed);
+    }
+    shr_publish(row, c->rank, COMM_AGREE_TAG(c->kgen, at, COMM_AGREE_READY));
+    shr_hook(c, 2);
+    w = (shr_wait){.c = c, .want = COMM_AGREE_TAG(c->kgen, at, COMM_AGREE_READY),
+                   .done = 1ull << c->rank, .skip = excl};
+    if ((st = shr_wait_run(&w, deadline, "the survivors' readiness")) != PX_OK)
+        return st;
+    if (w.gone != 0) {
+        shr_ranks_text(c, w.gone, who, sizeof(who));
+        return px_set_error(PX_EPEERDEAD, "px_comm_shrink: domain \"%s\" rank %d: %s died "
+                            "during the shrink, before it was ready; every survivor fails "
+                            "this attempt alike: call px_comm_shrink again (the retry "
+                            "excludes it)", c->name, c->rank, who);
+    }
+    return PX_OK;
+}
+
+/* Logs the agreement once (by the lowest survivor): who was excluded and why, at warn. */
+static void shr_log(const px_comm *c, uint64_t excl, int n2)
+{
+    for (int q = 0; q < c->n; q++)
+        if (excl >> q & 1)
+            PX_LOG_WARN("comm[%s]: kernel-side shrink: rank %d (chip %d) excluded: %s",
+                        c->name, q, c->member[q], comm_peer_why(c, q));
+    PX_LOG_INFO("comm[%s]: kernel-side shrink: %d survivors agreed, kernel generation %d -> %d",
+                c->name, n2, c->kgen, c->kgen + 1);
+}
+
+px_status px_comm_shrink(px_comm *c, px_comm **out)
+{
+    int keep[PX_COMM_MAX_RANKS], n2 = 0;
+    uint64_t excl = 0, deadline;
+    uint32_t zero = 0, at;
+    px_status st = shr_check(c, out);
+
+    if (st != PX_OK)
+        return st;
+    deadline = px_now_ns() + (uint64_t)(c->timeout_s * 1e9);
+    at = c->shrink_attempts++;
+    /* the survivors' pending calls on c end, so that they come here too */
+    (void)atomic_compare_exchange_strong_explicit(c->revoke, &zero,
+                                                  COMM_REVOKED_RANK + (uint32_t)c->rank,
+                                                  memory_order_acq_rel, memory_order_acquire);
+    if ((st = shr_propose(c, at, deadline, &excl)) != PX_OK)
+        return st;
+    for (int q = 0; q < c->n; q++)
+        if (!(excl >> q & 1))
+            keep[n2++] = q;
+    if ((st = shr_ready_all(c, at, excl, n2, keep[0], deadline)) != PX_OK)
+        return st;
+    if ((st = shr_build(c, keep, n2, out)) != PX_OK)
+        return st;
+    c->shrunk = 1;
+    if (c->rank == keep[0])
+        shr_log(c, excl, n2);
+    return PX_OK;
+}
