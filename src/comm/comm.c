@@ -20,6 +20,7 @@
 #include "dfx/records.h"
 #include "runtime/runtime.h"
 #include "comm/select.h"
+#include "hier/ext.h"
 #include "util/clock.h"
 #include "util/util.h"
 #include "util/wait.h"
@@ -379,7 +380,7 @@ static int comm_peer_is_dead(const px_comm *c, int q)
     if (b <= -2) { /* another host's chip: what its proxy told ours */
         int h = (-2 - b) >> 16, chip = (-2 - b) & 0xFFFF;
 
-        return c->rdeaths != NULL && h < COMM_RDEATH_HOSTS && chip < 64 &&
+        return c->rdeaths != NULL && h < COMM_RDEATH_HOSTS && chip < HIER_DEATHS_MAX &&
                (atomic_load_explicit(&c->rdeaths->mask[h], memory_order_acquire) >> chip & 1);
     }
     return c->deaths != NULL && b >= 0 && b < HIER_DEATHS_MAX &&

@@ -121,7 +121,7 @@ typedef struct comm_map_reply {
 enum { COMM_KIND_CREATE, COMM_KIND_MAP, COMM_KIND_READY, COMM_KIND_FREE, COMM_KIND_FORGET,
        COMM_NKINDS };
 
-/* Descriptor tags: a kind in the top byte (0xC0 .. 0xC2), the domain's id (24 bits), then
+/* Descriptor tags: a kind in the top byte (0xC0 .. 0xC3), the domain's id (24 bits), then
  * ranks (16 bits each), so every descriptor of domain id, and no other, matches
  * comm_tag_domain(id) in the bits of COMM_TAG_DOMAIN. */
 #define COMM_TAG_DOMAIN 0xFCFFFFFF00000000ull /* the kinds' common bits and the domain's id */
@@ -135,6 +135,13 @@ static inline uint64_t comm_tag_domain(uint32_t id)
 static inline uint64_t comm_pair_tag(uint32_t id, int a, int b)
 {
     return (0xC1ull << 56) | comm_tag_domain(id) | ((uint64_t)a << 16) | (uint64_t)b;
+}
+
+/* The tag under which the memory of rank `rank` of domain id travels for a per_rank transport
+ * (mpi: the rank's one ring to the proxy). */
+static inline uint64_t comm_ring_tag(uint32_t id, int rank)
+{
+    return (0xC3ull << 56) | comm_tag_domain(id) | (uint64_t)rank;
 }
 
 /* The tag under which rank `rank`'s window descriptor of domain id travels. */
