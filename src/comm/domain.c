@@ -885,7 +885,7 @@ static uint64_t comm_host_backable(uint64_t *avail, uint64_t *swap)
 
 /*
  * Refuses a domain whose memory on this host (every rank's window, head and slots included,
- * plus the staging memory of its staged pairs: all its members are chips of this host) is
+ * plus the staging memory of its staged pairs and one mpi ring per member with mpi peers) is
  * more than PLEXUS_COMM_MEM_MAX, or, with that 0 (the default), more than the host can back
  * now (MemAvailable + SwapFree): windows are backed on first touch, and a window the host
  * cannot back would fail there (SIGBUS in a chip), not here.
@@ -894,19 +894,35 @@ static px_status comm_check_memory(px_worker *w, const px_domain *d)
 {
     uint64_t win = px_comm_window_bytes(d->msg.n, d->msg.nsig, d->msg.data_bytes), need;
     uint64_t avail, swap, limit = w->cfg.comm_mem_max, stage = 0;
-    int pairs = 0;
+    int pairs = 0, n = d->msg.n;
+    unsigned char *ringed = calloc((size_t)n, 1); /* rank: its per_rank memory counted */
 
-    for (int a = 0; a < d->msg.n; a++) {
-        for (int b = a + 1; b < d->msg.n; b++) {
-            const px_comm_tl *t = comm_tl_of(d->tl[a * d->msg.n + b]);
-            size_t bytes = t->prepare != NULL ? t->prepare(d->msg.n) : 0;
+    if (ringed == NULL)
+        return px_set_error(PX_ENOMEM, "px_domain_alloc: out of host memory");
+    for (int a = 0; a < n; a++) {
+        for (int b = a + 1; b < n; b++) {
+            const px_comm_tl *t = comm_tl_of(d->tl[a * n + b]);
+            size_t bytes = t->prepare != NULL ? t->prepare(n) : 0;
 
             if (d->mpos[a] < 0 && d->mpos[b] < 0)
                 continue; /* another host's pair */
             pairs += bytes > 0;
-            stage += bytes;
+            if (!t->per_rank) {
+                stage += bytes;
+                continue;
+            }
+            /* mpi: one ring per member of this host, whatever its peers */
+            for (int k = 0; k < 2; k++) {
+                int r = k == 0 ? a : b;
+
+                if (d->mpos[r] >= 0 && !ringed[r]) {
+                    ringed[r] = 1;
+                    stage += bytes;
+                }
+            }
         }
     }
+    free(ringed);
     /* this host's part: its members' windows and its pairs' memory */
     if (__builtin_mul_overflow(win, (uint64_t)d->nmem, &need) ||
         __builtin_add_overflow(need, stage, &need))

@@ -48,36 +48,62 @@ static const px_caps *comm_pair_caps(const comm_worker *cw, const px_domain *d, 
     return &comm_proxy_host(cw->proxy, d->hosts[a])->caps;
 }
 
+/*
+ * A pair of ranks on two hosts is chosen by its hosts alone (the rule's facts for it are this
+ * host's and the site's; no transport of two hosts asks the chips), so the rule runs once per
+ * pair of hosts and each of its pairs takes the same choice: a domain of 16 hosts x 64 chips
+ * has 523,776 pairs, of which 491,520 cross hosts, and 120 pairs of hosts.
+ */
+typedef struct comm_host_choice {
+    int tl;        /* 0: not chosen yet */
+    int why;       /* its reason's index (comm_pair_set keeps it: the last one set) */
+} comm_host_choice;
+
 px_status comm_select(px_worker *w, px_domain *d)
 {
-    int n = d->msg.n, forced = w->cfg.comm_transport;
+    int n = d->msg.n, forced = w->cfg.comm_transport, nh = 0;
     char err[640];
     comm_choice ch;
     comm_site site;
+    comm_host_choice *hc = NULL;
+    px_status st = PX_OK;
 
-    px_status st;
-
-    if ((d->why_of = calloc((size_t)n * (size_t)n, sizeof(*d->why_of))) == NULL)
+    for (int r = 0; d->hosts != NULL && r < n; r++)
+        nh = PX_MAX(nh, d->hosts[r] + 1);
+    if ((d->why_of = calloc((size_t)n * (size_t)n, sizeof(*d->why_of))) == NULL ||
+        (nh > 1 && (hc = calloc((size_t)nh * (size_t)nh, sizeof(*hc))) == NULL)) {
+        free(hc);
         return px_set_error(PX_ENOMEM, "px_domain_alloc: out of host memory");
-    for (int a = 0; a < n; a++) {
+    }
+    for (int a = 0; a < n && st == PX_OK; a++) {
         /* its own window: by load and store */
         if ((st = comm_pair_set(d, a, a, PX_COMM_TL_DIRECT, "own window")) != PX_OK)
-            return st;
-        for (int b = a + 1; b < n; b++) {
+            break;
+        for (int b = a + 1; b < n && st == PX_OK; b++) {
+            comm_host_choice *h = hc != NULL && d->hosts[a] != d->hosts[b]
+                                      ? &hc[d->hosts[a] * nh + d->hosts[b]] : NULL;
+
+            if (h != NULL && h->tl != 0) { /* this pair of hosts was chosen already */
+                d->tl[a * n + b] = d->tl[b * n + a] = (uint8_t)h->tl;
+                d->why_of[a * n + b] = d->why_of[b * n + a] = (uint16_t)h->why;
+                continue;
+            }
             comm_site_of(d->cw, d, a, b, &site);
             comm_choose_at(comm_pair_caps(d->cw, d, a, b), &site, forced, d->need_peer_ptr,
                            d->chips[a], d->chips[b], &ch);
             if (ch.tl == PX_COMM_TL_NONE)
-                return px_set_error(PX_ENOTSUP, "domain \"%s\": rank %d (chip %d) -> rank %d "
-                                    "(chip %d): no transport: %s", d->msg.name, a, d->chips[a],
-                                    b, d->chips[b],
-                                    comm_choice_error(&ch, forced, d->need_peer_ptr, err,
-                                                      sizeof(err)));
-            if ((st = comm_pair_set(d, a, b, ch.tl, comm_choice_reason(&ch))) != PX_OK)
-                return st;
+                st = px_set_error(PX_ENOTSUP, "domain \"%s\": rank %d (chip %d) -> rank %d "
+                                  "(chip %d): no transport: %s", d->msg.name, a, d->chips[a],
+                                  b, d->chips[b],
+                                  comm_choice_error(&ch, forced, d->need_peer_ptr, err,
+                                                    sizeof(err)));
+            else if ((st = comm_pair_set(d, a, b, ch.tl, comm_choice_reason(&ch))) == PX_OK &&
+                     h != NULL)
+                *h = (comm_host_choice){.tl = ch.tl, .why = d->why_of[a * n + b]};
         }
     }
-    return PX_OK;
+    free(hc);
+    return st;
 }
 
 /* ---- set-up: the description, descriptors in batches, the fallback ---- */
