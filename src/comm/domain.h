@@ -13,7 +13,8 @@
  *   comm.create  every member first receives, in one batch of descriptors
  *                (hier_fd_send_lists_call), the description and the shared memory of each of
  *                its pairs whose transport asks for some (prepare), under comm_desc_tag and
- *                comm_pair_tag; then it maps the description, makes its window (head + data),
+ *                comm_pair_tag (a per_rank transport's, mpi's ring: one per member, under
+ *                comm_ring_tag); then it maps the description, makes its window (head + data),
  *                maps it and offers its descriptor under comm_fd_tag(id, rank); the parent
  *                fetches them all at once (hier_fd_fetch_each);
  *   comm.map     every member first receives, in one batch, the windows of its peers whose
