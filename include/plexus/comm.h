@@ -48,7 +48,11 @@
 extern "C" {
 #endif
 
-#define PX_COMM_MAX_RANKS 64
+/* Ranks of a domain at most. A domain of more is refused (px_domain_alloc: PX_EINVAL saying
+ * so). Per-rank state is sized by the domain's own n; what stays n x n is one byte and one
+ * reason index per pair (the pair table). A host (worker) has at most 64 chips, so a domain
+ * of 1024 ranks spans 16 hosts or more (px_chip_global). */
+#define PX_COMM_MAX_RANKS 1024
 
 typedef struct px_comm px_comm;
 

@@ -40,6 +40,9 @@ typedef struct comm_chip_dom {
     void **win;                  /* n: mapped windows (own and peers'), NULL where none */
     void **shared;               /* n: the shared memory of each pair, NULL where none */
     size_t *shared_len;          /* n: its bytes */
+    void *ring;                  /* a per_rank transport's memory of this rank (mpi: its one
+                                  * ring to the proxy, every mpi peer's link), or NULL */
+    size_t ring_len;
     int built;                   /* comm is built (and on the progress thread if it needs) */
     px_comm comm;
     px_comm **gens;              /* the communicators kernel-side shrinks made from it (and
@@ -108,6 +111,9 @@ static void comm_chip_drop(comm_chip_dom *d)
         if (d->shared != NULL && d->shared[q] != NULL)
             (void)px_plat_shm_free(dev, d->shared[q], d->shared_len[q]);
     }
+    if (d->ring != NULL)
+        (void)px_plat_shm_free(dev, d->ring, d->ring_len);
+    d->ring = NULL;
     if (d->desc != NULL)
         (void)px_plat_shm_free(dev, d->desc, d->desc_len);
     free(d->win);
@@ -294,6 +300,28 @@ static px_status comm_chip_map_shared(hier_chip *chip, comm_chip_dom *d,
     return PX_OK;
 }
 
+/* Takes and maps this rank's memory of per_rank transport t (the set-up sends it once, under
+ * comm_ring_tag) and formats it: it is this rank's alone. */
+static px_status comm_chip_map_ring(hier_chip *chip, comm_chip_dom *d,
+                                    const comm_create_msg *m, const px_comm_tl *t, size_t bytes,
+                                    const char *what)
+{
+    int fd;
+    px_status st = hier_chip_fd_take(chip, comm_ring_tag(m->id, d->rank), &fd);
+
+    if (st != PX_OK)
+        return st;
+    st = px_plat_shm_import(comm_chip_dev(), fd, bytes, &d->ring);
+    close(fd);
+    if (st != PX_OK)
+        return px_set_error(st, "%s: its %s ring (%zu bytes): %s", what, t->name, bytes,
+                            px_last_error());
+    d->ring_len = bytes;
+    if (t->format != NULL)
+        t->format(d->ring, bytes, m->n);
+    return PX_OK;
+}
+
 /* comm.map: map what every pair needs (a peer's window, a pair's shared memory); mark in the
  * description which window mappings failed and answer why. Idempotent: the parent sends it
  * again after moving failed pairs to the fallback. */
@@ -338,7 +366,9 @@ static px_status comm_chip_map_all(hier_chip *chip, void *arg, const void *paylo
             d->win[q] = NULL;
         }
         bytes = t->prepare != NULL ? t->prepare(m->n) : 0;
-        if (bytes > 0 && d->shared[q] == NULL)
+        if (bytes > 0 && t->per_rank && d->ring == NULL)
+            st = comm_chip_map_ring(chip, d, m, t, bytes, what);
+        else if (bytes > 0 && !t->per_rank && d->shared[q] == NULL)
             st = comm_chip_map_shared(chip, d, m, q, t, bytes, what);
         if (st == PX_OK && t->maps_window && d->win[q] == NULL &&
             !comm_chip_map_window(chip, d, m, q, why, sizeof(why), &st) && st == PX_OK) {
@@ -447,13 +477,15 @@ static px_status comm_chip_ready(hier_chip *chip, void *arg, const void *payload
     if ((links = calloc((size_t)m->n, sizeof(*links))) == NULL)
         st = px_set_error(PX_ENOMEM, "%s: comm.ready: out of memory for the links", what);
     for (int q = 0; st == PX_OK && q < m->n; q++) {
+        const px_comm_tl *t = comm_tl_of(comm_desc_pairs(d->desc)[d->rank * m->n + q]);
+
         links[q].window = d->win[q];
-        links[q].shared = d->shared[q];
-        links[q].shared_bytes = d->shared_len[q];
+        links[q].shared = t != NULL && t->per_rank && q != d->rank ? d->ring : d->shared[q];
+        links[q].shared_bytes = t != NULL && t->per_rank && q != d->rank ? d->ring_len
+                                                                         : d->shared_len[q];
         /* a proxied pair's requests go to the worker's MPI proxy, not to the peer */
-        links[q].bell = comm_tl_of(comm_desc_pairs(d->desc)[d->rank * m->n + q])->proxied
-                            ? &(*g_bells)[COMM_BELL_PROXY]
-                            : &(*g_bells)[comm_desc_chips(d->desc)[q]];
+        links[q].bell = t != NULL && t->proxied ? &(*g_bells)[COMM_BELL_PROXY]
+                                                : &(*g_bells)[comm_desc_chips(d->desc)[q]];
     }
     if (st == PX_OK) {
         /* the pair table as every member got it: the transports, and the collectives'

@@ -20,6 +20,7 @@
 #include "dfx/records.h"
 #include "runtime/runtime.h"
 #include "comm/select.h"
+#include "hier/ext.h"
 #include "util/clock.h"
 #include "util/util.h"
 #include "util/wait.h"
@@ -401,7 +402,7 @@ static int comm_peer_is_dead(const px_comm *c, int q)
     if (b <= -2) { /* another host's chip: what its proxy told ours */
         int h = (-2 - b) >> 16, chip = (-2 - b) & 0xFFFF;
 
-        return c->rdeaths != NULL && h < COMM_RDEATH_HOSTS && chip < 64 &&
+        return c->rdeaths != NULL && h < COMM_RDEATH_HOSTS && chip < HIER_DEATHS_MAX &&
                (atomic_load_explicit(&c->rdeaths->mask[h], memory_order_acquire) >> chip & 1);
     }
     return c->deaths != NULL && b >= 0 && b < HIER_DEATHS_MAX &&
@@ -986,9 +987,13 @@ static int comm_bar_ready(void *arg)
     return (v & COMM_BAR_FAILED) != 0 || (uint32_t)((uint32_t)v - w->e) <= 1;
 }
 
+/* A barrier of more ranks than this is a dissemination barrier (comm_barrier_flush). */
+#define COMM_BAR_FLAT_MAX 64
+
 /* Waits for rank q's barrier e and checks what it carries. */
 static px_status comm_bar_wait_peer(px_comm *c, int q, uint64_t e)
 {
+    int dissem = c->n > COMM_BAR_FLAT_MAX;
     px_comm_area *a = c->area[c->rank];
     comm_bar_wait w = {comm_slot(a, c->n, (uint32_t)q), (uint32_t)e};
     uint64_t t0 = px_now_ns(), v;
@@ -1003,17 +1008,21 @@ static px_status comm_bar_wait_peer(px_comm *c, int q, uint64_t e)
         comm_peer_text(c, q, who, sizeof(who));
         /* the ranks that kept this barrier waiting are silent: the parent kills their chips,
          * so the rest of the group, the drain and the shutdown do not wait for them again */
-        for (int r = 0; r < c->n; r++)
+        /* (a dissemination barrier waits on a few partners only, each of which may itself
+         * wait on another: nobody can be told silent from here, so nobody is blamed) */
+        for (int r = 0; !dissem && r < c->n; r++)
             if (comm_peer_behind(c, r))
                 blamed |= comm_blame(c, r);
         return px_set_error(PX_ETIMEDOUT, "domain \"%s\" rank %d: waited %.3g s in %s (call "
                             "%llu) at barrier %llu for %s, which has not reached it (its last "
-                            "barrier is %llu%s). A rank that skipped the call, or is still "
+                            "barrier is %llu%s%s). A rank that skipped the call, or is still "
                             "busy: raise the deadline (PLEXUS_COMM_TIMEOUT_S, now %g s) only "
                             "if it is slow", c->name, c->rank,
                             (double)(px_now_ns() - t0) / 1e9, comm_coll_names[c->coll_kind],
                             (unsigned long long)(c->coll_seq - 1), (unsigned long long)e, who,
                             (unsigned long long)(uint32_t)v, comm_blamed_text(blamed),
+                            dissem ? "; a barrier of more than 64 ranks waits on log2(n) "
+                            "partners, so that rank may itself wait on another" : "",
                             c->timeout_s);
     }
     if (st != PX_OK)
@@ -1066,6 +1075,25 @@ px_status comm_barrier_flush(px_comm *c, int flush)
     if (flush && (st = comm_flush_all(c)) != PX_OK)
         return st;
     e = ++c->epoch;
+    if (c->n > COMM_BAR_FLAT_MAX) {
+        /* Dissemination: in round k (distance d = 2^k) signal rank + d and wait for rank - d,
+         * ceil(log2 n) rounds, so n log n signals in all, not n(n - 1) (at 1024 ranks over 16
+         * hosts, 10 per rank in place of 1023, 960 of them through the MPI proxies). Each
+         * source reaches a target in one round only (the distances differ modulo n), so its
+         * slot there says the round as it says the barrier; the puts before it were flushed
+         * first, and a rank leaves only once every rank has, through the rounds, entered. */
+        for (int d = 1; d < c->n; d *= 2) {
+            int to = (c->rank + d) % c->n, from = (c->rank + c->n - d) % c->n;
+
+            if ((st = c->tl[to]->signal(c, to, (uint32_t)c->rank, PX_SIG_SET,
+                                        (uint64_t)c->coll_sig << 32 | (uint32_t)e)) != PX_OK)
+                return st;
+            if ((st = comm_bar_wait_peer(c, from, e)) != PX_OK)
+                return st;
+        }
+        c->epoch_done = e;
+        return PX_OK;
+    }
     for (int i = 1; i < c->n; i++) {
         int q = (c->rank + i) % c->n; /* not everybody at rank 0 first */
 

@@ -375,7 +375,7 @@ static inline int comm_pair_apart(const comm_pair_facts *f, char *why, size_t n)
  */
 typedef struct comm_link {
     void *window;         /* the peer's window (head + data + slots), or NULL */
-    void *shared;         /* the pair's shared memory, or NULL */
+    void *shared;         /* the pair's shared memory (per_rank: the rank's own), or NULL */
     size_t shared_bytes;
     comm_bell *bell;      /* the peer's doorbell, or NULL */
 } comm_link;
@@ -392,6 +392,10 @@ typedef struct comm_link {
  *                pair's shared memory and its members' windows too, the requester's link
  *                rings the proxy's doorbell, and on two hosts each worker makes its own copy
  *                of the pair's memory for its member
+ *   per_rank     prepare's memory is one per rank, shared by all its peers on the transport
+ *                (mpi: the rank's one ring to the proxy), not one per pair: the set-up makes
+ *                it once per member (comm_ring_tag), the member formats it, and the link of
+ *                every such peer carries it
  * Selection and set-up:
  *   accept       whether the transport may carry a pair under the facts, and why (the words
  *                of logs, errors, doctor and dfx.json); it decides nothing else (select.c
@@ -423,6 +427,7 @@ typedef struct px_comm_tl {
     int in_place;
     int maps_window;
     int proxied;
+    int per_rank;
     int (*accept)(const comm_pair_facts *f, char *why, size_t n);
     size_t (*prepare)(int n);
     void (*format)(void *shared, size_t bytes, int n);

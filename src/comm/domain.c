@@ -346,7 +346,6 @@ static px_status comm_check_name(const char *name, const char *what)
     return PX_OK;
 }
 
-/* Checks the members: chips of the worker, each once, 1..64 of them. */
 /*
  * The members of a spec naming global chips (px_chip_global): every one so, on a host of the
  * job, each once, every host with one at least (each host's part of the set-up and of every
@@ -355,7 +354,9 @@ static px_status comm_check_name(const char *name, const char *what)
 static px_status comm_check_global(comm_worker *cw, const px_domain_spec *s, int *job)
 {
     const comm_proxy *p = cw->proxy;
-    int hosts = p != NULL ? comm_proxy_size(p) : 1, have[PX_COMM_MAX_RANKS] = {0}, with = 0;
+    int hosts = p != NULL ? comm_proxy_size(p) : 1, with = 0;
+    unsigned char *have;
+    px_status st = PX_OK;
 
     *job = 1;
     if (p == NULL)
@@ -364,24 +365,47 @@ static px_status comm_check_global(comm_worker *cw, const px_domain_spec *s, int
                             "under MPI (%s); name this worker's chips 0..%d, or run under "
                             "mpirun", s->name, (unsigned)s->chips[0], cw->mpi_why,
                             hier_nchips(cw->w) - 1);
-    for (int r = 0; r < s->nchips; r++) {
+    if ((have = calloc((size_t)hosts, 1)) == NULL)
+        return px_set_error(PX_ENOMEM, "px_domain_alloc: out of host memory");
+    for (int r = 0; r < s->nchips && st == PX_OK; r++) {
         int g = s->chips[r], h = (g & ~PX_CHIP_GLOBAL_BIT) >> 16, c = g & 0xFFFF;
 
         if (g < 0 || !(g & PX_CHIP_GLOBAL_BIT))
-            return px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": chips[%d] = %d is "
-                                "a chip of this worker while chips[0] names a host's chip "
-                                "(px_chip_global): name every member one way", s->name, r, g);
-        if (h >= hosts || c >= comm_proxy_host(p, h)->chips)
-            return px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": chips[%d] names chip "
-                                "%d of host %d; the job has %d hosts%s", s->name, r, c, h, hosts,
-                                h < hosts ? ", and that one fewer chips" : "");
-        for (int q = 0; q < r; q++)
-            if (s->chips[q] == g)
-                return px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": chip %d of "
-                                    "host %d appears twice in chips", s->name, c, h);
-        if (h < PX_COMM_MAX_RANKS && !have[h]++)
+            st = px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": chips[%d] = %d is "
+                              "a chip of this worker while chips[0] names a host's chip "
+                              "(px_chip_global): name every member one way", s->name, r, g);
+        else if (h >= hosts || c >= comm_proxy_host(p, h)->chips)
+            st = px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": chips[%d] names chip "
+                              "%d of host %d; the job has %d hosts%s", s->name, r, c, h, hosts,
+                              h < hosts ? ", and that one fewer chips" : "");
+        else if (!have[h]++)
             with++;
     }
+    /* each chip once: a host's chips are < 64 (a worker's), so a mask per host (linear in n,
+     * not the n^2 of comparing every pair at 1024 ranks) */
+    if (st == PX_OK) {
+        uint64_t *seen = calloc((size_t)hosts, sizeof(uint64_t));
+
+        if (seen == NULL)
+            st = px_set_error(PX_ENOMEM, "px_domain_alloc: out of host memory");
+        for (int r = 0; st == PX_OK && r < s->nchips; r++) {
+            int h = (s->chips[r] & ~PX_CHIP_GLOBAL_BIT) >> 16, c = s->chips[r] & 0xFFFF;
+
+            if (c >= 64 || (seen[h] >> c & 1))
+                st = c >= 64 ? px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": chip "
+                                            "%d of host %d: a host has at most 64 chips",
+                                            s->name, c, h)
+                             : px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": chip "
+                                            "%d of host %d appears twice in chips", s->name, c,
+                                            h);
+            else
+                seen[h] |= 1ull << c;
+        }
+        free(seen);
+    }
+    free(have);
+    if (st != PX_OK)
+        return st;
     if (with < hosts)
         return px_set_error(PX_ENOTSUP, "px_domain_alloc: domain \"%s\": its members are chips "
                             "of %d of the job's %d hosts; a domain spanning hosts has members "
@@ -390,6 +414,8 @@ static px_status comm_check_global(comm_worker *cw, const px_domain_spec *s, int
     return PX_OK;
 }
 
+/* Checks the members: chips of the worker (at most 64, a worker's), each once; or global
+ * chips (comm_check_global); 1..PX_COMM_MAX_RANKS of them. */
 static px_status comm_check_members(comm_worker *cw, const px_domain_spec *s, int *job)
 {
     px_worker *w = cw->w;
@@ -466,15 +492,49 @@ static px_status comm_layout(const px_domain_spec *s, comm_create_msg *m)
 
 /* ---- allocation ---- */
 
-/* Sets the transport of ranks a and b (both directions) and why. */
-void comm_pair_set(px_domain *d, int a, int b, int tl, const char *why)
+/* The index of reason why in d's table, added when new (-1: out of memory or full). Reasons
+ * repeat over runs of pairs (every pair of two hosts has one), so the last is tried first. */
+static int comm_why_index(px_domain *d, const char *why)
 {
-    int n = d->msg.n;
+    if (d->nwhy > 0 && strncmp(d->whys[d->last_why], why, COMM_WHY_MAX - 1) == 0)
+        return d->last_why;
+    for (int i = 0; i < d->nwhy; i++)
+        if (strncmp(d->whys[i], why, COMM_WHY_MAX - 1) == 0)
+            return d->last_why = i;
+    if (d->nwhy == UINT16_MAX + 1)
+        return -1;
+    if (d->nwhy == d->cwhy) {
+        int c = d->cwhy ? 2 * d->cwhy : 16;
+        char (*t)[COMM_WHY_MAX] = realloc(d->whys, (size_t)c * sizeof(*t));
 
-    d->tl[a * d->msg.n + b] = d->tl[b * d->msg.n + a] = (uint8_t)tl;
+        if (t == NULL)
+            return -1;
+        d->whys = t;
+        d->cwhy = c;
+    }
     /* the precision bounds the copy (a reason is cut at COMM_WHY_MAX - 1 bytes) */
-    snprintf(d->why[a * n + b], COMM_WHY_MAX, "%.*s", COMM_WHY_MAX - 1, why);
-    snprintf(d->why[b * n + a], COMM_WHY_MAX, "%.*s", COMM_WHY_MAX - 1, why);
+    snprintf(d->whys[d->nwhy], COMM_WHY_MAX, "%.*s", COMM_WHY_MAX - 1, why);
+    return d->last_why = d->nwhy++;
+}
+
+/* Sets the transport of ranks a and b (both directions) and why. */
+px_status comm_pair_set(px_domain *d, int a, int b, int tl, const char *why)
+{
+    int n = d->msg.n, i = comm_why_index(d, why);
+
+    if (i < 0)
+        return px_set_error(PX_ENOMEM, "px_domain_alloc: out of host memory for the pairs' "
+                            "reasons (%d distinct ones)", d->nwhy);
+    d->tl[a * n + b] = d->tl[b * n + a] = (uint8_t)tl;
+    d->why_of[a * n + b] = d->why_of[b * n + a] = (uint16_t)i;
+    return PX_OK;
+}
+
+const char *comm_pair_why(const px_domain *d, int a, int b)
+{
+    if (d->why_of == NULL || d->whys == NULL)
+        return "";
+    return d->whys[d->why_of[a * d->msg.n + b]];
 }
 
 /* Asks every member to forget d (comm.free, ordered); with chips_alive 0 (destroy, or the
@@ -834,7 +894,7 @@ static uint64_t comm_host_backable(uint64_t *avail, uint64_t *swap)
 
 /*
  * Refuses a domain whose memory on this host (every rank's window, head and slots included,
- * plus the staging memory of its staged pairs: all its members are chips of this host) is
+ * plus the staging memory of its staged pairs and one mpi ring per member with mpi peers) is
  * more than PLEXUS_COMM_MEM_MAX, or, with that 0 (the default), more than the host can back
  * now (MemAvailable + SwapFree): windows are backed on first touch, and a window the host
  * cannot back would fail there (SIGBUS in a chip), not here.
@@ -843,19 +903,35 @@ static px_status comm_check_memory(px_worker *w, const px_domain *d)
 {
     uint64_t win = px_comm_window_bytes(d->msg.n, d->msg.nsig, d->msg.data_bytes), need;
     uint64_t avail, swap, limit = w->cfg.comm_mem_max, stage = 0;
-    int pairs = 0;
+    int pairs = 0, n = d->msg.n;
+    unsigned char *ringed = calloc((size_t)n, 1); /* rank: its per_rank memory counted */
 
-    for (int a = 0; a < d->msg.n; a++) {
-        for (int b = a + 1; b < d->msg.n; b++) {
-            const px_comm_tl *t = comm_tl_of(d->tl[a * d->msg.n + b]);
-            size_t bytes = t->prepare != NULL ? t->prepare(d->msg.n) : 0;
+    if (ringed == NULL)
+        return px_set_error(PX_ENOMEM, "px_domain_alloc: out of host memory");
+    for (int a = 0; a < n; a++) {
+        for (int b = a + 1; b < n; b++) {
+            const px_comm_tl *t = comm_tl_of(d->tl[a * n + b]);
+            size_t bytes = t->prepare != NULL ? t->prepare(n) : 0;
 
             if (d->mpos[a] < 0 && d->mpos[b] < 0)
                 continue; /* another host's pair */
             pairs += bytes > 0;
-            stage += bytes;
+            if (!t->per_rank) {
+                stage += bytes;
+                continue;
+            }
+            /* mpi: one ring per member of this host, whatever its peers */
+            for (int k = 0; k < 2; k++) {
+                int r = k == 0 ? a : b;
+
+                if (d->mpos[r] >= 0 && !ringed[r]) {
+                    ringed[r] = 1;
+                    stage += bytes;
+                }
+            }
         }
     }
+    free(ringed);
     /* this host's part: its members' windows and its pairs' memory */
     if (__builtin_mul_overflow(win, (uint64_t)d->nmem, &need) ||
         __builtin_add_overflow(need, stage, &need))
@@ -886,29 +962,61 @@ static px_status comm_check_memory(px_worker *w, const px_domain *d)
                         (unsigned long long)avail, (unsigned long long)swap);
 }
 
-/* Logs the domain, then each pair's choice once, in the shape every run-time choice has. */
+/* Logs the domain, then each pair's choice once, in the shape every run-time choice has; past
+ * COMM_LOG_PAIRS ranks each distinct choice once, with its count of pairs (a domain of 1024
+ * ranks has half a million pairs). */
+#define COMM_LOG_PAIRS 64
 static void comm_log_choice(const px_domain *d)
 {
-    char chips[PX_COMM_MAX_RANKS * 12] = "";
-    size_t len = 0;
+    int n = d->msg.n, *first = NULL;
+    size_t cap = (size_t)n * 12 + 1, len = 0;
+    long long *count = NULL;
+    char *chips;
 
-    for (int r = 0; r < d->msg.n && len < sizeof(chips); r++)
+    if (px_log_level_g < PX_LOG_INFO || (chips = malloc(cap)) == NULL)
+        return;
+    chips[0] = '\0';
+    for (int r = 0; r < n && len < cap; r++)
         len += d->hosts != NULL
-                   ? (size_t)snprintf(chips + len, sizeof(chips) - len, "%s%d:%d", r ? "," : "",
+                   ? (size_t)snprintf(chips + len, cap - len, "%s%d:%d", r ? "," : "",
                                       d->hosts[r], d->chips[r])
-                   : (size_t)snprintf(chips + len, sizeof(chips) - len, "%s%d", r ? "," : "",
+                   : (size_t)snprintf(chips + len, cap - len, "%s%d", r ? "," : "",
                                       d->chips[r]);
     PX_LOG_INFO("comm[%s]: %d ranks (chips %s), window %llu bytes, %u signals", d->msg.name,
-                d->msg.n, chips, (unsigned long long)d->msg.data_bytes, d->msg.nsig);
-    for (int a = 0; a < d->msg.n; a++)
-        for (int b = a + 1; b < d->msg.n; b++)
-            PX_LOG_INFO("comm[%s]: rank %d -> rank %d via %s (%s)", d->msg.name, a, b,
-                        comm_tl_name(d->tl[a * d->msg.n + b]), d->why[a * d->msg.n + b]);
+                n, chips, (unsigned long long)d->msg.data_bytes, d->msg.nsig);
+    free(chips);
+    if (n <= COMM_LOG_PAIRS) {
+        for (int a = 0; a < n; a++)
+            for (int b = a + 1; b < n; b++)
+                PX_LOG_INFO("comm[%s]: rank %d -> rank %d via %s (%s)", d->msg.name, a, b,
+                            comm_tl_name(d->tl[a * n + b]), comm_pair_why(d, a, b));
+        return;
+    }
+    if ((count = calloc((size_t)d->nwhy, sizeof(*count))) == NULL ||
+        (first = calloc((size_t)d->nwhy, sizeof(*first))) == NULL) {
+        free(count);
+        return;
+    }
+    for (int a = 0; a < n; a++)
+        for (int b = a + 1; b < n; b++) {
+            int w = d->why_of[a * n + b];
+
+            if (count[w]++ == 0)
+                first[w] = a * n + b;
+        }
+    for (int w = 0; w < d->nwhy; w++)
+        if (count[w] > 0)
+            PX_LOG_INFO("comm[%s]: %lld pairs via %s (%s), the first rank %d -> rank %d",
+                        d->msg.name, count[w], comm_tl_name(d->tl[first[w]]), d->whys[w],
+                        first[w] / n, first[w] % n);
+    free(count);
+    free(first);
 }
 
 static void comm_domain_tables_free(px_domain *d)
 {
-    free(d->why);
+    free(d->why_of);
+    free(d->whys);
     free(d->chips);
     free(d->tl);
     free(d->hosts);
@@ -1381,9 +1489,9 @@ const char *px_domain_transport(const px_domain *d, int a, int b)
 const char *px_domain_transport_reason(const px_domain *d, int a, int b)
 {
     if (!comm_handle_known(d) || a < 0 || b < 0 || a >= d->msg.n || b >= d->msg.n ||
-        d->why == NULL)
+        d->why_of == NULL)
         return NULL;
-    return d->why[a * d->msg.n + b];
+    return comm_pair_why(d, a, b);
 }
 
 px_status px_args_domain(px_task_args *a, const px_domain *d)

@@ -13,7 +13,8 @@
  *   comm.create  every member first receives, in one batch of descriptors
  *                (hier_fd_send_lists_call), the description and the shared memory of each of
  *                its pairs whose transport asks for some (prepare), under comm_desc_tag and
- *                comm_pair_tag; then it maps the description, makes its window (head + data),
+ *                comm_pair_tag (a per_rank transport's, mpi's ring: one per member, under
+ *                comm_ring_tag); then it maps the description, makes its window (head + data),
  *                maps it and offers its descriptor under comm_fd_tag(id, rank); the parent
  *                fetches them all at once (hier_fd_fetch_each);
  *   comm.map     every member first receives, in one batch, the windows of its peers whose
@@ -121,7 +122,7 @@ typedef struct comm_map_reply {
 enum { COMM_KIND_CREATE, COMM_KIND_MAP, COMM_KIND_READY, COMM_KIND_FREE, COMM_KIND_FORGET,
        COMM_NKINDS };
 
-/* Descriptor tags: a kind in the top byte (0xC0 .. 0xC2), the domain's id (24 bits), then
+/* Descriptor tags: a kind in the top byte (0xC0 .. 0xC3), the domain's id (24 bits), then
  * ranks (16 bits each), so every descriptor of domain id, and no other, matches
  * comm_tag_domain(id) in the bits of COMM_TAG_DOMAIN. */
 #define COMM_TAG_DOMAIN 0xFCFFFFFF00000000ull /* the kinds' common bits and the domain's id */
@@ -135,6 +136,13 @@ static inline uint64_t comm_tag_domain(uint32_t id)
 static inline uint64_t comm_pair_tag(uint32_t id, int a, int b)
 {
     return (0xC1ull << 56) | comm_tag_domain(id) | ((uint64_t)a << 16) | (uint64_t)b;
+}
+
+/* The tag under which the memory of rank `rank` of domain id travels for a per_rank transport
+ * (mpi: the rank's one ring to the proxy). */
+static inline uint64_t comm_ring_tag(uint32_t id, int rank)
+{
+    return (0xC3ull << 56) | comm_tag_domain(id) | (uint64_t)rank;
 }
 
 /* The tag under which rank `rank`'s window descriptor of domain id travels. */

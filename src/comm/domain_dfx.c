@@ -27,12 +27,12 @@ static const char *comm_dfx_summary(const px_domain *d, const char **why)
 {
     int n = d->msg.n, tl = n > 1 ? d->tl[0 * d->msg.n + 1] : PX_COMM_TL_DIRECT;
 
-    *why = n > 1 ? d->why[1] : "one rank: no peer to reach";
+    *why = n > 1 ? comm_pair_why(d, 0, 1) : "one rank: no peer to reach";
     for (int a = 0; a < n; a++) {
         for (int b = a + 1; b < n; b++) {
             if (d->tl[a * d->msg.n + b] != tl)
                 tl = PX_COMM_TL_NONE;
-            if (strcmp(d->why[a * n + b], *why) != 0)
+            if (strcmp(comm_pair_why(d, a, b), *why) != 0)
                 *why = "the pairs differ: see \"pairs\"";
         }
     }
@@ -49,7 +49,7 @@ static void comm_dfx_pairs(const px_domain *d, struct dfxc_buf *b)
         for (int y = x + 1; y < n; y++) {
             dfxc_buf_printf(b, "%s{\"a\": %d, \"b\": %d, \"transport\": \"%s\", \"why\": ",
                             first ? "" : ", ", x, y, comm_tl_name(d->tl[x * d->msg.n + y]));
-            dfxc_buf_json_str(b, d->why[x * n + y]);
+            dfxc_buf_json_str(b, comm_pair_why(d, x, y));
             dfxc_buf_puts(b, "}");
             first = 0;
         }

@@ -53,10 +53,14 @@ struct px_domain {
     int npend, cap;
     int lost;                        /* a task id could not be kept: only the run end frees it */
     uint8_t *tl;                     /* n * n: transport of each pair (a * n + b, symmetric) */
-    char (*why)[COMM_WHY_MAX];       /* n * n: why pair (a, b) uses tl[a][b] */
-    void **pmem;                     /* n * n: this worker's mapping of each proxied pair's
-                                      * memory (a * n + b, a < b), or NULL: the MPI proxy
-                                      * serves its rings */
+    uint16_t *why_of;                /* n * n: why pair (a, b) uses tl[a][b], an index into
+                                      * whys (comm_pair_why) */
+    char (*whys)[COMM_WHY_MAX];      /* the distinct reasons (nwhy of cwhy): a few per host
+                                      * pair, so 1024 ranks keep 2 MiB here, not 192 MiB */
+    int nwhy, cwhy, last_why;
+    void **pmem;                     /* n: this worker's mapping of each member's mpi ring
+                                      * (transport/mpi.c: one per rank, all its mpi peers),
+                                      * or NULL: the MPI proxy serves them */
     void **hwin;                     /* n: the members' windows mapped here for the proxy */
     int in_proxy;                    /* the proxy serves it (comm_proxy_add took it) */
     char *vbase;                     /* reserved addresses standing for the windows' data */
@@ -98,8 +102,12 @@ px_status comm_submit_flags(px_orch *o, px_domain *d, px_callable_id c, px_task_
                             const int *chips, int n, const px_task_args *deps, unsigned flags,
                             px_task_id *id);
 
-/* domain.c: sets the transport of ranks a and b (both directions) and why. */
-void comm_pair_set(px_domain *d, int a, int b, int tl, const char *why);
+/* domain.c: sets the transport of ranks a and b (both directions) and why; PX_ENOMEM when
+ * the reason is new and cannot be kept. */
+px_status comm_pair_set(px_domain *d, int a, int b, int tl, const char *why);
+
+/* domain.c: why pair (a, b) of d uses its transport ("" before the rule ran). */
+const char *comm_pair_why(const px_domain *d, int a, int b);
 
 /* domain.c: for a domain spanning hosts: every host tells the others its status (local: PX_OK
  * or why it failed, message set) and the spec's hash; returns local's failure, else the first

@@ -48,32 +48,62 @@ static const px_caps *comm_pair_caps(const comm_worker *cw, const px_domain *d, 
     return &comm_proxy_host(cw->proxy, d->hosts[a])->caps;
 }
 
+/*
+ * A pair of ranks on two hosts is chosen by its hosts alone (the rule's facts for it are this
+ * host's and the site's; no transport of two hosts asks the chips), so the rule runs once per
+ * pair of hosts and each of its pairs takes the same choice: a domain of 16 hosts x 64 chips
+ * has 523,776 pairs, of which 491,520 cross hosts, and 120 pairs of hosts.
+ */
+typedef struct comm_host_choice {
+    int tl;        /* 0: not chosen yet */
+    int why;       /* its reason's index (comm_pair_set keeps it: the last one set) */
+} comm_host_choice;
+
 px_status comm_select(px_worker *w, px_domain *d)
 {
-    int n = d->msg.n, forced = w->cfg.comm_transport;
+    int n = d->msg.n, forced = w->cfg.comm_transport, nh = 0;
     char err[640];
     comm_choice ch;
     comm_site site;
+    comm_host_choice *hc = NULL;
+    px_status st = PX_OK;
 
-    if ((d->why = calloc((size_t)n * (size_t)n, sizeof(*d->why))) == NULL)
+    for (int r = 0; d->hosts != NULL && r < n; r++)
+        nh = PX_MAX(nh, d->hosts[r] + 1);
+    if ((d->why_of = calloc((size_t)n * (size_t)n, sizeof(*d->why_of))) == NULL ||
+        (nh > 1 && (hc = calloc((size_t)nh * (size_t)nh, sizeof(*hc))) == NULL)) {
+        free(hc);
         return px_set_error(PX_ENOMEM, "px_domain_alloc: out of host memory");
-    for (int a = 0; a < n; a++) {
-        d->tl[a * n + a] = PX_COMM_TL_DIRECT; /* its own window: by load and store */
-        snprintf(d->why[a * n + a], COMM_WHY_MAX, "own window");
-        for (int b = a + 1; b < n; b++) {
+    }
+    for (int a = 0; a < n && st == PX_OK; a++) {
+        /* its own window: by load and store */
+        if ((st = comm_pair_set(d, a, a, PX_COMM_TL_DIRECT, "own window")) != PX_OK)
+            break;
+        for (int b = a + 1; b < n && st == PX_OK; b++) {
+            comm_host_choice *h = hc != NULL && d->hosts[a] != d->hosts[b]
+                                      ? &hc[d->hosts[a] * nh + d->hosts[b]] : NULL;
+
+            if (h != NULL && h->tl != 0) { /* this pair of hosts was chosen already */
+                d->tl[a * n + b] = d->tl[b * n + a] = (uint8_t)h->tl;
+                d->why_of[a * n + b] = d->why_of[b * n + a] = (uint16_t)h->why;
+                continue;
+            }
             comm_site_of(d->cw, d, a, b, &site);
             comm_choose_at(comm_pair_caps(d->cw, d, a, b), &site, forced, d->need_peer_ptr,
                            d->chips[a], d->chips[b], &ch);
             if (ch.tl == PX_COMM_TL_NONE)
-                return px_set_error(PX_ENOTSUP, "domain \"%s\": rank %d (chip %d) -> rank %d "
-                                    "(chip %d): no transport: %s", d->msg.name, a, d->chips[a],
-                                    b, d->chips[b],
-                                    comm_choice_error(&ch, forced, d->need_peer_ptr, err,
-                                                      sizeof(err)));
-            comm_pair_set(d, a, b, ch.tl, comm_choice_reason(&ch));
+                st = px_set_error(PX_ENOTSUP, "domain \"%s\": rank %d (chip %d) -> rank %d "
+                                  "(chip %d): no transport: %s", d->msg.name, a, d->chips[a],
+                                  b, d->chips[b],
+                                  comm_choice_error(&ch, forced, d->need_peer_ptr, err,
+                                                    sizeof(err)));
+            else if ((st = comm_pair_set(d, a, b, ch.tl, comm_choice_reason(&ch))) == PX_OK &&
+                     h != NULL)
+                *h = (comm_host_choice){.tl = ch.tl, .why = d->why_of[a * n + b]};
         }
     }
-    return PX_OK;
+    free(hc);
+    return st;
 }
 
 /* ---- set-up: the description, descriptors in batches, the fallback ---- */
@@ -82,8 +112,10 @@ px_status comm_select(px_worker *w, px_domain *d)
 typedef struct comm_setup {
     comm_desc *desc;
     int desc_fd;
-    int *fds;              /* n * n: the descriptors of the batch being sent (-1: none) */
-    uint64_t *tags;        /* n * n: their tags */
+    int *fds;              /* nmem * n: the descriptors of the batch being sent (-1: none):
+                            * a member gets n at most (its peers', or the description, its
+                            * staged pairs' and its one mpi ring) */
+    uint64_t *tags;        /* nmem * n: their tags */
     hier_fd_list *lists;   /* n */
 } comm_setup;
 
@@ -107,8 +139,8 @@ static px_status comm_setup_init(comm_setup *su, const px_domain *d)
 
     memset(su, 0, sizeof(*su));
     su->desc_fd = -1;
-    if ((su->fds = calloc((size_t)n * (size_t)n, sizeof(*su->fds))) == NULL ||
-        (su->tags = calloc((size_t)n * (size_t)n, sizeof(*su->tags))) == NULL ||
+    if ((su->fds = calloc((size_t)d->nmem * (size_t)n, sizeof(*su->fds))) == NULL ||
+        (su->tags = calloc((size_t)d->nmem * (size_t)n, sizeof(*su->tags))) == NULL ||
         (su->lists = calloc((size_t)n, sizeof(*su->lists))) == NULL)
         return px_set_error(PX_ENOMEM, "out of host memory for the set-up of %d ranks", n);
     /* host memory the parent and every member map (the platform's) */
@@ -177,22 +209,47 @@ static px_status comm_pair_memory(const px_domain *d, int a, int b, int *fd)
     return px_plat_shm_create(NULL, t->name, bytes, NULL, fd);
 }
 
-/* Adds the shared memory of pair a < b to both members' lists; *fd is closed after the send.
- * A proxied pair's memory is mapped here too: the MPI proxy serves its rings. */
-static px_status comm_batch_pair(comm_setup *su, px_domain *d, int a, int b, int *fd)
+/* A per_rank transport's memory of member r (mpi: its one ring to the proxy), made, mapped
+ * here (the proxy serves it) and added to r's list the first time one of r's pairs takes
+ * the transport; its descriptor goes into pfd[*np] to be closed after the send. */
+static px_status comm_batch_ring(comm_setup *su, px_domain *d, const px_comm_tl *t, int r,
+                                 int *pfd, int *np)
 {
-    px_status st = comm_pair_memory(d, a, b, fd);
-    int n = d->msg.n;
-    const px_comm_tl *t = comm_tl_of(d->tl[a * n + b]);
+    int n = d->msg.n, fd = -1;
+    size_t bytes = t->prepare(n);
+    px_status st;
 
-    if (st == PX_OK && *fd >= 0 && t->proxied) {
-        if (d->pmem == NULL && (d->pmem = calloc((size_t)n * (size_t)n, sizeof(void *))) == NULL)
-            return px_set_error(PX_ENOMEM, "out of host memory");
-        st = px_plat_shm_import(NULL, *fd, t->prepare(n), &d->pmem[a * n + b]);
+    if (d->mpos[r] < 0 || (d->pmem != NULL && d->pmem[r] != NULL))
+        return PX_OK; /* another host's rank (its own worker makes it), or made already */
+    if (d->pmem == NULL && (d->pmem = calloc((size_t)n, sizeof(void *))) == NULL)
+        return px_set_error(PX_ENOMEM, "out of host memory");
+    if ((st = px_plat_shm_create(NULL, t->name, bytes, NULL, &fd)) != PX_OK)
+        return st;
+    pfd[(*np)++] = fd;
+    if ((st = px_plat_shm_import(NULL, fd, bytes, &d->pmem[r])) != PX_OK)
+        return st;
+    comm_batch_add(su, d, r, comm_ring_tag(d->id, r), fd);
+    return PX_OK;
+}
+
+/* Adds the shared memory of pair a < b to both members' lists (a per_rank transport's: each
+ * member's own, once); the descriptors go into pfd[*np...], closed after the send. */
+static px_status comm_batch_pair(comm_setup *su, px_domain *d, int a, int b, int *pfd, int *np)
+{
+    const px_comm_tl *t = comm_tl_of(d->tl[a * d->msg.n + b]);
+    px_status st;
+    int fd;
+
+    if (t->per_rank && t->prepare != NULL && t->prepare(d->msg.n) > 0) {
+        if ((st = comm_batch_ring(su, d, t, a, pfd, np)) != PX_OK)
+            return st;
+        return comm_batch_ring(su, d, t, b, pfd, np);
     }
-    if (st == PX_OK && *fd >= 0) {
-        comm_batch_add(su, d, a, comm_pair_tag(d->id, a, b), *fd);
-        comm_batch_add(su, d, b, comm_pair_tag(d->id, a, b), *fd);
+    st = comm_pair_memory(d, a, b, &fd);
+    pfd[(*np)++] = fd;
+    if (st == PX_OK && fd >= 0) {
+        comm_batch_add(su, d, a, comm_pair_tag(d->id, a, b), fd);
+        comm_batch_add(su, d, b, comm_pair_tag(d->id, a, b), fd);
     }
     return st;
 }
@@ -209,7 +266,8 @@ static void comm_batch_close(int *pair_fds, int npair)
  * batch. */
 static px_status comm_create(comm_worker *cw, comm_setup *su, px_domain *d)
 {
-    int n = d->msg.n, np = 0, *pfd = calloc((size_t)n * (size_t)n, sizeof(int));
+    /* each member: its pairs (n - 1) and its ring, so nmem * n descriptors at most */
+    int n = d->msg.n, np = 0, *pfd = calloc((size_t)d->nmem * (size_t)n + 1, sizeof(int));
     px_status st = pfd != NULL ? PX_OK : px_set_error(PX_ENOMEM, "out of host memory");
 
     comm_batch_begin(su, d);
@@ -218,7 +276,7 @@ static px_status comm_create(comm_worker *cw, comm_setup *su, px_domain *d)
     for (int a = 0; st == PX_OK && a < n; a++)
         for (int b = a + 1; st == PX_OK && b < n; b++)
             if (d->mpos[a] >= 0 || d->mpos[b] >= 0) /* each host makes its pairs' memory */
-                st = comm_batch_pair(su, d, a, b, &pfd[np++]);
+                st = comm_batch_pair(su, d, a, b, pfd, &np);
     if (st == PX_OK)
         st = comm_batch_call(cw, su, d, COMM_KIND_CREATE, NULL);
     if (pfd != NULL)
@@ -325,11 +383,13 @@ static px_status comm_fallback(comm_worker *cw, comm_setup *su, px_domain *d,
                      rep->why);
             PX_LOG_WARN("comm[%s]: rank %d -> rank %d: %s; falling back to %s", d->msg.name,
                         a, b, why, comm_tl_name(u));
-            comm_pair_set(d, a, b, u, why);
+            if ((st = comm_pair_set(d, a, b, u, why)) != PX_OK)
+                return st;
             pairs[a * n + b] = pairs[b * n + a] = (uint8_t)u;
-            if (pfd == NULL && (pfd = calloc((size_t)n * (size_t)n, sizeof(int))) == NULL)
+            if (pfd == NULL && (pfd = calloc((size_t)d->nmem * (size_t)n + 1,
+                                             sizeof(int))) == NULL)
                 return px_set_error(PX_ENOMEM, "out of host memory");
-            st = comm_batch_pair(su, d, PX_MIN(a, b), PX_MAX(a, b), &pfd[np++]);
+            st = comm_batch_pair(su, d, PX_MIN(a, b), PX_MAX(a, b), pfd, &np);
             *again = 1;
         }
     }
@@ -342,16 +402,15 @@ static px_status comm_fallback(comm_worker *cw, comm_setup *su, px_domain *d,
 }
 
 /*
- * Gives the MPI proxy the rings of d's proxied pairs (both directions: every member is this
- * worker's) and the windows mapped here. The rings were formatted by the pairs' lower ranks;
- * their chunk is the one the domain's size implies, checked against the header (the memory
- * is the chips' to write: the proxy decodes every request against the domain's own bounds).
+ * Gives the MPI proxy the rings of d's members (one per member with mpi peers: transport/mpi.c)
+ * and the windows mapped here. Each member formatted its own ring; its chunk is checked
+ * against the header (the memory is the chips' to write: the proxy decodes every request
+ * against the domain's own bounds, its target rank included).
  */
 static px_status comm_proxied_add(comm_worker *cw, px_domain *d)
 {
     int n = d->msg.n, nr = 0, *host = calloc((size_t)n, sizeof(int));
-    size_t chunk = comm_stg_chunk_for(n);
-    comm_proxy_ring *rings = calloc((size_t)n * (size_t)n, sizeof(*rings));
+    comm_proxy_ring *rings = calloc((size_t)(d->nmem > 0 ? d->nmem : 1), sizeof(*rings));
     px_status st = host != NULL && rings != NULL ? PX_OK :
                    px_set_error(PX_ENOMEM, "out of host memory");
 
@@ -359,28 +418,17 @@ static px_status comm_proxied_add(comm_worker *cw, px_domain *d)
         st = px_set_error(PX_ESTATE, "a pair takes the mpi transport but the worker has no MPI "
                           "proxy (a defect)");
     for (int a = 0; st == PX_OK && a < n; a++) {
+        comm_stg_ring *r = d->pmem[a];
+
         host[a] = d->hosts != NULL ? d->hosts[a] : comm_proxy_rank(cw->proxy);
-        for (int b = a + 1; st == PX_OK && b < n; b++) {
-            void *mem = d->pmem[a * n + b];
-
-            if (mem == NULL)
-                continue;
-            for (int i = 0; i < 2; i++) {
-                comm_stg_ring *r = comm_stg_ring_at(mem, chunk, i);
-
-                if (d->mpos[i == 0 ? a : b] < 0)
-                    continue; /* the requester is another host's: its copy is there */
-
-                if (r->magic != COMM_STG_MAGIC || r->chunk != chunk) {
-                    st = px_set_error(PX_EIO, "rank %d -> rank %d: the pair's staging memory is "
-                                      "not formatted for %d ranks (a defect of rank %d)", a,
-                                      b, n, a);
-                    break;
-                }
-                rings[nr++] = (comm_proxy_ring){.a = i == 0 ? a : b, .b = i == 0 ? b : a,
-                                                .ring = r, .chunk = chunk};
-            }
+        if (r == NULL)
+            continue; /* another host's rank, or one without mpi peers */
+        if (r->magic != COMM_STG_MAGIC || r->chunk != COMM_MPI_CHUNK) {
+            st = px_set_error(PX_EIO, "rank %d: its mpi ring is not formatted (magic %#x, "
+                              "chunk %u; a defect of rank %d)", a, r->magic, r->chunk, a);
+            break;
         }
+        rings[nr++] = (comm_proxy_ring){.a = a, .ring = r, .chunk = COMM_MPI_CHUNK};
     }
     if (st == PX_OK) {
         comm_proxy_dom pd = {.id = d->wire_id, .n = n, .nsig = d->msg.nsig,
@@ -409,7 +457,7 @@ void comm_proxied_drop(comm_worker *cw, px_domain *d)
         return;
     }
     d->in_proxy = 0;
-    for (int i = 0; d->pmem != NULL && i < n * n; i++)
+    for (int i = 0; d->pmem != NULL && i < n; i++)
         if (d->pmem[i] != NULL)
             (void)px_plat_shm_free(NULL, d->pmem[i], comm_tl_of(PX_COMM_TL_MPI)->prepare(n));
     for (int q = 0; d->hwin != NULL && q < n; q++)

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "comm/transport/staged.h"
+#include "hier/ext.h"
 #include "mpi/mpi_load.h"
 #include "mpi/mpi_ops.h"
 #include "runtime/runtime.h"
@@ -70,9 +71,11 @@ typedef struct comm_proxy_msg {
     uint8_t data[COMM_STG_INLINE];
 } comm_proxy_msg;
 
-/* A ring this proxy serves. */
+/* A ring this proxy serves: rank a's one ring, its requests to every mpi peer (each names its
+ * target rank, transport/mpi.c). */
 typedef struct pring {
-    int a, b;
+    int a;
+    int b;                            /* a pair allreduce's peer (a domain of 2: 1 - a) */
     comm_stg_ring *r;
     char *data;                       /* its chunks */
     size_t chunk;
@@ -93,7 +96,7 @@ typedef struct pdom {
     int *host;
     int nrings;
     pring *rings;
-    int *ring_of;                     /* n * n: a * n + b -> index in rings, or -1 */
+    int *ring_of;                     /* n: rank -> index of its ring in rings, or -1 */
     uint32_t bad;                     /* malformed requests skipped (from this worker's chips) */
 } pdom;
 
@@ -254,24 +257,24 @@ static pdom *pdom_copy(const comm_proxy_dom *s)
     if ((d->window = calloc(n, sizeof(void *))) == NULL ||
         (d->host = calloc(n, sizeof(int))) == NULL ||
         (d->rings = calloc((size_t)(s->nrings > 0 ? s->nrings : 1), sizeof(pring))) == NULL ||
-        (d->ring_of = malloc(n * n * sizeof(int))) == NULL) {
+        (d->ring_of = malloc(n * sizeof(int))) == NULL) {
         pdom_free(d);
         return NULL;
     }
     memcpy(d->window, s->window, n * sizeof(void *));
     memcpy(d->host, s->host, n * sizeof(int));
-    for (size_t i = 0; i < n * n; i++)
+    for (size_t i = 0; i < n; i++)
         d->ring_of[i] = -1;
     for (int i = 0; i < s->nrings; i++) {
         pring *g = &d->rings[i];
 
         g->a = s->rings[i].a;
-        g->b = s->rings[i].b;
+        g->b = s->n == 2 ? 1 - g->a : -1;
         g->r = s->rings[i].ring;
         g->chunk = s->rings[i].chunk;
         g->data = (char *)g->r + COMM_STG_HEAD_BYTES;
         g->sent = g->done = atomic_load_explicit(&g->r->done, memory_order_acquire);
-        d->ring_of[(size_t)g->a * n + (size_t)g->b] = i;
+        d->ring_of[g->a] = i;
     }
     return d;
 }
@@ -410,7 +413,7 @@ static int pring_forward(comm_proxy *p, pdom *d, pring *g)
                                 memory_order_acquire) == g->sent + 1) {
         uint32_t i = g->sent % COMM_STG_SLOTS;
         comm_proxy_msg *m = &g->hdr[i];
-        int host = d->host[g->b], e;
+        int host, e;
         comm_stg_op op;
         comm_stg_req line;
 
@@ -427,13 +430,16 @@ static int pring_forward(comm_proxy *p, pdom *d, pring *g)
             pring_advance(g);          /* (a request refused at once) */
             continue;
         }
-        if (!comm_stg_decode(&line, &b, &op)) {
+        /* the target: another rank of the domain (the line's word, checked like the rest) */
+        if (line.rank >= (uint32_t)d->n || (int)line.rank == g->a ||
+            !comm_stg_decode(&line, &b, &op)) {
             d->bad++; /* skipped whole, as a staged target does */
             g->answered[i] = 1;
             g->sent++;
             pring_advance(g);
             continue;
         }
+        host = d->host[line.rank];
         memset(m, 0, sizeof(*m));
         m->magic = PROXY_MAGIC;
         m->op = (uint8_t)op.op;
@@ -442,7 +448,7 @@ static int pring_forward(comm_proxy *p, pdom *d, pring *g)
         m->inl = (uint8_t)(op.op == COMM_STG_PUT && op.inl);
         m->dom = d->id;
         m->src = g->a;
-        m->dst = g->b;
+        m->dst = (int32_t)line.rank;
         m->slot = op.signal ? op.slot : 0;
         m->seq = g->sent;
         m->off = op.off;
@@ -517,7 +523,7 @@ static void proxy_answer(comm_proxy *p, int src, const comm_proxy_msg *m)
                             m->status == PX_OK && m->n > 0, e;
 
     if (d != NULL && m->src >= 0 && m->src < d->n && m->dst >= 0 && m->dst < d->n)
-        gi = d->ring_of[(size_t)m->src * (size_t)d->n + (size_t)m->dst];
+        gi = d->ring_of[m->src];
     if (gi >= 0)
         g = &d->rings[gi];
     if (g == NULL && d == NULL) { /* the domain was removed here: nobody waits for it */
@@ -527,8 +533,9 @@ static void proxy_answer(comm_proxy *p, int src, const comm_proxy_msg *m)
             proxy_drain(p, src, m->n);
         return;
     }
-    if (g == NULL || d->host[g->b] != src || m->seq - g->done >= g->sent - g->done ||
-        g->hdr[m->seq % COMM_STG_SLOTS].seq != m->seq) {
+    if (g == NULL || m->seq - g->done >= g->sent - g->done ||
+        g->hdr[m->seq % COMM_STG_SLOTS].seq != m->seq ||
+        g->hdr[m->seq % COMM_STG_SLOTS].dst != m->dst || d->host[m->dst] != src) {
         PX_LOG_WARN("mpi proxy (host %d): an answer from host %d for domain %u rank %d -> "
                     "%d request %u matches nothing in flight; dropped", p->rank, src, m->dom,
                     m->src, m->dst, m->seq);
@@ -628,7 +635,7 @@ static void proxy_serve(comm_proxy *p, int src, const comm_proxy_msg *m)
     ok = d != NULL && m->dst >= 0 && m->dst < d->n && m->src >= 0 && m->src < d->n &&
          d->window[m->dst] != NULL && d->host[m->src] == src;
     if (ok) {
-        b = pdom_bounds(d, comm_stg_chunk_for(d->n));
+        b = pdom_bounds(d, COMM_MPI_CHUNK);
         ok = comm_stg_decode(&line, &b, &op);
     }
     if (ok)
@@ -934,8 +941,9 @@ static int pcoll_take(comm_proxy *p, pdom *d, pring *g, uint32_t i, const comm_s
     c->off = q->off;
     c->n = q->n;
     c->code = q->v;
-    if (d->n != 2 || q->flags != 0 || q->inl != 0 || q->slot != 0 || q->sigop != 0 ||
-        q->v >> 49 != 0 || es == 0 || op < PX_OP_SUM || op > PX_OP_MAX || q->n == 0 ||
+    if (d->n != 2 || (int)q->rank != g->b || q->flags != 0 || q->inl != 0 || q->slot != 0 ||
+        q->sigop != 0 || q->v >> 49 != 0 || es == 0 || op < PX_OP_SUM || op > PX_OP_MAX ||
+        q->n == 0 ||
         q->n % (pcoll_rs(q->v) ? 2 * es : es) != 0 || q->off % es != 0 || q->off > d->data_bytes ||
         q->n > d->data_bytes - q->off) {
         d->bad++; /* the chip's request is malformed: a defect */
@@ -1071,7 +1079,7 @@ static void pcoll_recv(comm_proxy *p, int h, const comm_proxy_msg *m, const void
         len = pcoll_seglen(hi - lo, m->slot); /* as the sender cut it */
     if (d != NULL && d->n == 2 && m->src >= 0 && m->src < 2 && m->dst == 1 - m->src &&
         d->host[m->src] == h && d->window[m->dst] != NULL)
-        gi = d->ring_of[(size_t)m->dst * 2 + (size_t)m->src];
+        gi = d->ring_of[m->dst];
     if (gi >= 0)
         g = &d->rings[gi];
     if (g != NULL && g->coll == NULL && (g->coll = calloc(1, sizeof(pcoll))) == NULL) {
@@ -1283,6 +1291,8 @@ static int proxy_clock_poll(comm_proxy *p)
     return 1;
 }
 
+_Static_assert(HIER_DEATHS_MAX <= 64, "a host's chips' deaths fit a 64-bit mask");
+
 /* Tells every other host each new death on this worker's board (once each). */
 static int proxy_deaths_tell(comm_proxy *p)
 {
@@ -1294,7 +1304,7 @@ static int proxy_deaths_tell(comm_proxy *p)
         return 0;
     m = atomic_load_explicit(&b->mask, memory_order_acquire);
     fresh = m & ~p->deaths_told;
-    for (int c = 0; fresh != 0 && c < 64; c++) {
+    for (int c = 0; fresh != 0 && c < HIER_DEATHS_MAX; c++) { /* a worker's chips */
         if (!(fresh >> c & 1))
             continue;
         proxy_death dm;
@@ -1314,8 +1324,8 @@ static int proxy_deaths_tell(comm_proxy *p)
 /* Host h's chip died: on the remote board, for this worker's waits on it. */
 static void proxy_death_take(comm_proxy *p, int h, const proxy_death *dm)
 {
-    if (p->rdeaths == NULL || h >= COMM_RDEATH_HOSTS || dm->chip < 0 || dm->chip >= 64 ||
-        dm->magic != PROXY_MAGIC)
+    if (p->rdeaths == NULL || h >= COMM_RDEATH_HOSTS || dm->chip < 0 ||
+        dm->chip >= HIER_DEATHS_MAX || dm->magic != PROXY_MAGIC)
         return;
     if (atomic_load_explicit(&p->rdeaths->mask[h], memory_order_relaxed) == 0)
         snprintf(p->rdeaths->why[h], sizeof(p->rdeaths->why[h]), "chip %d of host %d: %.120s",

@@ -96,11 +96,12 @@ px_status comm_proxy_clock(comm_proxy *p, int rounds, double timeout_s,
  * NULL: with a later one it gives each clock's rate against host 0's. */
 const comm_proxy_clock_est *comm_proxy_clock_first(const comm_proxy *p);
 
-/* One ring the proxy serves: rank a's requests to rank b (a a member of this worker). */
+/* One ring the proxy serves: rank a's requests to every mpi peer (a a member of this worker;
+ * each request names its target rank, transport/mpi.c). */
 typedef struct comm_proxy_ring {
-    int a, b;
-    void *ring;            /* comm_stg_ring_at(pair memory, chunk, a < b ? 0 : 1) */
-    size_t chunk;
+    int a;
+    void *ring;            /* the rank's ring memory (comm_mpi_ring_bytes) */
+    size_t chunk;          /* COMM_MPI_CHUNK */
 } comm_proxy_ring;
 
 /* A domain with proxied pairs, as the proxy sees it (copied by comm_proxy_add). */

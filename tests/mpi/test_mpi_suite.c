@@ -4,7 +4,8 @@
  * a level-3 worker of CHIPS chips and allocates one domain of every host's chips (host-major
  * ranks; `test_mpi_suite CHIPS uneven`: all but host 1's last chip, so hosts have different
  * member counts; `late`: host 1 reaches the allocation 3 s late, so host 0's fails naming
- * it); a kernel on every member runs, checked inside the chip:
+ * it; `wide`: a domain of more than 64 ranks, e.g. 2 hosts x 64 chips, with the cases
+ * below cut to a few whose folds the parent works out once before the fork); a kernel on every member runs, checked inside the chip:
  *   - allreduce of counts 1, 7, 4096 and 262147, every dtype and op, the result compared
  *     byte for byte with a serial fold in rank order 0..n-1 (float inputs are not integers,
  *     so the order shows in the bits); the biggest must take the chain across hosts
@@ -26,6 +27,22 @@
 #define TS_MOVE 1000
 
 static int g_chain; /* every host has 2 members or more: the big allreduce takes the chain */
+static int g_wide;  /* `wide`: the cut suite of a domain of more than 64 ranks */
+
+/* wide: the allreduces run, each with its rank-order fold over the domain's n ranks, worked
+ * out by the parent before the fork (128 chips each folding 128 ranks' inputs of 262147
+ * elements would take minutes on a small machine; the chips inherit the tables) */
+typedef struct ts_case {
+    size_t cnt;
+    px_dtype dt;
+    px_redop op;
+    unsigned char *want;
+} ts_case;
+
+static ts_case g_cases[] = {{7, PX_F64, PX_OP_SUM, NULL},    {4096, PX_F32, PX_OP_SUM, NULL},
+                            {4096, PX_I64, PX_OP_MAX, NULL}, {4096, PX_F64, PX_OP_PROD, NULL},
+                            {4096, PX_I32, PX_OP_MIN, NULL}, {TS_BIG, PX_F32, PX_OP_SUM, NULL}};
+#define TS_NCASES (sizeof(g_cases) / sizeof(g_cases[0]))
 static px_kernel_id k_suite;
 static px_callable_id c_suite;
 
@@ -87,6 +104,60 @@ static px_status ts_fail(int r, const char *what, size_t i)
 static int64_t ts_mv(int r, int b, size_t i)
 {
     return (int64_t)r * 1000003 + (int64_t)b * 1009 + (int64_t)i;
+}
+
+/* wide: g_cases, then reduce_scatter of TS_MOVE-element blocks for two dtypes and ops */
+static px_status ts_wide_reductions(px_comm *c, unsigned char *buf, int r, int n)
+{
+    unsigned char want[8];
+    char what[96];
+    px_status st;
+
+    for (size_t k = 0; k < TS_NCASES; k++) {
+        const ts_case *t = &g_cases[k];
+        size_t es = px_dtype_size(t->dt);
+
+        if (t->want == NULL)
+            return px_set_error(PX_EKERNEL, "rank %d: the parent made no expected table", r);
+        for (size_t i = 0; i < t->cnt; i++)
+            ts_input(buf + i * es, t->dt, r, i, t->op);
+        if ((st = px_comm_allreduce(c, buf, t->cnt, t->dt, t->op)) != PX_OK)
+            return st;
+        if (t->cnt == TS_BIG && (strcmp(px_comm_last_algorithm(c), "chain") == 0) != g_chain)
+            return px_set_error(PX_EKERNEL, "rank %d: allreduce of %zu elements took \"%s\", "
+                                "expected %s", r, t->cnt, px_comm_last_algorithm(c),
+                                g_chain ? "the chain across hosts" : "a flat one");
+        for (size_t i = 0; i < t->cnt; i++)
+            if (memcmp(buf + i * es, t->want + i * es, es) != 0) {
+                snprintf(what, sizeof(what), "allreduce count %zu %s op %d", t->cnt,
+                         px_dtype_name(t->dt), (int)t->op);
+                return ts_fail(r, what, i);
+            }
+    }
+    for (int k = 0; k < 2; k++) {
+        px_dtype dt = k == 0 ? PX_F32 : PX_I32;
+        px_redop op = k == 0 ? PX_OP_SUM : PX_OP_MIN;
+        size_t es = px_dtype_size(dt), bc = TS_MOVE;
+
+        for (int b = 0; b < n; b++)
+            for (size_t i = 0; i < bc; i++)
+                ts_input(buf + ((size_t)b * bc + i) * es, dt, r, i + (size_t)b, op);
+        if ((st = px_comm_reduce_scatter(c, buf, bc, dt, op)) != PX_OK)
+            return st;
+        for (int b = 0; b < n; b++)
+            for (size_t i = 0; i < bc; i++) {
+                if (b == r)
+                    ts_expected(want, dt, n, i, (size_t)r, op);
+                else
+                    ts_input(want, dt, r, i + (size_t)b, op);
+                if (memcmp(buf + ((size_t)b * bc + i) * es, want, es) != 0) {
+                    snprintf(what, sizeof(what), "reduce_scatter of %zu %s, block %d", bc,
+                             px_dtype_name(dt), b);
+                    return ts_fail(r, what, i);
+                }
+            }
+    }
+    return PX_OK;
 }
 
 static px_status ts_reductions(px_comm *c, unsigned char *buf, int r, int n)
@@ -165,9 +236,26 @@ static px_status ts_reductions(px_comm *c, unsigned char *buf, int r, int n)
     return PX_OK;
 }
 
+static px_status ts_moves_in(px_comm *c, int64_t *buf, int r, int n, size_t *sc, size_t *so,
+                             size_t *rc, size_t *ro);
+
+/* allgather, broadcast, alltoall, alltoallv and a barrier (tables of n entries) */
 static px_status ts_moves(px_comm *c, int64_t *buf, int r, int n)
 {
-    size_t cnt = TS_MOVE, sc[64], so[64], rc[64], ro[64], at = 0;
+    size_t *t = calloc(4 * (size_t)n, sizeof(size_t));
+    px_status st;
+
+    if (t == NULL)
+        return px_set_error(PX_ENOMEM, "rank %d: no memory for the alltoallv tables", r);
+    st = ts_moves_in(c, buf, r, n, t, t + n, t + 2 * n, t + 3 * n);
+    free(t);
+    return st;
+}
+
+static px_status ts_moves_in(px_comm *c, int64_t *buf, int r, int n, size_t *sc, size_t *so,
+                             size_t *rc, size_t *ro)
+{
+    size_t cnt = TS_MOVE, at = 0;
     int64_t *send;
     px_status st;
 
@@ -208,7 +296,7 @@ static px_status ts_moves(px_comm *c, int64_t *buf, int r, int n)
                 return ts_fail(r, "alltoall", (size_t)b * cnt + i);
     /* alltoallv: rank r sends 1 + (r + 3j) % 17 elements to rank j (both tables in the
      * window: the send one after the receive one) */
-    send = buf + 64 * 17;
+    send = buf + (size_t)n * 17; /* after the receive table (17 elements a peer at most) */
     for (int j = 0; j < n; j++) {
         sc[j] = 1 + (size_t)(r + 3 * j) % 17;
         so[j] = at;
@@ -241,7 +329,8 @@ static px_status ts_kernel(px_core_ctx *ctx, const px_task_args *a)
     if (c == NULL)
         return PX_EINVAL;
     buf = px_comm_buffer(c, "x", NULL);
-    if ((st = ts_reductions(c, buf, px_comm_rank(c), px_comm_size(c))) != PX_OK)
+    if ((st = (g_wide ? ts_wide_reductions : ts_reductions)(c, buf, px_comm_rank(c),
+                                                           px_comm_size(c))) != PX_OK)
         return st;
     return ts_moves(c, buf, px_comm_rank(c), px_comm_size(c));
 }
@@ -264,7 +353,7 @@ typedef struct ts_run {
 static px_status ts_orch(px_orch *o, const px_task_args *args, void *user)
 {
     ts_run *t = user;
-    int n = 0, chips[64];
+    int n = 0, *chips = calloc((size_t)t->hosts * (size_t)t->chips, sizeof(int));
     px_domain_buffer b = {"x", TS_BIG * 8};
     px_domain_spec s = {PX_DOMAIN_SPEC_HEADER, .name = "suite", .chips = chips, .nchips = n,
                         .window_bytes = TS_BIG * 8, .buffers = &b, .nbuffers = 1};
@@ -272,13 +361,17 @@ static px_status ts_orch(px_orch *o, const px_task_args *args, void *user)
     px_status st;
 
     (void)args;
+    if (chips == NULL)
+        return px_set_error(PX_ENOMEM, "no memory for the members");
     for (int r = 0; r < t->hosts * t->chips; r++)
         if (!(t->uneven && r / t->chips == 1 && r % t->chips == t->chips - 1))
             chips[n++] = t->hosts == 1 ? r : px_chip_global(r / t->chips, r % t->chips);
     s.nchips = n;
     if (t->late && t->host == 1)
         sleep(3);
-    if ((st = px_domain_alloc(o, &s, &d)) != PX_OK)
+    st = px_domain_alloc(o, &s, &d);
+    free(chips);
+    if (st != PX_OK)
         return st;
     snprintf(t->info, sizeof(t->info), "%d ranks, rank 0 -> rank %d via %s", n, n - 1,
              px_domain_transport(d, 0, n - 1));
@@ -294,7 +387,22 @@ int main(int argc, char **argv)
     ts_run t = {.chips = argc > 1 ? atoi(argv[1]) : 2,
                 .uneven = argc > 2 && strcmp(argv[2], "uneven") == 0,
                 .late = argc > 2 && strcmp(argv[2], "late") == 0};
+    const char *ws = getenv("OMPI_COMM_WORLD_SIZE");
+    int hosts = ws != NULL && atoi(ws) > 0 ? atoi(ws) : 1;
     px_status st;
+
+    g_wide = argc > 2 && strcmp(argv[2], "wide") == 0;
+    for (size_t k = 0; g_wide && k < TS_NCASES; k++) { /* before the fork: the chips' tables */
+        ts_case *tc = &g_cases[k];
+        size_t es = px_dtype_size(tc->dt);
+
+        if ((tc->want = malloc(tc->cnt * es)) == NULL) {
+            printf("FAIL: no memory for the expected folds\n");
+            return 1;
+        }
+        for (size_t i = 0; i < tc->cnt; i++)
+            ts_expected(tc->want + i * es, tc->dt, hosts * t.chips, i, 0, tc->op);
+    }
 
     /* before the fork, so the chips see it: hosts from the launcher */
     g_chain = getenv("OMPI_COMM_WORLD_SIZE") != NULL && atoi(getenv("OMPI_COMM_WORLD_SIZE")) > 1 &&

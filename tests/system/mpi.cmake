@@ -95,6 +95,14 @@ if(MPIEXEC_EXECUTABLE)
   set_tests_properties(mpi.suite_1x2_forced PROPERTIES TIMEOUT 300 RESOURCE_LOCK chips
                        ENVIRONMENT "${PX_MPI_ENV};PLEXUS_COMM_TRANSPORT=mpi"
                        PASS_REGULAR_EXPRESSION "host 0 of 1: 2 ranks, rank 0 -> rank 1 via mpi: every collective[^\n]*\nPASS\n")
+  # more than 64 ranks in one domain: 2 hosts x 64 chips (128 ranks, per-rank state sized at
+  # allocation, one mpi ring per rank), the cut suite byte for byte, nothing left behind
+  add_test(NAME mpi.wide_2x64
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/system/mpi_wide.sh ${MPIEXEC_EXECUTABLE}
+                   $<TARGET_FILE:test_mpi_suite> 2 64)
+  set_tests_properties(mpi.wide_2x64 PROPERTIES TIMEOUT 200 RESOURCE_LOCK chips LABELS mpi
+                       ENVIRONMENT "${PX_MPI_ENV}"
+                       PASS_REGULAR_EXPRESSION "PASS: 128 ranks in one domain")
   add_test(NAME mpi.suite_1x4_forced COMMAND $<TARGET_FILE:test_mpi_suite> 4)
   set_tests_properties(mpi.suite_1x4_forced PROPERTIES TIMEOUT 300 RESOURCE_LOCK chips
                        ENVIRONMENT "${PX_MPI_ENV};PLEXUS_COMM_TRANSPORT=mpi"

@@ -32,7 +32,7 @@
 #include "util/util.h"
 
 #define TC_MAX_RANKS 8
-#define TC_GROUP_MAX PX_COMM_MAX_RANKS /* the largest group (the 64-rank case) */
+#define TC_GROUP_MAX 64 /* the largest group (the 64-rank case: 64 threads on one host) */
 #define TC_NSIG 16
 #define TC_BIG 262147
 

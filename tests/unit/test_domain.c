@@ -585,7 +585,7 @@ static px_status td_bad_orch(px_orch *o, const px_task_args *args, void *user)
     s[2].nbuffers = 2;
     s[3].chips = dup;
     s[4].chips = far;
-    s[5].nchips = 65;
+    s[5].nchips = PX_COMM_MAX_RANKS + 1; /* past the limit: refused, nothing read */
     s[6].window_bytes = 0;
     s[7].name = "";
     s[8].buffers = &noname;
@@ -617,7 +617,7 @@ static void test_bad_specs(void **state)
 {
     static const char *const want[16] = {
         "does not fit in the window", "has 0 bytes", "is used twice", "appears twice",
-        "is not a chip of this worker", "a domain has 1..64 member chips", "window_bytes is 0",
+        "is not a chip of this worker", "a domain has 1..1024 member chips", "window_bytes is 0",
         "name \"\" must have 1..31 characters", "buffers[0].name", "nsignals -1",
         "nbuffers 0", "a live domain is called \"d\"", "has no buffer \"nosuch\"",
         "do not fit buffer \"x\"", "reductions take sum, prod, min or max",

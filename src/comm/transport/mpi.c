@@ -1,8 +1,9 @@
 /*
  * mpi.c - the "mpi" comm transport: a pair whose chips belong to two workers (hosts), or any
  * pair when PLEXUS_COMM_TRANSPORT=mpi forces it. The chip side is staged's requester
- * (staged.h): the rank posts requests into its ring of the pair's staging memory, which its
- * own worker made and maps too; the worker's MPI proxy (comm/proxy.c), the only thread of the
+ * (staged.h): the rank posts requests into its one ring to the proxy, which its own worker
+ * made and maps too, whatever peer they are for (each names its target rank, comm_stg_req's
+ * rank); the worker's MPI proxy (comm/proxy.c), the only thread of the
  * worker that calls MPI, takes each request, sends it to the proxy of the target's worker,
  * which carries it out against the target's window (mapped in that worker) and answers; the
  * requester's proxy then completes the request in the ring (a get's bytes into its chunk)
@@ -11,6 +12,13 @@
  *
  * Nothing consumes requests on the chips: the target's side is the proxy's (no progress
  * here), and the doorbell a requester rings is the proxy's (the set-up's link).
+ *
+ * Memory: one ring per rank (per_rank: the set-up makes one per member and links every mpi
+ * peer of it to that one), comm_mpi_ring_bytes, about 2 MiB whatever the domain's size. A
+ * ring per pair, as staged has, would give a chip of a domain of 16 hosts x 64 chips 960 of
+ * them, and its worker 61,440 memory objects and mappings (past vm.max_map_count). The cost:
+ * a rank's requests to all its mpi peers share one lock and COMM_STG_SLOTS in flight, and are
+ * answered in order (the proxy stores done over the answered prefix).
  */
 #include "comm/transport/staged.h"
 
@@ -33,15 +41,20 @@ static px_status mpi_flush(px_comm *c)
     return comm_stg_flush_as(c, PX_COMM_TL_MPI);
 }
 
+/* The rank's one ring (per_rank): the same whatever n. */
 static size_t mpi_prepare(int n)
 {
-    return comm_stg_pair_bytes(comm_stg_chunk_for(n));
+    (void)n;
+    return comm_mpi_ring_bytes();
 }
 
 static void mpi_format(void *shared, size_t bytes, int n)
 {
-    (void)bytes;
-    comm_stg_pair_init(shared, comm_stg_chunk_for(n));
+    comm_stg_ring *r = shared;
+
+    (void)bytes, (void)n;
+    r->chunk = COMM_MPI_CHUNK;
+    r->magic = COMM_STG_MAGIC;
 }
 
 /* mpi: wherever the worker runs under MPI (it has a proxy); the pairs that direct and staged
@@ -66,6 +79,7 @@ const px_comm_tl px_comm_tl_mpi = {
     .in_place = 0,
     .maps_window = 0,
     .proxied = 1,
+    .per_rank = 1,
     .accept = mpi_accept,
     .prepare = mpi_prepare,
     .format = mpi_format,

@@ -140,6 +140,53 @@ static void staged_format(void *shared, size_t bytes, int n)
     comm_stg_pair_init(shared, comm_stg_chunk_for(n));
 }
 
+/*
+ * mpi's end of peer: the rank's one ring to the proxy (l->shared: comm_mpi_ring_bytes), the
+ * same stg_peer for every mpi peer (one lock, one sequence: each request names its target),
+ * made at the first and checked to be the same memory at the others.
+ */
+static px_status stg_connect_ring(px_comm *c, int peer, const comm_link *l, int id)
+{
+    stg_ring *r = l->shared;
+    stg_comm *sc = stg_list(c, id);
+    stg_peer *p = sc != NULL && sc->n > 0 ? c->tl_state[sc->peers[0]] : NULL;
+
+    if (r == NULL || peer == c->rank || peer < 0 || peer >= c->n || l->bell == NULL ||
+        c->tl_state[peer] != NULL)
+        return px_set_error(PX_EINVAL, "comm: domain \"%s\" rank %d: the ring or doorbell for "
+                            "rank %d is missing, or the rank is not a peer not yet connected",
+                            c->name, c->rank, peer);
+    if (p != NULL && p->out != r)
+        return px_set_error(PX_EINVAL, "comm: domain \"%s\" rank %d: rank %d's link names "
+                            "another ring than its other %s peers' (a defect of the set-up)",
+                            c->name, c->rank, peer, px_comm_tl_name(id));
+    if (p == NULL && (l->shared_bytes != comm_mpi_ring_bytes() || r->magic != STG_MAGIC ||
+                      r->chunk != COMM_MPI_CHUNK))
+        return px_set_error(PX_EINVAL, "comm: domain \"%s\" rank %d: its %s ring (%zu bytes, "
+                            "magic %#x, chunk %u) is not formatted as one (%zu bytes, chunk "
+                            "%u); a defect of the set-up", c->name, c->rank, px_comm_tl_name(id),
+                            l->shared_bytes, r->magic, r->chunk, comm_mpi_ring_bytes(),
+                            (unsigned)COMM_MPI_CHUNK);
+    if (sc == NULL &&
+        (sc = c->tl_comm[id] = calloc(1, sizeof(*sc) + (size_t)c->n * sizeof(int))) == NULL)
+        return px_set_error(PX_ENOMEM, "comm: domain \"%s\" rank %d: out of memory for the "
+                            "%s peers", c->name, c->rank, px_comm_tl_name(id));
+    if (p == NULL) {
+        if ((p = calloc(1, sizeof(*p))) == NULL)
+            return px_set_error(PX_ENOMEM, "comm: domain \"%s\" rank %d: out of memory for "
+                                "its ring", c->name, c->rank);
+        p->out = r;
+        p->out_data = (char *)r + STG_HEAD_BYTES;
+        p->chunk = COMM_MPI_CHUNK;
+        p->bell = l->bell;
+        p->proxied = 1;
+        pthread_mutex_init(&p->plock, NULL);
+    }
+    c->tl_state[peer] = p;
+    sc->peers[sc->n++] = peer;
+    return PX_OK;
+}
+
 px_status comm_stg_connect_as(px_comm *c, int peer, const comm_link *l, int id)
 {
     stg_ring *r0 = l->shared, *r1;
@@ -148,6 +195,8 @@ px_status comm_stg_connect_as(px_comm *c, int peer, const comm_link *l, int id)
     size_t chunk, bytes = l->shared_bytes;
     int mine;
 
+    if (id != PX_COMM_TL_STAGED) /* mpi: one ring per rank */
+        return stg_connect_ring(c, peer, l, id);
     if (r0 == NULL || peer == c->rank || peer < 0 || peer >= c->n || l->bell == NULL ||
         c->tl_state[peer] != NULL)
         return px_set_error(PX_EINVAL, "comm: domain \"%s\" rank %d: the staging memory or "
@@ -213,7 +262,12 @@ void comm_stg_release_as(px_comm *c, int id)
 
     for (int i = 0; sc != NULL && i < sc->n; i++) {
         stg_peer *p = c->tl_state[sc->peers[i]];
-        uint32_t bad = p != NULL ? atomic_load_explicit(&p->bad, memory_order_relaxed) : 0;
+        uint32_t bad;
+
+        c->tl_state[sc->peers[i]] = NULL;
+        if (id != PX_COMM_TL_STAGED && i > 0)
+            continue; /* mpi: every peer's is the first's (the rank's one ring) */
+        bad = p != NULL ? atomic_load_explicit(&p->bad, memory_order_relaxed) : 0;
 
         if (bad > 0)
             PX_LOG_WARN("comm[%s]: rank %d skipped %u malformed staged requests from rank %d "
@@ -222,7 +276,6 @@ void comm_stg_release_as(px_comm *c, int id)
         if (p != NULL)
             pthread_mutex_destroy(&p->plock);
         free(p);
-        c->tl_state[sc->peers[i]] = NULL;
     }
     free(sc);
     c->tl_comm[id] = NULL;
@@ -506,6 +559,7 @@ static px_status stg_post(px_comm *c, int peer, stg_peer *p, const stg_req *rq,
     q->off = rq->off;
     q->n = rq->n;
     q->v = rq->v;
+    q->rank = p->proxied ? (uint32_t)peer : 0; /* mpi: the rank's one ring names the target */
     q->inl = src != NULL && rq->n <= STG_INLINE;
     if (q->inl)
         memcpy(q->data, src, rq->n);
@@ -663,7 +717,8 @@ px_status comm_stg_flush_as(px_comm *c, int id)
     stg_comm *sc = stg_list(c, id);
     px_status st = PX_OK;
 
-    for (int i = 0; i < sc->n && st == PX_OK; i++) {
+    /* mpi: every peer is on the one ring, so the first's wait is all of them */
+    for (int i = 0; i < (id != PX_COMM_TL_STAGED && sc->n > 0 ? 1 : sc->n) && st == PX_OK; i++) {
         int q = sc->peers[i];
         stg_peer *p = c->tl_state[q];
         uint32_t h = atomic_load_explicit(&p->out->head, memory_order_relaxed);

@@ -61,7 +61,8 @@ typedef struct comm_stg_req {
     uint8_t sigop;   /* signal, put with COMM_STG_F_SIGNAL: PX_SIG_SET or PX_SIG_ADD */
     uint8_t inl;     /* put: 1 when the bytes are in data[] below, not in the chunk */
     uint32_t slot;   /* signal: the slot (barrier slots, then user signals) */
-    uint32_t pad_;
+    uint32_t rank;   /* mpi: the target rank (a rank's one ring serves all its mpi peers);
+                      * staged: 0 (not read: the ring is the pair's) */
     uint64_t off;    /* put/get: data-relative; get_head: head-relative */
     uint64_t n;
     uint64_t v;      /* signal: the value */
@@ -113,6 +114,19 @@ static inline comm_stg_ring *comm_stg_ring_at(void *pair, size_t chunk, int i)
 {
     return (comm_stg_ring *)((char *)pair +
                              (size_t)i * (COMM_STG_HEAD_BYTES + COMM_STG_SLOTS * chunk));
+}
+
+/*
+ * mpi (transport/mpi.c): each rank has one ring to its worker's MPI proxy for all its mpi
+ * peers, not a pair memory per peer (each request names its target rank): one header page and
+ * COMM_STG_SLOTS chunks of COMM_MPI_CHUNK bytes, about 2 MiB per rank whatever the domain's
+ * size (per-pair memory would be n - 1 of them: 16 hosts x 64 chips made 960 per chip).
+ */
+#define COMM_MPI_CHUNK COMM_STG_CHUNK
+
+static inline size_t comm_mpi_ring_bytes(void)
+{
+    return COMM_STG_HEAD_BYTES + COMM_STG_SLOTS * (size_t)COMM_MPI_CHUNK;
 }
 
 /* What the target of a request may touch, from its own communicator (never from the ring). */
