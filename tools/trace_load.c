@@ -474,9 +474,20 @@ static void trace_print_hosts(const json_t *root)
 {
     const json_t *hosts = json_object_get(root, "hosts"), *miss;
 
-    if (trace_num(root, "level", 2) == 3)
+    if (trace_num(root, "level", 2) == 3) {
+        const json_t *gone = json_object_get(root, "chips_missing"), *chips;
+
         printf("level 3: the host and %zu chips (each chip's own table in chips/chip<i>/)\n",
                json_array_size(json_object_get(root, "chips")));
+        chips = json_object_get(root, "chips");
+        for (size_t i = 0; json_is_array(gone) && i < json_array_size(gone); i++) {
+            int c = (int)json_number_value(json_array_get(gone, i));
+
+            printf("  chip %d missing: %s\n", c,
+                   c >= 0 && (size_t)c < json_array_size(chips)
+                       ? trace_str(json_array_get(chips, (size_t)c), "error", "?") : "?");
+        }
+    }
     if (trace_num(root, "level", 2) != 4)
         return;
     printf("level 4: %g hosts (each host's own files in hosts/host<h>/)\n",

@@ -469,16 +469,29 @@ px_status comm_check_revoked(const px_comm *c)
                         "and go on with the survivors, or release it", c->name, c->rank, by);
 }
 
-px_status px_comm_revoke(px_comm *c)
+int comm_revoke_rank(px_comm *c, uint64_t t0)
 {
     uint32_t zero = 0;
+    /* the first revoker's word stays; the waits of every member see it at their next turn */
+    int first = atomic_compare_exchange_strong_explicit(c->revoke, &zero,
+                                                        COMM_REVOKED_RANK + (uint32_t)c->rank,
+                                                        memory_order_acq_rel,
+                                                        memory_order_acquire);
 
+    if (t0 != 0) {
+        uint64_t w[3] = {first ? COMM_REVOKED_RANK + (uint32_t)c->rank : zero, (uint64_t)first,
+                         (uint64_t)c->kgen};
+
+        comm_dfx_words(c, PX_DFX_COMM_REVOKE, t0, w, 3);
+    }
+    return first;
+}
+
+px_status px_comm_revoke(px_comm *c)
+{
     if (c == NULL)
         return px_set_error(PX_EINVAL, "px_comm_revoke: the communicator is NULL");
-    /* the first revoker's word stays; the waits of every member see it at their next turn */
-    (void)atomic_compare_exchange_strong_explicit(c->revoke, &zero,
-                                                  COMM_REVOKED_RANK + (uint32_t)c->rank,
-                                                  memory_order_acq_rel, memory_order_acquire);
+    (void)comm_revoke_rank(c, comm_dfx_t0());
     return PX_OK;
 }
 
@@ -559,6 +572,16 @@ static int comm_dfx_index(const char *const *list, int n, const char *name)
         if (strcmp(list[i], name) == 0)
             return i;
     return 0;
+}
+
+void comm_dfx_words(const px_comm *c, int op, uint64_t t0, const uint64_t *w, uint32_t nw)
+{
+    px_dfx_producer *p = px_rt_dfx_here;
+
+    if (!PX_DFX || p == NULL || t0 == 0 || c == NULL)
+        return;
+    px_dfx_comm_words(p, op, 0, c->tl[(c->rank + 1) % c->n]->id, 0xff, t0, px_dfx_now(), 0,
+                      c->id, w, nw);
 }
 
 px_status comm_dfx_end(const px_comm *c, int op, int peer, size_t bytes, uint64_t t0,

@@ -598,6 +598,14 @@ px_status comm_barrier_flush(px_comm *c, int flush);
 uint64_t comm_dfx_t0(void);
 void comm_dfx_span(const px_comm *c, int op, int peer, size_t bytes, uint64_t t0);
 
+/* A span of op (revoke, agree, shrink) carrying nw words of its own (dfx/records.h) from t0
+ * (comm_dfx_t0; 0: none) to now. */
+void comm_dfx_words(const px_comm *c, int op, uint64_t t0, const uint64_t *w, uint32_t nw);
+
+/* Revokes c in its rank's name (the first revoker's word stays) and, with t0 != 0, writes the
+ * revoke span. Returns 1 when this call revoked it. */
+int comm_revoke_rank(px_comm *c, uint64_t t0);
+
 /* The end of a traced public call: writes its span when t0 != 0 and st is PX_OK; returns st. */
 px_status comm_dfx_end(const px_comm *c, int op, int peer, size_t bytes, uint64_t t0,
                        px_status st);

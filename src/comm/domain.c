@@ -33,6 +33,7 @@
 #include "comm/proxy.h"
 #include "comm/select.h"
 #include "dfx/collectors/out.h"
+#include "dfx/emit.h"
 #include "mpi/mpi_load.h"
 #include "platform/platform.h"
 #include "runtime/runtime.h"
@@ -285,6 +286,7 @@ static px_status comm_dfx_merged(void *arg, const char *dir, px_status st)
 static const hier_hooks comm_hooks = {.init = comm_init, .started = comm_started,
                                       .stopping = comm_stopping,
                                       .run_end = comm_run_end, .dfx_json = comm_dfx_json,
+                                      .dfx_events = comm_dfx_events,
                                       .dfx_merged = comm_dfx_merged, .destroy = comm_destroy};
 
 /* The comm state of level-3 worker w: its hooks' extension slot (no lock, no search beyond
@@ -1298,15 +1300,18 @@ px_status px_domain_release(px_domain *d)
 }
 
 /* Revokes d in the orchestration's name (the first revoker's word stays), and every
- * communicator its members' kernel-side shrinks made from it. */
-static void comm_revoke_orch(px_domain *d)
+ * communicator its members' kernel-side shrinks made from it. Returns 1 when d was not
+ * revoked before. */
+static int comm_revoke_orch(px_domain *d)
 {
     uint32_t zero = 0;
+    int first = atomic_compare_exchange_strong_explicit(comm_revoke_word(d), &zero,
+                                                        COMM_REVOKED_ORCH, memory_order_acq_rel,
+                                                        memory_order_acquire);
 
-    (void)atomic_compare_exchange_strong_explicit(comm_revoke_word(d), &zero, COMM_REVOKED_ORCH,
-                                                  memory_order_acq_rel, memory_order_acquire);
     atomic_store_explicit(&comm_board_agree(d->cw->bells, d->msg.revoke_slot)->orch, 1,
                           memory_order_release);
+    return first;
 }
 
 px_status px_domain_revoke(px_domain *d)
@@ -1320,7 +1325,9 @@ px_status px_domain_revoke(px_domain *d)
                             "and shrink work inside one host for now (the revocation table is "
                             "this worker's memory; the other hosts' proxies would have to carry "
                             "it); end the run instead", d->msg.name);
-    comm_revoke_orch(d);
+    d->dfx_revoke_t = px_dfx_now();
+    d->dfx_revoke_first = comm_revoke_orch(d);
+    d->dfx_revoke_run = d->cw->run + 1;
     PX_LOG_INFO("comm[%s]: revoked by the orchestration", d->msg.name);
     return PX_OK;
 }
@@ -1396,7 +1403,8 @@ px_status px_domain_shrink(px_orch *o, px_domain *d, px_domain **out)
     int ex[PX_COMM_MAX_RANKS], keep[PX_COMM_MAX_RANKS], nkeep, nex, died;
     px_domain_spec s = PX_DOMAIN_SPEC_INIT;
     const hier_deaths *b;
-    uint64_t t0 = px_now_ns(), deadline;
+    uint64_t t0 = px_now_ns(), deadline, dt[4] = {px_dfx_now()};
+    int first;
     px_domain *nd = NULL;
     px_worker *w;
     px_status st;
@@ -1419,12 +1427,13 @@ px_status px_domain_shrink(px_orch *o, px_domain *d, px_domain **out)
                             "would have to agree through the MPI proxies); end the run and "
                             "allocate a new domain of the survivors instead", d->msg.name);
     /* revoke first: what still runs on d fails at once, and nothing new starts on it */
-    comm_revoke_orch(d);
+    first = comm_revoke_orch(d);
     deadline = t0 + (uint64_t)(w->cfg.timeout_s * 1e9);
     if ((st = comm_pend_wait(d, deadline)) != PX_OK)
         return st;
     b = hier_deaths_board(w);
     nex = comm_agree_excluded(d, b, ex, keep, &nkeep);
+    dt[1] = px_dfx_now();
     if (nkeep == 0)
         return px_set_error(PX_EINVAL, "px_domain_shrink: domain \"%s\": every one of its %d "
                             "members is dead; nothing to shrink to", d->msg.name, d->msg.n);
@@ -1446,11 +1455,16 @@ px_status px_domain_shrink(px_orch *o, px_domain *d, px_domain **out)
                             "during the shrink (%s); the survivors did not agree: call "
                             "px_domain_shrink again", d->msg.name, died, b->why[died]);
     }
+    dt[2] = px_dfx_now();
     comm_log_shrink(d, b, ex, nex, nkeep);
     nd->nexcluded = nex;
     memcpy(nd->excluded, ex, (size_t)nex * sizeof(int));
     nd->shrink_us = (double)(px_now_ns() - t0) / 1e3;
     nd->from = d;
+    dt[3] = px_dfx_now();
+    memcpy(nd->dfx_t, dt, sizeof(dt));
+    nd->dfx_first = first;
+    nd->dfx_shrink_run = nd->cw->run + 1;
     atomic_store_explicit(comm_revoke_word(d), COMM_REVOKED_SHRUNK, memory_order_release);
     d->shrunk = 1;
     *out = nd;

@@ -87,6 +87,144 @@ static void comm_dfx_generation(const comm_worker *cw, const px_domain *d, struc
     dfxc_buf_puts(b, "]");
 }
 
+/* The why of chip c's death in the board's words, or "dead". */
+static const char *comm_dfx_why(const hier_deaths *board, int c)
+{
+    return board != NULL && c >= 0 && c < HIER_DEATHS_MAX && board->why[c][0] ? board->why[c]
+                                                                             : "dead";
+}
+
+/*
+ * Writes d's ", \"kernel_generations\": [...]" when its members' kernels shrank it
+ * (px_comm_shrink): each generation g > 0 with its members (chips in rank order) and the ranks
+ * of generation g - 1 it excluded, each with its chip and why, from the agreement row the
+ * lowest survivor of each shrink recorded (the first COMM_AGREE_GENS). Only for a domain the
+ * chips still hold (a freed one's row may be another's now).
+ */
+static void comm_dfx_kernel_gens(const comm_worker *cw, const px_domain *d, struct dfxc_buf *b)
+{
+    const comm_agree_row *row = cw->bells != NULL ? comm_board_agree(cw->bells,
+                                                                     d->msg.revoke_slot) : NULL;
+    const hier_deaths *board = hier_deaths_board(cw->w);
+    int chips[PX_COMM_MAX_RANKS], n = d->msg.n;
+    uint32_t gens = row != NULL && d->state != COMM_FREED && d->hosts == NULL
+                        ? atomic_load_explicit(&row->kgens, memory_order_acquire) : 0;
+
+    if (gens == 0)
+        return;
+    memcpy(chips, d->chips, (size_t)n * sizeof(int));
+    dfxc_buf_puts(b, ", \"kernel_generations\": [");
+    for (uint32_t g = 0; g < gens && g < COMM_AGREE_GENS; g++) {
+        uint64_t ex = atomic_load_explicit(&row->kexcluded[g], memory_order_relaxed);
+        int k = 0, first = 1;
+
+        dfxc_buf_printf(b, "%s{\"generation\": %u, \"excluded\": [", g ? ", " : "", g + 1);
+        for (int r = 0; r < n; r++) {
+            if (ex >> r & 1) {
+                dfxc_buf_printf(b, "%s{\"rank\": %d, \"chip\": %d, \"why\": ",
+                                first ? "" : ", ", r, chips[r]);
+                dfxc_buf_json_str(b, comm_dfx_why(board, chips[r]));
+                dfxc_buf_puts(b, "}");
+                first = 0;
+            } else {
+                chips[k++] = chips[r];
+            }
+        }
+        n = k;
+        dfxc_buf_puts(b, "], \"members\": [");
+        for (int r = 0; r < n; r++)
+            dfxc_buf_printf(b, "%s%d", r ? ", " : "", chips[r]);
+        dfxc_buf_puts(b, "]}");
+    }
+    dfxc_buf_puts(b, "]");
+}
+
+/* The thread of the orchestration's revoke and shrink slices on the chips' processes. */
+#define COMM_DFX_TID 1000
+#define COMM_DFX_THREAD "comm: the orchestration's revoke and shrink"
+
+/* One slice of the orchestration's revoke or shrink on chip's track. */
+static void comm_dfx_event(hier_dfx_event_cb add, void *ctx, int chip, const char *name,
+                           uint64_t t0, uint64_t t1, const char *args)
+{
+    hier_dfx_event e = {.chip = chip, .tid = COMM_DFX_TID, .thread = COMM_DFX_THREAD,
+                        .name = name, .t0 = t0, .t1 = t1, .args = args};
+
+    add(ctx, &e);
+}
+
+/* The slices of shrink nd (made in this run) on each survivor's track: the revoke of d, the
+ * agreement (the deaths board's snapshot until it was confirmed after nd was made: who was
+ * excluded and why) and the whole shrink. */
+static void comm_dfx_shrink_events(const comm_worker *cw, const px_domain *nd,
+                                   hier_dfx_event_cb add, void *ctx)
+{
+    const hier_deaths *board = hier_deaths_board(cw->w);
+    const px_domain *d = nd->from;
+    dfxc_buf a;
+
+    dfxc_buf_init(&a);
+    for (int r = 0; r < nd->msg.n; r++) {
+        a.len = 0;
+        dfxc_buf_printf(&a, "\"op\":\"revoke\",\"by\":\"the orchestration\",\"first\":%s,"
+                        "\"generation\":%d,\"domain\":%u", nd->dfx_first ? "true" : "false",
+                        d->generation, d->id);
+        comm_dfx_event(add, ctx, nd->chips[r], "comm.revoke", nd->dfx_t[0], nd->dfx_t[0],
+                       a.oom ? "" : a.p);
+        a.len = 0;
+        dfxc_buf_printf(&a, "\"op\":\"agree\",\"generation\":%d,\"ranks\":%d,"
+                        "\"survivors\":%d,\"status\":\"PX_OK\",\"excluded\":[",
+                        d->generation, d->msg.n, nd->msg.n);
+        for (int i = 0; i < nd->nexcluded; i++) {
+            int c = d->chips[nd->excluded[i]];
+
+            dfxc_buf_printf(&a, "%s{\"rank\":%d,\"chip\":%d,\"why\":", i ? "," : "",
+                            nd->excluded[i], c);
+            dfxc_buf_json_str(&a, comm_dfx_why(board, c));
+            dfxc_buf_puts(&a, "}");
+        }
+        dfxc_buf_printf(&a, "],\"domain\":%u", d->id);
+        comm_dfx_event(add, ctx, nd->chips[r], "comm.agree", nd->dfx_t[1], nd->dfx_t[2],
+                       a.oom ? "" : a.p);
+        a.len = 0;
+        dfxc_buf_printf(&a, "\"op\":\"shrink\",\"generation\":%d,\"to_generation\":%d,"
+                        "\"ranks\":%d,\"survivors\":%d,\"rank\":%d,\"status\":\"PX_OK\","
+                        "\"domain\":%u,\"to_domain\":%u", d->generation, nd->generation,
+                        d->msg.n, nd->msg.n, r, d->id, nd->id);
+        comm_dfx_event(add, ctx, nd->chips[r], "comm.shrink", nd->dfx_t[0], nd->dfx_t[3],
+                       a.oom ? "" : a.p);
+    }
+    dfxc_buf_free(&a);
+}
+
+/* The dfx_events hook: the orchestration's revokes (px_domain_revoke) and shrinks
+ * (px_domain_shrink) of this run as slices on the tracks of the chips they concern (every
+ * live member for a revoke, the survivors for a shrink). */
+void comm_dfx_events(void *arg, hier_dfx_event_cb add, void *ctx)
+{
+    comm_worker *cw = arg;
+    const hier_deaths *board = hier_deaths_board(cw->w);
+    uint64_t mask = board != NULL ? atomic_load_explicit(&board->mask, memory_order_acquire)
+                                  : 0;
+    char args[160];
+
+    for (const px_domain *d = cw->doms; d != NULL; d = d->next) {
+        if (d->hosts != NULL)
+            continue;
+        if (d->dfx_revoke_run == cw->run + 1) {
+            snprintf(args, sizeof(args), "\"op\":\"revoke\",\"by\":\"the orchestration\","
+                     "\"first\":%s,\"generation\":%d,\"domain\":%u",
+                     d->dfx_revoke_first ? "true" : "false", d->generation, d->id);
+            for (int r = 0; r < d->msg.n; r++)
+                if (!(d->chips[r] < HIER_DEATHS_MAX && (mask >> d->chips[r] & 1)))
+                    comm_dfx_event(add, ctx, d->chips[r], "comm.revoke", d->dfx_revoke_t,
+                                   d->dfx_revoke_t, args);
+        }
+        if (d->from != NULL && d->dfx_shrink_run == cw->run + 1)
+            comm_dfx_shrink_events(cw, d, add, ctx);
+    }
+}
+
 /* The dfx_json hook: "domains": every domain of the worker, its members, window, buffers,
  * transport (summary and per pair) and state. */
 void comm_dfx_json(void *arg, struct dfxc_buf *b)
@@ -121,6 +259,7 @@ void comm_dfx_json(void *arg, struct dfxc_buf *b)
         dfxc_buf_printf(b, ", \"state\": \"%s\", ", d->state == COMM_LIVE ? "live"
                         : d->state == COMM_RELEASED ? "released" : "freed");
         comm_dfx_generation(cw, d, b);
+        comm_dfx_kernel_gens(cw, d, b);
         dfxc_buf_puts(b, "}");
         first = 0;
     }

@@ -47,6 +47,13 @@ struct px_domain {
     double shrink_us;                /* how long the shrink that made it took (dfx.json) */
     int excluded[PX_COMM_MAX_RANKS]; /* that shrink's excluded old ranks (nexcluded) */
     int nexcluded;
+    /* DFX (the orchestration's slices on the chips' tracks, domain_dfx.c), in the parent's
+     * DFX clock: for a shrink's domain, the shrink's start (its revoke of the old one), the
+     * deaths board's snapshot, the agreement confirmed after the new domain was made, and its
+     * end, in run dfx_shrink_run - 1; for a px_domain_revoke, when, in run dfx_revoke_run - 1 */
+    uint64_t dfx_t[4];
+    uint64_t dfx_shrink_run, dfx_revoke_t, dfx_revoke_run;
+    int dfx_first, dfx_revoke_first; /* that revoke was the first (not revoked before) */
     int draining;                    /* released in a run: forgotten once pend has finished */
     px_task_id *pend;                /* the tasks submitted on it in this run, not all seen
                                       * finished yet (npend of cap) */
@@ -135,5 +142,9 @@ px_status comm_builtins_register(comm_worker *cw);
 
 /* domain_dfx.c: the dfx_json hook: the domains and their pairs' transports. */
 void comm_dfx_json(void *arg, struct dfxc_buf *b);
+
+/* domain_dfx.c: the dfx_events hook: the orchestration's revokes and shrinks of this run as
+ * slices on the chips' tracks of the merged trace.json. */
+void comm_dfx_events(void *arg, hier_dfx_event_cb add, void *ctx);
 
 #endif

@@ -47,6 +47,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dfx/records.h"
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/util.h"
@@ -378,11 +379,39 @@ static void shr_log(const px_comm *c, uint64_t excl, int n2)
                 c->name, n2, c->kgen, c->kgen + 1);
 }
 
+/* DFX: the agreement's span (from t0) with who was excluded, the outcome and the sizes;
+ * and the whole shrink's (from s0). Words: dfx/records.h. */
+static void shr_dfx(const px_comm *c, uint64_t s0, uint64_t t0, uint32_t at, uint64_t excl,
+                    int n2, int rank2, px_status st)
+{
+    uint64_t w[PX_DFX_COMM_WORDS] = {excl, (uint32_t)(int32_t)st | (uint64_t)at << 32,
+                                     (uint64_t)(uint16_t)c->kgen |
+                                         (uint64_t)(uint16_t)c->n << 16 |
+                                         (uint64_t)(uint16_t)n2 << 32};
+    int k = 0;
+
+    if (t0 == 0)
+        return;
+    for (int q = 0; q < c->n; q++) {
+        if (!(excl >> q & 1))
+            continue;
+        if (k < 5 * PX_DFX_COMM_CHIPS_PER_WORD)
+            w[3 + k / PX_DFX_COMM_CHIPS_PER_WORD] |=
+                (uint64_t)(c->member[q] >= 0 && c->member[q] < 63 ? c->member[q] : 63)
+                << (6 * (k % PX_DFX_COMM_CHIPS_PER_WORD));
+        k++;
+    }
+    comm_dfx_words(c, PX_DFX_COMM_AGREE, t0, w, PX_DFX_COMM_WORDS);
+    w[0] = w[2] | (uint64_t)(uint16_t)rank2 << 48;
+    w[1] = (uint32_t)(int32_t)st;
+    comm_dfx_words(c, PX_DFX_COMM_SHRINK, s0, w, 2);
+}
+
 px_status px_comm_shrink(px_comm *c, px_comm **out)
 {
     int keep[PX_COMM_MAX_RANKS], n2 = 0;
-    uint64_t excl = 0, deadline;
-    uint32_t zero = 0, at;
+    uint64_t excl = 0, deadline, s0 = comm_dfx_t0(), t0;
+    uint32_t at;
     px_status st = shr_check(c, out);
 
     if (st != PX_OK)
@@ -390,17 +419,18 @@ px_status px_comm_shrink(px_comm *c, px_comm **out)
     deadline = px_now_ns() + (uint64_t)(c->timeout_s * 1e9);
     at = c->shrink_attempts++;
     /* the survivors' pending calls on c end, so that they come here too */
-    (void)atomic_compare_exchange_strong_explicit(c->revoke, &zero,
-                                                  COMM_REVOKED_RANK + (uint32_t)c->rank,
-                                                  memory_order_acq_rel, memory_order_acquire);
-    if ((st = shr_propose(c, at, deadline, &excl)) != PX_OK)
-        return st;
-    for (int q = 0; q < c->n; q++)
-        if (!(excl >> q & 1))
-            keep[n2++] = q;
-    if ((st = shr_ready_all(c, at, excl, n2, keep[0], deadline)) != PX_OK)
-        return st;
-    if ((st = shr_build(c, keep, n2, out)) != PX_OK)
+    (void)comm_revoke_rank(c, s0);
+    t0 = comm_dfx_t0();
+    if ((st = shr_propose(c, at, deadline, &excl)) == PX_OK) {
+        for (int q = 0; q < c->n; q++)
+            if (!(excl >> q & 1))
+                keep[n2++] = q;
+        st = shr_ready_all(c, at, excl, n2, keep[0], deadline);
+    }
+    if (st == PX_OK)
+        st = shr_build(c, keep, n2, out);
+    shr_dfx(c, s0, t0, at, excl, n2, st == PX_OK ? px_comm_rank(*out) : -1, st);
+    if (st != PX_OK)
         return st;
     c->shrunk = 1;
     if (c->rank == keep[0])

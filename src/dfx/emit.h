@@ -283,12 +283,15 @@ static inline void px_dfx_phase(px_dfx_producer *p, px_dfx_phase_id ph, uint64_t
 /*
  * A communication span [t0, t1) of a kernel on a chip (src/comm): op, algorithm and transport
  * are the indices of px_dfx_comm_op_name() and friends, peer the rank or 0xff for none,
- * domain the domain's id. Durations past 2^36 ticks (tens of seconds) are clamped.
+ * domain the domain's id. Durations past 2^36 ticks (tens of seconds) are clamped. The
+ * revoke, agreement and shrink spans carry nw (at most PX_DFX_COMM_WORDS) words of their own
+ * in continuation records (px_dfx_comm_words; their meaning: records.h).
  */
-static inline void px_dfx_comm(px_dfx_producer *p, int op, int algo, int transport, int peer,
-                               uint64_t t0, uint64_t t1, uint64_t bytes, uint32_t domain)
+static inline void px_dfx_comm_words(px_dfx_producer *p, int op, int algo, int transport,
+                                     int peer, uint64_t t0, uint64_t t1, uint64_t bytes,
+                                     uint32_t domain, const uint64_t *w, uint32_t nw)
 {
-    px_dfx_rec *r = px_dfx_reserve_at(p, PX_DFXK_COMM, 1, t0);
+    px_dfx_rec *r = px_dfx_reserve_at(p, PX_DFXK_COMM, nw ? 1 + (nw + 3) / 4 : 1, t0);
     uint64_t dur = t1 > t0 ? t1 - t0 : 0;
 
     if (r) {
@@ -296,7 +299,15 @@ static inline void px_dfx_comm(px_dfx_producer *p, int op, int algo, int transpo
         r->a = (uint64_t)(op & 0xff) | (uint64_t)(algo & 0xff) << 8 |
                (uint64_t)(transport & 0xf) << 16 | (uint64_t)(peer & 0xff) << 20 | dur << 28;
         r->b = (bytes & ((1ull << 48) - 1)) | (uint64_t)(domain & 0xffff) << 48;
+        for (uint32_t i = 0; i < (nw + 3) / 4 * 4; i++) /* continuation records, zero-padded */
+            ((uint64_t *)(void *)(r + 1))[i] = i < nw ? w[i] : 0;
     }
+}
+
+static inline void px_dfx_comm(px_dfx_producer *p, int op, int algo, int transport, int peer,
+                               uint64_t t0, uint64_t t1, uint64_t bytes, uint32_t domain)
+{
+    px_dfx_comm_words(p, op, algo, transport, peer, t0, t1, bytes, domain, NULL, 0);
 }
 
 /* A host span [t0, t1) in px_dfx_now() units with its detail (bytes, tasks). */

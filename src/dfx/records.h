@@ -85,7 +85,8 @@ enum {
     PX_DFX_COMM_PUT = 1, PX_DFX_COMM_GET, PX_DFX_COMM_SIGNAL, PX_DFX_COMM_PUT_SIGNAL,
     PX_DFX_COMM_WAIT, PX_DFX_COMM_BARRIER, PX_DFX_COMM_ALLREDUCE, PX_DFX_COMM_ALLGATHER,
     PX_DFX_COMM_REDUCE_SCATTER, PX_DFX_COMM_BROADCAST, PX_DFX_COMM_ALLTOALL,
-    PX_DFX_COMM_ALLTOALLV, PX_DFX_COMM_OP_COUNT
+    PX_DFX_COMM_ALLTOALLV, PX_DFX_COMM_REVOKE, PX_DFX_COMM_AGREE, PX_DFX_COMM_SHRINK,
+    PX_DFX_COMM_OP_COUNT
 };
 
 /* Name of a comm op ("allreduce"), "?" if invalid. */
@@ -93,10 +94,27 @@ static inline const char *px_dfx_comm_op_name(int op)
 {
     static const char *const names[PX_DFX_COMM_OP_COUNT] = {
         "?", "put", "get", "signal", "put_signal", "wait", "barrier", "allreduce", "allgather",
-        "reduce_scatter", "broadcast", "alltoall", "alltoallv"};
+        "reduce_scatter", "broadcast", "alltoall", "alltoallv", "revoke", "agree", "shrink"};
 
     return op > 0 && op < PX_DFX_COMM_OP_COUNT ? names[op] : "?";
 }
+
+/*
+ * The words of a revoke, agree or shrink span (px_dfx_comm_words), written by a kernel's
+ * px_comm_revoke and px_comm_shrink:
+ *   revoke  w[0] the revocation word after it (1: the orchestration, 2 + r: rank r),
+ *           w[1] 1 when this call revoked it (0: it was revoked already), w[2] the
+ *           communicator's kernel generation
+ *   agree   w[0] the excluded ranks (bit r: rank r of the old communicator), w[1] bits 0-31
+ *           the outcome (int32 px_status), 32-63 the attempt, w[2] bits 0-15 the old
+ *           communicator's kernel generation, 16-31 its ranks, 32-47 the survivors, w[3..7]
+ *           the excluded ranks' chips in rank order, 6 bits each, 10 per word (50 at most;
+ *           63: not known)
+ *   shrink  w[0] as agree's w[2] plus bits 48-63 this rank in the new communicator,
+ *           w[1] the outcome (int32 px_status)
+ */
+#define PX_DFX_COMM_WORDS 8
+#define PX_DFX_COMM_CHIPS_PER_WORD 10
 
 /* The algorithms a collective may record (index 0: none, for one-sided calls). */
 #define PX_DFX_COMM_ALGOS {"", "local", "oneshot", "oneshot_large", "rs_ag", "pull", "chain", "proxy"}
@@ -110,12 +128,18 @@ typedef struct px_dfx_comm_rec {
     int op, algo, transport, peer; /* peer -1: none */
     uint64_t t0, t1, bytes;
     uint32_t domain;
+    uint32_t nw;                   /* words below (revoke, agree, shrink) */
+    uint64_t w[PX_DFX_COMM_WORDS];
 } px_dfx_comm_rec;
 
 static inline int px_dfx_comm_decode(const px_dfx_rec *r, px_dfx_comm_rec *out)
 {
-    if (r->kind != PX_DFXK_COMM || r->nrec != 1)
+    if (r->kind != PX_DFXK_COMM || r->nrec < 1 ||
+        r->nrec > px_dfx_nrec_for_words(PX_DFX_COMM_WORDS))
         return -1;
+    out->nw = (uint32_t)(r->nrec - 1) * 4;
+    for (uint32_t i = 0; i < out->nw; i++)
+        out->w[i] = px_dfx_words(r)[i];
     out->op = (int)(r->a & 0xff);
     out->algo = (int)(r->a >> 8 & 0xff);
     out->transport = (int)(r->a >> 16 & 0xf);

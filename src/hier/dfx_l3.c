@@ -13,8 +13,12 @@
  *          PLEXUS_TIMEOUT_S) for every chip's answer, then merges everything into OUT/trace.json and OUT/dfx.json
  *          (dfx_merge.c).
  * A chip whose flush failed (its DFX reported an error, e.g. records that do not reconcile
- * under PLEXUS_DFX_STRICT=1) or that died fails the parent's run with the chip's message;
- * the merge still lists it, with the error. With DFX off on the parent nothing of this
+ * under PLEXUS_DFX_STRICT=1, or it did not answer in time) fails the parent's run with the
+ * chip's message; a chip that is dead (before or during the run) does not: its death is the
+ * run's business (the tasks it failed), and the survivors' outputs are written without it
+ * (dfx.json names it in chips_missing and says why in its entry; logged at warn), unless
+ * PLEXUS_DFX_STRICT=1 asks for every chip's record. The merge lists every such chip with
+ * its error. With DFX off on the parent nothing of this
  * exists: the chips inherit the parent's configuration, so their DFX is off too.
  */
 #include "hier/hier_internal.h"
@@ -71,7 +75,7 @@ static void dfx_l3_chip(px_hier *h, const hier_call_result *r, int i, px_hier_df
         snprintf(c->msg, sizeof(c->msg), "chip %d (pid %d): no flush call was posted (out of "
                  "host memory); it wrote no DFX files", i, (int)p->pid);
     else if (r->st == PX_EPEERDEAD)
-        snprintf(c->msg, sizeof(c->msg), "%.*s; its DFX files are missing",
+        snprintf(c->msg, sizeof(c->msg), "%.*s; its DFX data of this run is missing",
                  (int)sizeof(c->msg) - 64, r->reply);
     else if (r->st == PX_ETIMEDOUT)
         snprintf(c->msg, sizeof(c->msg), "chip %d (pid %d) did not finish writing its DFX files "
@@ -106,7 +110,14 @@ px_status px_hier_dfx_merge(void *arg)
     }
     for (int i = 0; i < h->nchips; i++) {
         dfx_l3_chip(h, hier_call_result_of(h->dfx_flush, i), i, &chips[i]);
-        if (chips[i].st != PX_OK && bad < 0)
+        if (chips[i].st == PX_EPEERDEAD && !h->cfg.dfx_strict) { /* the survivors' go on */
+            if (h->procs[i].dfx_told++ == 0)
+                PX_LOG_WARN("dfx: %s from the merged outputs (dfx.json: chips_missing)",
+                            chips[i].msg);
+            else
+                PX_LOG_INFO("dfx: %s from the merged outputs (dfx.json: chips_missing)",
+                            chips[i].msg);
+        } else if (chips[i].st != PX_OK && bad < 0)
             bad = i;
     }
     hier_call_free(h->dfx_flush);

@@ -90,6 +90,8 @@ typedef struct mrg_src {
     uint64_t task_base;   /* added to its task ids in the merged report (ids repeat across
                            * processes; the merged trace.json keeps each process's own) */
     uint64_t task_top;    /* largest task id + 1 */
+    char **owned;         /* lines the merge wrote itself (annotated or added), nowned */
+    size_t nowned, cap_owned;
 } mrg_src;
 
 typedef struct mrg {
@@ -956,6 +958,13 @@ static px_status mrg_dfx(const mrg *m)
         dfxc_buf_puts(&b, k > 1 ? ",\n  " : "\n  ");
         mrg_chip_entry(&m->src[k], &b, &ok);
     }
+    dfxc_buf_puts(&b, "],\n \"chips_missing\": [");
+    for (int k = 1, first = 1; k < m->nsrc; k++) {
+        if (m->src[k].chip->st == PX_OK)
+            continue;
+        dfxc_buf_printf(&b, "%s%d", first ? "" : ", ", m->src[k].chip->chip);
+        first = 0;
+    }
     dfxc_buf_puts(&b, "]");
     mrg_calls_json(m, &b);
     for (int i = 0; m->h != NULL && i < m->h->nhooks; i++)
@@ -975,8 +984,166 @@ static void mrg_free(mrg *m)
         free(m->src[k].dfx_text);
         free(m->src[k].trace_text);
         free(m->src[k].lines);
+        for (size_t i = 0; i < m->src[k].nowned; i++)
+            free(m->src[k].owned[i]);
+        free(m->src[k].owned);
     }
     free(m->src);
+}
+
+/* ---- what the merge adds: why a chip was excluded, the layers' own slices ---- */
+
+/* Keeps text b (its bytes, copied) as a line of s owned by the merge; NULL when out of
+ * memory. */
+static char *mrg_own(mrg_src *s, const dfxc_buf *b)
+{
+    char *p = b->oom ? NULL : malloc(b->len + 1), **slot;
+
+    if (p == NULL)
+        return NULL;
+    memcpy(p, b->p, b->len);
+    p[b->len] = '\0';
+    if ((slot = dfxc_push((void **)&s->owned, &s->nowned, &s->cap_owned, sizeof(*slot))) ==
+        NULL) {
+        free(p);
+        return NULL;
+    }
+    return *slot = p;
+}
+
+/* Why chip c is gone, in the death watch's words (h's), or NULL when it is not. */
+static const char *mrg_death(const px_hier *h, int c)
+{
+    return h != NULL && c >= 0 && c < h->nchips && h->procs[c].dead ? h->procs[c].death : NULL;
+}
+
+/*
+ * A chip's comm span naming excluded chips (a kernel-side agreement: "excluded":[{"rank":r,
+ * "chip":c},...]) gets each chip's death next to it ("why"), which only the parent knows:
+ * line l is replaced by an annotated copy owned by s.
+ */
+static void mrg_annotate(const mrg *m, mrg_src *s, mrg_line *l)
+{
+    static const char key[] = "\"excluded\":[{";
+    const char *end = l->p + l->n, *at = mrg_find(l->p, end, key, 0), *p, *close;
+    dfxc_buf b;
+    char *line;
+
+    if (at == NULL || (close = memchr(at, ']', (size_t)(end - at))) == NULL)
+        return;
+    dfxc_buf_init(&b);
+    dfxc_buf_put(&b, l->p, (size_t)(at - l->p));
+    for (p = at; p < close;) {
+        const char *chip = mrg_find(p, close, "\"chip\":", 0), *why;
+        char *num_end;
+        long c;
+
+        if (chip == NULL)
+            break;
+        c = strtol(chip + 7, &num_end, 10);
+        dfxc_buf_put(&b, p, (size_t)(num_end - p));
+        if ((why = mrg_death(m->h, (int)c)) != NULL) {
+            dfxc_buf_puts(&b, ",\"why\":");
+            dfxc_buf_json_str(&b, why);
+        }
+        p = num_end;
+    }
+    dfxc_buf_put(&b, p, (size_t)(end - p));
+    if ((line = mrg_own(s, &b)) != NULL)
+        *l = (mrg_line){line, b.len, l->ts, l->meta};
+    dfxc_buf_free(&b);
+}
+
+/* What the layers' slices need: the merge, and the host's clock. */
+typedef struct mrg_adding {
+    mrg *m;
+    double t0_ticks, ticks_per_ns;
+    px_status st;
+} mrg_adding;
+
+/* Inserts line (owned) into s's lines at its time (metadata first). */
+static px_status mrg_insert(mrg_src *s, const char *line, size_t n, int64_t ts, int meta)
+{
+    size_t i;
+
+    if (dfxc_push((void **)&s->lines, &s->nlines, &s->cap, sizeof(*s->lines)) == NULL)
+        return px_set_error(PX_ENOMEM, "dfx: out of memory merging trace events");
+    for (i = s->nlines - 1; i > 0; i--) {
+        const mrg_line *p = &s->lines[i - 1];
+
+        if (meta ? p->meta : (p->meta || p->ts <= ts))
+            break;
+        s->lines[i] = *p;
+    }
+    s->lines[i] = (mrg_line){line, n, ts, meta};
+    return PX_OK;
+}
+
+/* hier_dfx_event_cb of the merge: e as a line of chip e->chip's source, the thread's name the
+ * first time its tid is seen there. */
+static void mrg_add_event(void *ctx, const hier_dfx_event *e)
+{
+    mrg_adding *a = ctx;
+    mrg_src *s = e->chip >= 0 && e->chip + 1 < a->m->nsrc ? &a->m->src[e->chip + 1] : NULL;
+    char needle[48], *line;
+    int64_t t0, t1;
+    int named = 0;
+    dfxc_buf b;
+
+    if (s == NULL || s->trace_text == NULL || a->st != PX_OK)
+        return;
+    t0 = (int64_t)llround(((double)e->t0 - a->t0_ticks) / a->ticks_per_ns) - s->shift_ns;
+    t1 = (int64_t)llround(((double)e->t1 - a->t0_ticks) / a->ticks_per_ns) - s->shift_ns;
+    dfxc_buf_init(&b);
+    snprintf(needle, sizeof(needle), ",\"tid\":%d}", e->tid);
+    for (size_t i = 0; i < s->nowned && !named; i++)
+        named = strstr(s->owned[i], "\"thread_name\"") && strstr(s->owned[i], needle);
+    if (!named) {
+        dfxc_buf_puts(&b, "{\"name\":\"thread_name\",\"args\":{\"name\":");
+        dfxc_buf_json_str(&b, e->thread);
+        dfxc_buf_printf(&b, "},\"ph\":\"M\",\"pid\":%d,\"tid\":%d}", s->pid, e->tid);
+        if ((line = mrg_own(s, &b)) == NULL)
+            a->st = px_set_error(PX_ENOMEM, "dfx: out of memory merging trace events");
+        else
+            a->st = mrg_insert(s, line, b.len, 0, 1);
+        if (a->st != PX_OK) {
+            dfxc_buf_free(&b);
+            return;
+        }
+    }
+    b.len = 0;
+    dfxc_buf_puts(&b, "{\"name\":");
+    dfxc_buf_json_str(&b, e->name);
+    dfxc_buf_printf(&b, ",\"cat\":\"comm\",\"args\":{%s},\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
+                    "\"ts\":", e->args != NULL ? e->args : "", s->pid, e->tid);
+    dfxc_buf_us(&b, t0);
+    dfxc_buf_puts(&b, ",\"dur\":");
+    dfxc_buf_us(&b, t1 > t0 ? t1 - t0 : 0);
+    dfxc_buf_puts(&b, "}");
+    if ((line = mrg_own(s, &b)) == NULL)
+        a->st = px_set_error(PX_ENOMEM, "dfx: out of memory merging trace events");
+    else
+        a->st = mrg_insert(s, line, b.len, t0, 0);
+    dfxc_buf_free(&b);
+}
+
+/* Level 3: the chips' agreement spans get their excluded chips' deaths, and the layers above
+ * add their slices (hier_hooks.dfx_events). */
+static px_status mrg_additions(mrg *m)
+{
+    mrg_adding a = {.m = m, .t0_ticks = mrg_num(&m->src[0].dfx, "t0_ticks", 0),
+                    .ticks_per_ns = mrg_num(&m->src[0].dfx, "ticks_per_ns", 1.0), .st = PX_OK};
+
+    if (a.ticks_per_ns <= 0)
+        a.ticks_per_ns = 1.0;
+    for (int k = 1; k < m->nsrc; k++)
+        for (size_t i = 0; m->src[k].trace_text != NULL && i < m->src[k].nlines; i++)
+            if (!m->src[k].lines[i].meta)
+                mrg_annotate(m, &m->src[k], &m->src[k].lines[i]);
+    for (int i = 0; m->h != NULL && i < m->h->nhooks && a.st == PX_OK; i++)
+        if (m->h->hooks[i].hooks->dfx_events != NULL)
+            m->h->hooks[i].hooks->dfx_events(m->h->hooks[i].arg, mrg_add_event, &a);
+    return a.st;
 }
 
 /* Prefixes the current error with what failed. */
@@ -1002,6 +1169,8 @@ px_status px_hier_dfx_merge_files(const char *dir, int nchips, const px_hier_dfx
         m.src[i + 1].pid = i + 1;
     }
     st = mrg_load_all(&m);
+    if (st == PX_OK && m.src[0].trace_text != NULL)
+        st = mrg_additions(&m);
     if (st == PX_OK && m.src[0].trace_text != NULL)
         st = mrg_trace(&m);
     if (st == PX_OK && m.src[0].trace_text != NULL)

@@ -135,6 +135,21 @@ px_worker *hier_chip_engine(hier_chip *chip);
  */
 struct dfxc_buf;
 
+/* One trace.json slice a layer above adds to a level-3 run's merged trace (hier_hooks.
+ * dfx_events): on thread tid (named thread; pick one no chip producer uses, 1000 and up) of
+ * chip's process, from t0 to t1 in the parent's DFX clock (px_dfx_now), with args (the args
+ * object's members as JSON, without the braces; "" for none). */
+typedef struct hier_dfx_event {
+    int chip;
+    int tid;
+    const char *thread;
+    const char *name;
+    uint64_t t0, t1;
+    const char *args;
+} hier_dfx_event;
+
+typedef void (*hier_dfx_event_cb)(void *ctx, const hier_dfx_event *e);
+
 typedef struct hier_hooks {
     px_status (*init)(void *arg);
     /* after the chips are forked and ready, at the end of px_worker_init (an error fails it):
@@ -148,6 +163,10 @@ typedef struct hier_hooks {
     /* Appends members (",\n \"name\": value" each) to the merged dfx.json of a level-3
      * run with DFX on (dfx_merge.c), before it is written. */
     void (*dfx_json)(void *arg, struct dfxc_buf *b);
+    /* Calls add(ctx, e) for each slice the layer adds to the merged trace.json of a level-3
+     * run with DFX on (dfx_merge.c), on the chips' processes; a chip without a trace gets
+     * none. */
+    void (*dfx_events)(void *arg, hier_dfx_event_cb add, void *ctx);
     /* After the level-3 merge of a run with DFX on wrote dir's trace.json and dfx.json (st:
      * the merge's status, the chips' failures included): where a layer above joins several
      * workers' outputs (comm: the hosts of an MPI job, comm/dfx_hosts.c). Returns its own

@@ -74,6 +74,8 @@ typedef struct px_hier_proc {
     px_task_id inflight[PX_MB_DEPTH]; /* task id of call position p % PX_MB_DEPTH;
                                        * PX_L3_CONTROL: a control call; PX_L3_ORPHAN */
     int dead;                         /* exited or killed: fail everything sent to it */
+    int dfx_told;                     /* dead: the DFX merge said once that its data is
+                                       * missing (later runs say it at info) */
     int reaped;                       /* waitid has collected it */
     char death[PX_HIER_DEATH_MAX];    /* "chip 1 (pid 42) died: killed by signal 9 (SIGKILL)" */
     char killed[160];                 /* why the parent killed it ("" when it did not) */

@@ -49,6 +49,21 @@ set_tests_properties(dfx.l3_trace_summary PROPERTIES TIMEOUT 120 RESOURCE_LOCK c
                      ENVIRONMENT "PLEXUS_LOG=warn"
                      PASS_REGULAR_EXPRESSION "critical path: [2-9][0-9]* tasks, [0-9.]+ us: [0-9]+ [0-9]+@[1-4][ \n].*\nlevel 3: the host and 4 chips [^\n]*\nPASS\n$")
 
+# dfx.l3_dead_chip: train_loop with every collector after chip 2 of 4 died (shrunk from the
+# orchestration, and in the kernels): the run passes, and its outputs come from the survivors
+# with the dead chip named missing (dfx_l3_check.py missing).
+foreach(where orchestration kernel)
+  add_test(NAME dfx.l3_dead_chip_${where}
+           COMMAND sh -c [=[[ -x "$1" ] || { echo "skipped: python3 not found"; exit 77; }
+rm -rf "$2" && "$0" run train_loop --chips 4 --cores 1 --kill-chip 2 --at-iter 50 \
+    --shrink "$4" --dfx all --out "$2" | tail -1 | grep -x PASS || exit 1
+exec "$1" "$3" missing "$2" 4 2]=]
+                   $<TARGET_FILE:plexus> ${PX_PYTHON3_L3} ${PX_DFX_L3_OUT}/dead-${where}
+                   ${CMAKE_CURRENT_SOURCE_DIR}/system/dfx_l3_check.py ${where})
+  set_tests_properties(dfx.l3_dead_chip_${where} PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
+                       RESOURCE_LOCK chips ENVIRONMENT "PLEXUS_LOG=error")
+endforeach()
+
 px_cli_test(run_multi_chip_dfx
             "\ntasks 3\nedges 2\n.*\ndfx [^\n]*/dfx-l3-out/all\ndfx file [^\n]*/dfx.json\n(dfx file [^\n]*\n)*PASS\nexit status 0\n$"
             "PLEXUS_DFX_STRICT=1" run multi_chip --chips 2 --dfx all --out ${PX_DFX_L3_OUT}/all)

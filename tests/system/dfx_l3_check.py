@@ -4,6 +4,7 @@
 usage: dfx_l3_check.py DIR CHIPS HOST_TASKS CHIP_TASKS FLOWS
        dfx_l3_check.py domains DIR NAME CHIPS PROFILE
        dfx_l3_check.py report DIR CHIPS KERNEL
+       dfx_l3_check.py missing DIR CHIPS DEAD
 
 DIR holds the outputs of `plexus run multi_chip --chips CHIPS --dfx ... --out DIR` (swimlane
 on). Counts are worked out by hand by the caller: HOST_TASKS task slices on the host (CHIPS
@@ -23,6 +24,11 @@ and the domain's own "transport" (the one all pairs use, or "mixed") and "why".
 The third form checks the critical path of the merged report.html of a run on CHIPS chips
 (see check_report_cp): it must go from the host's tasks into the chips' tasks they ran and
 reach a KERNEL task on a chip.
+The fourth form checks the outputs of a run on CHIPS chips after chip DEAD died (train_loop
+--kill-chip DEAD with --dfx): dfx.json names DEAD in chips_missing, its entry has the error
+("died") and no collectors, every other chip's collectors reconcile, "reconciled" is false;
+trace.json has the host's and every survivor's process and none for DEAD, and task slices on
+each survivor.
 Prints PASS or FAIL: <reason>.
 """
 import json
@@ -195,7 +201,38 @@ def check_report_cp(d, chips, kernel):
              % (cp["length_us"], total))
 
 
+def check_missing(d, chips, dead):
+    j = load(os.path.join(d, "dfx.json"))
+    if j.get("level") != 3 or j.get("chips_missing") != [dead] or \
+            j.get("reconciled") is not False:
+        fail("dfx.json: level %r, chips_missing %r, reconciled %r; expected 3, [%d], false"
+             % (j.get("level"), j.get("chips_missing"), j.get("reconciled"), dead))
+    if [c["chip"] for c in j["chips"]] != list(range(chips)):
+        fail("dfx.json: chips %r" % [c["chip"] for c in j["chips"]])
+    for c in j["chips"]:
+        if c["chip"] == dead:
+            if "died" not in c.get("error", "") or "collectors" in c:
+                fail("dfx.json: the dead chip's entry %r" % c)
+        else:
+            if "error" in c:
+                fail("dfx.json: survivor %d has an error: %r" % (c["chip"], c["error"]))
+            check_collectors("chip %d" % c["chip"], c["collectors"])
+    events = load(os.path.join(d, "trace.json"))["traceEvents"]
+    names = processes(events)
+    want = [0] + [i + 1 for i in range(chips) if i != dead]
+    if sorted(names) != want:
+        fail("trace.json: processes %r, expected pids %r" % (names, want))
+    for pid in want[1:]:
+        if not any(e["ph"] == "X" and e["pid"] == pid and e.get("cat") == "task"
+                   for e in events):
+            fail("trace.json: no task slices on %s" % names[pid])
+    print("PASS")
+
+
 def main(argv):
+    if len(argv) == 5 and argv[1] == "missing":
+        check_missing(argv[2], int(argv[3]), int(argv[4]))
+        return
     if len(argv) == 6 and argv[1] == "domains":
         check_domains(argv[2], argv[3], int(argv[4]), argv[5])
         return

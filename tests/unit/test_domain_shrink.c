@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "hier/hier_internal.h"
+#include "json_reader.h"
 
 #define TS_COUNT 256 /* floats per rank */
 #define TS_CHIPS 4
@@ -242,6 +243,8 @@ TS_CALLABLE(knoop_callable, k_knoop)
 
 typedef enum { TS_DIRECT, TS_STAGED, TS_MIXED } ts_mode;
 
+static char g_dfx_out[256]; /* non-empty: the next worker has the swimlane on, into it */
+
 static px_worker *ts_worker(ts_mode mode)
 {
     px_config c;
@@ -257,6 +260,10 @@ static px_worker *ts_worker(ts_mode mode)
         snprintf(c.device_profile, sizeof(c.device_profile), "a2a3-pcie");
     if (mode == TS_MIXED)
         setenv("PX_TEST_COMM_MAP_FAIL", "3:1", 1); /* pair 1-3 falls back to staged */
+    if (g_dfx_out[0] != '\0') {
+        c.dfx = PX_DFX_SWIMLANE;
+        snprintf(c.out_dir, sizeof(c.out_dir), "%s", g_dfx_out);
+    }
     PX_ASSERT_OK(px_worker_create(&c, &w));
     PX_ASSERT_OK(px_kernel_register(w, "ts.die", die_kernel, NULL, &k_die));
     PX_ASSERT_OK(px_callable_register(w, "ts.die", die_callable, &c_die));
@@ -1055,6 +1062,139 @@ static void test_resilient_task_fails_with_survivors(void **state)
     tk_finish(s, shm0, fd0);
 }
 
+/* ---- DFX: the revoke, the agreement and the shrink on the survivors' tracks ---- */
+
+static dfxc_json *td_load(const char *name)
+{
+    char path[400];
+    dfxc_json *j = NULL;
+
+    snprintf(path, sizeof(path), "%s/%s", g_dfx_out, name);
+    PX_ASSERT_OK(dfxc_json_load(path, &j));
+    return j;
+}
+
+/* The one X slice called name on pid (tid when >= 0) of the merged trace; fails unless there
+ * is exactly one. */
+static const dfxc_json *td_slice(const dfxc_json *t, int pid, int tid, const char *name)
+{
+    const dfxc_json *ev = dfxc_json_get(t, "traceEvents"), *found = NULL;
+    int n = 0;
+
+    assert_non_null(ev);
+    for (size_t i = 0; i < ev->n; i++) {
+        const dfxc_json *e = &ev->kids[i];
+
+        if (strcmp(dfxc_json_str(e, "ph", ""), "X") == 0 && dfxc_json_num(e, "pid", -1) == pid &&
+            (tid < 0 || dfxc_json_num(e, "tid", -1) == tid) &&
+            strcmp(dfxc_json_str(e, "name", ""), name) == 0) {
+            found = e;
+            n++;
+        }
+    }
+    if (n != 1)
+        print_error("pid %d: %d slices %s, expected 1\n", pid, n, name);
+    assert_int_equal(n, 1);
+    return dfxc_json_get(found, "args");
+}
+
+/* args' "excluded" is exactly rank 2 on chip 2, with its death as why (from the parent). */
+static void td_excluded_chip2(const dfxc_json *args)
+{
+    const dfxc_json *ex = dfxc_json_get(args, "excluded");
+
+    assert_non_null(ex);
+    assert_int_equal(ex->type, DFXC_JARR);
+    assert_int_equal(ex->n, 1);
+    assert_int_equal(dfxc_json_num(&ex->kids[0], "rank", -1), 2);
+    assert_int_equal(dfxc_json_num(&ex->kids[0], "chip", -1), 2);
+    if (strstr(dfxc_json_str(&ex->kids[0], "why", ""), "chip 2 (pid") == NULL ||
+        strstr(dfxc_json_str(&ex->kids[0], "why", ""), "died") == NULL)
+        print_error("why: \"%s\"\n", dfxc_json_str(&ex->kids[0], "why", ""));
+    assert_non_null(strstr(dfxc_json_str(&ex->kids[0], "why", ""), "died"));
+}
+
+/* dfx.json's chips_missing is [2]. */
+static void td_missing_chip2(const dfxc_json *d)
+{
+    const dfxc_json *m = dfxc_json_get(d, "chips_missing");
+
+    assert_non_null(m);
+    assert_int_equal(m->n, 1);
+    assert_int_equal(m->kids[0].num, 2);
+}
+
+/*
+ * With the swimlane on: chip 2 dies in the resilient loop and the survivors shrink in their
+ * kernels: the run passes (the dead chip's DFX data is named missing, not an error), and the
+ * merged trace.json has on each survivor's process (pids 1, 2, 4) one comm.revoke, one
+ * comm.agree (status PX_OK, rank 2 on chip 2 excluded, why: its death) and one comm.shrink
+ * (3 survivors, its new rank); dfx.json lists the kernel generation (members 0, 1, 3). The
+ * next run shrinks from the orchestration: the same three slices on each survivor's own
+ * "comm" track (tid 1000), and dfx.json the new domain's generation.
+ */
+static void test_shrink_dfx_spans(void **state)
+{
+    static const int pids[3] = {1, 2, 4};
+    int shm0 = px_test_shm_plexus_entries(), fd0 = px_test_open_fds();
+    dfxc_json *t, *d;
+    tk_scene *s;
+
+    (void)state;
+    if (!PX_DFX)
+        skip();
+    px_test_mkdtemp(g_dfx_out, sizeof(g_dfx_out), "px_shrinkdfx");
+    s = tk_start(TS_STAGED, NULL);
+    s->die = 1u << 2;
+    s->die_at = 3;
+    tk_loop(s);
+    t = td_load("trace.json");
+    d = td_load("dfx.json");
+    for (int i = 0; i < 3; i++) {
+        const dfxc_json *a = td_slice(t, pids[i], -1, "comm.agree");
+
+        assert_string_equal(dfxc_json_str(a, "status", ""), "PX_OK");
+        assert_int_equal(dfxc_json_num(a, "survivors", -1), 3);
+        td_excluded_chip2(a);
+        a = td_slice(t, pids[i], -1, "comm.shrink");
+        assert_int_equal(dfxc_json_num(a, "rank", -1), i);
+        assert_int_equal(dfxc_json_num(a, "to_generation", -1), 1);
+        (void)td_slice(t, pids[i], -1, "comm.revoke");
+    }
+    td_missing_chip2(d);
+    {
+        const dfxc_json *doms = dfxc_json_get(d, "domains"), *kg;
+
+        assert_non_null(doms);
+        assert_int_equal(doms->n, 1);
+        kg = dfxc_json_get(&doms->kids[0], "kernel_generations");
+        assert_non_null(kg);
+        assert_int_equal(kg->n, 1);
+        assert_int_equal(dfxc_json_get(&kg->kids[0], "members")->n, 3);
+        td_excluded_chip2(&kg->kids[0]);
+    }
+    dfxc_json_free(t);
+    dfxc_json_free(d);
+    tk_check(s, (const int[]){0, 1, 3}, 3, 1); /* the orchestration's shrink, its own run */
+    t = td_load("trace.json");
+    d = td_load("dfx.json");
+    for (int i = 0; i < 3; i++) {
+        const dfxc_json *a = td_slice(t, pids[i], 1000, "comm.agree");
+
+        td_excluded_chip2(a);
+        a = td_slice(t, pids[i], 1000, "comm.shrink");
+        assert_int_equal(dfxc_json_num(a, "rank", -1), i);
+        assert_int_equal(dfxc_json_num(a, "survivors", -1), 3);
+        (void)td_slice(t, pids[i], 1000, "comm.revoke");
+    }
+    td_missing_chip2(d);
+    dfxc_json_free(t);
+    dfxc_json_free(d);
+    tk_finish(s, shm0, fd0);
+    px_test_rmtree(g_dfx_out);
+    g_dfx_out[0] = '\0';
+}
+
 /* Misuse: a shrunk domain refuses everything but release; shrinking it again is refused;
  * NULL arguments are refused without a crash. */
 static px_status ts_misuse_orch(px_orch *o, const px_task_args *args, void *user)
@@ -1119,6 +1259,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_kernel_shrink_nobody_dead_direct),
         cmocka_unit_test(test_kernel_shrink_nobody_dead_staged),
         cmocka_unit_test(test_resilient_task_fails_with_survivors),
+        cmocka_unit_test(test_shrink_dfx_spans),
     };
 
     if (argc > 1)

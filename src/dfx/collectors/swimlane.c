@@ -299,8 +299,53 @@ static void swl_phases(swl_state *s, const px_dfx_run_info *info)
     dfxc_buf_free(&m);
 }
 
+/* The args of a revoke, agree or shrink span from its words (records.h), after "op". */
+static void swl_shrink_args(dfxc_buf *m, const px_dfx_comm_rec *c)
+{
+    const uint64_t *w = c->w;
+    int k = 0;
+
+    if (c->op == PX_DFX_COMM_REVOKE) {
+        dfxc_buf_puts(m, ",\"by\":");
+        if (w[0] >= 2)
+            dfxc_buf_printf(m, "\"rank %llu\"", (unsigned long long)(w[0] - 2));
+        else
+            dfxc_buf_json_str(m, "the orchestration");
+        dfxc_buf_printf(m, ",\"first\":%s,\"generation\":%u", w[1] ? "true" : "false",
+                        (unsigned)w[2]);
+        return;
+    }
+    if (c->op == PX_DFX_COMM_SHRINK) {
+        dfxc_buf_printf(m, ",\"generation\":%u,\"to_generation\":%u,\"ranks\":%u,"
+                        "\"survivors\":%u,\"rank\":%u,\"status\":", (unsigned)(w[0] & 0xffff),
+                        (unsigned)(w[0] & 0xffff) + 1, (unsigned)(w[0] >> 16 & 0xffff),
+                        (unsigned)(w[0] >> 32 & 0xffff), (unsigned)(w[0] >> 48 & 0xffff));
+        dfxc_buf_json_str(m, px_status_name((px_status)(int32_t)(uint32_t)w[1]));
+        return;
+    }
+    /* agree: who was excluded (ranks and chips; the level-3 merge adds why) */
+    dfxc_buf_printf(m, ",\"generation\":%u,\"attempt\":%u,\"ranks\":%u,\"survivors\":%u,"
+                    "\"status\":", (unsigned)(w[2] & 0xffff), (unsigned)(w[1] >> 32),
+                    (unsigned)(w[2] >> 16 & 0xffff), (unsigned)(w[2] >> 32 & 0xffff));
+    dfxc_buf_json_str(m, px_status_name((px_status)(int32_t)(uint32_t)w[1]));
+    dfxc_buf_puts(m, ",\"excluded\":[");
+    for (int r = 0; r < 64; r++) {
+        uint64_t chip = 63;
+
+        if (!(w[0] >> r & 1))
+            continue;
+        if (k < 5 * PX_DFX_COMM_CHIPS_PER_WORD)
+            chip = w[3 + k / PX_DFX_COMM_CHIPS_PER_WORD] >>
+                   (6 * (k % PX_DFX_COMM_CHIPS_PER_WORD)) & 63;
+        dfxc_buf_printf(m, "%s{\"rank\":%d,\"chip\":%d}", k ? "," : "", r,
+                        chip == 63 ? -1 : (int)chip);
+        k++;
+    }
+    dfxc_buf_puts(m, "]");
+}
+
 /* Adds one X slice per communication span: "comm.<op>" with op, bytes, peer, algorithm,
- * transport and the domain's id in its args. */
+ * transport and the domain's id in its args (a revoke, agreement or shrink: its own). */
 static void swl_comms(swl_state *s, const px_dfx_run_info *info)
 {
     static const char *const algos[PX_DFX_COMM_NALGOS] = PX_DFX_COMM_ALGOS;
@@ -318,6 +363,16 @@ static void swl_comms(swl_state *s, const px_dfx_run_info *info)
         dfxc_buf_json_str(&m, name);
         dfxc_buf_puts(&m, ",\"cat\":\"comm\",\"args\":{\"op\":");
         dfxc_buf_json_str(&m, px_dfx_comm_op_name(c->op));
+        if (c->op >= PX_DFX_COMM_REVOKE && c->nw >= 4) {
+            swl_shrink_args(&m, c);
+            dfxc_buf_puts(&m, ",\"domain\":");
+            dfxc_buf_u64(&m, c->domain);
+            dfxc_buf_puts(&m, "}");
+            dfxc_trace_add(s->trace, 'X', info->chip, s->comms[i].producer,
+                           dfxc_ns(info, c->t0), dfxc_dur_ns(info, c->t0, c->t1 - c->t0),
+                           m.p ? m.p : "");
+            continue;
+        }
         dfxc_buf_puts(&m, ",\"bytes\":");
         dfxc_buf_u64(&m, c->bytes);
         dfxc_buf_puts(&m, ",\"peer\":");
