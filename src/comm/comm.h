@@ -191,6 +191,9 @@ typedef struct comm_agree_entry {
     uint64_t pad_;
 } comm_agree_entry;
 
+/* ranks a kernel-side shrink agrees among: the chips of one worker (its board), whose sets
+ * are 64-bit masks; a domain spanning hosts is refused before (shr_check) */
+#define COMM_AGREE_MAX_RANKS 64
 #define COMM_AGREE_GENS 8 /* kernel generations whose excluded sets a row keeps (dfx.json) */
 typedef struct comm_agree_row {
     _Atomic uint32_t revoke[2];
@@ -201,7 +204,7 @@ typedef struct comm_agree_row {
     uint32_t pad_[10];
     _Atomic uint64_t kexcluded[COMM_AGREE_GENS];  /* [g]: the ranks of generation g that
                                                    * generation g + 1 excluded */
-    comm_agree_entry rank[PX_COMM_MAX_RANKS];
+    comm_agree_entry rank[COMM_AGREE_MAX_RANKS];
 } comm_agree_row;
 
 typedef struct comm_agrees {

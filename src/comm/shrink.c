@@ -285,6 +285,11 @@ static px_status shr_check(const px_comm *c, px_comm **out)
         return px_set_error(PX_ESTATE, "px_comm_shrink: domain \"%s\" rank %d: this "
                             "communicator was shrunk already; shrink the one that shrink "
                             "returned", c->name, c->rank);
+    if (c->n > COMM_AGREE_MAX_RANKS)
+        return px_set_error(PX_ENOTSUP, "px_comm_shrink: domain \"%s\" rank %d: %d ranks; a "
+                            "kernel-side shrink agrees among at most %d (the chips of one "
+                            "worker); shrink from the orchestration instead", c->name, c->rank,
+                            c->n, COMM_AGREE_MAX_RANKS);
     if (c->agree == NULL)
         return px_set_error(PX_ENOTSUP, "px_comm_shrink: domain \"%s\" rank %d: this "
                             "communicator has no agreement table (only a level-3 chip's "
