@@ -21,7 +21,9 @@ job=$!
 pids="" jobhex=0 i=0
 while kill -0 "$job" 2>/dev/null; do
     launcher=$(pgrep -P "$job" | head -1)
-    for w in $(pgrep -P "${launcher:-1}" 2>/dev/null); do
+    # no launcher yet (or any more): nothing to record; pgrep -P 1 would list init's children
+    [ -n "$launcher" ] || { i=$((i + 1)); [ $i -gt 3000 ] && break; sleep 0.1; continue; }
+    for w in $(pgrep -P "$launcher" 2>/dev/null); do
         case " $pids " in *" $w "*) ;; *) pids="$pids $w" ;; esac
         for c in $(pgrep -P "$w" 2>/dev/null); do
             case " $pids " in *" $c "*) ;; *) pids="$pids $c" ;; esac
