@@ -23,6 +23,9 @@
  * domain and allreduces on the survivors' domain; recreate: detection + tearing the worker
  * down and making one of the survivors' chips from scratch (worker, chips, domain) up to its
  * first allreduce, which is what a job without shrink does. Each checks its allreduce.
+ * case=kshrink: the same death inside a resilient task whose survivors shrink in the kernel
+ * (px_comm_shrink) and allreduce on the survivors' communicator: from the run's start (the
+ * death is immediate) to its end, detection included.
  *
  * The anchor is Open MPI (bench/mpi_anchor.c runs bench/comm_mpi_anchor.c under mpirun with
  * pinned options): MPI_Allreduce in place and MPI_Put + MPI_Win_flush on a shared window. The
@@ -633,8 +636,41 @@ static void bc_domain_alloc_case(bench_mode mode)
 
 #define BC_SH_COUNT 1024 /* floats of the allreduce */
 
-static px_kernel_id k_shdie, k_shar;
-static px_callable_id c_shdie, c_shar;
+static px_kernel_id k_shdie, k_shar, k_shk;
+static px_callable_id c_shdie, c_shar, c_shk;
+
+static px_status bc_shar_check(px_comm *c);
+
+/* case=kshrink: the last rank dies at once; the others' allreduce fails, they shrink in the
+ * kernel (px_comm_shrink) and allreduce on the survivors' communicator, checked. */
+static px_status bc_shk_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    px_comm *c = px_arg_comm(a, px_arg_count(a) - 1), *nc;
+    px_status st;
+
+    (void)ctx;
+    if (c == NULL)
+        return PX_EINVAL;
+    if (px_comm_rank(c) == px_comm_size(c) - 1)
+        raise(SIGKILL);
+    st = px_comm_allreduce(c, px_comm_buffer(c, "x", NULL), BC_SH_COUNT, PX_F32, PX_OP_SUM);
+    if (st != PX_EPEERDEAD && st != PX_EREVOKED)
+        return st == PX_OK ? px_set_error(PX_ESTATE, "bench kshrink: the allreduce with a "
+                                          "dead rank succeeded") : st;
+    while ((st = px_comm_shrink(c, &nc)) == PX_EPEERDEAD)
+        ;
+    if (st != PX_OK)
+        return st;
+    return bc_shar_check(nc); /* the survivors' first collective, checked */
+}
+
+static px_status bc_shk_callable(px_orch *o, const px_task_args *args, void *user)
+{
+    px_task_args a = *args;
+
+    (void)user;
+    return px_submit(o, k_shk, &a, NULL);
+}
 
 /* The last rank dies (SIGKILL) at once; the others enter an allreduce that cannot finish. */
 static px_status bc_shdie_kernel(px_core_ctx *ctx, const px_task_args *a)
@@ -649,15 +685,13 @@ static px_status bc_shdie_kernel(px_core_ctx *ctx, const px_task_args *a)
     return px_comm_allreduce(c, px_comm_buffer(c, "x", NULL), BC_SH_COUNT, PX_F32, PX_OP_SUM);
 }
 
-/* Every rank sets x to rank + 1 and allreduces it: each element must be n (n + 1) / 2. */
-static px_status bc_shar_kernel(px_core_ctx *ctx, const px_task_args *a)
+/* Every rank sets x to rank + 1 and allreduces it on c: each element must be n (n + 1) / 2. */
+static px_status bc_shar_check(px_comm *c)
 {
-    px_comm *c = px_arg_comm(a, px_arg_count(a) - 1);
     float *x;
     int n;
     px_status st;
 
-    (void)ctx;
     if (c == NULL)
         return PX_EINVAL;
     x = px_comm_buffer(c, "x", NULL);
@@ -671,6 +705,12 @@ static px_status bc_shar_kernel(px_core_ctx *ctx, const px_task_args *a)
             return px_set_error(PX_EKERNEL, "bench shrink: element %d is %g, expected %d", i,
                                 x[i], n * (n + 1) / 2);
     return PX_OK;
+}
+
+static px_status bc_shar_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    (void)ctx;
+    return bc_shar_check(px_arg_comm(a, px_arg_count(a) - 1));
 }
 
 static px_status bc_shdie_callable(px_orch *o, const px_task_args *args, void *user)
@@ -720,6 +760,14 @@ static px_status bc_sh_die_orch(px_orch *o, const px_task_args *args, void *user
     return px_submit_domain_task(o, r->d, c_shdie, NULL, NULL);
 }
 
+static px_status bc_sh_kshrink_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    bc_sh *r = user;
+
+    (void)args;
+    return px_submit_domain_task_resilient(o, r->d, c_shk, NULL, NULL);
+}
+
 static px_status bc_sh_shrink_orch(px_orch *o, const px_task_args *args, void *user)
 {
     bc_sh *r = user;
@@ -751,13 +799,19 @@ static px_status bc_sh_worker(int n, px_worker **w, bc_sh *r)
     if (st == PX_OK)
         st = px_callable_register(*w, "bench.shar", bc_shar_callable, &c_shar);
     if (st == PX_OK)
+        st = px_kernel_register(*w, "bench.shk", bc_shk_kernel, NULL, &k_shk);
+    if (st == PX_OK)
+        st = px_callable_register(*w, "bench.shk", bc_shk_callable, &c_shk);
+    if (st == PX_OK)
         st = px_worker_init(*w);
     if (st == PX_OK)
         st = px_run(*w, bc_sh_alloc_orch, NULL, r);
     return st;
 }
 
-/* One trial on n chips: detection and then shrink (recreate 0) or recreate (1), in us. */
+/* One trial on n chips: detection and then shrink (recreate 0) or recreate (1), in us; or
+ * (recreate 2) the kernel-side shrink: one resilient run in which the last rank dies and the
+ * others shrink in the kernel and allreduce on the survivors (no detection apart). */
 static px_status bc_sh_trial(int n, int recreate, double *detect_us, double *total_us)
 {
     px_worker *w = NULL;
@@ -768,6 +822,12 @@ static px_status bc_sh_trial(int n, int recreate, double *detect_us, double *tot
     if (st != PX_OK)
         goto out;
     t0 = bench_now_ns();
+    if (recreate == 2) {
+        st = px_run(w, bc_sh_kshrink_orch, NULL, &r);
+        *total_us = (double)(bench_now_ns() - t0) / 1e3;
+        *detect_us = 0;
+        goto out;
+    }
     if ((st = px_run(w, bc_sh_die_orch, NULL, &r)) != PX_EPEERDEAD) {
         st = st == PX_OK ? px_set_error(PX_ESTATE, "the dying rank's run succeeded") : st;
         goto out;
@@ -797,15 +857,16 @@ static void bc_shrink_case(bench_mode mode)
     bench_line(BC_NAME, "config case=shrink allreduce_floats=%d cores_per_chip=1 reps=%d "
                "transport=auto death=SIGKILL_in_a_collective", BC_SH_COUNT, reps);
     for (int i = 0; i < count; i++) {
-        double det[2][BC_MAX_REPS], tot[2][BC_MAX_REPS], med[2][2];
+        double det[3][BC_MAX_REPS], tot[3][BC_MAX_REPS], med[3][2];
 
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < 3; k++) {
             for (int rep = 0; rep < reps; rep++) {
                 px_status st = bc_sh_trial(ns[i], k, &det[k][rep], &tot[k][rep]);
 
                 if (st != PX_OK) {
-                    bench_fail(BC_NAME, "case=%s on %d ranks: %s: %s", k ? "recreate" :
-                               "shrink", ns[i], px_status_name(st), px_last_error());
+                    bench_fail(BC_NAME, "case=%s on %d ranks: %s: %s",
+                               k == 2 ? "kshrink" : k ? "recreate" : "shrink", ns[i],
+                               px_status_name(st), px_last_error());
                     return;
                 }
             }
@@ -819,6 +880,8 @@ static void bc_shrink_case(bench_mode mode)
         bench_line(BC_NAME, "case=shrink ranks=%d shrink_over_recreate=%.2f target=0.5 "
                    "detect_s=%.3f target_s=1", ns[i], med[0][1] / med[1][1],
                    med[0][0] / 1e6);
+        bench_line(BC_NAME, "case=kshrink ranks=%d system=plexus us=%.1f "
+                   "kshrink_over_recreate=%.2f", ns[i], med[2][1], med[2][1] / med[1][1]);
     }
 }
 
