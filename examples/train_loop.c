@@ -77,6 +77,31 @@ static void tl_update(float *p, const float *gsum, int64_t size, int n)
 }
 
 /* train.step on one rank: args (at, kill + 1, domain). */
+/* The domain's buffers p, g (with their bytes) and it, or PX_EINVAL naming the kernel. */
+static px_status tl_buffers(px_comm *c, const char *what, float **p, size_t *pb, float **g,
+                            size_t *gb, uint64_t **it)
+{
+    *p = px_comm_buffer(c, "p", pb);
+    *g = px_comm_buffer(c, "g", gb);
+    *it = px_comm_buffer(c, "it", NULL);
+    if (*p == NULL || *g == NULL || *it == NULL)
+        return px_set_error(PX_EINVAL, "%s: domain \"%s\" lacks buffer p, g or it", what,
+                            px_comm_name(c));
+    return PX_OK;
+}
+
+/* One iteration's gradient, allreduced over c (the chip kill_plus - 1 dies first at
+ * iteration at). */
+static px_status tl_gradient(px_comm *c, const float *p, size_t pb, float *g, size_t gb,
+                             uint64_t it, uint64_t at, uint64_t kill_plus)
+{
+    if (kill_plus != 0 && (int)kill_plus - 1 == px_chip_index() && it == at)
+        raise(SIGKILL); /* the fault this example recovers from */
+    for (size_t i = 0; i < pb / sizeof(float); i++)
+        g[i] = p[i] - tl_target(px_chip_index(), (int64_t)i);
+    return px_comm_allreduce(c, g, gb / sizeof(float), PX_F32, PX_OP_SUM);
+}
+
 static px_status tl_step_kernel(px_core_ctx *ctx, const px_task_args *a)
 {
     px_comm *c = px_arg_comm(a, px_arg_count(a) - 1);
@@ -89,17 +114,8 @@ static px_status tl_step_kernel(px_core_ctx *ctx, const px_task_args *a)
     (void)ctx;
     if (c == NULL)
         return PX_EINVAL;
-    p = px_comm_buffer(c, "p", &pb);
-    g = px_comm_buffer(c, "g", &gb);
-    it = px_comm_buffer(c, "it", NULL);
-    if (p == NULL || g == NULL || it == NULL)
-        return px_set_error(PX_EINVAL, "train.step: domain \"%s\" lacks buffer p, g or it",
-                            px_comm_name(c));
-    if (kill_plus != 0 && (int)kill_plus - 1 == px_chip_index() && *it == at)
-        raise(SIGKILL); /* the fault this example recovers from */
-    for (size_t i = 0; i < pb / sizeof(float); i++)
-        g[i] = p[i] - tl_target(px_chip_index(), (int64_t)i);
-    if ((st = px_comm_allreduce(c, g, gb / sizeof(float), PX_F32, PX_OP_SUM)) != PX_OK)
+    if ((st = tl_buffers(c, "train.step", &p, &pb, &g, &gb, &it)) != PX_OK ||
+        (st = tl_gradient(c, p, pb, g, gb, *it, at, kill_plus)) != PX_OK)
         return st;
     tl_update(p, g, (int64_t)(pb / sizeof(float)), px_comm_size(c));
     ++*it;
@@ -129,19 +145,11 @@ static px_status tl_loop_kernel(px_core_ctx *ctx, const px_task_args *a)
     (void)ctx;
     if (c == NULL)
         return PX_EINVAL;
-    p = px_comm_buffer(c, "p", &pb);
-    g = px_comm_buffer(c, "g", &gb);
-    it = px_comm_buffer(c, "it", NULL);
-    if (p == NULL || g == NULL || it == NULL)
-        return px_set_error(PX_EINVAL, "train.loop: domain \"%s\" lacks buffer p, g or it",
-                            px_comm_name(c));
+    if ((st = tl_buffers(c, "train.loop", &p, &pb, &g, &gb, &it)) != PX_OK)
+        return st;
     it[1] = 0;
     while (*it < iters) {
-        if (kill_plus != 0 && (int)kill_plus - 1 == px_chip_index() && *it == at)
-            raise(SIGKILL); /* the fault this example recovers from */
-        for (size_t i = 0; i < pb / sizeof(float); i++)
-            g[i] = p[i] - tl_target(px_chip_index(), (int64_t)i);
-        st = px_comm_allreduce(c, g, gb / sizeof(float), PX_F32, PX_OP_SUM);
+        st = tl_gradient(c, p, pb, g, gb, *it, at, kill_plus);
         if (st == PX_EPEERDEAD || st == PX_EREVOKED) {
             for (int tries = 0; (st = px_comm_shrink(c, &nc)) == PX_EPEERDEAD && tries < 3;
                  tries++)

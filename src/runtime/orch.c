@@ -354,6 +354,10 @@ px_status px_tensor_host(px_orch *o, void *addr, px_dtype dt, int ndim, const in
     if (hi <= 0)
         return px_set_error(PX_EINVAL, "px_tensor_host: the shape has no elements; a host "
                             "tensor needs at least one");
+    if ((uintptr_t)addr > UINTPTR_MAX - (uintptr_t)hi)
+        return px_set_error(PX_EINVAL, "px_tensor_host: %p plus %lld bytes wraps around the "
+                            "address space; fix the address or the shape", addr,
+                            (long long)hi);
     w = o->w;
     if (w->level == 3)
         return px_set_error(PX_ENOTSUP, "px_tensor_host: the chips of a level-3 worker are "

@@ -188,7 +188,7 @@ static void test_range_limit(void **state)
 }
 
 typedef struct refusal {
-    px_status null_addr, null_t, empty, device;
+    px_status null_addr, null_t, empty, device, wrap;
     char device_msg[512];
 } refusal;
 
@@ -202,6 +202,7 @@ static px_status refusal_orch(px_orch *o, const px_task_args *args, void *user)
     r->null_addr = px_tensor_host(o, NULL, PX_I64, 1, &n, &t);
     r->null_t = px_tensor_host(o, buf, PX_I64, 1, &n, NULL);
     r->empty = px_tensor_host(o, buf, PX_I64, 1, &zero, &t);
+    r->wrap = px_tensor_host(o, (void *)(UINTPTR_MAX - 15), PX_I64, 1, &n, &t);
     PX_ASSERT_OK(px_tensor_alloc(o, PX_I64, 1, &n, &d));
     r->device = px_tensor_host(o, px_tensor_data(&d), PX_I64, 1, &n, &t);
     snprintf(r->device_msg, sizeof(r->device_msg), "%s", px_last_error());
@@ -222,6 +223,7 @@ static void test_refusals(void **state)
     assert_int_equal(r.null_addr, PX_EINVAL);
     assert_int_equal(r.null_t, PX_EINVAL);
     assert_int_equal(r.empty, PX_EINVAL);
+    assert_int_equal(r.wrap, PX_EINVAL);
     assert_int_equal(r.device, PX_EINVAL);
     assert_non_null(strstr(r.device_msg, "is device memory"));
     PX_ASSERT_OK(px_worker_destroy(w));
