@@ -13,7 +13,7 @@ CTEST_ARGS ?= --output-on-failure
 # runs them, `make test` runs everything else.
 CTEST_SETUP_LABEL = setup
 
-.PHONY: all build deps deps-bench deps-fuzz demo test test-setup bench bench-quick test-asan test-tsan fuzz \
+.PHONY: all build deps deps-bench deps-fuzz demo test test-repeat test-setup bench bench-quick test-asan test-tsan fuzz \
         install clean
 
 all: build
@@ -39,6 +39,13 @@ demo: build
 
 test: build
 	cd $(BUILD) && ctest $(CTEST_ARGS) -j 2 -LE '^$(CTEST_SETUP_LABEL)$$'
+
+# make test-repeat [N=5] [LOAD=1]: the suite of `make test` N times (LOAD=1: one busy process
+# per CPU all along), then the tests that failed at least once and the ten slowest
+N    ?= 5
+LOAD ?= 0
+test-repeat: build
+	/usr/bin/python3 scripts/test_repeat.py --build $(BUILD) -n $(N) --load $(LOAD)
 
 test-setup: build
 	cd $(BUILD) && ctest $(CTEST_ARGS) -L '^$(CTEST_SETUP_LABEL)$$'

@@ -20,6 +20,11 @@ double px_test_slack(void)
     return v >= 1.0 ? v : 1.0;
 }
 
+double px_test_bound_s(double deadline_s)
+{
+    return deadline_s + PX_TEST_LATE_S * px_test_slack();
+}
+
 uint64_t px_test_now_ns(void)
 {
     struct timespec ts;

@@ -20,6 +20,26 @@
 /* PLEXUS_TEST_SLACK as a factor (>= 1). */
 double px_test_slack(void);
 
+/*
+ * The bound of a wait that ends by a deadline: deadline_s (the configured deadline, or the
+ * sum of the deadlines the wait goes through; 0 for "at once") plus PX_TEST_LATE_S x slack.
+ * A timed check asserts "ended by its deadline, with the right error, and not long after"
+ * with it, never with a bare constant that a busy neighbour breaks.
+ */
+#define PX_TEST_LATE_S 1.0
+double px_test_bound_s(double deadline_s);
+
+/* Asserts that took_s (seconds) is within px_test_bound_s(deadline_s), printing both. */
+#define PX_ASSERT_BY(took_s, deadline_s)                                                   \
+    do {                                                                                   \
+        double took_ = (took_s), bound_ = px_test_bound_s(deadline_s);                     \
+        if (!(took_ <= bound_))                                                            \
+            print_error("%s = %.3f s is past its bound %.3f s (deadline %.3f s + %.1f s x " \
+                        "PLEXUS_TEST_SLACK %.1f)\n", #took_s, took_, bound_,               \
+                        (double)(deadline_s), PX_TEST_LATE_S, px_test_slack());           \
+        assert_true(took_ <= bound_);                                                      \
+    } while (0)
+
 /* Monotonic now in ns, and a deadline `seconds * slack` from now. */
 uint64_t px_test_now_ns(void);
 uint64_t px_test_deadline_ns(double seconds);

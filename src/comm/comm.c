@@ -22,6 +22,7 @@
 #include "comm/select.h"
 #include "hier/ext.h"
 #include "util/clock.h"
+#include "util/fault.h"
 #include "util/util.h"
 #include "util/wait.h"
 
@@ -942,6 +943,7 @@ px_status comm_coll_begin(px_comm *c, int kind, size_t count, px_dtype dt, int o
     c->coll_root = root;
     c->coll_sig = comm_sig_make(kind, count, dt, op, root, c->coll_seq++);
     c->in_coll = 1;
+    px_fault_at(PX_FAULT_AT_COLL); /* PLEXUS_TEST_FAULT (tests only) */
     return PX_OK;
 }
 

@@ -34,6 +34,7 @@
 #include "dfx/collectors/out.h"
 #include "dfx/dfx.h"
 #include "hier/ext.h"
+#include "mpi/mpi_load.h"
 #include "util/clock.h"
 #include "util/file.h"
 #include "util/log.h"
@@ -61,27 +62,13 @@ typedef struct dfxh_files {
     size_t trace_len, dfx_len;
 } dfxh_files;
 
-/* The MPI rank the launcher gives this process (before MPI starts), 0 without a launcher. */
-static int dfxh_launcher_rank(void)
-{
-    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
-
-    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-        const char *v = getenv(vars[i]);
-
-        if (v != NULL && v[0] >= '0' && v[0] <= '9')
-            return atoi(v);
-    }
-    return 0;
-}
-
 px_status comm_dfx_hosts_init(px_worker *w)
 {
     char sub[32];
 
     if ((w->cfg.dfx & PX_DFX_ALL) == 0)
         return PX_OK;
-    snprintf(sub, sizeof(sub), "hosts/host%d", dfxh_launcher_rank());
+    snprintf(sub, sizeof(sub), "hosts/host%d", px_mpi_launcher_rank());
     PX_LOG_INFO("dfx: under MPI: this host writes its outputs into %s/%s; host 0 merges the "
                 "job's into %s", px_dfx_out_dir(&w->cfg), sub, px_dfx_out_dir(&w->cfg));
     return hier_dfx_subdir(w, sub);

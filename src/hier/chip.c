@@ -30,6 +30,8 @@
 #include <unistd.h>
 
 #include "dfx/dfx.h"
+#include "mpi/mpi_load.h"
+#include "util/fault.h"
 #include "util/log.h"
 #include "util/tsan.h"
 #include "util/wait.h"
@@ -205,6 +207,8 @@ static void px_child_loop(px_hier *h, px_hier_proc *p, hier_chip *chip)
         if (c->kind == PX_MB_SHUTDOWN)
             return;
         PX_TSAN_ACQUIRE(&hier_xproc_token);
+        if (chip != NULL)
+            px_fault_at(PX_FAULT_AT_CALL);
         px_child_run(h, chip, c, &mb->dones[tail % PX_MB_DEPTH]);
         PX_TSAN_RELEASE(&hier_xproc_token);
         px_mb_publish_done(mb, tail, h->bell);
@@ -232,6 +236,7 @@ void px_hier_child_main(px_hier *h, px_hier_proc *p)
         chip->mb = p->mb;
         chip->sock = p->child_sock;
         px_plat_name_chips(p->index);
+        px_fault_arm(px_mpi_launcher_rank(), p->index); /* PLEXUS_TEST_FAULT (tests only) */
         if ((st = px_chip_engine(h, p, &chip->engine)) != PX_OK ||
             (st = hier_chip_start(chip)) != PX_OK)
             px_child_fail(p, st);

@@ -25,6 +25,19 @@ int px_mpi_mode(void)
     return strcmp(v, "on") == 0 ? PX_MPI_ON : PX_MPI_OFF;
 }
 
+int px_mpi_launcher_rank(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        const char *v = getenv(vars[i]);
+
+        if (v != NULL && v[0] >= '0' && v[0] <= '9')
+            return atoi(v);
+    }
+    return 0;
+}
+
 int px_mpi_wanted(int forced_mpi, char *why, size_t n)
 {
     static const char *const launcher[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"};

@@ -50,6 +50,10 @@ typedef struct px_mpi_info {
 
 void px_mpi_describe(int forced_mpi, px_mpi_info *out);
 
+/* The MPI rank the launcher gives this process, read from its environment before MPI starts
+ * (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK); 0 without a launcher. Forked chips inherit it. */
+int px_mpi_launcher_rank(void);
+
 /* What plexus did with MPI in this process: not started, up (a worker's proxy initialised
  * it), done (finalised: it cannot start again). */
 enum { PX_MPI_STATE_NONE = 0, PX_MPI_STATE_UP, PX_MPI_STATE_DONE };

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "util.h"
 #include "util/abi.h"
+#include "util/fault.h"
 
 extern char **environ;
 
@@ -292,6 +293,16 @@ static px_status px_knob_mpi(void *field, const char *name, const char *text)
         text[0] == '\0')
         return PX_OK;
     return px_bad_value(name, text, "auto, on or off");
+}
+
+/* PLEXUS_TEST_FAULT: checked here, read by each chip process (util/fault.h). */
+static px_status px_knob_fault(void *field, const char *name, const char *text)
+{
+    px_fault_spec f;
+
+    (void)field;
+    (void)name;
+    return text[0] == '\0' ? PX_OK : px_fault_parse(text, &f);
 }
 
 /* A file path knob without a field (PLEXUS_MPI_PLUGIN). */
@@ -601,6 +612,9 @@ static const px_knob px_knobs[] = {
      "the MPI plugin to load (empty: libplexus-mpi.so beside libplexus, then the install's)"},
     {"PLEXUS_TEST_SLACK", PX_NOFIELD, "1", "seconds factor", px_knob_seconds,
      "tests: multiplies every deadline (raised under sanitizers)"},
+    {"PLEXUS_TEST_FAULT", PX_NOFIELD, "", "fault spec", px_knob_fault,
+     "tests only: a level-3 chip's fault at a named point, [host:H:]chip:C:ACTION:POINT:N "
+     "(ACTION kill, stop, kill-worker, stop-worker; POINT coll, call)"},
 };
 
 #define PX_NKNOBS (sizeof(px_knobs) / sizeof(px_knobs[0]))

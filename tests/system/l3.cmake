@@ -6,6 +6,7 @@
 # leftover processes assume the machine is not shared with another multi-process test.
 
 set_tests_properties(unit.test_l3 unit.test_threads unit.test_l3_misuse unit.test_l3_ext unit.test_domain
+                     unit.test_fault
                      PROPERTIES RESOURCE_LOCK chips)
 
 # The multi_chip example: chips compute their parts, a host task combines them.
