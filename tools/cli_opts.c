@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "caps/caps_internal.h"
+#include "comm/tl_list.h"
 #include "util/log.h"
 
 #define CLI_MAX_SIZE (1ll << 40)
@@ -40,8 +41,10 @@ const cli_option cli_options[] = {
      "train_loop: where the survivors shrink: orchestration (default: a later run, "
      "px_domain_shrink) or kernel (inside the loop's one resilient task, px_comm_shrink)"},
     {"--comm-transport", CLI_OPT_COMM_TRANSPORT, "T",
-     "comm transport of every pair of chips: auto (direct, else staged), direct or staged "
-     "(default: PLEXUS_COMM_TRANSPORT, auto)"},
+     "comm transport of every pair of chips: " PX_COMM_TL_CHOICES "; auto takes the first the "
+     "pair can use (direct, else staged; mpi between chips of different MPI workers), a name "
+     "forces it (mpi: through the workers' MPI proxies, also without mpirun) (default: "
+     "PLEXUS_COMM_TRANSPORT, auto)"},
     {"--device-profile", CLI_OPT_PROFILE, "P",
      "sim device profile (default: PLEXUS_DEVICE_PROFILE or \"default\")"},
     {"--dfx", CLI_OPT_DFX, "LIST",

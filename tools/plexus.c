@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "caps/caps_internal.h"
+#include "comm/tl_list.h"
 
 static int cli_cmd_help(const cli_opts *o);
 
@@ -32,9 +33,12 @@ static const cli_command cli_commands[] = {
      "Prints `tasks <n>`, `edges <n>`, `time_ms <t>`, the check, then PASS or FAIL: <reason>.\n"
      "With --dfx the DFX collectors write their files into --out DIR (default\n"
      "PLEXUS_DFX_OUT); the run prints `dfx <DIR>` and one line per file.\n"
-     "--comm-transport direct|staged|auto (level-3 examples) forces the transport of every\n"
-     "pair of chips of their domains (PLEXUS_COMM_TRANSPORT); a forced transport that a pair\n"
-     "cannot use fails the run with the reason and the transports that would work.",
+     "--comm-transport T (level-3 examples; T: " PX_COMM_TL_CHOICES ") sets the transport\n"
+     "of every pair of chips of their domains (PLEXUS_COMM_TRANSPORT): auto takes the first\n"
+     "the pair can use, a name forces it; mpi sends every pair through the workers' MPI\n"
+     "proxies, also without mpirun (MPI then starts as a singleton). A forced transport\n"
+     "that a pair cannot use fails the run with the reason and the transports that would\n"
+     "work.",
      cli_cmd_run},
     {"demo", CLI_OPT_CORES | CLI_OPT_PROFILE | CLI_OPT_CHIPS | CLI_OPT_OUT |
      CLI_OPT_DFX_TRANSPORT | CLI_OPT_COMM_TRANSPORT, 0, 0,

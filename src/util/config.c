@@ -600,7 +600,9 @@ static const px_knob px_knobs[] = {
     {"PLEXUS_COMM_ONESHOT_MAX", PX_F(comm_oneshot_max), "64K", "bytes", px_knob_bytes,
      "allreduce: one-shot up to this size, reduce-scatter + allgather above"},
     {"PLEXUS_COMM_TRANSPORT", PX_F(comm_transport), "auto", PX_COMM_TL_CHOICES,
-     px_knob_comm_tl, "comm transport of every rank pair: auto (direct, else staged) or forced"},
+     px_knob_comm_tl,
+     "comm transport of every rank pair: auto (direct, else staged; mpi between MPI workers) "
+     "or forced"},
     {"PLEXUS_COMM_MEM_MAX", PX_F(comm_mem_max), "0", "bytes", px_knob_bytes,
      "host memory one domain may take (windows + staging); 0: what the host can back now"},
     {"PLEXUS_HOST_ID", PX_F(host_id), "", "host id", px_knob_host_id,
