@@ -292,7 +292,9 @@ PX_API px_status px_domain_revoke(px_domain *d);
  * also what the dead member held). Bounded by the domain deadline (PLEXUS_TIMEOUT_S): a
  * death during the shrink makes it fail with PX_EPEERDEAD (d stays as it was; call it again),
  * never a hang. PX_EINVAL when no member survived, PX_ENOTSUP for a domain spanning hosts.
- * Tasks submitted on d before are waited for (they end at once: d is revoked first).
+ * Tasks submitted on d before are waited for (they end at once: d is revoked first), and so
+ * are the survivors' calls of a group task that a death failed, which go on after the task
+ * (and its run) failed: the windows are copied after their last writes.
  */
 PX_API px_status px_domain_shrink(px_orch *o, px_domain *d, px_domain **nd);
 

@@ -84,16 +84,27 @@ static px_chip *comm_chip_dev(void)
     return hier_chip_engine(hier_chip_self())->chip;
 }
 
+/* The progress thread lets d's communicators go, its own and the kernel-side shrinks' (g_lock
+ * held): a removal waits for the sweep in progress, so nothing of that thread touches them
+ * after it (a second removal finds nothing). */
+static void comm_chip_unprogress(comm_chip_dom *d)
+{
+    if (g_prog == NULL)
+        return;
+    if (d->built && d->comm.progresses)
+        comm_progress_remove(g_prog, &d->comm);
+    for (int i = 0; i < d->ngens; i++)
+        if (d->gens[i]->progresses)
+            comm_progress_remove(g_prog, d->gens[i]);
+}
+
 /* Unmaps every mapping of d, closes its descriptors and frees its entry (g_lock held). */
 static void comm_chip_drop(comm_chip_dom *d)
 {
     px_chip *dev = comm_chip_dev();
 
-    if (d->built && d->comm.progresses && g_prog != NULL)
-        comm_progress_remove(g_prog, &d->comm); /* after its sweep: nobody touches it now */
+    comm_chip_unprogress(d);
     for (int i = 0; i < d->ngens; i++) { /* the kernel-side shrinks' communicators */
-        if (d->gens[i]->progresses && g_prog != NULL)
-            comm_progress_remove(g_prog, d->gens[i]);
         comm_fini(d->gens[i]);
         free(d->gens[i]);
     }
@@ -383,9 +394,22 @@ static px_status comm_chip_map_all(hier_chip *chip, void *arg, const void *paylo
     return st;
 }
 
-/* A shrink's new domain d: this member's window data becomes the bytes of its window in the
- * old domain (m->carry_id), when this chip holds it (g_lock held). Nothing runs on the old
- * domain now: the parent waited for its tasks after revoking it. */
+/*
+ * A shrink's new domain d: this member's window data becomes the bytes of its window in the
+ * old domain (m->carry_id), when this chip holds it (g_lock held).
+ *
+ * Nothing writes the old window while it is copied. px_domain_shrink revoked the old domain,
+ * then waited for its tasks of the run and for the orphans on its members (hier_orphans_wait:
+ * the calls of a group task that a death failed, which may still be inside a collective on
+ * it, on this chip or on a peer that maps this window), and only then posted the calls that
+ * lead here: every kernel that wrote the window had returned, and its call's completion had
+ * reached the parent, before this call was posted. Within this process TSan sees that order
+ * through hier_xproc_token: the main thread releases it after each call it ran, before it
+ * publishes the completion (px_child_loop), and this service thread acquired it in
+ * hier_ctl_run before it ran this handler. What the progress thread might still carry out
+ * into the window (a staged request a peer posted before it saw the revoke) is stopped first:
+ * the old communicators leave that thread, whose last sweep ends before the copy.
+ */
 static void comm_chip_carry(comm_chip_dom *d, const comm_create_msg *m)
 {
     comm_chip_dom *old = comm_chip_find(m->carry_id);
@@ -393,6 +417,7 @@ static void comm_chip_carry(comm_chip_dom *d, const comm_create_msg *m)
 
     if (old == NULL || !old->built)
         return;
+    comm_chip_unprogress(old);
     if (old->comm.data_bytes < n)
         n = old->comm.data_bytes;
     memcpy(d->comm.data[d->rank], old->comm.data[old->rank], n);

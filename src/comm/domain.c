@@ -1406,6 +1406,7 @@ px_status px_domain_shrink(px_orch *o, px_domain *d, px_domain **out)
     uint64_t t0 = px_now_ns(), deadline, dt[4] = {px_dfx_now()};
     int first;
     px_domain *nd = NULL;
+    char what[PX_COMM_NAME_MAX + 32];
     px_worker *w;
     px_status st;
 
@@ -1429,7 +1430,14 @@ px_status px_domain_shrink(px_orch *o, px_domain *d, px_domain **out)
     /* revoke first: what still runs on d fails at once, and nothing new starts on it */
     first = comm_revoke_orch(d);
     deadline = t0 + (uint64_t)(w->cfg.timeout_s * 1e9);
-    if ((st = comm_pend_wait(d, deadline)) != PX_OK)
+    snprintf(what, sizeof(what), "px_domain_shrink: domain \"%s\"", d->msg.name);
+    /* then wait for what still runs: the tasks on d of this run, and the orphans on its
+     * members (the calls of a group task that a death failed, in this run or in the failed
+     * one before it), which no task waits for. Only then may the new domain's carry
+     * (comm_chip_carry) read d's windows: each orphan's completion has reached us before
+     * we post comm.create, so on each chip its kernel's writes come before the carry. */
+    if ((st = comm_pend_wait(d, deadline)) != PX_OK ||
+        (st = hier_orphans_wait(w, d->chips, d->msg.n, deadline, what)) != PX_OK)
         return st;
     b = hier_deaths_board(w);
     nex = comm_agree_excluded(d, b, ex, keep, &nkeep);

@@ -17,10 +17,12 @@
  */
 #include "hier/hier_internal.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "util/log.h"
 
@@ -435,6 +437,7 @@ void px_hier_on_done(px_hier *h, px_hier_proc *p, const px_mb_done *d)
         return;
     }
     if (id == PX_L3_ORPHAN) { /* its group finished when another member died */
+        pthread_cond_broadcast(&h->orphan_cv);
         if (h->npending > 0)
             px_pending_scan(h);
         pthread_mutex_unlock(&h->lock);
@@ -497,9 +500,52 @@ void px_hier_on_death(px_hier *h, px_hier_proc *p, const char *how)
     }
     hier_ctl_on_death(h, p); /* before the in-flight positions are given up */
     p->completed = p->posted;
+    pthread_cond_broadcast(&h->orphan_cv); /* its orphans are gone with it */
     if (h->npending > 0)
         px_pending_scan(h);
     pthread_mutex_unlock(&h->lock);
     if (fin != PX_TASK_NONE)
         px_task_complete(h->w, fin, fst, fst != PX_OK ? msg : NULL);
+}
+
+/* ---- waiting for orphans ---- */
+
+/* 1 when an orphan's call is in flight on p (lock held). */
+static int px_orphan_inflight(const px_hier_proc *p)
+{
+    for (uint64_t pos = p->completed; !p->dead && pos < p->posted; pos++)
+        if (p->inflight[pos % PX_MB_DEPTH] == PX_L3_ORPHAN)
+            return 1;
+    return 0;
+}
+
+px_status hier_orphans_wait(px_worker *w, const int *chips, int n, uint64_t deadline_ns,
+                            const char *what)
+{
+    px_hier *h = w != NULL && w->level == 3 ? px_hier_of(w) : NULL;
+    struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000ull),
+                          .tv_nsec = (long)(deadline_ns % 1000000000ull)};
+    char msg[PX_ERRMSG_MAX];
+    int late = -1, rc = 0;
+
+    if (h == NULL)
+        return PX_OK;
+    pthread_mutex_lock(&h->lock);
+    for (;;) {
+        late = -1;
+        for (int i = 0; late < 0 && i < n; i++)
+            if (chips[i] >= 0 && chips[i] < h->nchips && px_orphan_inflight(&h->procs[chips[i]]))
+                late = chips[i];
+        if (late < 0 || rc == ETIMEDOUT)
+            break;
+        rc = pthread_cond_timedwait(&h->orphan_cv, &h->lock, &ts);
+    }
+    if (late >= 0)
+        snprintf(msg, sizeof(msg), "%s: chip %d (pid %d, %s) still runs the call of a group "
+                 "task that a member's death failed (an orphan) past PLEXUS_TIMEOUT_S (%g s): "
+                 "a kernel that does not return; fix it or raise PLEXUS_TIMEOUT_S", what, late,
+                 (int)h->procs[late].pid,
+                 hier_pid_state_name(hier_pid_state(h->procs[late].pid)), h->cfg.timeout_s);
+    pthread_mutex_unlock(&h->lock);
+    return late < 0 ? PX_OK : px_set_error(PX_ETIMEDOUT, "%s", msg);
 }

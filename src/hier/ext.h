@@ -268,6 +268,19 @@ px_status hier_submit_group_flags(px_orch *o, px_callable_id c, px_task_args *pe
                                   const int *chips, int n, const px_task_args *deps,
                                   unsigned flags, px_task_id *id);
 
+/*
+ * Waits until no orphan is in flight on any of chips (n, this worker's): a call of a group
+ * task that a member's death finished early keeps running on the other members (it fails
+ * at its next look at the deaths board or at its domain's revoke word), in the run that
+ * failed and after it, and may still be inside a kernel on the group's domain. A dead chip
+ * has none. Returns PX_OK, PX_OK at once for a worker that is not level 3, or PX_ETIMEDOUT
+ * at deadline_ns (px_now_ns) with the message naming the chip (`what` names the caller).
+ * Once it returns PX_OK every such call's completion has reached the parent: whatever the
+ * parent posts to those chips next is ordered after them.
+ */
+px_status hier_orphans_wait(px_worker *w, const int *chips, int n, uint64_t deadline_ns,
+                            const char *what);
+
 /* ---- deaths ---- */
 
 #define HIER_DEATHS_MAX 64

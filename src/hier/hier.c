@@ -111,6 +111,7 @@ static px_status px_hier_alloc(px_hier *h, const px_config *c)
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines come from px_now_ns */
     pthread_cond_init(&h->ctl_cv, &ca);
+    pthread_cond_init(&h->orphan_cv, &ca);
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&h->fd_lock, NULL);
     if ((st = hier_fd_setup(h)) != PX_OK)
@@ -131,6 +132,7 @@ static void px_hier_free(px_hier *h)
     pthread_mutex_destroy(&h->drain_lock);
     pthread_mutex_destroy(&h->fd_lock);
     pthread_cond_destroy(&h->ctl_cv);
+    pthread_cond_destroy(&h->orphan_cv);
     free(h);
 }
 

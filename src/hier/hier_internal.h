@@ -201,6 +201,8 @@ typedef struct px_hier {
     hier_ctl_kind ctl[HIER_CTL_MAX]; /* the control table (ctl.c) */
     int nctl;
     pthread_cond_t ctl_cv;        /* broadcast (under lock) when a control call is answered */
+    pthread_cond_t orphan_cv;     /* broadcast (under lock) when an orphan's call completes or
+                                   * a child dies (hier_orphans_wait) */
     _Atomic uint32_t ctl_open;    /* service-route calls posted and not yet answered or
                                    * failed: the readers of completions skip the control
                                    * rings (another page of each mailbox) while it is 0 */

@@ -5,7 +5,8 @@
  *
  * Every scenario allocates a domain "dp" of chips 0..3 in a first run (so it outlives a later
  * run that fails), writes rank r's row, allreduces it and checks the sum worked out here; a
- * chip is then killed (before, during or after a collective; two at once; during the shrink),
+ * chip is then killed (before, during or after a collective; during one while the survivors'
+ * calls go on writing their windows after the run failed; two at once; during the shrink),
  * and a later run shrinks the domain: the new domain has the survivors in the old order
  * (px_domain_chip), generation 1, each survivor's window holding the bytes of its old window,
  * and an allreduce on it gives the survivors' sum. Revoke, from the orchestration and from a
@@ -29,8 +30,8 @@
 #define TS_COUNT 256 /* floats per rank */
 #define TS_CHIPS 4
 
-static px_kernel_id k_die, k_wait, k_revoke, k_kloop, k_knoop;
-static px_callable_id c_die, c_wait, c_revoke, c_kloop, c_knoop;
+static px_kernel_id k_die, k_wait, k_revoke, k_kloop, k_knoop, k_late;
+static px_callable_id c_die, c_wait, c_revoke, c_kloop, c_knoop, c_late;
 
 /* Rank 2 dies at once; the others enter an allreduce that cannot finish. */
 static px_status die_kernel(px_core_ctx *ctx, const px_task_args *a)
@@ -228,6 +229,30 @@ static px_status knoop_kernel(px_core_ctx *ctx, const px_task_args *a)
     return PX_OK;
 }
 
+/* How long the survivors of late_kernel wait before their last write. */
+#define TS_LATE_MS 300
+
+/* Rank 2 dies at once; the others' allreduce fails with PX_EPEERDEAD, and then, TS_LATE_MS
+ * later, they write row 9 of their chip into "x": their calls outlive the group task that the
+ * death failed (orphans), and these are the last bytes their old windows get. */
+static px_status late_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    px_comm *c = px_arg_comm(a, px_arg_count(a) - 1);
+    float *x = c != NULL ? px_comm_buffer(c, "x", NULL) : NULL;
+    px_status st;
+
+    (void)ctx;
+    if (x == NULL)
+        return PX_EINVAL;
+    if (px_comm_rank(c) == 2)
+        _exit(9);
+    st = px_comm_allreduce(c, x, TS_COUNT, PX_F32, PX_OP_SUM);
+    tk_nap(TS_LATE_MS);
+    for (int i = 0; i < TS_COUNT; i++)
+        x[i] = ts_val(px_chip_index(), i, 9);
+    return st;
+}
+
 #define TS_CALLABLE(name, kid)                                                             \
     static px_status name(px_orch *o, const px_task_args *args, void *user)                \
     {                                                                                      \
@@ -240,6 +265,7 @@ TS_CALLABLE(wait_callable, k_wait)
 TS_CALLABLE(revoke_callable, k_revoke)
 TS_CALLABLE(kloop_callable, k_kloop)
 TS_CALLABLE(knoop_callable, k_knoop)
+TS_CALLABLE(late_callable, k_late)
 
 typedef enum { TS_DIRECT, TS_STAGED, TS_MIXED } ts_mode;
 
@@ -275,6 +301,8 @@ static px_worker *ts_worker(ts_mode mode)
     PX_ASSERT_OK(px_callable_register(w, "ts.kloop", kloop_callable, &c_kloop));
     PX_ASSERT_OK(px_kernel_register(w, "ts.knoop", knoop_kernel, NULL, &k_knoop));
     PX_ASSERT_OK(px_callable_register(w, "ts.knoop", knoop_callable, &c_knoop));
+    PX_ASSERT_OK(px_kernel_register(w, "ts.late", late_kernel, NULL, &k_late));
+    PX_ASSERT_OK(px_callable_register(w, "ts.late", late_callable, &c_late));
     PX_ASSERT_OK(px_worker_init(w));
     unsetenv("PX_TEST_COMM_MAP_FAIL"); /* the chips have their copy */
     unsetenv("PX_TEST_COMM_SHRINK_EXIT");
@@ -406,6 +434,14 @@ static px_status ts_die_orch(px_orch *o, const px_task_args *args, void *user)
     return px_submit_domain_task(o, s->d, c_die, NULL, NULL);
 }
 
+static px_status ts_late_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    ts_scene *s = user;
+
+    (void)args;
+    return px_submit_domain_task(o, s->d, c_late, NULL, NULL);
+}
+
 /* Shrinks d (again while a member dies during it), then reads the survivors' windows. */
 static px_status ts_shrink_orch(px_orch *o, const px_task_args *args, void *user)
 {
@@ -460,10 +496,18 @@ static void ts_start(ts_scene *s, ts_mode mode)
     }
 }
 
+/* Each of the n rows of rows becomes row. */
+static void ts_same_rows(float (*rows)[TS_COUNT], int n, const float *row)
+{
+    for (int r = 0; r < n; r++)
+        memcpy(rows[r], row, TS_COUNT * sizeof(float));
+}
+
 /* Shrinks s->d in a run; the new domain must be the survivors (n) in order, generation 1,
- * carrying what the survivors' windows held (carried[r] of the old rank's out row, when not
- * NULL); then an allreduce over it gives the survivors' sum. */
-static void ts_shrink_and_go_on(ts_scene *s, const int *survivors, int n, const float *carried)
+ * carrying what the survivors' windows held (carried[r]: new rank r's, when not NULL); then
+ * an allreduce over it gives the survivors' sum. */
+static void ts_shrink_and_go_on(ts_scene *s, const int *survivors, int n,
+                                const float (*carried)[TS_COUNT])
 {
     px_status st = ts_run(s, ts_shrink_orch);
 
@@ -477,7 +521,7 @@ static void ts_shrink_and_go_on(ts_scene *s, const int *survivors, int n, const 
     for (int r = 0; r < n; r++)
         assert_int_equal(px_domain_chip(s->nd, r), survivors[r]);
     for (int r = 0; carried != NULL && r < n; r++)
-        assert_memory_equal(s->out[r], carried, TS_COUNT * sizeof(float));
+        assert_memory_equal(s->out[r], carried[r], TS_COUNT * sizeof(float));
     ts_fill(s, survivors, n, 1);
     memset(s->out, 0, sizeof(s->out));
     PX_ASSERT_OK(ts_run(s, ts_allreduce_orch));
@@ -505,16 +549,16 @@ static void ts_death_before(ts_mode mode)
     static const int surv[3] = {0, 1, 3};
     int shm0 = px_test_shm_plexus_entries(), fd0 = px_test_open_fds();
     ts_scene *s = &g_s;
-    float sum0[TS_COUNT];
+    float sum0[3][TS_COUNT];
     px_status st;
 
     ts_start(s, mode);
-    memcpy(sum0, s->out[0], sizeof(sum0));
+    ts_same_rows(sum0, 3, s->out[0]);
     ts_kill(s->w, 2);
     st = ts_run(s, ts_coll_only_orch);
     assert_int_equal(st, PX_EPEERDEAD);
     assert_non_null(strstr(px_last_error(), "chip 2"));
-    ts_shrink_and_go_on(s, surv, 3, sum0);
+    ts_shrink_and_go_on(s, surv, 3, (const float (*)[TS_COUNT])sum0);
     assert_int_equal(s->shrinks, 1);
     ts_finish(s, shm0, fd0);
 }
@@ -575,6 +619,39 @@ static void test_death_during_collective_mixed(void **state)
     ts_death_during(TS_MIXED);
 }
 
+/* What an orphan writes is carried: chip 2 dies inside a domain task (late_kernel) and the run
+ * fails at once, while the survivors' calls of that task still run; they write row 9 into
+ * their windows TS_LATE_MS later. The shrink in the next run waits for them before it copies
+ * the old windows, so each survivor's new window holds its chip's row 9. (A copy beside the
+ * orphans misses those bytes, and TSan reports the race.) */
+static void ts_orphans_carried(ts_mode mode)
+{
+    static const int surv[3] = {0, 1, 3};
+    int shm0 = px_test_shm_plexus_entries(), fd0 = px_test_open_fds();
+    ts_scene *s = &g_s;
+    float rows[3][TS_COUNT];
+
+    ts_start(s, mode);
+    assert_int_equal(ts_run(s, ts_late_orch), PX_EPEERDEAD);
+    for (int r = 0; r < 3; r++)
+        for (int i = 0; i < TS_COUNT; i++)
+            rows[r][i] = ts_val(surv[r], i, 9);
+    ts_shrink_and_go_on(s, surv, 3, (const float (*)[TS_COUNT])rows);
+    ts_finish(s, shm0, fd0);
+}
+
+static void test_orphans_writes_carried_direct(void **state)
+{
+    (void)state;
+    ts_orphans_carried(TS_DIRECT);
+}
+
+static void test_orphans_writes_carried_staged(void **state)
+{
+    (void)state;
+    ts_orphans_carried(TS_STAGED);
+}
+
 /* A death after a collective (the first run's), and two deaths at once: chips 1 and 2 are
  * killed together; the shrink gives chips 0 and 3, carrying the first run's sums. */
 static void test_two_deaths_at_once(void **state)
@@ -582,15 +659,15 @@ static void test_two_deaths_at_once(void **state)
     static const int surv[2] = {0, 3};
     int shm0 = px_test_shm_plexus_entries(), fd0 = px_test_open_fds();
     ts_scene *s = &g_s;
-    float sum0[TS_COUNT];
+    float sum0[2][TS_COUNT];
 
     (void)state;
     ts_start(s, TS_DIRECT);
-    memcpy(sum0, s->out[0], sizeof(sum0));
+    ts_same_rows(sum0, 2, s->out[0]);
     assert_int_equal(kill(px_hier_of(s->w)->procs[1].pid, SIGKILL), 0);
     ts_kill(s->w, 2);
     ts_kill(s->w, 1);
-    ts_shrink_and_go_on(s, surv, 2, sum0);
+    ts_shrink_and_go_on(s, surv, 2, (const float (*)[TS_COUNT])sum0);
     ts_finish(s, shm0, fd0);
 }
 
@@ -1244,6 +1321,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_death_during_collective_staged),
         cmocka_unit_test(test_death_during_collective_mixed),
         cmocka_unit_test(test_two_deaths_at_once),
+        cmocka_unit_test(test_orphans_writes_carried_direct),
+        cmocka_unit_test(test_orphans_writes_carried_staged),
         cmocka_unit_test(test_death_during_shrink),
         cmocka_unit_test(test_release_old_in_shrink_run),
         cmocka_unit_test(test_revoke_from_orchestration),
