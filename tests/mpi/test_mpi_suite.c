@@ -6,7 +6,8 @@
  * member counts; `late`: host 1 reaches the allocation its deadline (PLEXUS_TIMEOUT_S) plus
  * 1 s x PLEXUS_TEST_SLACK late, so host 0's fails naming it; `wide`: a domain of more than
  * 64 ranks, e.g. 2 hosts x 64 chips, with the cases
- * below cut to a few whose folds the parent works out once before the fork); a kernel on every member runs, checked inside the chip:
+ * below cut to a few whose folds the parent works out once before the fork); a kernel on every
+ * member runs, checked inside the chip:
  *   - allreduce of counts 1, 7, 4096 and 262147, every dtype and op, the result compared
  *     byte for byte with a serial fold in rank order 0..n-1 (float inputs are not integers,
  *     so the order shows in the bits); the biggest must take the chain across hosts

@@ -977,8 +977,9 @@ static void test_mismatch(void **state)
                 if (m.st[r] != PX_EINVAL || strstr(m.msg[r], "mismatched collectives") == NULL ||
                     !(m.secs[r] <= px_test_bound_s(0.0))) {
                     print_error("%d ranks, case %d, rank %d: %s after %.3f s (bound %.3f s): "
-                                "%s\n", n, k, r, px_status_name(m.st[r]), m.secs[r],
-                                px_test_bound_s(0.0), m.msg[r]);
+                                "%s\n",
+                                n, k, r, px_status_name(m.st[r]), m.secs[r], px_test_bound_s(0.0),
+                                m.msg[r]);
                     fail();
                 }
             }

@@ -687,9 +687,11 @@ static px_status busy_kernel(px_core_ctx *ctx, const px_task_args *a)
         /* at once: the target's progress thread (staged) or proxy (mpi) serves it, or it is
          * loads (direct); waiting for the target's kernel would take the busy time */
         if (st == PX_OK && (double)(px_test_now_ns() - t0) / 1e9 > px_test_bound_s(0.0))
-            st = px_set_error(PX_EKERNEL, "rank 0: the get from a computing rank took %.2f s "
-                              "over %s, past its bound %.2f s", (double)(px_test_now_ns() - t0)
-                              / 1e9, px_comm_transport(c, 1), px_test_bound_s(0.0));
+            st = px_set_error(PX_EKERNEL,
+                              "rank 0: the get from a computing rank took %.2f s "
+                              "over %s, past its bound %.2f s",
+                              (double)(px_test_now_ns() - t0) / 1e9, px_comm_transport(c, 1),
+                              px_test_bound_s(0.0));
         for (size_t i = 0; st == PX_OK && i < half; i++)
             tmp[i] = (uint8_t)(i * 3 + 2);
         if (st == PX_OK)
