@@ -3,9 +3,11 @@
  * host with PLEXUS_COMM_TRANSPORT=mpi): `mpirun -np H test_mpi_suite CHIPS`. Every host makes
  * a level-3 worker of CHIPS chips and allocates one domain of every host's chips (host-major
  * ranks; `test_mpi_suite CHIPS uneven`: all but host 1's last chip, so hosts have different
- * member counts; `late`: host 1 reaches the allocation 3 s late, so host 0's fails naming
- * it; `wide`: a domain of more than 64 ranks, e.g. 2 hosts x 64 chips, with the cases
- * below cut to a few whose folds the parent works out once before the fork); a kernel on every member runs, checked inside the chip:
+ * member counts; `late`: host 1 reaches the allocation its deadline (PLEXUS_TIMEOUT_S) plus
+ * 1 s x PLEXUS_TEST_SLACK late, so host 0's fails naming it; `wide`: a domain of more than
+ * 64 ranks, e.g. 2 hosts x 64 chips, with the cases
+ * below cut to a few whose folds the parent works out once before the fork); a kernel on every
+ * member runs, checked inside the chip:
  *   - allreduce of counts 1, 7, 4096 and 262147, every dtype and op, the result compared
  *     byte for byte with a serial fold in rank order 0..n-1 (float inputs are not integers,
  *     so the order shows in the bits); the biggest must take the chain across hosts
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <plexus/plexus.h>
@@ -346,7 +349,8 @@ static px_status ts_callable(px_orch *o, const px_task_args *args, void *user)
 typedef struct ts_run {
     int hosts, chips, host;
     int uneven; /* the domain leaves out host 1's last chip: hosts of 2 and 1 members */
-    int late;   /* host 1 reaches the allocation 3 s late (PLEXUS_TIMEOUT_S=2 in its test) */
+    int late;   /* host 1 reaches the allocation late_s late */
+    double late_s; /* the deadline (PLEXUS_TIMEOUT_S, 2 s in its test) + 1 s x the slack */
     char info[512];
 } ts_run;
 
@@ -367,8 +371,12 @@ static px_status ts_orch(px_orch *o, const px_task_args *args, void *user)
         if (!(t->uneven && r / t->chips == 1 && r % t->chips == t->chips - 1))
             chips[n++] = t->hosts == 1 ? r : px_chip_global(r / t->chips, r % t->chips);
     s.nchips = n;
-    if (t->late && t->host == 1)
-        sleep(3);
+    if (t->late && t->host == 1) {
+        struct timespec late = {(time_t)t->late_s,
+                                (long)((t->late_s - (double)(time_t)t->late_s) * 1e9)};
+
+        nanosleep(&late, NULL);
+    }
     st = px_domain_alloc(o, &s, &d);
     free(chips);
     if (st != PX_OK)
@@ -417,8 +425,11 @@ int main(int argc, char **argv)
         (st = px_kernel_register(w, "ts.suite", ts_kernel, NULL, &k_suite)) == PX_OK &&
         (st = px_callable_register(w, "ts.suite", ts_callable, &c_suite)) == PX_OK &&
         (st = px_worker_init(w)) == PX_OK) {
+        const char *slack = getenv("PLEXUS_TEST_SLACK");
+
         t.hosts = px_worker_hosts(w);
         t.host = px_worker_host(w);
+        t.late_s = c.timeout_s + (slack != NULL && atof(slack) > 1.0 ? atof(slack) : 1.0);
         st = px_run(w, ts_orch, NULL, &t);
     }
     if (st != PX_OK) {

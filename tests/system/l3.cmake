@@ -2,8 +2,9 @@
 # after cli.cmake, whose px_cli_test() it uses).
 #
 # Every test that forks chip processes takes the ctest RESOURCE_LOCK "chips", so two of them
-# never run at once: their timing bounds (a dead chip noticed within 1 s) and the checks for
-# leftover processes assume the machine is not shared with another multi-process test.
+# never run at once: their timing bounds (a dead chip noticed by the watch's next look, 100 ms,
+# plus PX_TEST_LATE_S x PLEXUS_TEST_SLACK) and the checks for leftover processes assume the
+# machine is not shared with another multi-process test.
 
 set_tests_properties(unit.test_l3 unit.test_threads unit.test_l3_misuse unit.test_l3_ext unit.test_domain
                      unit.test_fault

@@ -46,13 +46,15 @@ rc=$?
 ! grep -q FAIL "$LOG" || fail "a host failed"
 [ "$(echo $pids | wc -w)" -ge $((HOSTS + N)) ] ||
     fail "saw $(echo $pids | wc -w) processes of the job, expected $((HOSTS + N)) at least"
+# processes still going after the job ended: 5 s x PLEXUS_TEST_SLACK to leave, in 0.1 s looks
+looks=$(awk -v s="${PLEXUS_TEST_SLACK:-1}" 'BEGIN { printf "%d", 50 * (s > 1 ? s : 1) }')
 i=0
 left=x
 while [ -n "$left" ]; do
     left=""
     for p in $pids; do kill -0 "$p" 2>/dev/null && left="$left $p"; done
     [ -z "$left" ] && break
-    i=$((i + 1)); [ $i -gt 50 ] && fail "processes of the job are left:$left"
+    i=$((i + 1)); [ $i -gt "$looks" ] && fail "processes of the job are left:$left"
     sleep 0.1
 done
 # new entries: this job's Open MPI segments, or anything not Open MPI's (but another

@@ -334,26 +334,6 @@ static void test_mpi_facts(void **state)
     assert_non_null(strstr(caps.f[PX_FACT_MPI_LAUNCHED].note, "PMI_SIZE"));
 }
 
-/* ---- speed ---- */
-
-/* The probe is fast: the best of five runs takes under 20 ms (times PLEXUS_TEST_SLACK). */
-static void test_probe_fast(void **state)
-{
-    uint64_t best = UINT64_MAX;
-    px_caps caps;
-
-    (void)state;
-    for (int i = 0; i < 5; i++) {
-        uint64_t t0 = px_test_now_ns(), dt;
-
-        probe_profile("default", 1, &caps);
-        dt = px_test_now_ns() - t0;
-        best = dt < best ? dt : best;
-    }
-    print_message("best probe: %.3f ms\n", best / 1e6);
-    assert_true(best < (uint64_t)(20e6 * px_test_slack()));
-}
-
 /* ---- output ---- */
 
 /* Returns everything written to the (tmpfile) stream f so far, as a new string. */
@@ -516,7 +496,6 @@ int main(void)
         cmocka_unit_test(test_probe_env_profile),
         cmocka_unit_test(test_hugepages_override),
         cmocka_unit_test(test_mpi_facts),
-        cmocka_unit_test(test_probe_fast),
         cmocka_unit_test(test_json_string),
         cmocka_unit_test(test_write_json),
         cmocka_unit_test(test_write_json_facts),

@@ -1,16 +1,17 @@
 /*
  * test_scale.c - starting many core threads (issue 20 item 13).
  *
- *  - A request beyond a limit of the system is refused within a second, before anything is
- *    forked, naming the limit and the numbers: RLIMIT_NPROC lowered in a child (which first
- *    becomes user nobody when it is root, whom the limit does not bind), at level 3 and at
- *    level 2; and, where kernel.pid_max is small enough for 64 chips x 1024 cores to pass it
- *    (32768 on many machines), more chips x 1024 cores than it holds.
+ *  - A request beyond a limit of the system is refused at once (deadline 0 + slack), before
+ *    anything is forked, naming the limit and the numbers: RLIMIT_NPROC lowered in a child
+ *    (which first becomes user nobody when it is root, whom the limit does not bind), at
+ *    level 3 and at level 2; and, where kernel.pid_max is small enough for 64 chips x 1024
+ *    cores to pass it (32768 on many machines), more chips x 1024 cores than it holds.
  *  - Idle cores cost no CPU: 8 chips x 256 cores started and left idle for a second use less
  *    than 0.1 s of CPU together (each idle core spinning and yielding again every 100 ms used
- *    about a CPU here, and made 16 x 1024 take 26 s).
- *  - A start is linear in its threads: 8 chips x 256 cores (2048 threads) start and stop in
- *    at most 3 x 8 times what 2 chips x 128 cores (256 threads) take (best of three each).
+ *    about a CPU here, and made 16 x 1024 take 26 s; idle they use about 0.01 s). This bound
+ *    is CPU time, not wall time, and far from both values, so a busy neighbour does not move
+ *    it; it is what keeps a start linear in its threads (the spinning idle cores made it
+ *    superlinear), whose speed is no unit test's to time.
  */
 #include "testutil.h"
 
@@ -23,8 +24,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-#include "util/util.h"
 
 static void ts_config(px_config *c, int level, int chips, int cores)
 {
@@ -49,8 +48,9 @@ static long long ts_read_ll(const char *path)
 }
 
 /* px_worker_create + px_worker_init of cfg must fail with PX_ENOMEM (a level-2 worker starts
- * its cores at create, level 3 its chips at init) within a second, the message holding every
- * word of `words` (NULL-terminated). Returns 0, or a code for the parent. */
+ * its cores at create, level 3 its chips at init) at once (deadline 0 + slack: the check
+ * comes before any thread or fork), the message holding every word of `words`
+ * (NULL-terminated). Returns 0, or a code for the parent. */
 static int ts_expect_refused(const px_config *cfg, const char *const *words)
 {
     px_worker *w = NULL;
@@ -69,8 +69,10 @@ static int ts_expect_refused(const px_config *cfg, const char *const *words)
             fprintf(stderr, "the message lacks \"%s\"\n", words[i]);
             return 12;
         }
-    if (s > 1.0 * px_test_slack())
+    if (!(s <= px_test_bound_s(0.0))) {
+        fprintf(stderr, "refused after %.3f s, past its bound %.3f s\n", s, px_test_bound_s(0.0));
         return 13;
+    }
     if (w != NULL)
         px_worker_destroy(w);
     return 0;
@@ -192,45 +194,12 @@ static void test_idle_cores_cost_nothing(void **state)
     PX_ASSERT_OK(px_worker_destroy(w));
 }
 
-/* Seconds of px_worker_init + px_worker_destroy of chips x cores, best of three. */
-static double ts_start_stop_s(int chips, int cores)
-{
-    double best = 1e9;
-
-    for (int k = 0; k < 3; k++) {
-        px_config c;
-        px_worker *w;
-        uint64_t t0;
-
-        ts_config(&c, 3, chips, cores);
-        PX_ASSERT_OK(px_worker_create(&c, &w));
-        t0 = px_test_now_ns();
-        PX_ASSERT_OK(px_worker_init(w));
-        PX_ASSERT_OK(px_worker_destroy(w));
-        best = PX_MIN(best, (double)(px_test_now_ns() - t0) * 1e-9);
-    }
-    return best;
-}
-
-static void test_start_is_linear(void **state)
-{
-    double small, big;
-
-    (void)state;
-    small = ts_start_stop_s(2, 128);
-    big = ts_start_stop_s(8, 256);
-    printf("start + stop: 2 x 128 cores %.3f s, 8 x 256 cores %.3f s (x%.1f for x8 threads)\n",
-           small, big, big / small);
-    assert_true(big <= 3 * 8 * small * px_test_slack());
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refuses_beyond_nproc),
         cmocka_unit_test(test_refuses_beyond_pid_max),
         cmocka_unit_test(test_idle_cores_cost_nothing),
-        cmocka_unit_test(test_start_is_linear),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -486,7 +486,7 @@ static px_status orch_million(px_orch *o, const px_task_args *args, void *user)
  * 1,000,000 tasks in one scope, INOUT round robin on 4 counters (one per cache line of a
  * 32-element i64 buffer): each counter ends at 1,000,000 / 4 = 250,000, the other elements
  * stay 0. Each counter is a chain of 250,000 INOUT tasks: 249,999 edges each, 999,996 in all.
- * Must finish within 20 s (times slack).
+ * Its time is printed, not checked: task throughput is bench_tasks's to measure.
  */
 static void test_million_tasks(void **state)
 {
@@ -502,7 +502,6 @@ static void test_million_tasks(void **state)
     t0 = px_test_now_ns();
     PX_ASSERT_OK(scope_run(w, orch_million, &host, NULL));
     print_message("million tasks: %.2f s\n", (double)(px_test_now_ns() - t0) / 1e9);
-    assert_true(px_test_now_ns() - t0 < (uint64_t)(20e9 * px_test_slack()));
     for (int i = 0; i < MILLION_TENSORS * MILLION_SPACING; i++)
         assert_int_equal(out[i], i % MILLION_SPACING == 0 ? 250000 : 0);
     PX_ASSERT_OK(px_run_stats_get(w, &st));

@@ -57,9 +57,9 @@ static px_status thr_orch_stuck(px_orch *o, const px_task_args *args, void *user
 }
 
 /*
- * A kernel stuck past PLEXUS_TIMEOUT_S: px_run times out, destroy returns PX_ETIMEDOUT within
- * about a second naming the core and the kernel, and destroying again after the kernel
- * returned succeeds (nothing was freed under the running thread).
+ * A kernel stuck past PLEXUS_TIMEOUT_S: px_run times out, destroy returns PX_ETIMEDOUT by
+ * its grace (PLEXUS_TIMEOUT_S here) + slack naming the core and the kernel, and destroying
+ * again after the kernel returned succeeds (nothing was freed under the running thread).
  */
 static void test_destroy_bounded_with_stuck_kernel(void **state)
 {
@@ -83,7 +83,9 @@ static void test_destroy_bounded_with_stuck_kernel(void **state)
     st = px_worker_destroy(w);
     took = (double)(px_test_now_ns() - t0) / 1e9;
     assert_int_equal(st, PX_ETIMEDOUT);
-    assert_true(took < 5.0 * px_test_slack());
+    /* destroy's grace after a timed-out run: the lesser of PLEXUS_TIMEOUT_S (0.3 s here) and
+     * PX_DESTROY_GRACE_S (1 s, src/runtime/worker.c) */
+    PX_ASSERT_BY(took, cfg.timeout_s);
     assert_non_null(strstr(px_last_error(), "kernel \"thr.stuck\""));
     assert_non_null(strstr(px_last_error(), "core "));
     assert_non_null(strstr(px_last_error(), "destroy it again"));
