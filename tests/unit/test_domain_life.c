@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,6 +50,63 @@ static px_worker *tl_worker(int chips)
 static pid_t tl_chip_pid(px_worker *w, int chip)
 {
     return px_hier_of(w)->procs[chip].pid;
+}
+
+/* 1 when every thread of process pid is stopped (state T in /proc/pid/task/TID/stat). */
+static int tl_all_threads_stopped(pid_t pid)
+{
+    char dir[64], path[384], stat[256], *rp;
+    DIR *dp;
+    struct dirent *e;
+    FILE *f;
+    int n = 0, stopped = 0;
+
+    snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+    if ((dp = opendir(dir)) == NULL)
+        return 0;
+    while ((e = readdir(dp)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "%s/%s/stat", dir, e->d_name);
+        n++;
+        if ((f = fopen(path, "r")) == NULL)
+            continue;
+        if (fgets(stat, sizeof(stat), f) != NULL && (rp = strrchr(stat, ')')) != NULL &&
+            rp[1] == ' ' && rp[2] == 'T')
+            stopped++;
+        fclose(f);
+    }
+    closedir(dp);
+    return n > 0 && stopped == n;
+}
+
+/*
+ * Stops chip process pid (SIGSTOP) and returns only once it is stopped, every thread of it.
+ * kill() returns when the signal is queued: the kernel wakes one thread of the chip for it
+ * (its main thread), which starts the group stop only when it next runs, and until then the
+ * chip's other threads go on. Under load its service thread answered a whole px_domain_alloc
+ * (comm.create, hier.fd_out, comm.map, comm.ready) after kill() had returned, so the
+ * allocation rightly succeeded and the test failed for no defect of plexus. waitid(WSTOPPED)
+ * reports the stop once the group stop is complete (this process is the chips' parent; the
+ * runtime waits for WEXITED only, so nothing else takes the report); polled with WNOHANG
+ * under a bound, so a chip that died instead fails the test rather than hanging it.
+ */
+static void tl_stop_chip(pid_t pid)
+{
+    uint64_t t0 = px_test_now_ns();
+    siginfo_t si;
+
+    assert_int_equal(kill(pid, SIGSTOP), 0);
+    for (;;) {
+        memset(&si, 0, sizeof(si));
+        assert_int_equal(waitid(P_PID, (id_t)pid, &si, WSTOPPED | WNOHANG), 0);
+        if (si.si_pid == pid)
+            break;
+        assert_true((double)(px_test_now_ns() - t0) / 1e9 < 10.0 * px_test_slack());
+        usleep(1000);
+    }
+    assert_int_equal(si.si_code, CLD_STOPPED);
+    assert_true(tl_all_threads_stopped(pid)); /* not one thread left to answer a call */
 }
 
 /* Descriptors open in process pid, and the bytes of those that are memory objects (memfds). */
@@ -397,7 +455,7 @@ static void test_stopped_chip_ends_run_quickly(void **state)
     PX_ASSERT_OK(px_run(w, tl_stop_orch, NULL, &t));
     assert_non_null(t.d);
     pid = tl_chip_pid(w, 1);
-    assert_int_equal(kill(pid, SIGSTOP), 0);
+    tl_stop_chip(pid);
     t0 = px_test_now_ns();
     st = px_run(w, tl_stop_orch, NULL, &t);
     took = (double)(px_test_now_ns() - t0) / 1e9;
@@ -529,7 +587,7 @@ static void tl_silent_case(int mode, double run_s_cfg, double bound_s, const cha
         assert_non_null(t.d);
     }
     pid = tl_chip_pid(w, 1);
-    assert_int_equal(kill(pid, SIGSTOP), 0);
+    tl_stop_chip(pid);
     t0 = px_test_now_ns();
     st = px_run(w, tl_sil_orch, NULL, &t);
     run_s = (double)(px_test_now_ns() - t0) / 1e9;
