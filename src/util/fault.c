@@ -143,5 +143,10 @@ void px_fault_hit(px_fault_point point)
                  ts.tv_nsec / 1000);
     if (n > 0)
         (void)!write(STDERR_FILENO, line, (size_t)PX_MIN(n, (int)sizeof(line) - 1));
-    kill(target, fault_spec.signo);
+    /* to itself: raise, so the signal is this thread's (a core thread at a collective): it
+     * does not go on past the point while the kernel picks another thread for a kill() */
+    if (fault_spec.to_parent)
+        kill(target, fault_spec.signo);
+    else
+        raise(fault_spec.signo);
 }
