@@ -269,10 +269,12 @@ static void test_l3_core_start_failure(void **state)
 static px_kernel_id g_stop_k;
 static px_callable_id g_stop_c;
 
-/* Runs on a chip: stops its own process, as kill -STOP from outside would. */
+/* Runs on a chip: stops its own process, as kill -STOP from outside would. raise, not
+ * kill(getpid()): the kernel gives a process-directed signal to the main thread first, and
+ * this core thread could finish its task before the group stop reaches it. */
 static px_status stop_self_kernel(px_core_ctx *ctx, const px_task_args *args)
 {
-    kill(getpid(), SIGSTOP);
+    raise(SIGSTOP);
     return PX_OK;
 }
 
