@@ -19,7 +19,7 @@ set_tests_properties(setup.install PROPERTIES TIMEOUT 600 PASS_REGULAR_EXPRESSIO
 # The optimising build types other than the default (RelWithDebInfo) compile the library and
 # the command line with warnings as errors (30-40 s on 2 CPUs; runs in `make test`). Not
 # RUN_SERIAL: the suite's critical path is the chain of tests under RESOURCE_LOCK chips, which
-# mostly wait (deadlines, launchers), so the compiler (at nice 10) runs beside it; the timed
+# mostly wait (deadlines, launchers), so the compiler runs beside it; the timed
 # checks are bounded by deadline + slack and hold under such load (make test-repeat LOAD=1).
 add_test(NAME setup.build_types
          COMMAND sh ${PX_SETUP_SH} build-types ${CMAKE_SOURCE_DIR}

@@ -97,7 +97,7 @@ build-types)
     rm -rf "$work" && mkdir -p "$work" || fail "cannot make $work"
     for bt in Release MinSizeRel; do
         cmake -S "$src" -B "$work/$bt" -DCMAKE_BUILD_TYPE=$bt > "$work/$bt.log" 2>&1 &&
-            nice -n 10 cmake --build "$work/$bt" -j 2 --target plexus_shared plexus \
+            cmake --build "$work/$bt" -j 2 --target plexus_shared plexus \
                 >> "$work/$bt.log" 2>&1 ||
             { grep -E "error|warning" "$work/$bt.log" | head -20
               fail "CMAKE_BUILD_TYPE=$bt does not build"; }
