@@ -292,14 +292,23 @@ static int hier_blas_idle(void *arg)
     return 1;
 }
 
+/* The bound of the idle wait: HIER_BLAS_IDLE_NS, or PX_TEST_BLAS_IDLE_MS (tests only: so a
+ * test reaches the refusal without a BLAS call that runs for seconds). */
+static uint64_t hier_blas_bound_ns(void)
+{
+    const char *t = getenv("PX_TEST_BLAS_IDLE_MS");
+
+    return t != NULL && atoi(t) > 0 ? (uint64_t)atoi(t) * 1000000ull : HIER_BLAS_IDLE_NS;
+}
+
 /* Waits until every OpenBLAS pool of fl sleeps; refuses at the bound. */
 static px_status hier_blas_quiesce(hier_fork_libs *fl)
 {
     _Atomic uint32_t no_bell = 0;
-    uint64_t t0 = px_now_ns();
+    uint64_t t0 = px_now_ns(), bound = hier_blas_bound_ns();
     util_wait wt = {.ready = hier_blas_idle, .arg = fl, .word = &no_bell,
                     .yield_ticks = px_ns_to_ticks(HIER_BLAS_POLL_NS),
-                    .deadline_ns = t0 + HIER_BLAS_IDLE_NS, .slice_ns = HIER_BLAS_POLL_NS};
+                    .deadline_ns = t0 + bound, .slice_ns = HIER_BLAS_POLL_NS};
 
     if (fl->nblas == 0)
         return PX_OK;
@@ -313,13 +322,13 @@ static px_status hier_blas_quiesce(hier_fork_libs *fl)
         if (b->asleep >= b->pool && !fl->unreadable)
             continue;
         return px_set_error(PX_ESTATE, "px_worker_init at level 3: OpenBLAS (%s) still had "
-                            "%d of its %d pool threads busy %.0f s after plexus set it to one "
+                            "%d of its %d pool threads busy %.3g s after plexus set it to one "
                             "thread for the fork%s: a BLAS call that began before is still "
                             "running in another thread, and OpenBLAS's own fork handler (it "
                             "stops the pool) can hang against a running call. Create the "
                             "level-3 worker (Python: w.init()) before BLAS work starts in "
                             "other threads, or while none runs", b->path,
-                            b->pool - b->asleep, b->pool, HIER_BLAS_IDLE_NS / 1e9,
+                            b->pool - b->asleep, b->pool, (double)bound / 1e9,
                             fl->unreadable ? " (and /proc/self/task/*/syscall, where plexus "
                                              "sees them sleep, cannot be read)" : "");
     }

@@ -12,8 +12,10 @@
  * 2 threads back after every init; nothing is left behind (no child process, no plexus entry
  * in /dev/shm, the descriptors and threads of before). Without OpenBLAS the BLAS part is left
  * out, and the test prints that and why; everything else still runs.
- * Second test: GNU OpenMP loaded beside another thread is refused naming libgomp (left out,
- * saying so, where libgomp cannot be loaded); it runs last, as it leaves libgomp loaded.
+ * Then: with the dgemm loop running and the bound of the wait for an idle pool cut to 1 ms
+ * (PX_TEST_BLAS_IDLE_MS), px_worker_init refuses naming OpenBLAS and gives its threads back;
+ * and GNU OpenMP loaded beside another thread is refused naming libgomp (left out, saying so,
+ * where libgomp cannot be loaded; last, as it leaves libgomp loaded).
  * Multi-process: ctest runs it under RESOURCE_LOCK "chips" (tests/system/l3.cmake).
  */
 #include "testutil.h"
@@ -296,6 +298,43 @@ static void test_l3_in_busy_process(void **state)
     fclose(g_null);
 }
 
+/* With the dgemm loop running and the idle wait's bound cut to 1 ms (PX_TEST_BLAS_IDLE_MS),
+ * px_worker_init refuses with PX_ESTATE naming OpenBLAS and what to do, forks nothing, and
+ * gives OpenBLAS its 2 threads back. Left out, saying so, without OpenBLAS. */
+static void test_blas_busy_refused(void **state)
+{
+    px_config c;
+    px_worker *w;
+    pthread_t blas;
+
+    if (g_blas.dl == NULL || g_blas.why[0] != '\0') {
+        print_message("test_l3_threads: the busy-pool refusal is left out: %s\n", g_blas.why);
+        return;
+    }
+    atomic_store(&g_stop, 0);
+    atomic_store(&g_blas.done, 0);
+    assert_int_equal(pthread_create(&blas, NULL, blas_thread, NULL), 0);
+    assert_int_equal(lt_progress(&g_blas.products, atomic_load(&g_blas.products)), 0);
+    px_test_config(&c, 1);
+    c.level = 3;
+    c.chips = 2;
+    PX_ASSERT_OK(px_worker_create(&c, &w));
+    setenv("PX_TEST_BLAS_IDLE_MS", "1", 1);
+    assert_int_equal(px_worker_init(w), PX_ESTATE);
+    unsetenv("PX_TEST_BLAS_IDLE_MS");
+    print_message("test_l3_threads: refused: %s\n", px_last_error());
+    assert_non_null(strstr(px_last_error(), "OpenBLAS ("));
+    assert_non_null(strstr(px_last_error(), "pool threads busy"));
+    assert_non_null(strstr(px_last_error(), "before BLAS work starts in other threads"));
+    assert_int_equal(lt_children(), 0);
+    assert_int_equal(g_blas.get(), 2);
+    PX_ASSERT_OK(px_worker_destroy(w));
+    atomic_store(&g_stop, 1);
+    assert_int_equal(px_test_wait_flag(&g_blas.done, LT_WAIT_S), 0);
+    pthread_join(blas, NULL);
+    assert_int_equal(atomic_load(&g_blas.bad), 0);
+}
+
 static void *idle_thread(void *arg)
 {
     px_test_wait_flag(arg, LT_WAIT_S);
@@ -322,6 +361,7 @@ static void test_gomp_refused(void **state)
     PX_ASSERT_OK(px_worker_create(&c, &w));
     assert_int_equal(pthread_create(&t, NULL, idle_thread, &go), 0);
     assert_int_equal(px_worker_init(w), PX_ESTATE);
+    print_message("test_l3_threads: refused: %s\n", px_last_error());
     assert_non_null(strstr(px_last_error(), "GNU OpenMP"));
     assert_non_null(strstr(px_last_error(), "libgomp.so.1"));
     assert_non_null(strstr(px_last_error(), "before the program's first OpenMP parallel region"));
@@ -335,6 +375,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_l3_in_busy_process),
+        cmocka_unit_test(test_blas_busy_refused),
         cmocka_unit_test(test_gomp_refused),
     };
 
