@@ -192,3 +192,28 @@ def test_numpy_openblas_gets_its_threads_back():
     finally:
         assert mm.stop()
     assert mm.bad == 0
+
+
+def test_chips_started_by_a_thread_that_ends():
+    # the chips are forked by a thread that ends before the runs: they live on (no parent-death
+    # signal tied to that thread) and run Python callables for the main thread
+    a = np.arange(16, dtype=np.float32)
+    b = np.zeros((2, 16), np.float32)
+    with plexus.Worker(level=3, chips=2, cores=1) as w:
+        w.register(pyscale, scale_on_chip)
+        errors = []
+
+        def init():
+            try:
+                w.init()
+            except Exception as e:  # noqa: BLE001 - re-raised below, on the test's thread
+                errors.append(e)
+
+        t = threading.Thread(target=init)
+        t.start()
+        t.join()
+        if errors:
+            raise errors[0]
+        w.run(lambda o: [o.submit_next_level(scale_on_chip, c, inputs=[a], outputs=[b[c]])
+                         for c in range(2)])
+    np.testing.assert_array_equal(b, np.stack([a, 2 * a]))
