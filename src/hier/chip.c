@@ -227,6 +227,7 @@ void px_hier_child_main(px_hier *h, px_hier_proc *p)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != h->parent_pid)
         _exit(1); /* the parent died before the request took effect */
+    hier_fork_child();
     px_child_close_fds(h, p);
     px_child_signals();
     p->mb->pid = (int32_t)getpid();

@@ -376,6 +376,11 @@ void hier_fork_finish(hier_fork_libs *fl)
     pthread_mutex_unlock(&hier_fork_lock);
 }
 
+void hier_fork_child(void)
+{
+    pthread_mutex_init(&hier_fork_lock, NULL); /* held by the init that forked this child */
+}
+
 void hier_fork_describe(const hier_fork_libs *fl, char *buf, size_t n)
 {
     size_t len = 0;

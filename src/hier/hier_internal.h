@@ -259,6 +259,9 @@ px_status hier_fork_prepare(hier_fork_libs *fl);
 /* After the forks (in the parent): gives every quiesced OpenBLAS its thread count back. */
 void hier_fork_finish(hier_fork_libs *fl);
 
+/* In a child, first thing: the one-init-at-a-time lock afresh (the forking init holds it). */
+void hier_fork_child(void);
+
 /* One line for the log: the threads, and each quiesced library. */
 void hier_fork_describe(const hier_fork_libs *fl, char *buf, size_t n);
 

@@ -250,6 +250,14 @@ static void test_l3_in_busy_process(void **state)
     int have_blas = blas_open() == 0, shm0, fds0, threads0;
     uint64_t c0, p0 = 0;
 
+#if defined(__SANITIZE_ADDRESS__)
+    /* GCC 12's libasan takes no lock of its allocator around fork (no fork interceptor): a
+     * chip may find one held by a churner and hang in its first malloc. Not plexus's to fix. */
+    print_message("test_l3_threads: the busy-process rounds are left out under "
+                  "AddressSanitizer: its allocator has no fork handler here\n");
+    skip();
+#endif
+
     if (!have_blas)
         print_message("test_l3_threads: the OpenBLAS part is left out (no dgemm thread): "
                       "OpenBLAS's pthreads build was not found: %s\n", g_blas.why);
