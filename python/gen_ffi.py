@@ -80,25 +80,49 @@ static px_status pxpy_kernel_cb(int slot, px_core_ctx *ctx, const px_task_args *
 static px_status pxpy_callable_cb(int slot, px_orch *o, const px_task_args *args);
 
 /* ---- chip processes: fork from C while Python runs ----
- * px_worker_init at level 3 forks one process per chip from the (single-threaded) caller,
- * which cffi has made release the GIL. In each child the interpreter is made usable again
- * (PyOS_AfterFork_Child: new GIL, thread states of other threads dropped, import lock and
- * threading module reset) before the chip's threads may call Python kernels and callables.
- * The atfork handler acts only inside pxpy_worker_init, so os.fork and subprocess keep their
- * own handling. */
+ * px_worker_init at level 3 forks one process per chip from the calling thread, which cffi
+ * has made release the GIL, while other Python threads may run. Fork handlers armed for that
+ * thread only, and only inside pxpy_worker_init, do what os.fork does around each of its
+ * forks: before, take the GIL (so no other thread runs Python during the copy) and
+ * PyOS_BeforeFork (the os.register_at_fork "before" callbacks, the import lock); in the
+ * parent, PyOS_AfterFork_Parent and give the GIL back; in the child, PyOS_AfterFork_Child
+ * (a fresh GIL, other threads' states dropped, the import lock and the threading module
+ * reset, the "after_in_child" callbacks) and give the GIL back, so the chip's threads can run
+ * Python callables and kernels. A fork by any other thread meanwhile (subprocess, say) is
+ * not touched, nor is any fork outside pxpy_worker_init. */
 static volatile int pxpy_forking;
+static pthread_t pxpy_forker;
+static PyGILState_STATE pxpy_fork_gil;
 static int pxpy_hooked;
 
-static void pxpy_after_fork_child(void)
+static int pxpy_is_forker(void)
 {
-    PyGILState_STATE g;
+    return pxpy_forking && pthread_equal(pthread_self(), pxpy_forker);
+}
 
-    if (!pxpy_forking)
+static void pxpy_fork_prepare(void)
+{
+    if (!pxpy_is_forker())
+        return;
+    pxpy_fork_gil = PyGILState_Ensure();
+    PyOS_BeforeFork();
+}
+
+static void pxpy_fork_parent(void)
+{
+    if (!pxpy_is_forker())
+        return;
+    PyOS_AfterFork_Parent();
+    PyGILState_Release(pxpy_fork_gil);
+}
+
+static void pxpy_fork_child(void)
+{
+    if (!pxpy_is_forker())
         return;
     pxpy_forking = 0;
-    g = PyGILState_Ensure();
     PyOS_AfterFork_Child();
-    PyGILState_Release(g);
+    PyGILState_Release(pxpy_fork_gil);
 }
 
 px_status pxpy_worker_init(px_worker *w)
@@ -106,11 +130,12 @@ px_status pxpy_worker_init(px_worker *w)
     px_status st;
 
     if (!pxpy_hooked) {
-        if (pthread_atfork(NULL, NULL, pxpy_after_fork_child) != 0)
+        if (pthread_atfork(pxpy_fork_prepare, pxpy_fork_parent, pxpy_fork_child) != 0)
             return px_set_error(PX_ENOMEM, "python: pthread_atfork failed: cannot prepare the "
                                 "interpreter for chip processes; free memory and retry");
         pxpy_hooked = 1;
     }
+    pxpy_forker = pthread_self();
     pxpy_forking = 1;
     st = px_worker_init(w);
     pxpy_forking = 0;

@@ -5,7 +5,8 @@
 #                                    in the DFX tests; python3-cffi, python3-dev,
 #                                    python3-numpy and python3-pytest for `import plexus`
 #                                    and its pytest tests; python3-venv, python3-setuptools
-#                                    and python3-wheel for its venv route)
+#                                    and python3-wheel for its venv route; libopenblas-dev:
+#                                    level 3 tested beside OpenBLAS's thread pool)
 #   scripts/install-deps.sh --bench  plus the benchmark anchors (StarPU; Dask for
 #                                    bench_python)
 #   scripts/install-deps.sh --fuzz   clang with libFuzzer, for `make fuzz` only
@@ -16,6 +17,10 @@ set -eu
 pkgs="gcc make cmake pkg-config libcmocka-dev libjansson-dev python3 chromium"
 pkgs="$pkgs python3-dev python3-cffi python3-numpy python3-pytest"
 pkgs="$pkgs python3-venv python3-setuptools python3-wheel"
+# OpenBLAS (pthreads; Debian makes it numpy's libblas.so.3): level 3 is tested beside its
+# thread pool (test_l3_threads dlopens it; the Python tests run numpy on it). libplexus does
+# not link it, and every test passes without it, saying what it left out.
+pkgs="$pkgs libopenblas-dev"
 # Open MPI: the MPI plugin (libplexus-mpi.so, dlopened under mpirun; libplexus never links
 # libmpi) and bench_comm's anchor
 pkgs="$pkgs libopenmpi-dev openmpi-bin"

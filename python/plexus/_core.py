@@ -1582,12 +1582,6 @@ class Worker:
             return
         if self.level == 2:
             self._copy_kernel_id()
-        n = len(os.listdir("/proc/self/task"))
-        if self.level == 3 and n > 1:
-            raise StateError("plexus.Worker(level=3) forks its chips and needs a single-"
-                             "threaded process, but this one runs %d threads (threading, a "
-                             "thread pool, a BLAS library's threads?); make the level-3 "
-                             "worker before starting threads" % n)
         check(lib.pxpy_worker_init(w), "starting the worker")
         self._inited = True
 

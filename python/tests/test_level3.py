@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import plexus
+from busy import MatmulThread, numpy_blas
 
 
 @plexus.kernel
@@ -148,14 +149,71 @@ def test_level2_refuses_level3_calls(w, k):
         w.run(lambda o: o.submit_host(print))
 
 
-def test_level3_needs_a_single_threaded_process():
-    ev = threading.Event()
-    t = threading.Thread(target=ev.wait)
-    t.start()
+def level3_beside(mm):
+    """A level-3 run whose chips fork while mm multiplies: Python callables and kernels run in
+    them, and mm keeps multiplying, rightly."""
+    assert mm.wait_for(1)  # busy before the fork
+    a = np.arange(64, dtype=np.float32)
+    b = np.zeros((2, 64), np.float32)
+    with plexus.Worker(level=3, chips=2, cores=1) as w:
+        w.register(pyscale, scale_on_chip)
+        w.run(lambda o: [o.submit_next_level(scale_on_chip, c, inputs=[a], outputs=[b[c]])
+                         for c in range(2)])
+        np.testing.assert_array_equal(b, np.stack([a, 2 * a]))
+    n = mm.done
+    assert mm.wait_for(n + 2)  # still multiplying, right
+
+
+def test_level3_in_a_threaded_process():
+    # issue 34: the chips fork while another thread multiplies matrices (numpy's BLAS)
+    mm = MatmulThread()
+    mm.start()
     try:
-        with plexus.Worker(level=3, chips=2, cores=1) as w:
-            with pytest.raises(plexus.StateError, match="single-threaded"):
-                w.run(lambda o: None)
+        level3_beside(mm)
     finally:
-        ev.set()
+        assert mm.stop()
+    assert mm.bad == 0
+
+
+def test_numpy_openblas_gets_its_threads_back():
+    # with numpy on OpenBLAS's pthreads build: its pool is quiesced for the fork (one thread)
+    # and given its thread count back after it
+    path, blas_threads = numpy_blas()
+    if not blas_threads:
+        pytest.skip("numpy's BLAS is not OpenBLAS's pthreads build (%s)" % path)
+    before = blas_threads()
+    if before < 2:
+        pytest.skip("numpy's OpenBLAS (%s) runs 1 thread: no pool to quiesce" % path)
+    mm = MatmulThread()
+    mm.start()
+    try:
+        level3_beside(mm)
+        assert blas_threads() == before
+    finally:
+        assert mm.stop()
+    assert mm.bad == 0
+
+
+def test_chips_started_by_a_thread_that_ends():
+    # the chips are forked by a thread that ends before the runs: they live on (no parent-death
+    # signal tied to that thread) and run Python callables for the main thread
+    a = np.arange(16, dtype=np.float32)
+    b = np.zeros((2, 16), np.float32)
+    with plexus.Worker(level=3, chips=2, cores=1) as w:
+        w.register(pyscale, scale_on_chip)
+        errors = []
+
+        def init():
+            try:
+                w.init()
+            except Exception as e:  # noqa: BLE001 - re-raised below, on the test's thread
+                errors.append(e)
+
+        t = threading.Thread(target=init)
+        t.start()
         t.join()
+        if errors:
+            raise errors[0]
+        w.run(lambda o: [o.submit_next_level(scale_on_chip, c, inputs=[a], outputs=[b[c]])
+                         for c in range(2)])
+    np.testing.assert_array_equal(b, np.stack([a, 2 * a]))

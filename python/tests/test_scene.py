@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import plexus
+from busy import MatmulThread
 from plexus.testing import SceneTest, Options, compare
 
 
@@ -86,6 +87,22 @@ def test_the_options_reach_the_worker(plexus_options):
     want = "staged" if (plexus_options.transport == "staged" or
                         plexus_options.profile == "a2a3-pcie") else "direct"
     assert out["t"] == want
+
+
+def test_level3_scene_beside_a_matmul_thread(plexus_options):
+    # issue 34: a level-3 scene case whose chips fork while another thread multiplies
+    # matrices with numpy (OpenBLAS's pool busy, where numpy runs on it)
+    mm = MatmulThread()
+    mm.start()
+    try:
+        assert mm.wait_for(1)
+        for case in TestAllreduceScene.cases:
+            TestAllreduceScene().run_case(case, plexus_options)
+        n = mm.done
+        assert mm.wait_for(n + 2)
+    finally:
+        assert mm.stop()
+    assert mm.bad == 0
 
 
 def test_a_wrong_golden_fails_with_the_place():

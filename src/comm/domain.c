@@ -38,6 +38,7 @@
 #include "platform/platform.h"
 #include "runtime/runtime.h"
 #include "util/abi.h"
+#include "util/fork.h"
 #include "util/log.h"
 #include "util/util.h"
 #include "util/wait.h"
@@ -53,6 +54,12 @@
 static px_domain **g_handles;
 static size_t g_hcap, g_hfill;   /* slots; slots used or tombs */
 static pthread_mutex_t g_handles_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Chips' kernels look handles up too: the lock is held across plexus's forks. */
+__attribute__((constructor)) static void comm_handles_guard(void)
+{
+    util_fork_guard(&g_handles_lock);
+}
 
 static size_t comm_handle_hash(const px_domain *d)
 {
@@ -235,8 +242,10 @@ static px_status comm_init(void *arg)
             return st;
         if (ops->initialized() && px_mpi_state() != PX_MPI_STATE_NONE)
             return px_set_error(PX_ESTATE, "px_worker_init: MPI starts once per process, and "
-                                "an earlier worker of this process ran under MPI (%s): run one "
-                                "worker under MPI per process, or give this one PLEXUS_MPI=off",
+                                "an earlier worker of this process ran under MPI (%s); Open MPI "
+                                "supports neither a second MPI_Init nor fork after MPI_Init, so "
+                                "a process has one level-3 worker under MPI: run everything on "
+                                "the first worker, or start this one in a process of its own",
                                 cw->mpi_why);
         if (ops->initialized())
             return px_set_error(PX_ESTATE, "px_worker_init: MPI is initialised in this process "

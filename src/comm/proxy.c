@@ -203,8 +203,8 @@ static void proxy_mpi_fail(comm_proxy *p, int e, const char *what)
  * MPI starts once per process: the proxy of the first worker under MPI initialises it and
  * finalises it when that worker is destroyed (or at the process's exit, for a worker never
  * destroyed: mpirun counts a rank that never finalised as failed). A later level-3 worker of
- * the process cannot run under MPI: MPI cannot start again, and while it runs its own
- * threads forbid the fork of chips (px_worker_init refuses a multi-threaded process).
+ * the process cannot run under MPI: MPI cannot start again, and Open MPI does not support the
+ * fork of its chips after MPI_Init (px_worker_init refuses it: hier/forksafe.c).
  */
 static pthread_mutex_t g_mpi_lock = PTHREAD_MUTEX_INITIALIZER;
 static comm_proxy *g_live;   /* the proxy running now */
@@ -1896,7 +1896,7 @@ static px_status proxy_init(comm_proxy *p)
     if (px_mpi_state() == PX_MPI_STATE_DONE)
         return px_set_error(PX_ESTATE, "MPI starts once per process, and an earlier worker of "
                             "this process ran under MPI: run one worker under MPI per process "
-                            "(PLEXUS_MPI=off for one that needs no other host)");
+                            "(PLEXUS_MPI=off for a level-2 worker that needs no other host)");
     if ((e = p->ops->init(&p->rank, &p->size)) != 0) {
         p->ops->error(e, s, sizeof(s));
         return px_set_error(PX_EIO, "MPI_Init_thread failed: %s", s);

@@ -1,7 +1,9 @@
 /*
  * chip.c - the main function of a level-3 child process: a chip or a host sub-worker.
  *
- * The child first asks the kernel to kill it when its parent dies (PR_SET_PDEATHSIG), then
+ * The child first asks the kernel to kill it when its parent dies (PR_SET_PDEATHSIG, when the
+ * main thread forked it: the signal follows the forking thread, which another thread may see
+ * end long before the process; without it a child notices at its next wait), then
  * checks that the parent has not died before that request, closes the descriptors that belong
  * to the parent or to its siblings, and builds what it runs calls with: a chip builds its own
  * level-2 engine (own device arena, own core threads) and registers the worker's chip kernels
@@ -221,9 +223,11 @@ void px_hier_child_main(px_hier *h, px_hier_proc *p)
     hier_chip *chip = NULL;
     px_status st;
 
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (h->pdeath) /* forked by the main thread: die with it (it ends with the process) */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != h->parent_pid)
         _exit(1); /* the parent died before the request took effect */
+    hier_fork_child();
     px_child_close_fds(h, p);
     px_child_signals();
     p->mb->pid = (int32_t)getpid();

@@ -4,13 +4,14 @@
  *
  * px_hier_create builds the host engine without threads: its arena (a memfd mapped
  * MAP_SHARED) is the host heap, mapped before any fork so its addresses are valid in every
- * child. px_hier_init refuses a process that already runs other threads (fork copies only the
- * calling thread, and a lock held by another thread would stay locked forever in the child),
- * makes every child's mailbox, forks the chips and the host sub-workers, waits (bounded) until
- * each has built its engine, and only then starts the host core threads and the watch thread.
- *
- * A registry of live level-3 workers lets the submit calls recognise an orchestration handle
- * whose worker has been destroyed without dereferencing it.
+ * child. px_hier_init may run in a process that runs other threads (numpy's BLAS pool, the
+ * program's own, MPI's): it refuses what cannot be forked safely and quiesces what must be
+ * (forksafe.c), makes every child's mailbox, forks the chips and the host sub-workers from
+ * the calling thread with plexus's own locks held (util_fork), gives the quiesced libraries
+ * back, waits (bounded) until each child has built its engine, and only then starts the host
+ * core threads and the watch thread. A child uses only what it was given at the fork (this
+ * worker's state, copied) and its own fresh engine; docs/architecture.md has the argument,
+ * library by library.
  */
 #include "hier/hier_internal.h"
 
@@ -26,22 +27,12 @@
 #include <unistd.h>
 
 #include "util/clock.h"
+#include "util/fork.h"
 #include "util/log.h"
-#include "mpi/mpi_load.h"
 #include "util/wait.h"
 
-#define PX_HIER_THREADS_WAIT_NS 100000000ull /* threads just joined may take a moment to go */
-#define PX_HIER_THREADS_POLL_NS 1000000ull    /* looking at /proc this often meanwhile */
 #define PX_HIER_SHUTDOWN_MAX_S 5.0           /* grace for children to exit at destroy */
 #define PX_HIER_START_SLICE_NS 10000000ull   /* a starting child is checked this often */
-
-/* ThreadSanitizer runs a background thread of its own once any thread was started, and makes
- * fork safe itself; that one thread is not the user's. */
-#if defined(__SANITIZE_THREAD__)
-#define PX_HIER_TOOL_THREADS 1
-#else
-#define PX_HIER_TOOL_THREADS 0
-#endif
 
 /*
  * Returns the level-3 state behind o for a submit call named what. The one check of every
@@ -280,59 +271,6 @@ pid_t px_hier_proc_pid(px_worker *w, int i)
 
 /* ---- init ---- */
 
-/* Returns the number of threads of this process (/proc/self/status), or -1. */
-static int px_hier_threads(void)
-{
-    char line[256];
-    int n = -1;
-    FILE *f = fopen("/proc/self/status", "re");
-
-    if (f == NULL)
-        return -1;
-    while (fgets(line, sizeof(line), f) != NULL)
-        if (sscanf(line, "Threads: %d", &n) == 1)
-            break;
-    fclose(f);
-    return n;
-}
-
-/* ready() of the wait below: the process runs no thread but this one (and the tool's). */
-static int px_hier_alone(void *arg)
-{
-    int *n = arg;
-
-    *n = px_hier_threads();
-    return *n <= 1 + PX_HIER_TOOL_THREADS;
-}
-
-/*
- * Refuses a multi-threaded process; threads that were just joined get a moment to go: the one
- * wait (util/wait.h) polls /proc with sched_yield for PX_HIER_THREADS_POLL_NS, then every
- * PX_HIER_THREADS_POLL_NS (a slice on a word nobody wakes: a thread's exit rings no bell),
- * until PX_HIER_THREADS_WAIT_NS have passed.
- */
-static px_status px_hier_check_threads(void)
-{
-    _Atomic uint32_t no_bell = 0;
-    int n = 0;
-    util_wait wt = {.ready = px_hier_alone, .arg = &n, .word = &no_bell,
-                    .yield_ticks = px_ns_to_ticks(PX_HIER_THREADS_POLL_NS),
-                    .deadline_ns = px_now_ns() + PX_HIER_THREADS_WAIT_NS,
-                    .slice_ns = PX_HIER_THREADS_POLL_NS};
-
-    if (util_wait_run(&wt) != PX_OK)
-        return px_set_error(PX_ESTATE, "px_worker_init at level 3 forks one process per chip "
-                            "and needs a single-threaded process, but this process runs %d "
-                            "threads (a thread holding a lock at fork would leave it locked in "
-                            "every chip). Call px_worker_init before starting threads%s", n,
-                            px_mpi_state() != PX_MPI_STATE_NONE
-                                ? " (MPI, started by an earlier worker of this process, runs "
-                                  "threads of its own: one level-3 worker under MPI per "
-                                  "process)"
-                                : "");
-    return PX_OK;
-}
-
 /* Makes the doorbell and every child's mailbox and socketpair. */
 static px_status px_hier_make_regions(px_hier *h)
 {
@@ -368,7 +306,7 @@ static px_status px_hier_fork(px_hier *h, px_hier_proc *p)
     pid_t pid;
 
     fflush(NULL); /* buffered output must not be written twice */
-    pid = fork();
+    pid = util_fork();
     if (pid < 0)
         return px_set_error(PX_ENOMEM, "level 3: fork for %s %d failed: %s; lower "
                             "PLEXUS_CHIPS / PLEXUS_SUBS", px_hier_proc_kind(p), p->index,
@@ -455,10 +393,21 @@ static void px_hier_release_procs(px_hier *h)
 static px_status px_hier_start_procs(px_hier *h)
 {
     uint64_t deadline;
+    hier_fork_libs fl;
+    char libs[1024];
     px_status st = px_hier_make_regions(h);
 
-    for (int i = 0; st == PX_OK && i < h->nprocs; i++)
-        st = px_hier_fork(h, &h->procs[i]);
+    if (st == PX_OK && (st = hier_fork_prepare(&fl)) == PX_OK) {
+        h->pdeath = syscall(SYS_gettid) == getpid();
+        for (int i = 0; st == PX_OK && i < h->nprocs; i++)
+            st = px_hier_fork(h, &h->procs[i]);
+        hier_fork_finish(&fl);
+        hier_fork_describe(&fl, libs, sizeof(libs));
+        PX_LOG_INFO("worker: level 3 forked its children from a process of %s%s", libs,
+                    h->pdeath ? "" : "; from a thread other than the main one, so they do not "
+                    "die with it (PR_SET_PDEATHSIG follows the forking thread): each notices "
+                    "its parent's death at its next wait instead");
+    }
     deadline = px_now_ns() + (uint64_t)(h->cfg.timeout_s * 1e9);
     for (int i = 0; st == PX_OK && i < h->nprocs; i++)
         st = px_hier_wait_ready(h, &h->procs[i], deadline);
@@ -479,13 +428,11 @@ px_status px_hier_init(px_worker *w)
                             "worker failed; destroy it and create a new one");
     h->user_kernels = w->nkernels;
     /* the layers above add their chip kernels, and refuse what they know cannot work (MPI
-     * initialised by the program: said before the thread count, which MPI's threads raise) */
+     * initialised by the program, with the comm layer's words) */
     for (int i = 0; i < h->nhooks; i++)
         if (h->hooks[i].hooks->init != NULL &&
             (st = h->hooks[i].hooks->init(h->hooks[i].arg)) != PX_OK)
             return st;
-    if ((st = px_hier_check_threads()) != PX_OK)
-        return st;
     h->nkernels = w->nkernels; /* the chip kernels; the executors follow them */
     st = px_hier_register_executors(h);
     if (st == PX_OK)

@@ -165,6 +165,9 @@ typedef struct px_hier {
     int nchips, nsubs, nprocs;
     int chip_cores;               /* core threads of each chip's engine */
     pid_t parent_pid;
+    int pdeath;                   /* children ask for SIGKILL at the forking thread's end
+                                   * (PR_SET_PDEATHSIG follows that thread, not the process):
+                                   * only when it is the main thread */
 
     px_hier_callable callables[PX_HIER_MAX_CALLABLES];
     int ncallables;
@@ -220,6 +223,47 @@ typedef struct px_hier {
     uint64_t spin_ticks;
     uint64_t yield_ticks;
 } px_hier;
+
+/* forksafe.c: the libraries of the process around the chips' fork. */
+#define HIER_FORK_BLAS_MAX 4
+#define HIER_FORK_RANGES 4
+
+typedef struct hier_fork_blas {
+    char path[256];
+    void (*set)(int);             /* its openblas_set_num_threads */
+    int saved;                    /* its thread count before the fork */
+    int pool;                     /* its pool workers */
+    int asleep;                   /* of them seen asleep at the last look */
+    uintptr_t lo[HIER_FORK_RANGES], hi[HIER_FORK_RANGES]; /* its writable segments */
+    int nranges;
+} hier_fork_blas;
+
+typedef struct hier_fork_libs {
+    int threads;                  /* this process's threads before the fork */
+    hier_fork_blas blas[HIER_FORK_BLAS_MAX];
+    int nblas;
+    double idle_ms;               /* how long the pools took to go idle */
+    int unreadable;               /* /proc/self/task/N/syscall could not be read */
+    int locked;                   /* between prepare and finish (one init at a time) */
+} hier_fork_libs;
+
+/*
+ * Before the first fork of px_worker_init: refuses what cannot be forked safely (MPI
+ * initialised, GNU OpenMP beside other threads) and quiesces OpenBLAS's pools (one thread,
+ * then bounded wait until its workers sleep). Returns PX_OK with *fl to be given to
+ * hier_fork_finish after the forks, or PX_ESTATE naming the library and what to do (nothing
+ * left changed).
+ */
+px_status hier_fork_prepare(hier_fork_libs *fl);
+
+/* After the forks (in the parent): gives every quiesced OpenBLAS its thread count back. */
+void hier_fork_finish(hier_fork_libs *fl);
+
+/* In a child, first thing: the one-init-at-a-time lock afresh (the forking init holds it). */
+void hier_fork_child(void);
+
+/* One line for the log: the threads, and each quiesced library. */
+void hier_fork_describe(const hier_fork_libs *fl, char *buf, size_t n);
 
 /* What a chip's threads hand each other through the parent (util/tsan.h); service.c. */
 extern char hier_xproc_token;

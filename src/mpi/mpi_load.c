@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/fork.h"
 #include "util/log.h"
 
 #ifndef PX_MPI_PLUGIN_DIR
@@ -70,6 +71,12 @@ int px_mpi_wanted(int forced_mpi, char *why, size_t n)
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int g_state;
+
+/* The plugin's loader lock: held across plexus's forks (a leaf; dlopen's own lock is glibc's). */
+__attribute__((constructor)) static void mpi_load_guard(void)
+{
+    util_fork_guard(&g_lock);
+}
 
 int px_mpi_state(void)
 {

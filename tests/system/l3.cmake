@@ -6,7 +6,7 @@
 # plus PX_TEST_LATE_S x PLEXUS_TEST_SLACK) and the checks for leftover processes assume the
 # machine is not shared with another multi-process test.
 
-set_tests_properties(unit.test_l3 unit.test_threads unit.test_l3_misuse unit.test_l3_ext unit.test_domain
+set_tests_properties(unit.test_l3 unit.test_l3_threads unit.test_threads unit.test_l3_misuse unit.test_l3_ext unit.test_domain
                      unit.test_fault
                      PROPERTIES RESOURCE_LOCK chips)
 

@@ -213,4 +213,15 @@ exec "$1" "$3" "$2" 1 2 comm.allreduce]=]
   add_test(NAME mpi.preinit_refused COMMAND ${MPIEXEC_EXECUTABLE} -np 1 $<TARGET_FILE:test_mpi_preinit>)
   set_tests_properties(mpi.preinit_refused PROPERTIES TIMEOUT 120 RESOURCE_LOCK chips
                        ENVIRONMENT "${PX_MPI_ENV}" PASS_REGULAR_EXPRESSION "\nPASS\n")
+  # two level-3 workers one after the other in one process (issue 34): the first runs under
+  # MPI, the second is refused with why and what to do (MPI once per process, no fork after
+  # MPI_Init), whether it wants MPI or has PLEXUS_MPI=off
+  add_executable(test_mpi_two_workers ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_mpi_two_workers.c)
+  target_link_libraries(test_mpi_two_workers PRIVATE plexus_internal plexus_examples)
+  add_test(NAME mpi.two_workers_in_one_process
+           COMMAND ${MPIEXEC_EXECUTABLE} -np 2 $<TARGET_FILE:test_mpi_two_workers>)
+  set_tests_properties(mpi.two_workers_in_one_process PROPERTIES TIMEOUT 120
+                       RESOURCE_LOCK chips ENVIRONMENT "${PX_MPI_ENV}"
+                       FAIL_REGULAR_EXPRESSION "FAIL"
+                       PASS_REGULAR_EXPRESSION "rank [01]: PASS\n.*rank [01]: PASS\n")
 endif()

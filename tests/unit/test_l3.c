@@ -1,8 +1,9 @@
 /*
  * test_l3.c - level 3: one host, many chips, each its own process.
  *
- * Every test makes its own level-3 worker (chips are forked by px_worker_init, from this
- * single-threaded test process). Chips write what they observe (their pid, their chip index)
+ * Every test makes its own level-3 worker (chips are forked by px_worker_init; one test does
+ * it from a thread of its own while another thread runs; tests/unit/test_l3_threads.c loads
+ * the process with busy threads). Chips write what they observe (their pid, their chip index)
  * into host-heap tensors that px_run copies back, so the test compares them with what it
  * knows independently (px_hier_proc_pid, getpid). Where a chip must be seen *while* it runs
  * (group start, kill mid-run), its kernel touches host-heap words directly through an address
@@ -983,7 +984,7 @@ static void test_submit_after_destroy(void **state)
     assert_int_equal(l3_children(), 0);
 }
 
-/* ---- init refused in a threaded process ---- */
+/* ---- init in a threaded process, from a thread that then ends ---- */
 
 static _Atomic int g_thread_go;
 
@@ -993,24 +994,49 @@ static void *idle_thread(void *arg)
     return NULL;
 }
 
-/* With a second thread running, px_worker_init at level 3 refuses (PX_ESTATE, the message says
- * why: threads and fork) and forks nothing; the worker can still be destroyed. */
+/* px_worker_init on a thread of its own, which then ends. */
+static void *init_thread(void *arg)
+{
+    return (void *)(intptr_t)px_worker_init(arg);
+}
+
+/* With a second thread running, px_worker_init at level 3 forks its chips; and a worker
+ * initialised by a thread that then ends keeps its chips (the parent-death signal would
+ * follow that thread): a run from the main thread afterwards reaches every chip, and destroy
+ * leaves no child behind. */
 static void test_init_threaded(void **state)
 {
+    int chips = 2;
+    int64_t out[6];
+    px_tensor t = l3_tensor(out, PX_I64, 6);
+    px_task_args args;
     px_config c;
     px_worker *w;
-    pthread_t t;
+    pthread_t idle, init;
+    void *st;
 
-    l3_config(&c, 2, 0);
+    l3_config(&c, chips, 0);
     PX_ASSERT_OK(px_worker_create(&c, &w));
+    l3_register(w);
     atomic_store(&g_thread_go, 0);
-    assert_int_equal(pthread_create(&t, NULL, idle_thread, NULL), 0);
-    assert_int_equal(px_worker_init(w), PX_ESTATE);
-    assert_non_null(strstr(px_last_error(), "single-threaded"));
-    assert_int_equal(l3_children(), 0);
+    assert_int_equal(pthread_create(&idle, NULL, idle_thread, NULL), 0);
+    assert_int_equal(pthread_create(&init, NULL, init_thread, w), 0);
+    assert_int_equal(pthread_join(init, &st), 0);
+    if ((px_status)(intptr_t)st != PX_OK)
+        print_error("px_worker_init: %s\n", px_last_error());
+    assert_int_equal((px_status)(intptr_t)st, PX_OK);
     atomic_store(&g_thread_go, 1);
-    pthread_join(t, NULL);
+    pthread_join(idle, NULL);
+    memset(out, 0xff, sizeof(out));
+    px_args_init(&args);
+    px_args_out(&args, &t);
+    PX_ASSERT_OK(px_run(w, dispatch_orch, &args, &chips));
+    for (int i = 0; i < chips; i++) {
+        assert_int_equal(out[3 * i], px_hier_proc_pid(w, i));
+        assert_int_equal(out[3 * i + 1], i);
+    }
     PX_ASSERT_OK(px_worker_destroy(w));
+    assert_int_equal(l3_children(), 0);
 }
 
 /* ---- host tasks ---- */

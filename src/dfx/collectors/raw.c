@@ -14,6 +14,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "util/fork.h"
+
 #define DFXC_RAW_FIRST (2048u)               /* records in the first chunk (64 KiB) */
 #define DFXC_RAW_LARGEST (128u * 1024u)      /* records in the largest chunks (4 MiB) */
 #define DFXC_RAW_SPARE_MAX ((size_t)64 << 20) /* bytes of chunks kept for the next run */
@@ -21,6 +23,12 @@
 static pthread_mutex_t dfxc_raw_spare_lock = PTHREAD_MUTEX_INITIALIZER;
 static dfxc_raw_chunk *dfxc_raw_spare;
 static size_t dfxc_raw_spare_bytes;
+
+/* A chip's DFX session takes spare chunks under this lock: held across plexus's forks. */
+__attribute__((constructor)) static void dfxc_raw_spare_guard(void)
+{
+    util_fork_guard(&dfxc_raw_spare_lock);
+}
 
 /* Bytes chunk c takes. */
 static size_t dfxc_raw_bytes(const dfxc_raw_chunk *c)

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "dfx/collectors/out.h"
+#include "util/fork.h"
 #include "util/log.h"
 
 #define DFXC_TRACE_WHO_MAX 4
@@ -42,6 +43,12 @@ struct dfxc_trace {
 };
 
 static pthread_mutex_t dfxc_traces_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A chip's DFX session attaches its trace under this lock: held across plexus's forks. */
+__attribute__((constructor)) static void dfxc_traces_guard(void)
+{
+    util_fork_guard(&dfxc_traces_lock);
+}
 static dfxc_trace *dfxc_traces;
 
 /* Finds the trace of dir in the list; the list lock is held. */
