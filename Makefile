@@ -9,8 +9,8 @@ CMAKE_ARGS ?=
 # wins over what the build was configured with.
 PREFIX     ?=
 CTEST_ARGS ?= --output-on-failure
-# Tests labelled `setup` rebuild the whole project from nothing (minutes): `make test-setup`
-# runs them, `make test` runs everything else.
+# Tests labelled `setup` rebuild the project from nothing or in other build types (minutes):
+# `make test-setup` runs them (CI runs setup.build_types after `make test`), `make test` the rest.
 CTEST_SETUP_LABEL = setup
 
 .PHONY: all build deps deps-bench deps-fuzz demo test test-repeat test-setup bench bench-quick test-asan test-tsan fuzz \
