@@ -86,7 +86,9 @@ def summary(runs: List[Dict[str, dict]], n: int) -> int:
     """Prints the failures and the slowest tests; returns the exit status."""
     names = sorted({t for r in runs for t in r})
     failed = 0
-    print("\n== tests that failed at least once (passes of %d runs, first failure)" % n)
+    print("\n== tests that failed at least once (passes of %d runs, first failure)" % len(runs))
+    if len(runs) < n:
+        print("  only %d of the %d runs finished" % (len(runs), n))
     for t in names:
         seen = [r[t] for r in runs if t in r]
         passes = sum(1 for s in seen if s["ok"])
