@@ -86,7 +86,7 @@ test-asan: deps
 test-tsan: deps
 	cmake -S . -B build-tsan -DPX_SANITIZE=thread $(CMAKE_ARGS)
 	cmake --build build-tsan -j $(JOBS)
-	cd build-tsan && PLEXUS_TEST_SLACK=20 TSAN_OPTIONS=halt_on_error=1:die_after_fork=0 \
+	cd build-tsan && PLEXUS_TEST_SLACK=20 TSAN_OPTIONS=halt_on_error=1:die_after_fork=0:suppressions=$(CURDIR)/scripts/tsan.supp \
 	    ctest $(CTEST_ARGS) -j 2 \
 	    -LE '^$(CTEST_SETUP_LABEL)$$'
 
