@@ -38,6 +38,32 @@ uint64_t px_test_deadline_ns(double seconds)
     return px_test_now_ns() + (uint64_t)(seconds * px_test_slack() * 1e9);
 }
 
+int px_test_children(void)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    int n = 0;
+
+    assert_non_null(d);
+    while ((e = readdir(d)) != NULL) {
+        char path[300], buf[512], *p;
+        FILE *f;
+        int ppid;
+
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+        if ((f = fopen(path, "r")) == NULL)
+            continue;
+        p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+        fclose(f);
+        if (p != NULL && sscanf(p + 2, "%*c %d", &ppid) == 1 && ppid == getpid())
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
 void px_test_skip(const char *fmt, ...)
 {
     va_list ap;

@@ -72,6 +72,9 @@ void px_test_clear_env(const char *const *keep);
  */
 int px_test_shm_plexus_entries(void);
 
+/* Live child processes of this process (any /proc entry whose ppid is this pid). */
+int px_test_children(void);
+
 /* Prints "skipped: <reason>" and exits 77. */
 void px_test_skip(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 

@@ -53,35 +53,6 @@ static int l3_wait_at_least(_Atomic uint32_t *w, uint32_t want, double seconds)
     return 0;
 }
 
-/* Counts live child processes of this process (any /proc entry whose ppid is our pid). */
-static int l3_children(void)
-{
-    DIR *d = opendir("/proc");
-    struct dirent *e;
-    int n = 0;
-
-    assert_non_null(d);
-    while ((e = readdir(d)) != NULL) {
-        char path[300], buf[512], *p;
-        FILE *f;
-        int ppid;
-
-        if (e->d_name[0] < '0' || e->d_name[0] > '9')
-            continue;
-        snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
-        f = fopen(path, "r");
-        if (f == NULL)
-            continue;
-        p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
-        fclose(f);
-        if (p != NULL && sscanf(p + 2, "%*c %d", &ppid) == 1 && ppid == getpid())
-            n++;
-    }
-    closedir(d);
-    return n;
-}
-
-
 static px_tensor l3_tensor(void *p, px_dtype dt, int64_t n)
 {
     px_tensor t;
@@ -700,7 +671,7 @@ static void test_kill_chip(void **state)
     assert_int_equal(px_run(k.w, one_rec_orch, &args, &chip), PX_EPEERDEAD);
     assert_non_null(strstr(px_last_error(), "chip 1"));
     PX_ASSERT_OK(px_worker_destroy(k.w));
-    assert_int_equal(l3_children(), 0);
+    assert_int_equal(px_test_children(), 0);
     assert_int_equal(px_test_shm_plexus_entries(), shm_before);
 }
 
@@ -780,7 +751,7 @@ static void test_group_member_dies(void **state)
         assert_int_equal(rows[3 * i + 2], 1000 + i);
     }
     PX_ASSERT_OK(px_worker_destroy(k.w));
-    assert_int_equal(l3_children(), 0);
+    assert_int_equal(px_test_children(), 0);
 }
 
 /* ---- a chip that exits by itself ---- */
@@ -823,7 +794,7 @@ static void test_chip_exits(void **state)
     assert_int_equal(z[0], px_hier_proc_pid(w, 1));
     assert_int_equal(z[2], 5);
     PX_ASSERT_OK(px_worker_destroy(w));
-    assert_int_equal(l3_children(), 0);
+    assert_int_equal(px_test_children(), 0);
 }
 
 /* ---- kernel failure on a chip ---- */
@@ -981,7 +952,7 @@ static void test_submit_after_destroy(void **state)
     assert_int_equal(px_submit_next_level(g_saved_orch, c_rec, &a, 0, NULL), PX_ESTATE);
     assert_non_null(strstr(px_last_error(), "px_run has returned"));
     assert_int_equal(px_submit_host(g_saved_orch, who_host, &a, NULL, NULL), PX_ESTATE);
-    assert_int_equal(l3_children(), 0);
+    assert_int_equal(px_test_children(), 0);
 }
 
 /* ---- init in a threaded process, from a thread that then ends ---- */
@@ -1036,7 +1007,7 @@ static void test_init_threaded(void **state)
         assert_int_equal(out[3 * i + 1], i);
     }
     PX_ASSERT_OK(px_worker_destroy(w));
-    assert_int_equal(l3_children(), 0);
+    assert_int_equal(px_test_children(), 0);
 }
 
 /* ---- host tasks ---- */
@@ -1070,7 +1041,7 @@ static void test_host_tasks(void **state)
     assert_int_not_equal(who[0], getpid());
     assert_true(who[0] == px_hier_proc_pid(w, 1) || who[0] == px_hier_proc_pid(w, 2));
     PX_ASSERT_OK(px_worker_destroy(w));
-    assert_int_equal(l3_children(), 0);
+    assert_int_equal(px_test_children(), 0);
 }
 
 /* ---- two runs in a row; the multi_chip example ---- */
@@ -1095,7 +1066,7 @@ static void test_two_runs_and_example(void **state)
         assert_int_equal(r.tasks, 2 * (chips + 1));
         assert_int_equal(r.edges, 2 * chips);
     }
-    assert_int_equal(l3_children(), 0);
+    assert_int_equal(px_test_children(), 0);
 }
 
 int main(void)

@@ -181,33 +181,6 @@ static int lt_threads(void)
     return n;
 }
 
-/* Live child processes of this process. */
-static int lt_children(void)
-{
-    DIR *d = opendir("/proc");
-    struct dirent *e;
-    int n = 0;
-
-    assert_non_null(d);
-    while ((e = readdir(d)) != NULL) {
-        char path[300], buf[512], *p;
-        FILE *f;
-        int ppid;
-
-        if (e->d_name[0] < '0' || e->d_name[0] > '9')
-            continue;
-        snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
-        if ((f = fopen(path, "r")) == NULL)
-            continue;
-        p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
-        fclose(f);
-        if (p != NULL && sscanf(p + 2, "%*c %d", &ppid) == 1 && ppid == getpid())
-            n++;
-    }
-    closedir(d);
-    return n;
-}
-
 /* Runs example name on 2 chips of 1 core; asserts its check passed. */
 static void lt_run(const char *name)
 {
@@ -299,7 +272,7 @@ static void test_l3_in_busy_process(void **state)
                       "OpenBLAS threads (%llu products, all right)\n", LT_ROUNDS,
                       (unsigned long long)atomic_load(&g_blas.products));
     }
-    assert_int_equal(lt_children(), 0);
+    assert_int_equal(px_test_children(), 0);
     assert_int_equal(px_test_shm_plexus_entries(), shm0);
     assert_int_equal(px_test_open_fds(), fds0);
     assert_int_equal(lt_threads(), threads0);
@@ -334,7 +307,7 @@ static void test_blas_busy_refused(void **state)
     assert_non_null(strstr(px_last_error(), "OpenBLAS ("));
     assert_non_null(strstr(px_last_error(), "pool threads busy"));
     assert_non_null(strstr(px_last_error(), "before BLAS work starts in other threads"));
-    assert_int_equal(lt_children(), 0);
+    assert_int_equal(px_test_children(), 0);
     assert_int_equal(g_blas.get(), 2);
     PX_ASSERT_OK(px_worker_destroy(w));
     atomic_store(&g_stop, 1);
@@ -373,7 +346,7 @@ static void test_gomp_refused(void **state)
     assert_non_null(strstr(px_last_error(), "GNU OpenMP"));
     assert_non_null(strstr(px_last_error(), "libgomp.so.1"));
     assert_non_null(strstr(px_last_error(), "before the program's first OpenMP parallel region"));
-    assert_int_equal(lt_children(), 0);
+    assert_int_equal(px_test_children(), 0);
     atomic_store(&go, 1);
     pthread_join(t, NULL);
     PX_ASSERT_OK(px_worker_destroy(w));
