@@ -17,7 +17,8 @@
  *
  * `comm_mpi_anchor_smoke --run full|quick RANKS` instead runs the sweep once through
  * bench_mpi_anchor() and prints every row with the memcpy floor of its size (how the
- * numbers in docs/benchmarks.md were taken, before bench_comm existed).
+ * numbers of docs/lab/benchmarks-log.md, "Measured here", were taken before bench_comm
+ * existed).
  */
 #define _GNU_SOURCE
 #include "mpi_anchor.h"
