@@ -179,7 +179,6 @@ static px_status comm_fill(comm_worker *cw, px_domain *d, const px_domain_spec *
     d->msg.timeout_s = w->cfg.comm_timeout_s;
     d->msg.oneshot_max = w->cfg.comm_oneshot_max;
     d->msg.spin_ns = w->cfg.spin_ns;
-    d->forced_direct = w->cfg.comm_transport == PX_COMM_TL_DIRECT;
     d->msg.desc_bytes = comm_desc_bytes(n);
     d->msg.yield_ns = w->cfg.yield_ns;
     snprintf(d->msg.name, sizeof(d->msg.name), "%s", s->name);

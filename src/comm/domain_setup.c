@@ -68,6 +68,8 @@ px_status comm_select(px_worker *w, px_domain *d)
     comm_host_choice *hc = NULL;
     px_status st = PX_OK;
 
+    /* the forcing rule's other half: under a forced direct a failed mapping is fatal */
+    d->forced_direct = forced == PX_COMM_TL_DIRECT;
     for (int r = 0; d->hosts != NULL && r < n; r++)
         nh = PX_MAX(nh, d->hosts[r] + 1);
     if ((d->why_of = calloc((size_t)n * (size_t)n, sizeof(*d->why_of))) == NULL ||
