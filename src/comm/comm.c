@@ -1,9 +1,9 @@
 /*
- * comm.c - the kernel-side communication API: building a communicator, argument checks,
- * deaths and revocation, signals and their waits, offsets, and the public calls with their
- * DFX spans; the bytes themselves move through each peer's transport (transport/). The
- * barrier, the collectives' signatures and their slots are coll/ (barrier.c, signature.c,
- * slots.c), the collectives themselves coll/ too.
+ * comm.c - the kernel-side communication API: argument checks, deaths and revocation,
+ * signals and their waits, offsets, and the public calls with their DFX spans; the bytes
+ * themselves move through each peer's transport (transport/). A rank's communicator is built
+ * by comm_build.c; the barrier, the collectives' signatures and their slots are coll/
+ * (barrier.c, signature.c, slots.c), the collectives themselves coll/ too.
  *
  * A wait looks at one slot of this rank's own area. It is the one bounded wait
  * (util/wait.h, util_wait_run): it spins briefly, polls with sched_yield, then sleeps on the

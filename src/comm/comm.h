@@ -60,7 +60,7 @@ static inline size_t comm_area_slots_off(int n)
 
 /* Signal slots of a domain of n ranks with nsig user signals: n barrier slots (one per source
  * rank), the user's nsig, then n collective slots (one per source rank: the hierarchical
- * collectives' per-segment signals, coll.c). */
+ * collectives' per-segment signals, coll/slots.c). */
 static inline uint32_t comm_slot_count(int n, uint32_t nsig)
 {
     return 2 * (uint32_t)n + nsig;

@@ -8,7 +8,7 @@
  * The parent applies the rule once per pair to the facts of the host (every chip of a
  * level-3 worker runs on it with the same profile) and sends the table to the members, so no
  * two ranks can disagree; a direct mapping that then fails on a chip is the fallback's
- * business (domain.c), not this rule's.
+ * business (domain_setup.c), not this rule's.
  */
 #ifndef PX_COMM_SELECT_H
 #define PX_COMM_SELECT_H
