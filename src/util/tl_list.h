@@ -6,9 +6,10 @@
  * doctor, logs, dfx.json, trace.json) and the px_comm_tl its file under src/comm/transport/
  * defines. Everything that names or counts transports is made from this list: comm/select.c's
  * table, the knob parser (util/config.c), the command line, DFX's decoding, and the
- * per-transport ctest loops (tests/system/comm_staged.cmake reads the rows of this file: keep
- * each row on one line, in this shape). Adding a transport is its file under
- * src/comm/transport/ plus one row here (docs/architecture.md, "Adding a transport").
+ * per-transport test suites (tests/system/transports.cmake reads the rows of this file: keep
+ * each row in this shape, X(PX_COMM_TL_<ID>, "<name>", <contract>)). Adding a transport is its
+ * file under src/comm/transport/ plus one row here (docs/architecture.md, "Adding a
+ * transport").
  *
  * A leaf header of util/: data only, below comm/ and dfx/, so that util/ and dfx/ read the
  * names without an include that runs up the layers.
