@@ -1236,7 +1236,8 @@ static void test_dfx_comm_spans_and_domains(void **state)
  * The first argument picks the run: "all" (default) runs every test; "transport" runs the
  * tests that move data (end to end, overlapping domains, the matrix, a member killed in a
  * collective, window buffers, domains across runs, a mismatch of two ranks) again under whatever PLEXUS_COMM_TRANSPORT
- * and PLEXUS_DEVICE_PROFILE the environment gives (tests/system/transports.cmake, comm_staged.cmake).
+ * and PLEXUS_DEVICE_PROFILE the environment gives (tests/system/transports.cmake and
+ * comm_staged.cmake).
  */
 int main(int argc, char **argv)
 {
