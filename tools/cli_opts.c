@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "caps/caps_internal.h"
-#include "comm/tl_list.h"
+#include "util/tl_list.h"
 #include "util/log.h"
 
 #define CLI_MAX_SIZE (1ll << 40)

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "caps/caps_internal.h"
-#include "comm/tl_list.h"
+#include "util/tl_list.h"
 #include "mpi/mpi_load.h"
 
 typedef struct doctor_path {

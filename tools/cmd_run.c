@@ -10,7 +10,7 @@
  * like a wrong number.
  */
 #include "cli.h"
-#include "comm/tl_list.h"
+#include "util/tl_list.h"
 
 #include <string.h>
 #include <sys/stat.h>

@@ -168,40 +168,32 @@ static px_status comm_chip_desc(hier_chip *chip, comm_chip_dom *d, const comm_cr
     return PX_OK;
 }
 
-/* comm.create: map the description, make this rank's window, map it, offer its descriptor. */
-static px_status comm_chip_create(hier_chip *chip, void *arg, const void *payload, size_t n,
-                                  void *reply, size_t *reply_n)
+/* A free entry for domain m->id (g_lock held): PX_ESTATE when the id exists on this chip
+ * already, PX_ENOMEM when every entry is taken. */
+static px_status comm_chip_slot(const comm_create_msg *m, const char *what, comm_chip_dom **out)
 {
-    const comm_create_msg *m = payload;
     comm_chip_dom *d = NULL;
-    int me = hier_chip_index(chip), fd = -1;
-    char what[64];
-    px_status st;
 
-    (void)arg, (void)reply;
-    *reply_n = 0;
-    if (n != sizeof(*m))
-        return px_set_error(PX_EINVAL, "comm.create: payload of %zu bytes, expected %zu", n,
-                            sizeof(*m));
-    snprintf(what, sizeof(what), "domain \"%.31s\" on chip %d", m->name, me);
-    if (m->batch != 0 && (st = hier_chip_fd_receive(chip, m->batch)) != PX_OK)
-        return st; /* what came of it is the domain's: comm.forget closes it */
-    pthread_mutex_lock(&g_lock);
-    if (comm_chip_find(m->id) != NULL) {
-        pthread_mutex_unlock(&g_lock);
+    if (comm_chip_find(m->id) != NULL)
         return px_set_error(PX_ESTATE, "%s: domain id %u exists already", what, m->id);
-    }
     for (int i = 0; i < COMM_MAX_DOMAINS && d == NULL; i++)
         if (atomic_load_explicit(&g_doms[i].id, memory_order_relaxed) == 0)
             d = &g_doms[i];
-    if (d == NULL) {
-        pthread_mutex_unlock(&g_lock);
+    if (d == NULL)
         return px_set_error(PX_ENOMEM, "%s: %d domains live on this chip already", what,
                             COMM_MAX_DOMAINS);
-    }
-    memset(d, 0, sizeof(*d));
-    d->n = m->n;
-    st = comm_chip_desc(chip, d, m, what);
+    *out = d;
+    return PX_OK;
+}
+
+/* Fills entry d of domain m: the description mapped, the per-rank tables, this rank's window
+ * made, zeroed and its descriptor offered to the peers. */
+static px_status comm_chip_window(hier_chip *chip, comm_chip_dom *d, const comm_create_msg *m,
+                                  const char *what)
+{
+    int fd = -1;
+    px_status st = comm_chip_desc(chip, d, m, what);
+
     if (st == PX_OK && ((d->win = calloc((size_t)m->n, sizeof(*d->win))) == NULL ||
                         (d->shared = calloc((size_t)m->n, sizeof(*d->shared))) == NULL ||
                         (d->shared_len = calloc((size_t)m->n, sizeof(size_t))) == NULL))
@@ -224,6 +216,35 @@ static px_status comm_chip_create(hier_chip *chip, void *arg, const void *payloa
     }
     if (fd >= 0)
         close(fd);
+    return st;
+}
+
+/* comm.create: map the description, make this rank's window, map it, offer its descriptor. */
+static px_status comm_chip_create(hier_chip *chip, void *arg, const void *payload, size_t n,
+                                  void *reply, size_t *reply_n)
+{
+    const comm_create_msg *m = payload;
+    comm_chip_dom *d = NULL;
+    int me = hier_chip_index(chip);
+    char what[64];
+    px_status st;
+
+    (void)arg, (void)reply;
+    *reply_n = 0;
+    if (n != sizeof(*m))
+        return px_set_error(PX_EINVAL, "comm.create: payload of %zu bytes, expected %zu", n,
+                            sizeof(*m));
+    snprintf(what, sizeof(what), "domain \"%.31s\" on chip %d", m->name, me);
+    if (m->batch != 0 && (st = hier_chip_fd_receive(chip, m->batch)) != PX_OK)
+        return st; /* what came of it is the domain's: comm.forget closes it */
+    pthread_mutex_lock(&g_lock);
+    if ((st = comm_chip_slot(m, what, &d)) != PX_OK) {
+        pthread_mutex_unlock(&g_lock);
+        return st;
+    }
+    memset(d, 0, sizeof(*d));
+    d->n = m->n;
+    st = comm_chip_window(chip, d, m, what);
     if (st == PX_OK) {
         d->comm.rank = d->rank; /* the rest at comm.ready */
         atomic_store_explicit(&d->id, m->id, memory_order_release);
@@ -478,6 +499,53 @@ static px_status comm_chip_adopt(void *arg, px_comm *c, px_comm *nc)
 static const comm_shrink_ops comm_chip_shrink_ops = {.retire = comm_chip_retire,
                                                      .adopt = comm_chip_adopt};
 
+/* The links of d's communicator (m->n of them), from the pair table as every member got it:
+ * each peer's window, the pair's shared memory (a per_rank transport's: this rank's ring) and
+ * the doorbell its requests ring. NULL (message set) when out of memory. */
+static comm_link *comm_chip_links(const comm_chip_dom *d, const comm_create_msg *m,
+                                  const char *what)
+{
+    comm_link *links = calloc((size_t)m->n, sizeof(*links));
+
+    if (links == NULL) {
+        px_set_error(PX_ENOMEM, "%s: comm.ready: out of memory for the links", what);
+        return NULL;
+    }
+    for (int q = 0; q < m->n; q++) {
+        const px_comm_tl *t = comm_tl_of(comm_desc_pairs(d->desc)[d->rank * m->n + q]);
+
+        links[q].window = d->win[q];
+        links[q].shared = t != NULL && t->per_rank && q != d->rank ? d->ring : d->shared[q];
+        links[q].shared_bytes = t != NULL && t->per_rank && q != d->rank ? d->ring_len
+                                                                         : d->shared_len[q];
+        /* a proxied pair's requests go to the worker's MPI proxy, not to the peer */
+        links[q].bell = t != NULL && t->proxied ? &(*g_bells)[COMM_BELL_PROXY]
+                                                : &(*g_bells)[comm_desc_chips(d->desc)[q]];
+    }
+    return links;
+}
+
+/* Builds d's communicator over links with the pair table as every member got it: the
+ * transports, and the collectives' choices. */
+static px_status comm_chip_build(hier_chip *chip, comm_chip_dom *d, const comm_create_msg *m,
+                                 const comm_link *links)
+{
+    px_comm_spec s = {.name = m->name, .id = m->id, .rank = d->rank, .n = m->n,
+                      .data_bytes = m->data_bytes, .nsig = m->nsig,
+                      .pairs = comm_desc_pairs(d->desc), .links = links,
+                      .deaths = hier_chip_deaths(chip),
+                      .rdeaths = comm_board_rdeaths(*g_bells),
+                      .revoke = &comm_board_revokes(*g_bells)->word[m->revoke_slot],
+                      .member = comm_desc_chips(d->desc), .timeout_s = m->timeout_s,
+                      .spin_ns = m->spin_ns, .yield_ns = m->yield_ns,
+                      .oneshot_max = m->oneshot_max, .buffers = m->buffers,
+                      .nbuffers = m->nbuffers,
+                      .agree = comm_board_agree(*g_bells, m->revoke_slot),
+                      .shrink_ops = &comm_chip_shrink_ops, .shrink_arg = d};
+
+    return comm_build(&d->comm, &s);
+}
+
 /* comm.ready: build the communicator over the pairs as they are mapped now. */
 static px_status comm_chip_ready(hier_chip *chip, void *arg, const void *payload, size_t n,
                                  void *reply, size_t *reply_n)
@@ -499,37 +567,10 @@ static px_status comm_chip_ready(hier_chip *chip, void *arg, const void *payload
         return px_set_error(PX_ESTATE, "%s: comm.ready %s", what,
                             d == NULL || d->desc == NULL ? "before comm.create" : "twice");
     }
-    if ((links = calloc((size_t)m->n, sizeof(*links))) == NULL)
-        st = px_set_error(PX_ENOMEM, "%s: comm.ready: out of memory for the links", what);
-    for (int q = 0; st == PX_OK && q < m->n; q++) {
-        const px_comm_tl *t = comm_tl_of(comm_desc_pairs(d->desc)[d->rank * m->n + q]);
-
-        links[q].window = d->win[q];
-        links[q].shared = t != NULL && t->per_rank && q != d->rank ? d->ring : d->shared[q];
-        links[q].shared_bytes = t != NULL && t->per_rank && q != d->rank ? d->ring_len
-                                                                         : d->shared_len[q];
-        /* a proxied pair's requests go to the worker's MPI proxy, not to the peer */
-        links[q].bell = t != NULL && t->proxied ? &(*g_bells)[COMM_BELL_PROXY]
-                                                : &(*g_bells)[comm_desc_chips(d->desc)[q]];
-    }
-    if (st == PX_OK) {
-        /* the pair table as every member got it: the transports, and the collectives'
-         * choices */
-        px_comm_spec s = {.name = m->name, .id = m->id, .rank = d->rank, .n = m->n,
-                          .data_bytes = m->data_bytes, .nsig = m->nsig,
-                          .pairs = comm_desc_pairs(d->desc), .links = links,
-                          .deaths = hier_chip_deaths(chip),
-                          .rdeaths = comm_board_rdeaths(*g_bells),
-                          .revoke = &comm_board_revokes(*g_bells)->word[m->revoke_slot],
-                          .member = comm_desc_chips(d->desc), .timeout_s = m->timeout_s,
-                          .spin_ns = m->spin_ns, .yield_ns = m->yield_ns,
-                          .oneshot_max = m->oneshot_max, .buffers = m->buffers,
-                          .nbuffers = m->nbuffers,
-                          .agree = comm_board_agree(*g_bells, m->revoke_slot),
-                          .shrink_ops = &comm_chip_shrink_ops, .shrink_arg = d};
-
-        st = comm_build(&d->comm, &s);
-    }
+    if ((links = comm_chip_links(d, m, what)) == NULL)
+        st = PX_ENOMEM;
+    if (st == PX_OK)
+        st = comm_chip_build(chip, d, m, links);
     free(links);
     if (st == PX_OK && m->carry_id != 0)
         comm_chip_carry(d, m);

@@ -25,7 +25,7 @@
 #include <plexus/caps.h>
 #include <plexus/comm.h>
 
-#include "comm/tl_list.h"
+#include "util/tl_list.h"
 #include "hier/ext.h" /* hier_deaths: where deaths of chips are announced */
 
 #define PX_COMM_NAME_MAX 32
@@ -60,7 +60,7 @@ static inline size_t comm_area_slots_off(int n)
 
 /* Signal slots of a domain of n ranks with nsig user signals: n barrier slots (one per source
  * rank), the user's nsig, then n collective slots (one per source rank: the hierarchical
- * collectives' per-segment signals, coll.c). */
+ * collectives' per-segment signals, coll/slots.c). */
 static inline uint32_t comm_slot_count(int n, uint32_t nsig)
 {
     return 2 * (uint32_t)n + nsig;
@@ -573,6 +573,10 @@ const char *comm_blamed_text(int blamed);
 /* Returns PX_OK, or PX_EREVOKED (message naming who revoked it) when c's domain is revoked. */
 px_status comm_check_revoked(const px_comm *c);
 
+/* PX_OK when c is usable (not NULL, not revoked) and peer is one of its ranks; else PX_EINVAL
+ * or PX_EREVOKED with a message that starts with `what`. */
+px_status comm_check_peer(const px_comm *c, int peer, const char *what);
+
 /* Returns PX_OK or PX_EPEERDEAD (message naming the dead member) from c's deaths. */
 px_status comm_check_dead(const px_comm *c);
 
@@ -584,8 +588,8 @@ const char *comm_peer_why(const px_comm *c, int q);
 /* A private buffer of at least n bytes for a collective, or NULL (message set). */
 void *comm_scratch(px_comm *c, size_t n);
 
-/* The barrier itself (px_comm_barrier is it plus its DFX span): with staged peers it first
- * waits until this rank's requests have been carried out. */
+/* coll/barrier.c: the barrier itself (px_comm_barrier is it plus its DFX span): with staged
+ * peers it first waits until this rank's requests have been carried out. */
 px_status comm_barrier(px_comm *c);
 
 /* The barrier for collectives: flush 0 skips that wait where the collective needs no more
@@ -614,13 +618,13 @@ px_status comm_dfx_end(const px_comm *c, int op, int peer, size_t bytes, uint64_
                        px_status st);
 
 /*
- * Collective signatures. Every barrier of a collective (and px_comm_barrier itself) carries
- * the signature of the call it belongs to in the high half of its slot value (the epoch in
- * the low half): the kind, dtype, op, root, a hash of the count and the call's sequence
- * number on the communicator. A rank that finds a peer's barrier of the same epoch with
- * another signature fails with PX_EINVAL naming both, and so does every other rank (the
- * failure is announced, below). So mismatched collectives (another count, dtype, op or root,
- * another collective, a lone extra barrier) fail everywhere instead of returning wrong data.
+ * Collective signatures (coll/signature.c). Every barrier of a collective (and px_comm_barrier
+ * itself) carries the signature of the call it belongs to in the high half of its slot value (the
+ * epoch in the low half): the kind, dtype, op, root, a hash of the count and the call's sequence
+ * number on the communicator. A rank that finds a peer's barrier of the same epoch with another
+ * signature fails with PX_EINVAL naming both, and so does every other rank (the failure is
+ * announced, below). So mismatched collectives (another count, dtype, op or root, another
+ * collective, a lone extra barrier) fail everywhere instead of returning wrong data.
  */
 enum { COMM_COLL_BARRIER = 1, COMM_COLL_ALLREDUCE, COMM_COLL_ALLGATHER,
        COMM_COLL_REDUCE_SCATTER, COMM_COLL_BROADCAST, COMM_COLL_ALLTOALL, COMM_COLL_ALLTOALLV };
@@ -645,12 +649,12 @@ px_status comm_coll_end(px_comm *c, px_status st);
 px_status comm_coll_mismatch(px_comm *c, int q, uint32_t theirs);
 
 /*
- * Collective slots: comm_coll_put_signal puts n bytes at data offset off of rank q (none when
- * n is 0), then sets this rank's collective slot at q to the next number of the pair's
- * sequence; comm_coll_wait waits, with the domain's deadline, until src's collective slot here
- * has reached the next number of its sequence (`what` names it in the message), or src marked
- * its collective failed. Both sides count, so the numbers stay in step while the collectives
- * do (a failed one fails the domain: comm_coll_end).
+ * Collective slots (coll/slots.c): comm_coll_put_signal puts n bytes at data offset off of rank q
+ * (none when n is 0), then sets this rank's collective slot at q to the next number of the pair's
+ * sequence; comm_coll_wait waits, with the domain's deadline, until src's collective slot here has
+ * reached the next number of its sequence (`what` names it in the message), or src marked its
+ * collective failed. Both sides count, so the numbers stay in step while the collectives do (a
+ * failed one fails the domain: comm_coll_end).
  */
 px_status comm_coll_put_signal(px_comm *c, int q, size_t off, const void *src, size_t n);
 px_status comm_coll_wait(px_comm *c, int src, const char *what);

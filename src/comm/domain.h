@@ -1,5 +1,5 @@
 /*
- * domain.h - what the parent's side of a domain (domain.c) and the chips' side (chip.c) share:
+ * domain.h - what the parent's side of a domain (domain*.c) and the chips' side (chip.c) share:
  * the domain's description, the control-call messages, descriptor tags and the built-in
  * kernels' arguments.
  *
@@ -163,8 +163,8 @@ static inline uint64_t comm_arg_encode(uint32_t id)
     return (COMM_ARG_MAGIC << 32) | id;
 }
 
-/* domain.c: gives level-3 worker w its domains (control kinds, built-in tasks, hooks), before
- * px_worker_init. Returns PX_OK or the registration's error. */
+/* domain_attach.c: gives level-3 worker w its domains (control kinds, built-in tasks, hooks),
+ * before px_worker_init. Returns PX_OK or the registration's error. */
 px_status comm_attach(px_worker *w);
 
 /* chip.c: registers the chips' side (control kinds, service) on a level-3 worker before

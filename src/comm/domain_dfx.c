@@ -25,7 +25,7 @@
  */
 static const char *comm_dfx_summary(const px_domain *d, const char **why)
 {
-    int n = d->msg.n, tl = n > 1 ? d->tl[0 * d->msg.n + 1] : PX_COMM_TL_DIRECT;
+    int n = d->msg.n, tl = n > 1 ? d->tl[0 * d->msg.n + 1] : comm_tl_self();
 
     *why = n > 1 ? comm_pair_why(d, 0, 1) : "one rank: no peer to reach";
     for (int a = 0; a < n; a++) {

@@ -1,7 +1,13 @@
 /*
  * domain_internal.h - what the parent's side of communication domains shares between its
  * files: the handle and the per-worker state, and the functions one file gives another.
- *   domain.c          handles, attach and hooks, spec checks, allocation, release, lifetime
+ *   domain.c          the registry of handles, their checks, release, the accessors
+ *   domain_attach.c   the worker's comm state, its attachment and hooks
+ *   domain_check.c    the checks of a spec (names, members, buffers, memory)
+ *   domain_alloc.c    allocation, the pair tables, freeing, forgetting, aborting
+ *   domain_pend.c     the tasks submitted on a domain, the sweep, waiting for slots
+ *   domain_agree.c    the agreement of the hosts on a domain spanning them
+ *   domain_shrink.c   revoke and shrink in the orchestration's name
  *   domain_setup.c    selection of every pair's transport and the set-up on the chips
  *   domain_tasks.c    the tasks on a domain (copies, collectives, the user's group tasks)
  *   domain_kernels.c  the built-in tasks' kernels and callables (they run in the chips)
@@ -68,6 +74,7 @@ struct px_domain {
     void **pmem;                     /* n: this worker's mapping of each member's mpi ring
                                       * (transport/mpi.c: one per rank, all its mpi peers),
                                       * or NULL: the MPI proxy serves them */
+    size_t pmem_bytes;               /* the bytes of each (its per_rank transport's prepare) */
     void **hwin;                     /* n: the members' windows mapped here for the proxy */
     int in_proxy;                    /* the proxy serves it (comm_proxy_add took it) */
     char *vbase;                     /* reserved addresses standing for the windows' data */
@@ -96,27 +103,106 @@ struct comm_worker {
 
 struct dfxc_buf;
 
-/* domain.c: PX_OK when d is a live domain handle, else PX_EINVAL / PX_ESTATE naming what. */
+/* domain.c: PX_OK when d is a live domain handle that is neither revoked nor shrunk, else
+ * PX_EINVAL / PX_ESTATE / PX_EREVOKED naming what. */
 px_status comm_check_domain(const px_domain *d, const char *what);
 
-/* domain.c: submits callable c with args a as a group on chips (n) with the dependency-only
+/* domain.c: PX_OK when d is a live domain handle (revoked or shrunk or not). */
+px_status comm_check_handle(const px_domain *d, const char *what);
+
+/* domain.c: the registry of handles: adds d (PX_ENOMEM when it cannot grow), removes it, and
+ * 1 when d is a handle of a worker not destroyed (a lookup that reads nothing of d). */
+px_status comm_handle_add(px_domain *d);
+void comm_handle_remove(const px_domain *d);
+int comm_handle_known(const px_domain *d);
+
+/* domain.c: d's word of the revocation table. */
+_Atomic uint32_t *comm_revoke_word(const px_domain *d);
+
+/* domain_attach.c: the comm state of level-3 worker w (its hooks' extension slot), or NULL. */
+comm_worker *comm_worker_of(px_worker *w);
+
+/* domain_check.c: copies the caller's spec into *out as this library's (size and version
+ * checked; the fields an older spec lacks are 0). PX_OK or PX_EINVAL (message set). */
+px_status comm_spec_import(const px_domain_spec *spec, px_domain_spec *out);
+
+/* domain_check.c: checks a name of 1..31 characters; `what` names the field. */
+px_status comm_check_name(const char *name, const char *what);
+
+/* domain_check.c: checks the members: chips of the worker (at most 64), each once; or global
+ * chips of the job's hosts (*job set to 1); 1..PX_COMM_MAX_RANKS of them. */
+px_status comm_check_members(comm_worker *cw, const px_domain_spec *s, int *job);
+
+/* domain_check.c: checks the buffers and lays them out into m. */
+px_status comm_layout(const px_domain_spec *s, comm_create_msg *m);
+
+/* domain_check.c: PX_ENOMEM when d's memory on this host is more than PLEXUS_COMM_MEM_MAX or,
+ * with that 0, more than the host can back now. */
+px_status comm_check_memory(px_worker *w, const px_domain *d);
+
+/* domain_alloc.c: px_domain_alloc, and px_domain_shrink's new domain: carry is the old domain
+ * whose window bytes the members copy (NULL: none). */
+px_status comm_alloc(px_orch *o, const px_domain_spec *spec, const px_domain *carry,
+                     px_domain **out);
+
+/* domain_alloc.c: asks every member to forget d (comm.free); with chips_alive 0 only the
+ * parent's part. */
+void comm_free_domain(comm_worker *cw, px_domain *d, int chips_alive);
+
+/* domain_alloc.c: asks d's members to forget it at once (comm.forget); 1 when every member
+ * did (or is dead). The current message is kept. */
+int comm_forget(comm_worker *cw, px_domain *d);
+
+/* domain_alloc.c: after a failed allocation (why: its status, message set), the members
+ * forget d at once; the status and message are kept. */
+void comm_abort(comm_worker *cw, px_domain *d, px_status why);
+
+/* domain_alloc.c: frees d's per-rank tables. */
+void comm_domain_tables_free(px_domain *d);
+
+/* domain_pend.c: 1 when task id of the current run has finished. */
+int comm_task_done(px_worker *w, px_task_id id);
+
+/* domain_pend.c: util_wait's ready test of a task (arg: its px_task): 1 once it is done. */
+int comm_task_ready(void *arg);
+
+/* domain_pend.c: drops the finished tasks from d->pend; returns how many are left. */
+int comm_pend_prune(px_domain *d);
+
+/* domain_pend.c: forgets on the chips every domain released in this run whose tasks have all
+ * finished. */
+void comm_sweep(comm_worker *cw);
+
+/* domain_pend.c: makes sure every member of s has a free slot, waiting for released domains'
+ * tasks; PX_ENOMEM naming the chip when one stays full. */
+px_status comm_slots_wait(comm_worker *cw, const px_domain_spec *s);
+
+/* domain_pend.c: waits until every task submitted on d in this run has finished, until
+ * deadline (ns); PX_OK or PX_ETIMEDOUT naming the first task left. */
+px_status comm_pend_wait(px_domain *d, uint64_t deadline);
+
+/* domain_agree.c: d->hash from spec s, then comm_job_sync. */
+px_status comm_job_agree(comm_worker *cw, px_domain *d, const px_domain_spec *s,
+                         px_status local);
+
+/* domain_pend.c: submits callable c with args a as a group on chips (n) with the dependency-only
  * accesses deps, and keeps its id among d's pending tasks. */
 px_status comm_submit(px_orch *o, px_domain *d, px_callable_id c, px_task_args *a,
                       const int *chips, int n, const px_task_args *deps, px_task_id *id);
 
-/* domain.c: comm_submit with hier_submit_group_flags' flags (HIER_GROUP_SURVIVE). */
+/* domain_pend.c: comm_submit with hier_submit_group_flags' flags (HIER_GROUP_SURVIVE). */
 px_status comm_submit_flags(px_orch *o, px_domain *d, px_callable_id c, px_task_args *a,
                             const int *chips, int n, const px_task_args *deps, unsigned flags,
                             px_task_id *id);
 
-/* domain.c: sets the transport of ranks a and b (both directions) and why; PX_ENOMEM when
+/* domain_alloc.c: sets the transport of ranks a and b (both directions) and why; PX_ENOMEM when
  * the reason is new and cannot be kept. */
 px_status comm_pair_set(px_domain *d, int a, int b, int tl, const char *why);
 
-/* domain.c: why pair (a, b) of d uses its transport ("" before the rule ran). */
+/* domain_alloc.c: why pair (a, b) of d uses its transport ("" before the rule ran). */
 const char *comm_pair_why(const px_domain *d, int a, int b);
 
-/* domain.c: for a domain spanning hosts: every host tells the others its status (local: PX_OK
+/* domain_agree.c: for a domain spanning hosts: every host tells the others its status (local: PX_OK
  * or why it failed, message set) and the spec's hash; returns local's failure, else the first
  * host's failure or disagreement (message naming it), else PX_OK. A collective call. */
 px_status comm_job_sync(comm_worker *cw, px_domain *d, uint64_t hash, px_status local);

@@ -76,7 +76,7 @@ static px_status comm_coll_run(px_comm *c, const px_task_args *a)
 }
 
 /* comm.coll_k: domain, op, buffer index, count, dtype, redop or root. A barrier that timed
- * out named the ranks that kept it waiting silent already (comm.c). */
+ * out named the ranks that kept it waiting silent already (coll/barrier.c). */
 static px_status comm_coll_kernel(px_core_ctx *ctx, const px_task_args *a)
 {
     return comm_coll_run(px_arg_comm(a, 0), a);

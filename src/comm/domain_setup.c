@@ -68,6 +68,8 @@ px_status comm_select(px_worker *w, px_domain *d)
     comm_host_choice *hc = NULL;
     px_status st = PX_OK;
 
+    /* the forcing rule's other half: under a forced direct a failed mapping is fatal */
+    d->forced_direct = forced == PX_COMM_TL_DIRECT;
     for (int r = 0; d->hosts != NULL && r < n; r++)
         nh = PX_MAX(nh, d->hosts[r] + 1);
     if ((d->why_of = calloc((size_t)n * (size_t)n, sizeof(*d->why_of))) == NULL ||
@@ -77,7 +79,7 @@ px_status comm_select(px_worker *w, px_domain *d)
     }
     for (int a = 0; a < n && st == PX_OK; a++) {
         /* its own window: by load and store */
-        if ((st = comm_pair_set(d, a, a, PX_COMM_TL_DIRECT, "own window")) != PX_OK)
+        if ((st = comm_pair_set(d, a, a, comm_tl_self(), "own window")) != PX_OK)
             break;
         for (int b = a + 1; b < n && st == PX_OK; b++) {
             comm_host_choice *h = hc != NULL && d->hosts[a] != d->hosts[b]
@@ -228,6 +230,7 @@ static px_status comm_batch_ring(comm_setup *su, px_domain *d, const px_comm_tl 
     pfd[(*np)++] = fd;
     if ((st = px_plat_shm_import(NULL, fd, bytes, &d->pmem[r])) != PX_OK)
         return st;
+    d->pmem_bytes = bytes; /* every member's the same: comm_proxied_drop unmaps them */
     comm_batch_add(su, d, r, comm_ring_tag(d->id, r), fd);
     return PX_OK;
 }
@@ -459,7 +462,7 @@ void comm_proxied_drop(comm_worker *cw, px_domain *d)
     d->in_proxy = 0;
     for (int i = 0; d->pmem != NULL && i < n; i++)
         if (d->pmem[i] != NULL)
-            (void)px_plat_shm_free(NULL, d->pmem[i], comm_tl_of(PX_COMM_TL_MPI)->prepare(n));
+            (void)px_plat_shm_free(NULL, d->pmem[i], d->pmem_bytes);
     for (int q = 0; d->hwin != NULL && q < n; q++)
         if (d->hwin[q] != NULL)
             (void)px_plat_win_host_free(d->hwin[q], px_comm_window_bytes(n, d->msg.nsig,

@@ -3,7 +3,7 @@
  * window (px_submit_domain_write/read), the orchestration-level collectives
  * (px_submit_allreduce, ...) and the user's own group tasks (px_submit_domain_task). Each is a
  * group on the members whose dependencies come from the addresses that stand for the
- * windows' data (domain.c).
+ * windows' data (domain_alloc.c reserves them).
  */
 #include "comm/domain_internal.h"
 

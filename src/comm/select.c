@@ -113,3 +113,16 @@ const char *comm_choice_error(const comm_choice *ch, int forced, int need_peer_p
         comm_cat(buf, n, &len, "; no path between these chips exists on this host");
     return buf;
 }
+
+int comm_tl_self(void)
+{
+    return PX_COMM_TL_DIRECT;
+}
+
+int comm_tl_like(int in_place, int proxied)
+{
+    for (int t = 1; t < PX_COMM_TL_COUNT; t++)
+        if (!comm_tls[t]->in_place == !in_place && !comm_tls[t]->proxied == !proxied)
+            return t;
+    return PX_COMM_TL_NONE;
+}

@@ -8,7 +8,7 @@
  * The parent applies the rule once per pair to the facts of the host (every chip of a
  * level-3 worker runs on it with the same profile) and sends the table to the members, so no
  * two ranks can disagree; a direct mapping that then fails on a chip is the fallback's
- * business (domain.c), not this rule's.
+ * business (domain_setup.c), not this rule's.
  */
 #ifndef PX_COMM_SELECT_H
 #define PX_COMM_SELECT_H
@@ -16,7 +16,7 @@
 #include <plexus/caps.h>
 
 #include "comm/comm.h"
-#include "comm/tl_list.h"
+#include "util/tl_list.h"
 
 #define COMM_WHY_MAX 192
 
@@ -69,5 +69,14 @@ const char *comm_choice_reason(const comm_choice *ch);
  */
 const char *comm_choice_error(const comm_choice *ch, int forced, int need_peer_ptr, char *buf,
                               size_t n);
+
+/* The self-pair rule: the transport of a rank with itself (its own window, through loads and
+ * stores, as direct reaches a peer's), also the summary of a domain of one rank. */
+int comm_tl_self(void);
+
+/* The first transport of the list, in its order, that reads a peer's bytes in place (or not:
+ * in_place 0) and is served by the MPI proxy (or not: proxied 0); PX_COMM_TL_NONE when none
+ * is so. For a table that must keep a property of every pair without naming a transport. */
+int comm_tl_like(int in_place, int proxied);
 
 #endif

@@ -47,6 +47,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "comm/select.h"
 #include "dfx/records.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -198,14 +199,15 @@ static void shr_ranks_text(const px_comm *c, uint64_t m, char *buf, size_t n)
 }
 
 /* The new communicator's pair table (n2 x n2): this rank's row as it is, the rest such that
- * every pair reads in place exactly when every pair of c does (what each rank knows alike). */
+ * every pair reads in place exactly when every pair of c does (what each rank knows alike):
+ * the first transport of the list, not proxied, that reads in place or not as c's pairs. */
 static void shr_pairs(const px_comm *c, const int *keep, int n2, int me2, uint8_t *pairs)
 {
-    uint8_t other = c->all_in_place ? PX_COMM_TL_DIRECT : PX_COMM_TL_STAGED;
+    uint8_t other = (uint8_t)comm_tl_like(c->all_in_place, 0), self = (uint8_t)comm_tl_self();
 
     for (int a = 0; a < n2; a++)
         for (int b = 0; b < n2; b++)
-            pairs[a * n2 + b] = a == b ? PX_COMM_TL_DIRECT : other;
+            pairs[a * n2 + b] = a == b ? self : other;
     for (int j = 0; j < n2; j++) {
         if (j == me2)
             continue;

@@ -19,7 +19,7 @@
 #include <plexus/status.h>
 #include <plexus/tensor.h>
 
-#include "comm/tl_list.h" /* the transports' ids and names: data only */
+#include "util/tl_list.h" /* the transports' ids and names: data only */
 #include "dfx/emit.h"
 
 /* ---- common ---- */
@@ -119,7 +119,7 @@ static inline const char *px_dfx_comm_op_name(int op)
 /* The algorithms a collective may record (index 0: none, for one-sided calls). */
 #define PX_DFX_COMM_ALGOS {"", "local", "oneshot", "oneshot_large", "rs_ag", "pull", "chain", "proxy"}
 #define PX_DFX_COMM_NALGOS 8
-/* The transports: a record carries the transport's id of the one list (comm/tl_list.h);
+/* The transports: a record carries the transport's id of the one list (util/tl_list.h);
  * index 0, none, is written as "". */
 #define PX_DFX_COMM_TRANSPORTS {"", PX_COMM_TL_MAP(PX_COMM_TL_NAME_)}
 #define PX_DFX_COMM_NTRANSPORTS PX_COMM_TL_COUNT

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/tl_list.h" /* the transports' names: data only */
+#include "util/tl_list.h" /* the transports' names: data only */
 #include "log.h"
 #include "util.h"
 #include "util/abi.h"
@@ -274,7 +274,7 @@ static px_status px_knob_host_id(void *field, const char *name, const char *text
     return PX_OK;
 }
 
-/* PLEXUS_COMM_TRANSPORT: auto or a transport of the one list (comm/tl_list.h). */
+/* PLEXUS_COMM_TRANSPORT: auto or a transport of the one list (util/tl_list.h). */
 static px_status px_knob_comm_tl(void *field, const char *name, const char *text)
 {
     int id = px_comm_tl_parse(text);

@@ -129,7 +129,7 @@ list(APPEND px_cli_chips_tests cli.run_comm_transport_direct cli.run_comm_transp
 px_cli_test(run_comm_transport_bad
             "^FAIL: option --comm-transport: PLEXUS_COMM_TRANSPORT=\"bogus\" is not valid: expected one of auto, direct, staged, mpi\nexit status 1\n$"
             "" run allreduce --comm-transport bogus)
-# The help names what the parser accepts (the same list, comm/tl_list.h; it used to leave out
+# The help names what the parser accepts (the same list, util/tl_list.h; it used to leave out
 # mpi): the option's line and run's description.
 px_cli_test(run_help_comm_transport
             "--comm-transport T \\(level-3 examples; T: auto, direct, staged, mpi\\).*\n  --comm-transport T +comm transport of every pair of chips: auto, direct, staged, mpi; .*exit status 0\n$"

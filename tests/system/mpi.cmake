@@ -1,7 +1,8 @@
 # Issue 21, first step: the MPI plugin, the proxy and the mpi transport on one host.
 #  - the forced mpi transport (PLEXUS_COMM_TRANSPORT=mpi: every pair through the worker's
 #    MPI proxy, MPI started as a singleton) passes test_domain's data-moving tests, one
-#    process per test (MPI starts once per process), and the examples at several sizes;
+#    process per test (MPI starts once per process: transports.cmake, from the transport
+#    list), and the examples at several sizes;
 #  - two workers under mpirun each run their own domains;
 #  - without the plugin: a run that does not need MPI still runs levels 2 and 3, one that does
 #    fails saying what to do; a program that initialised MPI itself is refused clearly.
@@ -10,14 +11,6 @@ if(NOT PX_MPI_FOUND)
   return()
 endif()
 set(PX_MPI_ENV "PLEXUS_LOG=warn;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_btl=self,vader,tcp;OMPI_MCA_rmaps_base_oversubscribe=1")
-
-foreach(t test_allreduce_end_to_end test_overlapping_domains test_collective_matrix_processes
-          test_member_dies_in_collective test_window_buffer_as_device_tensor
-          test_domain_across_runs test_one_sided_progress test_failed_collective_pair)
-  add_test(NAME unit.test_domain_mpi_${t} COMMAND test_domain transport ${t})
-  set_tests_properties(unit.test_domain_mpi_${t} PROPERTIES TIMEOUT 300 RESOURCE_LOCK chips
-                       ENVIRONMENT "${PX_MPI_ENV};PLEXUS_COMM_TRANSPORT=mpi")
-endforeach()
 
 foreach(v "7;f32" "16385;f64" "300001;i64")
   list(GET v 0 size)

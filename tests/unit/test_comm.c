@@ -553,7 +553,7 @@ static int tc_body_algo_large(px_comm *c, void *arg)
         buf[i] = (float)(i % 101 + (size_t)r);
     f += px_comm_allreduce(c, buf, TC_BIG, PX_F32, PX_OP_SUM) != PX_OK;
     /* a domain with a pair that does not read in place takes reduce-scatter + allgather
-     * above the push's sizes, whatever the threshold (coll.c, allreduce_impl) */
+     * above the push's sizes, whatever the threshold (coll/allreduce.c, allreduce_impl) */
     f += strcmp(px_comm_last_algorithm(c), c->all_in_place ? "oneshot_large" : "rs_ag") != 0;
     for (size_t i = 0; i < TC_BIG && !f; i++)
         f += buf[i] != (float)(4 * (i % 101) + 6); /* ranks 0..3 add 0 + 1 + 2 + 3 */

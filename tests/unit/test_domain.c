@@ -754,7 +754,7 @@ static px_status td_die_orch(px_orch *o, const px_task_args *args, void *user)
 
 /* Chip 1 exits inside the domain task; the survivors' allreduce fails with PX_EPEERDEAD (not
  * the 60 s deadline), the run reports the dead chip, and the worker destroys cleanly, leaving
- * nothing in /dev/shm and no descriptor open (on every transport: see comm_staged.cmake). */
+ * nothing in /dev/shm and no descriptor open (on every transport: see transports.cmake). */
 static void test_member_dies_in_collective(void **state)
 {
     int shm0 = px_test_shm_plexus_entries(), fd0 = td_fds();
@@ -1236,7 +1236,8 @@ static void test_dfx_comm_spans_and_domains(void **state)
  * The first argument picks the run: "all" (default) runs every test; "transport" runs the
  * tests that move data (end to end, overlapping domains, the matrix, a member killed in a
  * collective, window buffers, domains across runs, a mismatch of two ranks) again under whatever PLEXUS_COMM_TRANSPORT
- * and PLEXUS_DEVICE_PROFILE the environment gives (tests/system/comm_staged.cmake).
+ * and PLEXUS_DEVICE_PROFILE the environment gives (tests/system/transports.cmake and
+ * comm_staged.cmake).
  */
 int main(int argc, char **argv)
 {
