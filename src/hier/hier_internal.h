@@ -45,7 +45,8 @@
 #define PX_HIER_MAX_PROCS (64 + PX_HIER_MAX_SUBS)
 #define PX_HIER_HOST_CORES 2     /* host core threads: run dispatches and host functions */
 #define PX_HIER_DEATH_MAX 256
-#define PX_HIER_CHECK_NS 100000000ull /* the watch thread polls the pidfds this often */
+#define PX_HIER_CHECK_NS 100000000ull /* the watch thread asks every child this often (a
+                                       * backup: the death watch hears a pidfd at once) */
 #define PX_HIER_BACKUP_NS 1000000ull  /* and the completion rings, while the orchestration
                                        * polls them itself (ext.ops->poll) */
 
@@ -220,6 +221,9 @@ typedef struct px_hier {
     pthread_t watch;
     int watch_started;
     _Atomic int watch_stop;
+    pthread_t deathwatch;         /* sleeps in poll() on the children's pidfds (watch.c) */
+    int deathwatch_started;
+    int death_efd;                /* the eventfd that ends the death watch's poll; -1: none */
     uint64_t spin_ticks;
     uint64_t yield_ticks;
 } px_hier;
