@@ -350,6 +350,13 @@ void px_hier_on_death(px_hier *h, px_hier_proc *p, const char *death);
 
 /* watch.c: starts and stops the completion and death-watch thread. */
 px_status px_hier_watch_start(px_hier *h);
+/* Around a blocking wait of the orchestration's thread on what the children answer (a
+ * condition variable that only a reader of the rings signals): lowers the doorbell's polling
+ * flag, so the children ring and the watch thread reads their completions at once, not at its
+ * next periodic look (the orchestration does not poll while it sleeps); returns the flag as it
+ * was, for px_hier_polling_resume. Called without h->lock and drain_lock held. */
+uint32_t px_hier_polling_pause(px_hier *h);
+void px_hier_polling_resume(px_hier *h, uint32_t was);
 void px_hier_watch_stop(px_hier *h);
 
 /* watch.c: reads proc p's completions posted so far (drain_lock held). */

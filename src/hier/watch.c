@@ -227,6 +227,21 @@ static void px_hier_polling(void *arg, int on)
     pthread_mutex_unlock(&h->drain_lock);
 }
 
+uint32_t px_hier_polling_pause(px_hier *h)
+{
+    uint32_t was = atomic_load_explicit(&h->bell->polling, memory_order_relaxed);
+
+    if (was != 0)
+        px_hier_polling(h, 0);
+    return was;
+}
+
+void px_hier_polling_resume(px_hier *h, uint32_t was)
+{
+    if (was != 0)
+        px_hier_polling(h, 1);
+}
+
 /* The poller's alone(): publishes the orchestration's CPU for the children's waits and
  * returns 0 when a child with calls in flight last waited on the same CPU (it cannot run
  * while the orchestration spins there). */
