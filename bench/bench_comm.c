@@ -1161,14 +1161,38 @@ static int bc_hosts_args(int *argc, char **argv, int *hosts, int *rank_chips)
     return 0;
 }
 
+/* Takes `--case shrink` out of argv: only the shrink/recreate/kshrink cases run (what a change
+ * to death detection is measured with). Returns 1 when given, 0 when not, -1 after a message. */
+static int bc_case_arg(int *argc, char **argv)
+{
+    int k = 1, only = 0;
+
+    for (int i = 1; i < *argc; i++) {
+        if (strcmp(argv[i], "--case") != 0) {
+            argv[k++] = argv[i];
+            continue;
+        }
+        if (i + 1 >= *argc || strcmp(argv[i + 1], "shrink") != 0) {
+            fprintf(stderr, "bench_comm: --case: expected --case shrink\n");
+            return -1;
+        }
+        only = 1;
+        i++;
+    }
+    *argc = k;
+    argv[k] = NULL;
+    return only;
+}
+
 int main(int argc, char **argv)
 {
     static const int ranks[2] = {2, 4};
     bench_mode mode = BENCH_FULL;
     char why[256] = "", cfg[1024] = "";
-    int rc, have_mpi, hosts = 0, rank_chips = 0;
+    int rc, have_mpi, hosts = 0, rank_chips = 0, only_shrink;
 
-    if (bc_hosts_args(&argc, argv, &hosts, &rank_chips) != 0)
+    if (bc_hosts_args(&argc, argv, &hosts, &rank_chips) != 0 ||
+        (only_shrink = bc_case_arg(&argc, argv)) < 0)
         return 1;
     if ((rc = bench_start(argc, argv, "bench_comm",
                           "allreduce bus bandwidth and put_signal latency of plexus domains "
@@ -1180,6 +1204,10 @@ int main(int argc, char **argv)
         return bc_hosts_rank(rank_chips, mode);
     if (hosts > 0)
         return bc_hosts_main(mode);
+    if (only_shrink) {
+        bc_shrink_case(mode);
+        return bench_finish();
+    }
     have_mpi = bench_mpi_available(why, sizeof(why));
     bench_line(BC_NAME, "config ranks=2,4 sizes=%d reps=%d cores_per_chip=1 dtype=f32 op=sum "
                "transports=direct,staged,mixed(4 ranks, profile pairs) pp_iters=%d plexus=%s "

@@ -368,6 +368,7 @@ px_status hier_call_wait(hier_call *call, double timeout_s)
     struct timespec ts = {.tv_sec = (time_t)(deadline / 1000000000ull),
                           .tv_nsec = (long)(deadline % 1000000000ull)};
     px_status st = PX_OK;
+    uint32_t polled = px_hier_polling_pause(h);
     int rc = 0;
 
     pthread_mutex_lock(&h->lock);
@@ -378,6 +379,7 @@ px_status hier_call_wait(hier_call *call, double timeout_s)
             ctl_answer_late(h, call, i, t);
     ctl_detach(h, call);
     pthread_mutex_unlock(&h->lock);
+    px_hier_polling_resume(h, polled);
     for (int i = 0; i < call->n; i++) {
         if (call->res[i].st != PX_OK) {
             st = px_set_error(call->res[i].st, "%s", call->res[i].reply);

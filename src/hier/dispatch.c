@@ -527,9 +527,11 @@ px_status hier_orphans_wait(px_worker *w, const int *chips, int n, uint64_t dead
                           .tv_nsec = (long)(deadline_ns % 1000000000ull)};
     char msg[PX_ERRMSG_MAX];
     int late = -1, rc = 0;
+    uint32_t polled;
 
     if (h == NULL)
         return PX_OK;
+    polled = px_hier_polling_pause(h);
     pthread_mutex_lock(&h->lock);
     for (;;) {
         late = -1;
@@ -547,5 +549,6 @@ px_status hier_orphans_wait(px_worker *w, const int *chips, int n, uint64_t dead
                  (int)h->procs[late].pid,
                  hier_pid_state_name(hier_pid_state(h->procs[late].pid)), h->cfg.timeout_s);
     pthread_mutex_unlock(&h->lock);
+    px_hier_polling_resume(h, polled);
     return late < 0 ? PX_OK : px_set_error(PX_ETIMEDOUT, "%s", msg);
 }

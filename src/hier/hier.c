@@ -78,6 +78,7 @@ static px_status px_hier_alloc(px_hier *h, const px_config *c)
     h->nprocs = h->nchips + h->nsubs;
     h->bell_fd = -1;
     h->deaths_fd = -1;
+    h->death_efd = -1;
     h->parent_pid = getpid();
     h->side_mask = 2ull * c->task_ring - 1;
     h->side = calloc(h->side_mask + 1, sizeof(px_l3_slot));

@@ -45,7 +45,8 @@
 #define PX_HIER_MAX_PROCS (64 + PX_HIER_MAX_SUBS)
 #define PX_HIER_HOST_CORES 2     /* host core threads: run dispatches and host functions */
 #define PX_HIER_DEATH_MAX 256
-#define PX_HIER_CHECK_NS 100000000ull /* the watch thread polls the pidfds this often */
+#define PX_HIER_CHECK_NS 100000000ull /* the watch thread asks every child this often (a
+                                       * backup: the death watch hears a pidfd at once) */
 #define PX_HIER_BACKUP_NS 1000000ull  /* and the completion rings, while the orchestration
                                        * polls them itself (ext.ops->poll) */
 
@@ -220,6 +221,9 @@ typedef struct px_hier {
     pthread_t watch;
     int watch_started;
     _Atomic int watch_stop;
+    pthread_t deathwatch;         /* sleeps in poll() on the children's pidfds (watch.c) */
+    int deathwatch_started;
+    int death_efd;                /* the eventfd that ends the death watch's poll; -1: none */
     uint64_t spin_ticks;
     uint64_t yield_ticks;
 } px_hier;
@@ -346,6 +350,13 @@ void px_hier_on_death(px_hier *h, px_hier_proc *p, const char *death);
 
 /* watch.c: starts and stops the completion and death-watch thread. */
 px_status px_hier_watch_start(px_hier *h);
+/* Around a blocking wait of the orchestration's thread on what the children answer (a
+ * condition variable that only a reader of the rings signals): lowers the doorbell's polling
+ * flag, so the children ring and the watch thread reads their completions at once, not at its
+ * next periodic look (the orchestration does not poll while it sleeps); returns the flag as it
+ * was, for px_hier_polling_resume. Called without h->lock and drain_lock held. */
+uint32_t px_hier_polling_pause(px_hier *h);
+void px_hier_polling_resume(px_hier *h, uint32_t was);
 void px_hier_watch_stop(px_hier *h);
 
 /* watch.c: reads proc p's completions posted so far (drain_lock held). */

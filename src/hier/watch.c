@@ -11,14 +11,23 @@
  * asks each child's pidfd whether the child has ended (waitid P_PIDFD, WNOHANG, which also
  * reaps it). A child that has ended has its last completions read first; everything still in
  * flight on it then fails with PX_EPEERDEAD, naming the child, its pid and how it ended.
+ *
+ * That look is the backup. The death watch, a second thread, sleeps in poll() on every live
+ * child's pidfd, which the kernel makes readable when the child ends, and takes the same steps
+ * at once: a death is known in microseconds, not at the next PX_HIER_CHECK_NS (issue 37). An
+ * eventfd ends its poll when the worker stops; the poll also ends every second, so the stop
+ * flag is read within a second even if that write were lost.
  */
 #include "hier/hier_internal.h"
 
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <poll.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "util/clock.h"
 #include "util/log.h"
@@ -111,6 +120,42 @@ static void px_watch_deaths(px_hier *h)
     }
 }
 
+/* The death watch's poll set: the stop eventfd, then the pidfd of every child not yet reaped;
+ * returns its size. */
+static int px_deathwatch_set(px_hier *h, struct pollfd *pf)
+{
+    int n = 0;
+
+    pf[n++] = (struct pollfd){.fd = h->death_efd, .events = POLLIN};
+    pthread_mutex_lock(&h->drain_lock);
+    for (int i = 0; i < h->nprocs; i++)
+        if (!h->procs[i].reaped && h->procs[i].pidfd >= 0)
+            pf[n++] = (struct pollfd){.fd = h->procs[i].pidfd, .events = POLLIN};
+    pthread_mutex_unlock(&h->drain_lock);
+    return n;
+}
+
+static void *px_deathwatch_main(void *arg)
+{
+    px_hier *h = arg;
+    struct pollfd pf[PX_HIER_MAX_PROCS + 1];
+
+    while (!atomic_load_explicit(&h->watch_stop, memory_order_acquire)) {
+        int n = px_deathwatch_set(h, pf), ended = 0;
+
+        if (poll(pf, (nfds_t)n, 1000) <= 0) /* a timeout or a signal: read the flag again */
+            continue;
+        for (int i = 1; i < n; i++)
+            ended |= pf[i].revents != 0;
+        if (!ended)
+            continue;
+        pthread_mutex_lock(&h->drain_lock);
+        px_watch_deaths(h);
+        pthread_mutex_unlock(&h->drain_lock);
+    }
+    return NULL;
+}
+
 static void *px_watch_main(void *arg)
 {
     px_hier *h = arg;
@@ -180,6 +225,21 @@ static void px_hier_polling(void *arg, int on)
     }
     px_hier_drain_all(h);
     pthread_mutex_unlock(&h->drain_lock);
+}
+
+uint32_t px_hier_polling_pause(px_hier *h)
+{
+    uint32_t was = atomic_load_explicit(&h->bell->polling, memory_order_relaxed);
+
+    if (was != 0)
+        px_hier_polling(h, 0);
+    return was;
+}
+
+void px_hier_polling_resume(px_hier *h, uint32_t was)
+{
+    if (was != 0)
+        px_hier_polling(h, 1);
 }
 
 /* The poller's alone(): publishes the orchestration's CPU for the children's waits and
@@ -383,6 +443,31 @@ void px_hier_poller_setup(px_hier *h)
     h->w->ext.ops = &px_hier_host_ops;
 }
 
+/* Starts the death watch; without an eventfd or a thread the watch thread's periodic look
+ * still finds every death, PX_HIER_CHECK_NS later, so that is logged and not an error. */
+static void px_deathwatch_start(px_hier *h)
+{
+    int rc;
+
+    h->death_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (h->death_efd < 0) {
+        PX_LOG_WARN("level 3: no eventfd for the death watch (%s); a chip's death is noticed "
+                    "within %llu ms instead of at once", strerror(errno),
+                    (unsigned long long)(PX_HIER_CHECK_NS / 1000000));
+        return;
+    }
+    rc = pthread_create(&h->deathwatch, NULL, px_deathwatch_main, h);
+    if (rc != 0) {
+        PX_LOG_WARN("level 3: cannot start the death watch (%s); a chip's death is noticed "
+                    "within %llu ms instead of at once", strerror(rc),
+                    (unsigned long long)(PX_HIER_CHECK_NS / 1000000));
+        close(h->death_efd);
+        h->death_efd = -1;
+        return;
+    }
+    h->deathwatch_started = 1;
+}
+
 px_status px_hier_watch_start(px_hier *h)
 {
     int rc = pthread_create(&h->watch, NULL, px_watch_main, h);
@@ -391,6 +476,7 @@ px_status px_hier_watch_start(px_hier *h)
         return px_set_error(PX_ENOMEM, "level 3: cannot start the watch thread: %s",
                             strerror(rc));
     h->watch_started = 1;
+    px_deathwatch_start(h);
     return PX_OK;
 }
 
@@ -398,6 +484,18 @@ void px_hier_watch_stop(px_hier *h)
 {
     atomic_store_explicit(&h->watch_stop, 1, memory_order_release);
     px_mb_bump(&h->bell->seq, &h->bell->sleeping);
+    if (h->deathwatch_started) {
+        uint64_t one = 1;
+
+        if (write(h->death_efd, &one, sizeof(one)) < 0) /* the poll's 1 s bound still holds */
+            PX_LOG_DEBUG("level 3: death watch eventfd write: %s", strerror(errno));
+        pthread_join(h->deathwatch, NULL);
+        h->deathwatch_started = 0;
+    }
+    if (h->death_efd >= 0) {
+        close(h->death_efd);
+        h->death_efd = -1;
+    }
     pthread_join(h->watch, NULL);
     h->watch_started = 0;
 }
