@@ -6,7 +6,8 @@
 #                                    python3-numpy and python3-pytest for `import plexus`
 #                                    and its pytest tests; python3-venv, python3-setuptools
 #                                    and python3-wheel for its venv route; libopenblas-dev:
-#                                    level 3 tested beside OpenBLAS's thread pool)
+#                                    level 3 tested beside OpenBLAS's thread pool, and with
+#                                    liblapacke-dev the cholesky example's BLAS kernels)
 #   scripts/install-deps.sh --bench  plus the benchmark anchors (StarPU; Dask for
 #                                    bench_python)
 #   scripts/install-deps.sh --fuzz   clang with libFuzzer, for `make fuzz` only
@@ -21,11 +22,16 @@ pkgs="$pkgs python3-venv python3-setuptools python3-wheel"
 # thread pool (test_l3_threads dlopens it; the Python tests run numpy on it). libplexus does
 # not link it, and every test passes without it, saying what it left out.
 pkgs="$pkgs libopenblas-dev"
+# LAPACKE (its headers; OpenBLAS's LAPACK underneath): the cholesky example's POTRF. The
+# examples open OpenBLAS and LAPACKE with dlopen when that example runs (nothing links them);
+# building needs cblas.h and lapacke.h.
+pkgs="$pkgs liblapacke-dev"
 # Open MPI: the MPI plugin (libplexus-mpi.so, dlopened under mpirun; libplexus never links
 # libmpi) and bench_comm's anchor
 pkgs="$pkgs libopenmpi-dev openmpi-bin"
 if [ "${1:-}" = "--bench" ]; then
-    pkgs="$pkgs libstarpu-dev python3-dask"
+    # starpu-examples: StarPU's own cholesky_implicit, bench_cholesky's anchor
+    pkgs="$pkgs libstarpu-dev python3-dask starpu-examples"
 fi
 if [ "${1:-}" = "--fuzz" ]; then
     pkgs="$pkgs clang libclang-rt-14-dev"
