@@ -26,8 +26,9 @@
  * check runs with it), a level-3 chip starts with one BLAS thread (px_worker_init), and every
  * kernel refuses to run, failing its task, if OpenBLAS reports more than one.
  *
- * Level 2 (no --chips): px_run's one INOUT tensor is the row-major N x N matrix and every
- * tile is a strided view of it (stride {N, 1}). Level 3 (--chips K): the chips form a P x Q
+ * Level 2 (no --chips): the row-major N x N matrix is used in place (px_tensor_host; where the
+ * device profile cannot map host pages it is px_run's one INOUT tensor, copied in and out,
+ * and the run says so) and every tile is a strided view of it (stride {N, 1}). Level 3 (--chips K): the chips form a P x Q
  * grid (P the largest divisor of K not above sqrt(K)); tile (i,j) belongs to chip
  * (i mod P) * Q + (j mod Q), 2-D block-cyclic, and each task is a next-level task on the
  * owner of the tile it writes, running the callable "cholesky.tile" that submits the one
@@ -85,6 +86,7 @@ typedef struct ch_state {
     int threads_before;       /* OpenBLAS's thread count before registration */
     void *a;                  /* the matrix: row-major (level 2) or tile by tile (level 3) */
     uint64_t bytes_copied;    /* level 3: host heap <-> chips, counted at submit */
+    int in_place;             /* level 2: the run uses the host matrix in place */
     char why[PX_EXAMPLE_WHY_MAX];
 } ch_state;
 
@@ -374,12 +376,25 @@ static px_status ch_submit(px_orch *o, ch_state *s, const px_tensor *m, int op, 
     return px_submit_next_level(o, s->tile_call, &a, ch_owner(s, wi, wj), NULL);
 }
 
-/* Right-looking: step k factors the diagonal tile, solves the column below, updates the rest. */
+/*
+ * Right-looking: step k factors the diagonal tile, solves the column below, updates the rest.
+ * The matrix is px_run's one argument, or at level 2 without arguments the host matrix
+ * itself, used in place (px_tensor_host: no copy in or out).
+ */
 static px_status ch_orchestrate(px_orch *o, const px_task_args *args, void *state)
 {
     ch_state *s = state;
-    const px_tensor *m = px_arg_tensor(args, 0);
+    const px_tensor *m = px_arg_count(args) > 0 ? px_arg_tensor(args, 0) : NULL;
+    int64_t shape[1] = {s->n * s->n};
+    px_tensor host;
     px_status st = PX_OK;
+
+    if (m == NULL) {
+        st = px_tensor_host(o, s->a, s->f64 ? PX_F64 : PX_F32, 1, shape, &host);
+        if (st != PX_OK)
+            return st;
+        m = &host;
+    }
 
     for (int64_t k = 0; st == PX_OK && k < s->t; k++) {
         st = ch_submit(o, s, m, CH_POTRF, k, k, k);
@@ -444,19 +459,29 @@ static px_status ch_run(px_worker *w, void *state, px_example_result *r)
     px_status st;
     size_t used;
 
+    px_args_init(&args);
+    s->in_place = s->chips == 0;
+    if (s->in_place) { /* level 2: the host matrix in place where the device maps host pages */
+        st = px_example_run_once(w, ch_orchestrate, &args, s, r);
+        if (st != PX_ENOTSUP)
+            goto ran;
+        s->in_place = 0; /* refused before any task: copy it in and out instead */
+    }
     st = px_tensor_make(&ta, s->a, s->f64 ? PX_F64 : PX_F32, 1, shape);
     if (st != PX_OK)
         return st;
-    px_args_init(&args);
     px_args_inout(&args, &ta);
     st = px_example_run_once(w, ch_orchestrate, &args, s, r);
+ran:
     if (st != PX_OK)
         return st;
     gflops = r->seconds > 0 ? (double)s->n * (double)s->n * (double)s->n / 3.0 / r->seconds / 1e9
                             : 0.0;
     used = (size_t)snprintf(r->info, sizeof(r->info), "gflops %.2f (N^3/3 = %.4g flops)\n"
-                            "blas %s, 1 thread per task", gflops,
-                            (double)s->n * (double)s->n * (double)s->n / 3.0, chol_blas_path());
+                            "blas %s, 1 thread per task; matrix %s", gflops,
+                            (double)s->n * (double)s->n * (double)s->n / 3.0, chol_blas_path(),
+                            s->in_place ? "used in place (px_tensor_host)"
+                                        : "copied in and out by px_run");
     if (s->chips > 0 && used < sizeof(r->info)) {
         uint64_t min = ch_min_bytes(s);
 
