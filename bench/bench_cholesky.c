@@ -16,7 +16,8 @@
  *     the best scheduler counts. Absent, its lines say so (`skipped=`), never a figure;
  *   - LAPACKE spotrf / dpotrf with OpenBLAS on every CPU, in a process of its own (this
  *     program again, `--child potrf`), the vendor call a user would make;
- *   - the limit: sgemm / dgemm on every CPU (`--child gemm`), measured in the same run.
+ *   - the limit: sgemm / dgemm on every CPU (`--child gemm`), measured in the same run: the
+ *     best of 3 at N = min(N, 2048) (near the peak already at 2048, and quick).
  * GFLOP/s are N^3/3 flops over the time for a factorisation (plexus: px_run's wall time,
  * the matrix used in place), 2 N^3 for a gemm.
  *
@@ -44,6 +45,7 @@
 #define BC_MAX_NB 5
 #define BC_MAX_N 2
 #define BC_MAX_REPS 5
+#define BC_GEMM_N 2048 /* the gemm peak's size: near the peak already, and quick */
 
 typedef struct bc_params {
     bench_mode mode;
@@ -151,8 +153,13 @@ static int bc_child(int argc, char **argv)
         if (!gemm && r < 0)
             bc_fill(f64 ? a : NULL, f64 ? NULL : a, n);
     }
+    /* potrf: the median; gemm: the best rep, as a peak is */
+    if (gemm)
+        for (int r = 1; r < reps; r++)
+            if (samples[r] < samples[0])
+                samples[0] = samples[r];
     printf("gflops=%.3f\n", (gemm ? 2.0 : 1.0 / 3.0) * (double)n * n * n /
-                                bench_median(samples, reps) / 1e9);
+                                (gemm ? samples[0] : bench_median(samples, reps)) / 1e9);
     free(a);
     free(b);
     free(c);
@@ -210,7 +217,7 @@ static double bc_child_run(const bc_params *p, const char *kind, const char *dt,
     char cmd[PATH_MAX + 128], what[64];
 
     snprintf(cmd, sizeof(cmd), "'%s' --child %s %s %d %d %d", p->self, kind, dt, n,
-             p->reps < 3 ? 3 : p->reps, p->cores);
+             strcmp(kind, "gemm") == 0 ? 3 : p->reps, p->cores);
     snprintf(what, sizeof(what), "%s %s n=%d", kind, dt, n);
     return bc_run_parse(what, cmd, "gflops=", 0, 0);
 }
@@ -306,7 +313,7 @@ static double bc_starpu(const bc_params *p, int n, int nb)
         double v[BC_MAX_REPS], m;
 
         if (strcmp(scheds[s], "dmda") == 0)
-            for (int c = 0; c < 2; c++)
+            for (int c = 0; c < (p->mode == BENCH_FULL ? 2 : 1); c++)
                 bc_starpu_once(p, n, nb, scheds[s], 1);
         for (int r = 0; r < p->reps; r++)
             v[r] = bc_starpu_once(p, n, nb, scheds[s], 0);
@@ -433,7 +440,7 @@ static void bc_case(const bc_params *p, int n, const char *dt, int have_starpu, 
                                           : "cholesky_implicit_absent_(make_deps-bench_installs_"
                                             "starpu-examples)");
     lap = bc_child_run(p, "potrf", dt, n);
-    gemm = bc_child_run(p, "gemm", dt, n);
+    gemm = bc_child_run(p, "gemm", dt, n < BC_GEMM_N ? n : BC_GEMM_N);
     bench_line(BC_NAME, "n=%d nb_best=%d dtype=%s system=plexus gflops=%.2f", n, plx.nb, dt,
                plx.gflops);
     if (sp.gflops > 0)
@@ -443,8 +450,8 @@ static void bc_case(const bc_params *p, int n, const char *dt, int have_starpu, 
         bench_line(BC_NAME, "n=%d nb=- dtype=%s system=lapacke gflops=%.2f threads=%d", n, dt,
                    lap, p->cores);
     if (gemm > 0)
-        bench_line(BC_NAME, "n=%d dtype=%s system=gemm_peak gflops=%.2f threads=%d", n, dt,
-                   gemm, p->cores);
+        bench_line(BC_NAME, "n=%d dtype=%s system=gemm_peak gflops=%.2f threads=%d gemm_n=%d "
+                   "best_of=3", n, dt, gemm, p->cores, n < BC_GEMM_N ? n : BC_GEMM_N);
     if (!last)
         return;
     if (strcmp(dt, "f32") == 0)
@@ -460,6 +467,7 @@ int main(int argc, char **argv)
     bc_params p;
     bench_mode mode;
     int rc, have_starpu;
+    uint64_t t0 = bench_now_ns();
 
     if (argc > 1 && strcmp(argv[1], "--child") == 0)
         return bc_child(argc, argv);
@@ -490,5 +498,7 @@ int main(int argc, char **argv)
         if (system(cmd) != 0)
             fprintf(stderr, "bench_cholesky: could not remove %s\n", p.starpu_home);
     }
+    bench_line(BC_NAME, "elapsed_s=%.1f mode=%s", (double)(bench_now_ns() - t0) * 1e-9,
+               bench_mode_name(mode));
     return bench_finish();
 }
