@@ -19,12 +19,12 @@ pkgs="gcc make cmake pkg-config libcmocka-dev libjansson-dev python3 chromium"
 pkgs="$pkgs python3-dev python3-cffi python3-numpy python3-pytest"
 pkgs="$pkgs python3-venv python3-setuptools python3-wheel"
 # OpenBLAS (pthreads; Debian makes it numpy's libblas.so.3): level 3 is tested beside its
-# thread pool (test_l3_threads dlopens it; the Python tests run numpy on it). libplexus does
-# not link it, and every test passes without it, saying what it left out.
+# thread pool (test_l3_threads dlopens it; the Python tests run numpy on it), and it is the
+# cholesky example's BLAS. libplexus does not link it.
 pkgs="$pkgs libopenblas-dev"
-# LAPACKE (its headers; OpenBLAS's LAPACK underneath): the cholesky example's POTRF. The
-# examples open OpenBLAS and LAPACKE with dlopen when that example runs (nothing links them);
-# building needs cblas.h and lapacke.h.
+# LAPACKE (OpenBLAS's LAPACK underneath): the cholesky example's POTRF. The examples open
+# OpenBLAS and LAPACKE with dlopen when that example runs (only bench_cholesky links them);
+# configuring the build needs cblas.h and lapacke.h.
 pkgs="$pkgs liblapacke-dev"
 # Open MPI: the MPI plugin (libplexus-mpi.so, dlopened under mpirun; libplexus never links
 # libmpi) and bench_comm's anchor
