@@ -2,7 +2,8 @@
 # after cli.cmake, whose px_cli_test it uses). Counts by hand (examples/cholesky.c), with
 # T = ceil(N / NB): tasks T + T(T-1) + C(T,3), edges (T-1)(2T-1) + 2 C(T,3) + C(T-1,3):
 #   T = 1: 1, 0   T = 3: 10, 12   T = 4: 20, 30   T = 5: 35, 60   T = 7: 84, 168
-# N in {1, 7, 300}, NB dividing N and not, f32 and f64, level 2 and level 3 on 2 and 3 chips;
+# N in {1, 7, 300}, NB dividing N and not, f32 and f64, level 2 and level 3 on 2, 3 and 4
+# chips (1 x 2, 1 x 3, 2 x 2 grids);
 # the indefinite matrix FAILs naming the tile, the step and the row. A few seconds in all.
 
 set(px_chol_pass "scaled residual [0-9.e+-]+ < 16[^\n]*\nPASS\nexit status 0\n$")
@@ -27,6 +28,10 @@ px_chol_test(l3_2chips_n300_divides_f64 35 60 --size 300 --tile 60 --chips 2 --c
 px_chol_test(l3_3chips_n7_divides_f64 84 168 --size 7 --tile 1 --chips 3 --cores 1)
 px_chol_test(l3_3chips_n300_remainder_f32 35 60 --size 300 --tile 64 --dtype f32 --chips 3
              --cores 1)
+# 4 chips: a 2 x 2 grid, so the owner depends on the tile's row too
+px_chol_test(l3_4chips_grid_n300_remainder_f64 35 60 --size 300 --tile 64 --chips 4 --cores 1)
+px_cli_test(cholesky_l3_4chips_grid_line "\nlevel3 grid 2x2 [^\n]*\n.*PASS\nexit status 0\n$" ""
+            run cholesky --size 100 --tile 30 --chips 4 --cores 1)
 # the bytes line: N = 1 on 2 chips copies the one element in and back, the minimum
 px_cli_test(cholesky_l3_bytes
             "\nbytes_copied 16 \\(host heap <-> chips\\), minimum 16, factor 1.00\n.*PASS\nexit status 0\n$"
@@ -54,6 +59,8 @@ px_cli_test(cholesky_indefinite_elsewhere
 set_tests_properties(cli.cholesky_l3_2chips_n1_f32 cli.cholesky_l3_2chips_n7_remainder_f32
                      cli.cholesky_l3_2chips_n300_divides_f64 cli.cholesky_l3_3chips_n7_divides_f64
                      cli.cholesky_l3_3chips_n300_remainder_f32 cli.cholesky_l3_bytes
+                     cli.cholesky_l3_4chips_grid_n300_remainder_f64
+                     cli.cholesky_l3_4chips_grid_line
                      cli.cholesky_indefinite_l3
                      PROPERTIES RESOURCE_LOCK chips LABELS cholesky)
 set_tests_properties(cli.cholesky_l2_n1_f64 cli.cholesky_l2_n7_divides_f32
