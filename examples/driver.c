@@ -50,6 +50,14 @@ static px_status example_config(const px_example *ex, const px_config *cfg,
         c->cores = o->cores;
     if (ex->level != 0)
         c->level = ex->level;
+    if (o->chips < 0 || (o->chips > 0 && !ex->chips_opt && ex->level != 3))
+        return px_set_error(PX_EINVAL, "example %s: chips %d: it runs at level %d; chips "
+                            "apply to level-3 examples and those that take --chips",
+                            ex->name, o->chips, ex->level);
+    if (ex->chips_opt && o->chips > 0) {
+        c->level = 3;
+        c->chips = o->chips;
+    }
     return PX_OK;
 }
 

@@ -30,10 +30,15 @@ typedef struct px_example_opts {
     int kill_chip;     /* train_loop: the chip to kill, plus one (0: none) */
     int at_iter;       /* train_loop: the iteration at which it dies; 0: iters / 2 */
     const char *shrink; /* train_loop: "orchestration" or "kernel"; NULL: orchestration */
+    int chips;          /* examples with chips_opt: chips of a level-3 run (--chips); 0: the
+                         * example runs at level 2 */
+    int64_t indefinite; /* cholesky: the row whose diagonal is made negative, plus one (0:
+                         * none): the factorisation must fail there */
 } px_example_opts;
 
 #define PX_EXAMPLE_WHY_MAX 512
 #define PX_EXAMPLE_COMM_MAX 2048
+#define PX_EXAMPLE_INFO_MAX 1024
 
 /* What one execution produced. Counts and time are sums over the example's px_run calls. */
 typedef struct px_example_result {
@@ -51,6 +56,8 @@ typedef struct px_example_result {
                                      * transport and pairs per transport, bytes moved, time),
                                      * then a line per distinct reason of its pairs not on
                                      * direct; "" otherwise */
+    char info[PX_EXAMPLE_INFO_MAX]; /* more lines of the run, each "name value ..." (rates,
+                                     * bytes copied), printed before the check; "" if none */
 } px_example_result;
 
 typedef struct px_example {
@@ -61,6 +68,9 @@ typedef struct px_example {
     int64_t default_tile; /* used when opts.tile is 0; 0 when the example is not tiled */
     const char *size_doc; /* what --size means for it ("floats per vector") */
     int reduces;          /* 1: takes --op and --dtype (opts.op, opts.dtype) */
+    int chips_opt;        /* 1: runs at `level` 2, or at level 3 over opts.chips chips when
+                           * that is set (--chips) */
+    const char *dtypes;   /* not NULL: takes --dtype (opts.dtype), one of these ("f32, f64") */
 
     /*
      * Optional: the device memory a run with o (already defaulted) needs: *run bytes of run

@@ -11,6 +11,7 @@
 
 extern const px_example px_example_vector;
 extern const px_example px_example_matmul;
+extern const px_example px_example_cholesky;
 extern const px_example px_example_multi_chip;
 extern const px_example px_example_allreduce;
 extern const px_example px_example_moe;
@@ -20,6 +21,7 @@ extern const px_example px_example_train_loop;
 const px_example *const px_examples[] = {
     &px_example_vector,
     &px_example_matmul,
+    &px_example_cholesky,
     &px_example_multi_chip,
     &px_example_allreduce,
     &px_example_moe,

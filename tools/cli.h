@@ -34,6 +34,7 @@ enum {
     CLI_OPT_KILL_CHIP = 1u << 20,      /* --kill-chip N: train_loop kills chip N */
     CLI_OPT_AT_ITER = 1u << 21,        /* --at-iter N: ... at iteration N */
     CLI_OPT_SHRINK = 1u << 22,         /* --shrink WHERE: ... and the survivors shrink there */
+    CLI_OPT_INDEFINITE = 1u << 23,     /* --indefinite ROW: cholesky's matrix made indefinite */
     CLI_OPT_DFX = 1u << 24,            /* --dfx LIST: DFX collectors */
     CLI_OPT_OUT = 1u << 25,            /* --out DIR: DFX output directory */
     CLI_OPT_DFX_TRANSPORT = 1u << 26,  /* --dfx-transport LIST: allowed DFX transports */

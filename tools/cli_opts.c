@@ -26,13 +26,18 @@ const cli_option cli_options[] = {
      "core threads per chip, 0..1024 (0: online CPUs; default: PLEXUS_CORES)"},
     {"--size", CLI_OPT_SIZE, "N", "problem size of the example (see the list of examples)"},
     {"--chips", CLI_OPT_CHIPS, "N",
-     "chips of a level-3 example (multi_chip, allreduce, moe, tp_mlp), 1..64, each its own "
-     "process (default: PLEXUS_CHIPS, 2); doctor --comm: chips 0..N-1 of the domain shown "
-     "(default: PLEXUS_CHIPS, else 4)"},
+     "chips of a level-3 example (multi_chip, allreduce, moe, tp_mlp; cholesky: runs it at "
+     "level 3), 1..64, each its own process (default: PLEXUS_CHIPS, 2); doctor --comm: chips "
+     "0..N-1 of the domain shown (default: PLEXUS_CHIPS, else 4)"},
     {"--iters", CLI_OPT_ITERS, "N", "repetitions inside the one orchestration (default 1)"},
-    {"--tile", CLI_OPT_TILE, "N", "tile edge of tiled examples (matmul: default 64)"},
+    {"--tile", CLI_OPT_TILE, "N", "tile edge of tiled examples (matmul: default 64; cholesky: 256)"},
     {"--op", CLI_OPT_OP, "OP", "reduction of allreduce: sum (default), prod, min or max"},
-    {"--dtype", CLI_OPT_DTYPE, "T", "element type of allreduce: f32 (default), f64, i32 or i64"},
+    {"--dtype", CLI_OPT_DTYPE, "T",
+     "element type of allreduce: f32 (default), f64, i32 or i64; of cholesky: f32 or f64 "
+     "(default)"},
+    {"--indefinite", CLI_OPT_INDEFINITE, "ROW",
+     "cholesky: make the generated matrix indefinite at row ROW (0..N-1): the run must FAIL "
+     "naming the tile and the step"},
     {"--kill-chip", CLI_OPT_KILL_CHIP, "N",
      "train_loop: chip N kills itself (SIGKILL); the survivors shrink the domain and go on"},
     {"--at-iter", CLI_OPT_AT_ITER, "N",
@@ -126,6 +131,10 @@ static int cli_apply(const cli_option *opt, const char *val, cli_opts *o, char *
         break;
     case CLI_OPT_SHRINK:
         o->ex.shrink = val;
+        break;
+    case CLI_OPT_INDEFINITE:
+        rc = cli_parse_int(opt, val, 0, CLI_MAX_SIZE - 1, &v, why, n);
+        o->ex.indefinite = v + 1;
         break;
     case CLI_OPT_TILE:
         rc = cli_parse_int(opt, val, 1, CLI_MAX_SIZE, &v, why, n);

@@ -32,10 +32,14 @@ static void run_print_header(const px_example *ex, const px_example_opts *eo,
     printf("example %s: size %lld, iters %d", ex->name, (long long)r->size, r->iters);
     if (r->tile != 0)
         printf(", tile %lld", (long long)r->tile);
-    if (ex->level == 3)
-        printf(", chips %d", c->chips);
+    if (ex->level == 3 || eo->chips > 0)
+        printf(", chips %d", eo->chips > 0 ? eo->chips : c->chips);
     if (ex->reduces)
         printf(", op %s, dtype %s", eo->op ? eo->op : "sum", eo->dtype ? eo->dtype : "f32");
+    if (ex->dtypes != NULL)
+        printf(", dtype %s", eo->dtype ? eo->dtype : "f64");
+    if (eo->indefinite > 0)
+        printf(", indefinite at row %lld", (long long)eo->indefinite - 1);
     printf(", cores %d, profile %s", r->cores, c->device_profile);
     if (ex->level == 3 && c->comm_transport != 0) /* forced: said, as every override is */
         printf(", comm transport %s", px_comm_tl_name(c->comm_transport));
@@ -62,6 +66,8 @@ static int run_one(const px_example *ex, const px_config *c, const px_example_op
            (unsigned long long)r.edges, r.seconds * 1e3);
     if (r.comm[0] != '\0')
         printf("%s\n", r.comm);
+    if (r.info[0] != '\0')
+        printf("%s\n", r.info);
     printf("check %s: %s\n", r.check_ok ? "ok" : "failed", r.check);
     fflush(stdout);
     if (!r.check_ok)
@@ -92,7 +98,7 @@ static int run_check_opts(const px_example *ex, const cli_opts *o, char *why, si
         snprintf(why, n, "option --tile does not apply to example %s (it is not tiled)", ex->name);
         return -1;
     }
-    if ((o->given & CLI_OPT_CHIPS) && ex->level != 3) {
+    if ((o->given & CLI_OPT_CHIPS) && ex->level != 3 && !ex->chips_opt) {
         snprintf(why, n, "option --chips does not apply to example %s (level %d: one chip)",
                  ex->name, ex->level);
         return -1;
@@ -102,9 +108,16 @@ static int run_check_opts(const px_example *ex, const cli_opts *o, char *why, si
                  "chip, no communication domain)", ex->name, ex->level);
         return -1;
     }
-    if ((o->given & (CLI_OPT_OP | CLI_OPT_DTYPE)) && !ex->reduces) {
+    if (((o->given & CLI_OPT_OP) && !ex->reduces) ||
+        ((o->given & CLI_OPT_DTYPE) && !ex->reduces && ex->dtypes == NULL)) {
         snprintf(why, n, "option %s does not apply to example %s (only allreduce takes --op "
-                 "and --dtype)", (o->given & CLI_OPT_OP) ? "--op" : "--dtype", ex->name);
+                 "and --dtype; cholesky takes --dtype)", (o->given & CLI_OPT_OP) ? "--op" :
+                 "--dtype", ex->name);
+        return -1;
+    }
+    if ((o->given & CLI_OPT_INDEFINITE) && strcmp(ex->name, "cholesky") != 0) {
+        snprintf(why, n, "option --indefinite does not apply to example %s (only cholesky "
+                 "takes it)", ex->name);
         return -1;
     }
     return run_check_values(ex, o, why, n);
@@ -135,6 +148,7 @@ int cli_cmd_run(const cli_opts *o)
 {
     const px_example *ex = px_example_find(o->pos[0]);
     char why[CLI_WHY_MAX], names[256];
+    px_example_opts eo;
     px_config c;
 
     if (ex == NULL)
@@ -142,7 +156,10 @@ int cli_cmd_run(const cli_opts *o)
                         run_example_names(names, sizeof(names)));
     if (run_check_opts(ex, o, why, sizeof(why)) != 0 || cli_config(o, &c, why, sizeof(why)))
         return cli_fail("%s", why);
-    if (!run_one(ex, &c, &o->ex, why, sizeof(why)))
+    eo = o->ex;
+    if (ex->chips_opt && (o->given & CLI_OPT_CHIPS))
+        eo.chips = o->chips; /* level 3 on that many chips; level 2 without --chips */
+    if (!run_one(ex, &c, &eo, why, sizeof(why)))
         return cli_fail("%s", why);
     run_print_dfx(&c);
     printf("PASS\n");
@@ -197,6 +214,7 @@ static const struct {
     int chips;
 } demo_rows[] = {
     {"vector", 0}, {"matmul", 0}, {"multi_chip", 0}, {"allreduce", 4}, {"tp_mlp", 4},
+    {"cholesky", 0}, /* last: it loads OpenBLAS into the process (level 2, N 1024, tile 256) */
 };
 
 #define DEMO_ROWS (sizeof(demo_rows) / sizeof(demo_rows[0]))

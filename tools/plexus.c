@@ -23,10 +23,10 @@ static int cli_cmd_help(const cli_opts *o);
 static const cli_command cli_commands[] = {
     {"run", CLI_OPT_CORES | CLI_OPT_SIZE | CLI_OPT_ITERS | CLI_OPT_TILE | CLI_OPT_PROFILE |
      CLI_OPT_KILL_CHIP | CLI_OPT_AT_ITER | CLI_OPT_SHRINK | CLI_OPT_CHIPS | CLI_OPT_OP |
-     CLI_OPT_DTYPE | CLI_OPT_COMM_TRANSPORT | CLI_OPTS_DFX, 1, 1,
+     CLI_OPT_DTYPE | CLI_OPT_COMM_TRANSPORT | CLI_OPT_INDEFINITE | CLI_OPTS_DFX, 1, 1,
      "run EXAMPLE [--cores N] [--size N] [--iters N] [--tile N] [--chips N] "
      "[--kill-chip N --at-iter N] [--shrink WHERE] "
-     "[--op OP] [--dtype T] [--comm-transport T] [--device-profile P] [--dfx LIST --out DIR] "
+     "[--op OP] [--dtype T] [--indefinite ROW] [--comm-transport T] [--device-profile P] [--dfx LIST --out DIR] "
      "[--dfx-transport LIST] [--dfx-args-level N]",
      "Runs one example program on a new worker and checks its output against a host\n"
      "computation and its task and edge counts against the ones worked out by hand.\n"
@@ -111,6 +111,10 @@ static void cli_print_examples(FILE *f)
                 (long long)ex->default_size);
         if (ex->default_tile != 0)
             fprintf(f, "; --tile: default %lld", (long long)ex->default_tile);
+        if (ex->dtypes != NULL)
+            fprintf(f, "; --dtype: %s", ex->dtypes);
+        if (ex->chips_opt)
+            fprintf(f, "; --chips K: level 3 on K chips");
         fprintf(f, "\n");
     }
 }
