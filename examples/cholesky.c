@@ -33,10 +33,12 @@
  * (i mod P) * Q + (j mod Q), 2-D block-cyclic, and each task is a next-level task on the
  * owner of the tile it writes, running the callable "cholesky.tile" that submits the one
  * kernel there. At level 3 the matrix is stored tile by tile (each tile contiguous, tile-row
- * after tile-row): a chip's px_run copies the whole byte span of every view it is given and
- * copies back all of a written one, so two chips writing tiles of the same rows of a
- * row-major matrix would overwrite each other's results; contiguous tiles span only their
- * own bytes. The run prints the bytes copied between the host heap and the chips (every
+ * after tile-row): a chip's px_run copies in the whole byte span of every view it is given,
+ * gaps between a strided tile's rows included, so a tile of a row-major matrix would cost N/NB
+ * times its bytes; contiguous tiles span only their own. (px_run copies back only a written
+ * view's own elements, so row-major tiles would be correct too: unit.test_copy_back. Before
+ * that fix two chips writing tiles of the same rows overwrote each other's results.) The run
+ * prints the bytes copied between the host heap and the chips (every
  * next-level task copies its IN and INOUT tiles in and its INOUT tile back: counted from the
  * tasks submitted, as plexus keeps no such counter) against the minimum the distribution
  * needs: each tile once to its owner, its final version once to every other chip that reads

@@ -302,7 +302,7 @@ static int px_run_spans(const px_task_args *a, px_span *spans)
  * at device memory; *ngroups receives the number of groups (written back later).
  */
 static px_status px_run_place(px_worker *w, const px_task_args *a, px_task_args *dev,
-                              px_span *spans, px_group *groups, int *ngroups)
+                              px_span *spans, int *nspans, px_group *groups, int *ngroups)
 {
     int ns = px_run_spans(a, spans), ng = 0;
     uint64_t used = 0;
@@ -353,18 +353,60 @@ static px_status px_run_place(px_worker *w, const px_task_args *a, px_task_args 
             g->written = 1;
     }
     *ngroups = ng;
+    *nspans = ns;
     return PX_OK;
 }
 
-static px_status px_run_copy_back(px_worker *w, const px_group *groups, int ng)
+/*
+ * Copies one written view back from its group's device block: its own elements only, never
+ * the bytes between its rows. A strided view (a tile of a row-major matrix) shares those bytes
+ * with views that another worker or chip may be writing at the same time; copying the view's
+ * whole span back put their old values over the new ones (issue 36: at level 3, two chips
+ * writing tiles of the same rows gave a wrong Cholesky factor with PX_OK).
+ */
+static px_status px_run_copy_view(px_worker *w, const px_tensor *t, const px_group *g)
 {
-    for (int g = 0; g < ng; g++) {
-        uint64_t n = groups[g].hi - groups[g].lo;
+    size_t es = px_dtype_size(t->dtype);
+    int last = t->ndim - 1;
+    int unit = t->stride[last] == 1;
+    size_t run = unit ? (size_t)t->shape[last] * es : es;
+    int64_t idx[PX_MAX_DIMS] = {0}, per_row = unit ? 1 : t->shape[last];
+    char *base = px_tensor_data(t);
+    px_status st = PX_OK;
+
+    if (px_tensor_is_contiguous(t))
+        return px_plat_copy_d2h(w->chip, base, g->dev + ((uintptr_t)base - g->lo),
+                                (size_t)px_tensor_numel(t) * es);
+    for (int d = 0; d <= last; d++)
+        if (t->shape[d] == 0)
+            return PX_OK;
+    for (int d = 0; d >= 0 && st == PX_OK;) {
+        int64_t off = 0;
+
+        for (d = 0; d < last; d++)
+            off += idx[d] * t->stride[d];
+        for (int64_t k = 0; k < per_row && st == PX_OK; k++) {
+            char *h = base + (off + k * t->stride[last]) * (int64_t)es;
+
+            st = px_plat_copy_d2h(w->chip, h, g->dev + ((uintptr_t)h - g->lo), run);
+        }
+        for (d = last - 1; d >= 0 && ++idx[d] == t->shape[d]; d--)
+            idx[d] = 0; /* the next row: an odometer over every dimension but the last */
+    }
+    return st;
+}
+
+/* Copies back the views the run may have written (every tensor argument but an IN). */
+static px_status px_run_copy_back(px_worker *w, const px_task_args *a, const px_span *spans,
+                                  int ns, const px_group *groups)
+{
+    for (int i = 0; i < ns; i++) {
+        const px_arg *arg = &a->a[spans[i].arg];
         px_status st;
 
-        if (!groups[g].written || n == 0)
+        if (arg->tag == PX_TAG_IN || spans[i].hi == spans[i].lo)
             continue;
-        st = px_plat_copy_d2h(w->chip, (void *)groups[g].lo, groups[g].dev, n);
+        st = px_run_copy_view(w, &arg->v.t, &groups[spans[i].group]);
         if (st != PX_OK)
             return st;
     }
@@ -420,10 +462,10 @@ static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *ar
     px_status st, drain_st;
     uint64_t t0 = w->ext.no_wall_time ? 0 : px_ticks(); /* a TSC read, not a clock call */
     uint64_t d0 = px_run_span_t0(w);
-    int ng = 0;
+    int ng = 0, ns = 0;
 
     orch_msg[0] = '\0';
-    st = px_run_place(w, args ? args : &no_args, &dev, spans, groups, &ng);
+    st = px_run_place(w, args ? args : &no_args, &dev, spans, &ns, groups, &ng);
     if (st != PX_OK)
         return st;
     px_run_span(w, PX_HOST_COPY_IN, d0, px_run_bytes(groups, ng, 0));
@@ -450,7 +492,7 @@ static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *ar
         px_status cst;
 
         d0 = px_run_span_t0(w);
-        cst = px_run_copy_back(w, groups, ng);
+        cst = px_run_copy_back(w, args ? args : &no_args, spans, ns, groups);
         px_run_span(w, PX_HOST_COPY_OUT, d0, px_run_bytes(groups, ng, 1));
 
         if (cst != PX_OK && st == PX_OK) {
