@@ -290,8 +290,11 @@ static px_status comm_alloc_check(px_orch *o, const px_domain_spec *spec, const 
     if ((st = comm_check_name(spec->name, "name")) != PX_OK ||
         (st = comm_check_members(*cw, spec, job)) != PX_OK)
         return st;
+    /* a shrink's successor takes its predecessor's name; the shrunk generations before it
+     * (live until released, and unusable: shrunk domains are revoked) keep that name too */
     for (px_domain *e = (*cw)->doms; e != NULL; e = e->next)
-        if (e->state == COMM_LIVE && e != carry && strcmp(e->msg.name, spec->name) == 0)
+        if (e->state == COMM_LIVE && e != carry && !(carry != NULL && e->shrunk) &&
+            strcmp(e->msg.name, spec->name) == 0)
             return px_set_error(PX_EINVAL, "px_domain_alloc: a live domain is called \"%s\" "
                                 "already; release it or choose another name", spec->name);
     return comm_slots_wait(*cw, spec);

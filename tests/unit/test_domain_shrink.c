@@ -716,6 +716,44 @@ static void test_release_old_in_shrink_run(void **state)
     ts_finish(s, shm0, fd0);
 }
 
+/* A shrink's domain shrinks the same way (issue 37), with the generation-0 domain still live:
+ * chip 2 dies, the shrink gives chips 0, 1, 3 (generation 1, the same name); then chip 1 dies
+ * and generation 1 shrinks to chips 0 and 3 (generation 2), which go on. Before, the second
+ * shrink failed: "px_domain_alloc: a live domain is called "dp" already". */
+static void test_shrink_twice(void **state)
+{
+    static const int surv1[3] = {0, 1, 3}, surv2[2] = {0, 3};
+    int shm0 = px_test_shm_plexus_entries(), fd0 = px_test_open_fds();
+    ts_scene *s = &g_s;
+    px_domain *d0;
+    px_status st;
+
+    (void)state;
+    ts_start(s, TS_DIRECT);
+    ts_kill(s->w, 2);
+    ts_shrink_and_go_on(s, surv1, 3, NULL);
+    d0 = s->d;
+    s->d = s->nd;
+    s->nd = NULL;
+    s->shrinks = 0;
+    ts_kill(s->w, 1);
+    st = ts_run(s, ts_shrink_orch);
+    if (st != PX_OK)
+        print_error("second shrink: %s: %s\n", px_status_name(st), px_last_error());
+    assert_int_equal(st, PX_OK);
+    assert_int_equal(px_domain_generation(s->nd), 2);
+    assert_int_equal(px_domain_size(s->nd), 2);
+    assert_string_equal(px_domain_name(s->nd), "dp");
+    for (int r = 0; r < 2; r++)
+        assert_int_equal(px_domain_chip(s->nd, r), surv2[r]);
+    ts_fill(s, surv2, 2, 2);
+    memset(s->out, 0, sizeof(s->out));
+    PX_ASSERT_OK(ts_run(s, ts_allreduce_orch));
+    ts_check_sum(s, surv2, 2, 2);
+    PX_ASSERT_OK(px_domain_release(d0));
+    ts_finish(s, shm0, fd0);
+}
+
 /* ---- a death during the shrink ---- */
 
 typedef struct ts_killer {
@@ -1333,6 +1371,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_orphans_writes_carried_staged),
         cmocka_unit_test(test_death_during_shrink),
         cmocka_unit_test(test_release_old_in_shrink_run),
+        cmocka_unit_test(test_shrink_twice),
         cmocka_unit_test(test_revoke_from_orchestration),
         cmocka_unit_test(test_revoke_from_member),
         cmocka_unit_test(test_shrunk_domain_refuses_use),
