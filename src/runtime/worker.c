@@ -280,6 +280,7 @@ static int px_run_spans(const px_task_args *a, px_span *spans)
     static const args_rules rules = {
         .what = "px_run", .chip = -1,
         .hint = "px_run args are host tensors with addresses",
+        .alias_ok = 1, /* copied in and out as merged ranges: overlaps are fine */
     };
     args_span s[PX_MAX_ARGS];
     int n = 0;
