@@ -8,15 +8,17 @@ at a time per process: the documented slow path. C kernels run without the GIL.
 import json
 import logging
 import os
+import sys
 import threading
+import traceback
 import weakref
 from typing import Optional, Sequence
 
 import numpy as np
 
 from ._plexus_cffi import ffi, lib
-from .errors import (Error, InvalidArgument, StateError, KernelError, NotFound, check,
-                     error_from)
+from .errors import (Error, InvalidArgument, OutOfMemory, StateError, KernelError, NotFound,
+                     check, error_from)
 
 _log = logging.getLogger("plexus")
 
@@ -143,8 +145,48 @@ def _as_array(x, what):
                           "__dlpack__; pass a numpy array" % (what, type(x).__name__))
 
 
-def _view(t, writeable=True):
-    """A numpy view of px_tensor t (a cdata px_tensor or px_tensor *), strides included."""
+class _Memory:
+    """A worker's C handle, destroyed when its last holder lets go: the Worker (until close)
+    and every numpy view of the worker's memory that Python code holds (a kernel's or host
+    task's argument, DeviceTensor.numpy()): such a view keeps the memory it shows mapped,
+    so no Python object ever points at memory the runtime has freed. .pinned holds the host
+    arrays the current run uses in place, which the views of that run keep alive too."""
+
+    def __init__(self, w):
+        self.w = w
+        self.pid = os.getpid()
+        self.pinned = []
+
+    def destroy(self):
+        w, self.w = self.w, None
+        if w is None or os.getpid() != self.pid:  # a forked child's copy owns nothing
+            return 0
+        return lib.px_worker_destroy(w)
+
+    def __del__(self):
+        try:
+            st = self.destroy()
+            if st:
+                _log.warning("plexus: destroying a worker whose last view went away: %s",
+                             error_from(st))
+        except Exception:  # noqa: BLE001 - nothing to report to at collection
+            pass
+
+
+# the _Memory of every open Worker of this process
+_LIVE = weakref.WeakSet()
+
+
+def _keep_now():
+    """What a view handed to Python code must keep alive: every open worker's memory and the
+    host arrays their runs use in place (a kernel cannot tell which worker runs it)."""
+    mems = tuple(_LIVE)
+    return mems + tuple(a for m in mems for a in m.pinned)
+
+
+def _view(t, writeable=True, keep=None):
+    """A numpy view of px_tensor t (a cdata px_tensor or px_tensor *), strides included. The
+    view's base keeps `keep` alive (see _Memory)."""
     dt = _NP_OF.get(t.dtype)
     if dt is None:
         raise InvalidArgument("tensor has the invalid dtype code %d" % t.dtype)
@@ -155,6 +197,10 @@ def _view(t, writeable=True):
         return np.empty(shape, dt)
     span = (sum((e - 1) * s for e, s in zip(shape, t.stride[0:nd])) + 1) * dt.itemsize
     base = ffi.cast("char *", t.addr) + t.offset * dt.itemsize
+    if keep is not None:
+        # a pointer that owns nothing but holds keep: ffi.buffer keeps the pointer alive,
+        # the numpy array keeps the buffer (its base)
+        base = ffi.gc(base, lambda _p, k=keep: None)
     a = np.ndarray(shape, dt, buffer=ffi.buffer(base, span), strides=strides)
     if not writeable:
         a.flags.writeable = False
@@ -184,7 +230,9 @@ class DeviceTensor:
         return self._t
 
     def numpy(self):
-        return _view(self._live())
+        """A view of the tensor's bytes: it keeps the worker's memory mapped while it lives,
+        but its bytes are the tensor's only while the tensor lives (its scope)."""
+        return _view(self._live(), keep=_keep_now())
 
     def __array__(self, dtype=None):
         a = self.numpy()
@@ -342,6 +390,9 @@ _CB_EXC = []
 
 
 def _cb_failed(what, e):
+    # the failed callback's frames are done: drop their locals (the views of its arguments,
+    # which would keep the worker's memory until the exception goes)
+    traceback.clear_frames(e.__traceback__)
     if len(_CB_EXC) < 8:
         _CB_EXC.append(e)
     if isinstance(e, Error) and e.status is not None:
@@ -355,6 +406,7 @@ def _cb_failed(what, e):
 def _unpack(args, comm_last=False):
     """The Python values of a kernel's (or host task's) px_task_args."""
     out = []
+    keep = None
     n = args.n
     for i in range(n):
         a = args.a[i]
@@ -373,7 +425,9 @@ def _unpack(args, comm_last=False):
             else:
                 out.append(a.v.u64)
         else:
-            out.append(_view(a.v.t, writeable=tag != lib.PX_TAG_IN))
+            if keep is None:
+                keep = _keep_now()
+            out.append(_view(a.v.t, writeable=tag != lib.PX_TAG_IN, keep=keep))
     return out
 
 
@@ -464,10 +518,11 @@ def _root_array(arr):
 
 
 class _Stage:
-    __slots__ = ("arr", "t", "lo", "hi", "written", "depth", "parent", "in_place")
+    __slots__ = ("arr", "t", "lo", "hi", "written", "depth", "parent", "in_place", "what")
 
-    def __init__(self, arr, t, lo, hi, depth, parent=None, in_place=False):
+    def __init__(self, arr, t, lo, hi, depth, parent=None, in_place=False, what=None):
         self.arr, self.t, self.lo, self.hi = arr, t, lo, hi
+        self.what = what  # the argument that used it first
         self.written = False
         self.depth = depth
         self.parent = parent
@@ -625,10 +680,11 @@ class Orchestration:
                 break
             if lo < s.hi and s.lo < hi:
                 raise InvalidArgument(
-                    "%s (bytes %#x..%#x) overlaps a host array used earlier in this run "
-                    "(%#x..%#x) without lying inside it; plexus keeps one device copy per "
-                    "host array: pass the enclosing array, or views inside the array first "
-                    "used" % (what, lo, hi, s.lo, s.hi))
+                    "%s (bytes %#x..%#x) overlaps a host array used earlier in this run, by "
+                    "%s (%#x..%#x), without lying inside it; plexus keeps one device copy "
+                    "per host array: pass the enclosing array first (then views inside it), "
+                    "or copy one of them; inside one task an input and an output may only "
+                    "overlap as exactly the same view" % (what, lo, hi, s.what, s.lo, s.hi))
         else:
             o = self._live()
             t = ffi.new("px_tensor *")
@@ -640,7 +696,7 @@ class Orchestration:
                 self._copy_task(t, lo, 1, dep)
             else:
                 ffi.memmove(lib.px_tensor_data(t), ffi.from_buffer(arr), arr.nbytes)
-            st = _Stage(arr, t, lo, hi, self._scopes[-1])
+            st = _Stage(arr, t, lo, hi, self._scopes[-1], what=what)
             self._ranges.append(st)
             self._host_counts["staged"] += 1
         return self._keep(x, arr, st, tag)
@@ -702,6 +758,7 @@ class Orchestration:
             return None
         s = _Stage(arr, t, lo, hi, 0, in_place=True)
         self._in_place.append(s)
+        self._w._mem.pinned.append(root if root is not None else arr)
         self._host_counts["in_place"] += 1
         return self._keep(x, arr, s, tag)
 
@@ -884,7 +941,7 @@ class Orchestration:
                 else:
                     st = lib.pxpy_submit_sub(self._sub, kid, n)
                     if st:
-                        raise error_from(st, "submit of %s" % kernel.name)
+                        raise error_from(st, "o.submit")
                     return self._tid[0]
         o = self._live()
         kid = self._kernel_id(kernel)
@@ -903,19 +960,18 @@ class Orchestration:
             return self._submit_domain_arg(o, kid, n, tags, domain, after)
         if after is not None and len(after) > 0:
             check(lib.pxpy_build(self._args, n, tags, self._ts, self._f, self._i), "submit")
-            d = ffi.new("px_task_id[]", [int(x) for x in after])
-            check(lib.px_submit_after(o, kid, self._args, d, len(d), self._tid),
-                  "submit of %s" % kernel.name)
+            d = _after_ids(after, "o.submit")
+            check(lib.px_submit_after(o, kid, self._args, d, len(d), self._tid), "o.submit")
             return self._tid[0]
         st = lib.pxpy_submit(o, kid, self._args, n, tags, self._ts, self._f, self._i, self._tid)
         if st:
-            raise error_from(st, "submit of %s" % kernel.name)
+            raise error_from(st, "o.submit")
         return self._tid[0]
 
     def _submit_domain_arg(self, o, kid, n, tags, domain, after):
         check(lib.pxpy_build(self._args, n, tags, self._ts, self._f, self._i), "submit")
         check(lib.px_args_domain(self._args, domain._live()), "submit with a domain")
-        d = ffi.new("px_task_id[]", [int(x) for x in (after if after is not None else ())])
+        d = _after_ids(after if after is not None else (), "o.submit")
         check(lib.px_submit_after(o, kid, self._args, d, len(d), self._tid), "submit")
         return self._tid[0]
 
@@ -950,7 +1006,12 @@ class Orchestration:
         cols = [_batch_column(tag, x, "%s argument %d" % (what, j))
                 for j, (tag, x) in enumerate(items)]
         n = _batch_count(cols, n, what)
-        ids = np.empty(n, np.uint64)
+        try:
+            ids = np.empty(n, np.uint64)
+        except (MemoryError, ValueError):
+            raise OutOfMemory("%s: n=%d tasks need %.3g GiB for their ids in this process; "
+                              "submit them in several calls of fewer tasks (a million ids "
+                              "take 8 MB)" % (what, n, n * 8 / 2 ** 30)) from None
         if n == 0:
             return ids
         b = ffi.new("px_batch_arg[]", max(len(cols), 1))
@@ -959,7 +1020,7 @@ class Orchestration:
             self._batch_arg(b[j], tag, col, "%s argument %d" % (what, j), keep)
         deps, ndeps = ffi.NULL, 0
         if after is not None and len(after) > 0:
-            deps = ffi.new("px_task_id[]", [int(x) for x in after])
+            deps = _after_ids(after, what)
             ndeps = len(deps)
         done = ffi.new("int64_t *")
         st = lib.px_submit_batch(o, kid, b, len(cols), deps, ndeps, n,
@@ -1064,28 +1125,28 @@ class Orchestration:
         self._domains.append(d)
         return d
 
-    def _coll(self, fn, d, *a):
-        o = self._l3("a collective")
-        check(fn(o, d._live(), *a, self._tid), fn.__name__ if hasattr(fn, "__name__") else "")
+    def _coll(self, what, fn, d, *a):
+        o = self._l3(what)
+        check(fn(o, d._live(), *a, self._tid), what)
         return self._tid[0]
 
     def allreduce(self, d, buffer, count, dtype=np.float32, op="sum"):
-        return self._coll(lib.px_submit_allreduce, d, buffer.encode(), count, px_dtype(dtype),
+        return self._coll("o.allreduce", lib.px_submit_allreduce, d, buffer.encode(), count, px_dtype(dtype),
                           _redop(op))
 
     def allgather(self, d, buffer, count, dtype=np.float32):
-        return self._coll(lib.px_submit_allgather, d, buffer.encode(), count, px_dtype(dtype))
+        return self._coll("o.allgather", lib.px_submit_allgather, d, buffer.encode(), count, px_dtype(dtype))
 
     def reduce_scatter(self, d, buffer, count, dtype=np.float32, op="sum"):
-        return self._coll(lib.px_submit_reduce_scatter, d, buffer.encode(), count,
+        return self._coll("o.reduce_scatter", lib.px_submit_reduce_scatter, d, buffer.encode(), count,
                           px_dtype(dtype), _redop(op))
 
     def broadcast(self, d, buffer, count, dtype=np.float32, root=0):
-        return self._coll(lib.px_submit_broadcast, d, buffer.encode(), count, px_dtype(dtype),
+        return self._coll("o.broadcast", lib.px_submit_broadcast, d, buffer.encode(), count, px_dtype(dtype),
                           int(root))
 
     def alltoall(self, d, buffer, count, dtype=np.float32):
-        return self._coll(lib.px_submit_alltoall, d, buffer.encode(), count, px_dtype(dtype))
+        return self._coll("o.alltoall", lib.px_submit_alltoall, d, buffer.encode(), count, px_dtype(dtype))
 
     def write(self, d, rank, buffer, src, offset=0):
         """Copies host array src into rank's buffer (a task; dependencies inferred)."""
@@ -1192,6 +1253,19 @@ def _batch_column(tag: Optional[int], x: object, what: str) -> _Column:
         return _Column(np.array([x], dtype=np.int64), lib.PX_SCALAR_I64)
     raise InvalidArgument("%s: scalar argument is a %s; pass an int, a float, plexus.U64 or "
                           "a sequence of them, one per task" % (what, type(x).__name__))
+
+
+def _after_ids(after: Sequence[object], what: str) -> object:
+    """after= as a px_task_id[] (task ids o.submit returned), or a clear refusal."""
+    ids = []
+    for j, x in enumerate(after):
+        if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or \
+                not 0 <= int(x) < 1 << 64:
+            raise InvalidArgument("%s: after= item %d is %r; pass task ids as earlier submits "
+                                  "of this run returned them (integers 0 .. 2**64-1)"
+                                  % (what, j, x))
+        ids.append(int(x))
+    return ffi.new("px_task_id[]", ids)
 
 
 def _batch_count(cols: list, n: Optional[int], what: str) -> int:
@@ -1440,6 +1514,7 @@ class Worker:
     def __init__(self, level=2, cores=None, chips=None, profile=None, dfx=None, out=None,
                  host_arrays="auto", **knobs):
         self._w = None
+        self._mem = None
         if host_arrays not in ("auto", "in_place", "copy"):
             raise InvalidArgument("plexus.Worker: host_arrays=%r; use 'auto' (in place where "
                                   "the device reaches host memory, else copied), 'in_place' "
@@ -1455,13 +1530,18 @@ class Worker:
         wp = ffi.new("px_worker **")
         check(lib.px_worker_create(self._cfg, wp), "plexus.Worker")
         self._w = wp[0]
+        self._mem = _Memory(self._w)
+        _LIVE.add(self._mem)
         self._inited = False
         self._running = False
         self._kids = {}
+        self._kid_names = {}  # kernel name -> (its C function, its id)
         self._cids = {}
         self._copy_kid = None
         self._libs = []
         self._lock = threading.Lock()
+        self._run_lock = threading.Lock()  # held by the thread whose run is going
+        self._run_thread = None
         self._owner_pid = os.getpid()
         self._builtin = None
 
@@ -1479,9 +1559,15 @@ class Worker:
             return
         if self._running:
             raise StateError("w.close() inside w.run; close the worker after the run returns")
-        w, self._w = self._w, None
-        if os.getpid() == self._owner_pid:
-            check(lib.px_worker_destroy(w), "closing the worker")
+        self._w = None
+        mem, self._mem = self._mem, None
+        _LIVE.discard(mem)
+        if sys.getrefcount(mem) > 2:  # more than `mem` and getrefcount's argument
+            _log.info("plexus.Worker.close: numpy views of the worker's memory are still held "
+                      "(a kernel's or host task's argument kept, DeviceTensor.numpy()); the "
+                      "worker is destroyed when the last of them is dropped")
+            return
+        check(mem.destroy(), "closing the worker")
 
     def __enter__(self):
         self._live()
@@ -1540,10 +1626,23 @@ class Worker:
             raise StateError("kernel %s is registered after the level-3 worker's chips were "
                              "started (its first run); register it before: w.register(k) or "
                              "w.load_kernels(path, names=[...])" % k.name)
+        fn = k._cfn if isinstance(k, PyKernel) else k._fn
+        same = self._kid_names.get(k.name)
+        if same is not None:
+            # another object for a kernel this worker has (the same library opened by another
+            # worker: plexus.builtin(w1).scale used on w2): the same function is the same kernel
+            if same[0] == fn:
+                self._kids[k] = same[1]
+                return same[1]
+            raise InvalidArgument("kernel name %r is taken on this worker by another function "
+                                  "(registered as kernel id %d); give this kernel another "
+                                  "name (@plexus.kernel(name=...), or rename the C symbol)"
+                                  % (k.name, same[1]))
         idp = ffi.new("px_kernel_id *")
-        check(lib.px_kernel_register(w, k.name.encode(), k._cfn if isinstance(k, PyKernel)
-                                     else k._fn, k._sig, idp), "registering kernel %s" % k.name)
+        check(lib.px_kernel_register(w, k.name.encode(), fn, k._sig, idp),
+              "registering kernel %s" % k.name)
         self._kids[k] = idp[0]
+        self._kid_names[k.name] = (fn, idp[0])
         return idp[0]
 
     def _callable_id(self, c):
@@ -1589,11 +1688,27 @@ class Worker:
     def run(self, fn):
         """Runs fn(o) as the orchestration (on this thread); returns a RunResult. Raises the
         orchestration's own exception, or the plexus.Error of the first failed task (a
-        Python kernel's exception is its __cause__)."""
+        Python kernel's exception is its __cause__). Threads may take turns running one
+        worker; a run started while another thread's run of the same worker is going raises
+        StateError at once (use one worker per thread to run at the same time)."""
         w = self._live()
-        if self._running:
-            raise StateError("w.run inside a run of the same worker; submit from the running "
-                             "orchestration instead")
+        if not self._run_lock.acquire(blocking=False):
+            if self._run_thread == threading.get_ident():
+                raise StateError("w.run inside a run of the same worker; submit from the "
+                                 "running orchestration instead")
+            raise StateError("w.run from thread %d while thread %s runs this worker: a worker "
+                             "runs one run at a time (threads may take turns, not overlap); "
+                             "wait for that run to return (join the thread, or share a "
+                             "threading.Lock), or give each thread its own plexus.Worker"
+                             % (threading.get_ident(), self._run_thread))
+        try:
+            self._run_thread = threading.get_ident()
+            return self._run(w, fn)
+        finally:
+            self._run_thread = None
+            self._run_lock.release()
+
+    def _run(self, w, fn):
         if not self._inited:
             self.init()
         orch = Orchestration(self, None, fn)
@@ -1606,6 +1721,7 @@ class Worker:
             err = error_from(st) if st else None
         finally:
             self._running = False
+            del self._mem.pinned[:]
             for d in orch._domains:
                 d._released = True
         if orch._exc is not None:

@@ -208,8 +208,10 @@ px_status px_rt_kernel_register(px_worker *w, const char *name, px_kernel_fn fn,
                                 sig->params[i].dtype);
     for (int i = 0; i < w->nkernels; i++)
         if (strcmp(w->kernels[i].name, name) == 0)
-            return px_set_error(PX_EINVAL, "kernel \"%s\" is already registered (id %d)", name,
-                                i);
+            return px_set_error(PX_EINVAL, "kernel \"%s\" is already registered on this "
+                                "worker (id %d): register each kernel once and keep its id "
+                                "(px_kernel_lookup finds it by name), or give this one another "
+                                "name", name, i);
     if (w->nkernels == PX_MAX_KERNELS)
         return px_set_error(PX_ENOMEM, "cannot register kernel \"%s\": %d kernels already",
                             name, PX_MAX_KERNELS);
