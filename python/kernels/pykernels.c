@@ -5,10 +5,10 @@
  * submit check the arguments against it.
  *
  * Kernels: scale (z = x * s), add (z = x + y), add_scalar (z = x + s), mul (z = x * y) on
- * f32 (s an int or a float); matmul (C[m,n] = A[m,k] B[k,n], f32, row-major); noop (touches nothing: the tiny task
- * of bench_python); busy (scalar 1, an int or a float: milliseconds to compute for, then writes the number of
- * loop rounds into its i64 output: the GIL test's long C kernel); fail (returns PX_EKERNEL
- * with a message, for the error tests).
+ * f32, s an int or a float; matmul (C[m,n] = A[m,k] B[k,n], f32, row-major); noop (touches
+ * nothing: the tiny task of bench_python); busy (scalar 1, an int or a float: milliseconds to
+ * compute for, then writes the number of loop rounds into its i64 output: the GIL test's long
+ * C kernel); fail (returns PX_EKERNEL with a message, for the error tests).
  */
 #include <plexus/plexus.h>
 

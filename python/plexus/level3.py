@@ -73,22 +73,24 @@ class _Level3:
         return self._tid[0]
 
     def allreduce(self, d, buffer, count, dtype=np.float32, op="sum"):
-        return self._coll("o.allreduce", lib.px_submit_allreduce, d, buffer.encode(), count, px_dtype(dtype),
-                          _redop(op))
-
-    def allgather(self, d, buffer, count, dtype=np.float32):
-        return self._coll("o.allgather", lib.px_submit_allgather, d, buffer.encode(), count, px_dtype(dtype))
-
-    def reduce_scatter(self, d, buffer, count, dtype=np.float32, op="sum"):
-        return self._coll("o.reduce_scatter", lib.px_submit_reduce_scatter, d, buffer.encode(), count,
+        return self._coll("o.allreduce", lib.px_submit_allreduce, d, buffer.encode(), count,
                           px_dtype(dtype), _redop(op))
 
+    def allgather(self, d, buffer, count, dtype=np.float32):
+        return self._coll("o.allgather", lib.px_submit_allgather, d, buffer.encode(), count,
+                          px_dtype(dtype))
+
+    def reduce_scatter(self, d, buffer, count, dtype=np.float32, op="sum"):
+        return self._coll("o.reduce_scatter", lib.px_submit_reduce_scatter, d,
+                          buffer.encode(), count, px_dtype(dtype), _redop(op))
+
     def broadcast(self, d, buffer, count, dtype=np.float32, root=0):
-        return self._coll("o.broadcast", lib.px_submit_broadcast, d, buffer.encode(), count, px_dtype(dtype),
-                          int(root))
+        return self._coll("o.broadcast", lib.px_submit_broadcast, d, buffer.encode(), count,
+                          px_dtype(dtype), int(root))
 
     def alltoall(self, d, buffer, count, dtype=np.float32):
-        return self._coll("o.alltoall", lib.px_submit_alltoall, d, buffer.encode(), count, px_dtype(dtype))
+        return self._coll("o.alltoall", lib.px_submit_alltoall, d, buffer.encode(), count,
+                          px_dtype(dtype))
 
     def write(self, d, rank, buffer, src, offset=0):
         """Copies host array src into rank's buffer (a task; dependencies inferred)."""

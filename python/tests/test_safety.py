@@ -89,6 +89,23 @@ KEEP_SCRIPT = textwrap.dedent("""
     print("sums", sums)
     kept.clear()
     gc.collect()
+
+    # closed while a kept view lives: the worker refuses work, the view still reads its bytes
+    @plexus.kernel
+    def keep1(y):
+        y[:] = 5
+        kept.append(y)
+
+    w = plexus.Worker(cores=1)
+    w.run(lambda o: o.submit(keep1, outputs=[o.alloc(16, np.float64)]))
+    w.close()
+    try:
+        w.run(lambda o: None)
+    except plexus.StateError as e:
+        print("closed:", "closed" in str(e))
+    print("kept after close", kept[0].tolist() == [5.0] * 16)
+    kept.clear()  # the worker is destroyed now
+    gc.collect()
     print("PASS")
 """)
 
@@ -99,23 +116,7 @@ def test_a_kernel_that_keeps_its_views_cannot_crash_the_interpreter():
                        timeout=120, env=dict(os.environ))
     assert r.returncode == 0, "rc %d: %s" % (r.returncode, r.stderr[-2000:])
     assert "sums %s" % ([28.0, 56.0] * 4) in r.stdout and "PASS" in r.stdout, r.stdout
-
-
-def test_a_kept_device_view_keeps_the_worker_until_dropped():
-    kept = []
-
-    @plexus.kernel
-    def keep(y):
-        y[:] = 5
-        kept.append(y)
-
-    w = plexus.Worker(cores=1)
-    w.run(lambda o: o.submit(keep, outputs=[o.alloc(16, np.float64)]))
-    w.close()
-    with pytest.raises(plexus.StateError, match="closed"):
-        w.run(lambda o: None)
-    assert kept[0].tolist() == [5.0] * 16  # mapped still: the view holds the memory
-    kept.clear()  # the worker is destroyed now
+    assert "closed: True" in r.stdout and "kept after close True" in r.stdout, r.stdout
 
 
 # ---- busy's scalar ----
