@@ -32,6 +32,7 @@ def px_dtype(dtype):
 
 
 def np_dtype(code):
+    """The numpy dtype of a px_dtype code."""
     return _NP_OF[code]
 
 
@@ -70,10 +71,12 @@ class Out(_Arg):
 
 
 class InOut(_Arg):
+    """An argument read and written by the task (element-wise in place)."""
     tag = lib.PX_TAG_INOUT
 
 
 class OutputExisting(_Arg):
+    """An argument written into memory that must already exist."""
     tag = lib.PX_TAG_OUTPUT_EXISTING
 
 

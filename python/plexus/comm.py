@@ -37,6 +37,7 @@ class Comm:
         return a if shape is None else a[:int(np.prod(shape))].reshape(shape)
 
     def transport(self, peer):
+        """How this rank moves bytes to rank peer ("direct", "staged", ...), or None."""
         t = lib.px_comm_transport(self._c, int(peer))
         return None if t == ffi.NULL else ffi.string(t).decode()
 
@@ -63,10 +64,12 @@ class Comm:
         check(lib.px_comm_get(self._c, int(peer), off, ffi.from_buffer(d), d.nbytes), "get")
 
     def signal(self, peer, sig, value=1, op="add"):
+        """Adds value to (op="set": sets) signal sig of rank peer."""
         check(lib.px_comm_signal(self._c, int(peer), int(sig), _sigop(op), int(value)),
               "signal")
 
     def put_signal(self, peer, dst, src, sig, value=1, op="add"):
+        """put, then signal sig of peer once the bytes have landed."""
         _, _, off = self._win(dst, "put_signal destination")
         s = _as_array(src, "put_signal source")
         check(lib.px_comm_put_signal(self._c, int(peer), off, ffi.from_buffer(s), s.nbytes,
@@ -82,9 +85,11 @@ class Comm:
               "wait_until")
 
     def signal_read(self, sig):
+        """The value of this rank's signal sig."""
         return lib.px_comm_signal_read(self._c, int(sig))
 
     def barrier(self):
+        """Waits until every rank of the domain has called barrier."""
         check(lib.px_comm_barrier(self._c), "barrier")
 
     def _buf(self, a, what):
@@ -92,6 +97,7 @@ class Comm:
         return a, ptr, px_dtype(a.dtype)
 
     def allreduce(self, a, op="sum"):
+        """Reduces a (a view of the window) over the ranks, in place."""
         a, p, dt = self._buf(a, "allreduce buffer")
         check(lib.px_comm_allreduce(self._c, p, a.size, dt, _redop(op)), "allreduce")
 
@@ -101,19 +107,23 @@ class Comm:
         check(lib.px_comm_allgather(self._c, p, a.size // self.size, dt), "allgather")
 
     def reduce_scatter(self, a, op="sum"):
+        """Reduces a over the ranks; rank r keeps the r-th part."""
         a, p, dt = self._buf(a, "reduce_scatter buffer")
         check(lib.px_comm_reduce_scatter(self._c, p, a.size // self.size, dt, _redop(op)),
               "reduce_scatter")
 
     def broadcast(self, a, root=0):
+        """Copies root's a into every rank's a."""
         a, p, dt = self._buf(a, "broadcast buffer")
         check(lib.px_comm_broadcast(self._c, p, a.size, dt, int(root)), "broadcast")
 
     def alltoall(self, a):
+        """Exchanges equal parts of a between every pair of ranks."""
         a, p, dt = self._buf(a, "alltoall buffer")
         check(lib.px_comm_alltoall(self._c, p, a.size // self.size, dt), "alltoall")
 
     def alltoallv(self, send, send_counts, send_offs, recv, recv_counts, recv_offs):
+        """Sends send[send_offs[r]:+send_counts[r]] to rank r, receives into recv likewise."""
         s, sp, dt = self._buf(send, "alltoallv send")
         r, rp, dt2 = self._buf(recv, "alltoallv recv")
         if dt != dt2:
@@ -130,6 +140,7 @@ class Comm:
 
     @property
     def last_algorithm(self):
+        """The algorithm the last collective of this communicator used."""
         return ffi.string(lib.px_comm_last_algorithm(self._c)).decode()
 
 

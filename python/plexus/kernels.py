@@ -137,6 +137,7 @@ class Callable:
 
 
 def callable(fn=None, *, name=None):  # noqa: A001 - the decorator's name in the API
+    """Decorator: @plexus.callable or @plexus.callable(name=...)."""
     if fn is None:
         return lambda f: Callable(f, name)
     return Callable(fn, name)

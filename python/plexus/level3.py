@@ -73,22 +73,27 @@ class _Level3:
         return self._tid[0]
 
     def allreduce(self, d, buffer, count, dtype=np.float32, op="sum"):
+        """A task reducing buffer (count elements) over the ranks of domain d, in place."""
         return self._coll("o.allreduce", lib.px_submit_allreduce, d, buffer.encode(), count,
                           px_dtype(dtype), _redop(op))
 
     def allgather(self, d, buffer, count, dtype=np.float32):
+        """A task gathering every rank's count elements of buffer into every rank's."""
         return self._coll("o.allgather", lib.px_submit_allgather, d, buffer.encode(), count,
                           px_dtype(dtype))
 
     def reduce_scatter(self, d, buffer, count, dtype=np.float32, op="sum"):
+        """A task reducing buffer over the ranks, rank r keeping the r-th part."""
         return self._coll("o.reduce_scatter", lib.px_submit_reduce_scatter, d,
                           buffer.encode(), count, px_dtype(dtype), _redop(op))
 
     def broadcast(self, d, buffer, count, dtype=np.float32, root=0):
+        """A task copying root's buffer into every rank's."""
         return self._coll("o.broadcast", lib.px_submit_broadcast, d, buffer.encode(), count,
                           px_dtype(dtype), int(root))
 
     def alltoall(self, d, buffer, count, dtype=np.float32):
+        """A task exchanging equal parts of buffer between every pair of ranks."""
         return self._coll("o.alltoall", lib.px_submit_alltoall, d, buffer.encode(), count,
                           px_dtype(dtype))
 

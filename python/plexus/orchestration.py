@@ -78,12 +78,14 @@ class Orchestration(_Staging, _Level3):
 
     @property
     def level(self):
+        """The level of the worker this orchestration runs on (2 inside a chip)."""
         if self._chip:
             return 2
         return self._w.level
 
     @property
     def chips(self):
+        """The number of chips of the worker."""
         return lib.px_worker_chips(lib.px_orch_worker(self._live()))
 
     # -- tensors --

@@ -131,6 +131,7 @@ class Worker:
         return self._w
 
     def close(self):
+        """Destroys the worker (at once, or when the last numpy view of its memory goes)."""
         if self._w is None:
             return
         if self._running:
@@ -162,14 +163,17 @@ class Worker:
 
     @property
     def cores(self):
+        """Core threads of the worker's own engine (a level-3 worker's host side)."""
         return lib.px_worker_cores(self._live())
 
     @property
     def chips(self):
+        """The number of chips (1 at level 2)."""
         return lib.px_worker_chips(self._live())
 
     @property
     def chip_cores(self):
+        """Core threads of each chip (px_worker_cores at level 2)."""
         return lib.px_worker_chip_cores(self._live())
 
     # -- kernels and callables --
@@ -322,6 +326,7 @@ class Worker:
         return {name: getattr(s, name) for name, _ in ffi.typeof("px_run_stats").fields}
 
     def config_text(self):
+        """The knob table of this worker's configuration, as text."""
         t = lib.pxpy_config_text(self._cfg)
         try:
             return ffi.string(t).decode() if t != ffi.NULL else ""
