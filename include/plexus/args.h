@@ -10,6 +10,15 @@
  *   OUTPUT_EXISTING  written into memory that must already exist (addr required)
  *   NO_DEP           passed to the kernel, ignored by the tensor map
  * Kernel signatures list the tag (and optionally dtype) of every parameter.
+ *
+ * Inside one task, an input (IN, INOUT) and an output (OUT, INOUT, OUTPUT_EXISTING) may share
+ * bytes only by being exactly the same bytes (the same view, or dense views of the same
+ * range): the element-wise in-place update. A partial overlap (reading x[0:40] while writing
+ * x[8:48]) makes the result depend on the kernel's loop order, so every submit (px_submit,
+ * px_submit_after, px_submit_batch, and at level 3 px_submit_next_level, px_submit_host and
+ * each chip's args of px_submit_group) refuses it with PX_EINVAL naming both arguments.
+ * Strided views whose elements never meet (even and odd elements) are fine; NO_DEP tensors
+ * and px_run's own args (copied in and out as merged ranges) are not checked.
  */
 #ifndef PLEXUS_ARGS_H
 #define PLEXUS_ARGS_H

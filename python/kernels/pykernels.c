@@ -5,10 +5,10 @@
  * submit check the arguments against it.
  *
  * Kernels: scale (z = x * s), add (z = x + y), add_scalar (z = x + s), mul (z = x * y) on
- * f32; matmul (C[m,n] = A[m,k] B[k,n], f32, row-major); noop (touches nothing: the tiny task
- * of bench_python); busy (scalar 0: milliseconds to compute for, then writes the number of
- * loop rounds into its i64 output: the GIL test's long C kernel); fail (returns PX_EKERNEL
- * with a message, for the error tests).
+ * f32, s an int or a float; matmul (C[m,n] = A[m,k] B[k,n], f32, row-major); noop (touches
+ * nothing: the tiny task of bench_python); busy (scalar 1, an int or a float: milliseconds to
+ * compute for, then writes the number of loop rounds into its i64 output: the GIL test's long
+ * C kernel); fail (returns PX_EKERNEL with a message, for the error tests).
  */
 #include <plexus/plexus.h>
 
@@ -37,6 +37,20 @@ PYK_API const px_signature matmul_sig = {
     .params = {{PX_TAG_IN, PX_F32}, {PX_TAG_IN, PX_F32}, {PX_TAG_OUT, PX_F32}},
 };
 
+/* Scalar argument i as a number, whatever its kind: Python passes an int as i64 and a float
+ * as f64, and a signature's PX_DTYPE_ANY scalar accepts either (busy(1000) used to read the
+ * i64 1000's bits as a double, about 5e-321 ms, and return at once). */
+static double pyk_number(const px_task_args *a, int i)
+{
+    if (i < 0 || i >= a->n || a->a[i].tag != PX_TAG_SCALAR)
+        return 0.0;
+    switch (a->a[i].scalar_kind) {
+    case PX_SCALAR_I64: return (double)px_arg_i64(a, i);
+    case PX_SCALAR_U64: return (double)px_arg_u64(a, i);
+    default: return px_arg_f64(a, i);
+    }
+}
+
 /* Checks that tensors i and j have the same number of elements. */
 static px_status pyk_same(const px_task_args *a, int i, int j, const char *k)
 {
@@ -51,7 +65,7 @@ PYK_API px_status scale(px_core_ctx *ctx, const px_task_args *a)
 {
     const float *x = px_arg_data(a, 0);
     float *z = px_arg_data(a, 1);
-    float s = (float)px_arg_f64(a, 2);
+    float s = (float)pyk_number(a, 2);
     int64_t n = px_arg_numel(a, 1);
     px_status st = pyk_same(a, 0, 1, "scale");
 
@@ -64,7 +78,7 @@ PYK_API px_status add_scalar(px_core_ctx *ctx, const px_task_args *a)
 {
     const float *x = px_arg_data(a, 0);
     float *z = px_arg_data(a, 1);
-    double s = px_arg_f64(a, 2);
+    double s = pyk_number(a, 2);
     int64_t n = px_arg_numel(a, 1);
     px_status st = pyk_same(a, 0, 1, "add_scalar");
 
@@ -143,7 +157,7 @@ PYK_API const px_signature busy_sig = {
 PYK_API px_status busy(px_core_ctx *ctx, const px_task_args *a)
 {
     int64_t *out = px_arg_data(a, 0);
-    double ms = px_arg_f64(a, 1);
+    double ms = pyk_number(a, 1);
     struct timespec t0, t;
     int64_t rounds = 0;
     double el;

@@ -11,10 +11,12 @@ docs/user-guide.md ("Python") walks through it; docs/architecture.md says how it
 from ._plexus_cffi import ffi, lib
 from .errors import (Error, InvalidArgument, OutOfMemory, NotSupported, Timeout, PeerDead,
                      IOFailure, StateError, Aborted, KernelError, NotFound, Revoked)
-from ._core import (Worker, Orchestration, RunResult, DeviceTensor, CKernel, KernelLibrary,
-                    PyKernel, Callable, Comm, In, Out, InOut, OutputExisting, NoDep, U64, Pick,
-                    kernel, callable, builtin, caps, doctor, chip_index, config, px_dtype,
-                    np_dtype)
+from .args import In, Out, InOut, OutputExisting, NoDep, U64, Pick, px_dtype, np_dtype
+from .tensors import DeviceTensor
+from .kernels import CKernel, KernelLibrary, PyKernel, Callable, kernel, callable
+from .comm import Comm
+from .orchestration import Orchestration
+from .worker import Worker, RunResult, builtin, caps, doctor, chip_index, config
 from .domain import Domain
 
 __version__ = "%d.%d.%d" % (lib.PX_VERSION_MAJOR, lib.PX_VERSION_MINOR, lib.PX_VERSION_PATCH)

@@ -1,7 +1,7 @@
 """plexus.domain - communication domains as a level-3 orchestration sees them."""
 from ._plexus_cffi import ffi, lib
 from .errors import InvalidArgument, StateError, check
-from ._core import new_struct
+from .args import new_struct
 
 
 class Domain:

@@ -109,7 +109,7 @@ def error_from(status, context=None):
     if not msg:
         msg = "%s (%s)" % (ffi.string(lib.px_status_str(status)).decode(),
                            ffi.string(lib.px_status_name(status)).decode())
-    if context:
+    if context and not msg.startswith(context):  # a message that names the call already
         msg = "%s: %s" % (context, msg)
     return _BY_STATUS.get(status, Error)(msg, status)
 

@@ -33,7 +33,7 @@ import sys
 
 import numpy as np
 
-from . import _core
+from .worker import Worker, builtin
 from .errors import InvalidArgument
 
 # (rtol, atol) per dtype kind/size; integers compare exactly
@@ -116,8 +116,8 @@ class SceneTest:
             kw["comm_transport"] = opts.transport
         if self.level == 3:
             kw["chips"] = opts.chips
-        with _core.Worker(level=self.level, cores=self.cores, **kw) as w:
-            k = _core.builtin(w)
+        with Worker(level=self.level, cores=self.cores, **kw) as w:
+            k = builtin(w)
             self.register(w)
             r = w.run(lambda o: self.callable(o, k, args, case))
         for name, want in golden.items():

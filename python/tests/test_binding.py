@@ -120,7 +120,7 @@ def test_versioned_structs_get_their_size_and_version():
     # take) is followed without a change to the package: new_struct fills them as the macro
     # would, from sizeof and the PX_<TYPE>_VERSION constant
     import cffi
-    from plexus._core import new_struct
+    from plexus.args import new_struct
     f2 = cffi.FFI()
     f2.cdef("typedef struct px_thing { unsigned size; int version; double x; } px_thing;")
 

@@ -231,8 +231,9 @@ px_status hier_callable_register(px_worker *w, const char *name, px_orch_fn fn, 
                             PX_KERNEL_NAME_MAX - 1);
     for (int i = 0; i < h->ncallables; i++)
         if (strcmp(h->callables[i].name, name) == 0)
-            return px_set_error(PX_EINVAL, "callable \"%s\" is already registered (id %d)",
-                                name, i);
+            return px_set_error(PX_EINVAL, "callable \"%s\" is already registered on this "
+                                "worker (id %d): register each callable once and keep its id, "
+                                "or give this one another name", name, i);
     if (h->ncallables == PX_HIER_MAX_CALLABLES)
         return px_set_error(PX_ENOMEM, "cannot register callable \"%s\": %d callables already",
                             name, PX_HIER_MAX_CALLABLES);

@@ -992,6 +992,9 @@ px_status px_orch_begin(px_worker *w)
                 "runtime-allocated outputs",
         .base = (uintptr_t)w->dev_base, .size = w->cfg.device_mem,
         .also = px_rt_device_range_has, .also_arg = w, .cache = &o->arg_cache,
+        /* level 3: this orchestration's tasks are the engine's executors, whose members'
+         * args were checked one by one (px_l3_check_args); a group's union may overlap */
+        .alias_ok = w->level == 3,
     };
     args_cache_clear(&o->arg_cache);
     o->nscopes = 0;

@@ -208,8 +208,10 @@ px_status px_rt_kernel_register(px_worker *w, const char *name, px_kernel_fn fn,
                                 sig->params[i].dtype);
     for (int i = 0; i < w->nkernels; i++)
         if (strcmp(w->kernels[i].name, name) == 0)
-            return px_set_error(PX_EINVAL, "kernel \"%s\" is already registered (id %d)", name,
-                                i);
+            return px_set_error(PX_EINVAL, "kernel \"%s\" is already registered on this "
+                                "worker (id %d): register each kernel once and keep its id "
+                                "(px_kernel_lookup finds it by name), or give this one another "
+                                "name", name, i);
     if (w->nkernels == PX_MAX_KERNELS)
         return px_set_error(PX_ENOMEM, "cannot register kernel \"%s\": %d kernels already",
                             name, PX_MAX_KERNELS);
@@ -280,6 +282,7 @@ static int px_run_spans(const px_task_args *a, px_span *spans)
     static const args_rules rules = {
         .what = "px_run", .chip = -1,
         .hint = "px_run args are host tensors with addresses",
+        .alias_ok = 1, /* copied in and out as merged ranges: overlaps are fine */
     };
     args_span s[PX_MAX_ARGS];
     int n = 0;

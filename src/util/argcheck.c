@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 
+#include "runtime/tensormap.h" /* px_tm_view: the one exact overlap test of two views */
 #include "span.h"
 
 /* Writes the call's name as r gives it ("kernel \"vadd\"", "px_submit_group (chip 3)"). */
@@ -145,9 +146,82 @@ static void args_cache_keep(const args_rules *r, const px_arg *arg, args_span *s
     k->aux_tag = 0;
 }
 
+/* 1 when tensor arguments x and y, with bytes sx and sy that intersect, are exactly the same
+ * bytes: the same view, or two views without gaps over the same range (a reshape). Fills vx
+ * and vy with their views either way. */
+static int args_same_bytes(const px_arg *x, const args_span *sx, const px_arg *y,
+                           const args_span *sy, px_tm_view *vx, px_tm_view *vy)
+{
+    px_tm_view_span(vx, &x->v.t, sx->lo, sx->hi, sx->esize);
+    px_tm_view_span(vy, &y->v.t, sy->lo, sy->hi, sy->esize);
+    if (sx->lo != sy->lo || sx->hi != sy->hi)
+        return 0;
+    if (vx->dense && vy->dense)
+        return 1;
+    if (vx->esize != vy->esize || vx->ndim != vy->ndim)
+        return 0;
+    for (int d = 0; d < vx->ndim; d++)
+        if (vx->shape[d] != vy->shape[d] || (vx->shape[d] != 1 && vx->bstride[d] != vy->bstride[d]))
+            return 0;
+    return 1;
+}
+
+/*
+ * Input i and output j (i != j) of a task have intersecting byte ranges: refuses them unless
+ * they are the same bytes, or strided views whose elements never meet (even and odd
+ * elements). Cold: only a task whose arguments intersect comes here.
+ */
+__attribute__((noinline, cold)) static px_status args_alias(const px_task_args *a, int i,
+                                                             const args_span *si, int j,
+                                                             const args_span *sj,
+                                                             const args_rules *r)
+{
+    const px_arg *x = &a->a[i], *y = &a->a[j];
+    px_tm_view vx, vy;
+    char p[96];
+
+    if (args_same_bytes(x, si, y, sj, &vx, &vy))
+        return PX_OK;
+    if (!px_tm_views_may_overlap(&vx, &vy))
+        return PX_OK;
+    return px_set_error(PX_EINVAL, "%s: input argument %d (%s, bytes [%p, %p)) and output "
+                        "argument %d (%s, bytes [%p, %p)) overlap without being the same bytes: "
+                        "the kernel could read elements it has already overwritten, so the "
+                        "result would depend on its loop order. Pass exactly the same view as "
+                        "input and output for an element-wise in-place update, or write into "
+                        "a separate tensor (a copy) and copy the result over afterwards",
+                        args_prefix(r, p, sizeof(p)), i, px_tag_name(x->tag), (void *)si->lo,
+                        (void *)si->hi, j, px_tag_name(y->tag), (void *)sj->lo, (void *)sj->hi);
+}
+
+/* Checks every pair of an input and an output among the n tensor arguments idx[] (spans s[],
+ * rd/wr: whether each reads, writes) for a partial overlap (args_alias). */
+static px_status args_check_alias(const px_task_args *a, const args_rules *r, const int8_t *idx,
+                                  const args_span *s, const uint8_t *rd, const uint8_t *wr,
+                                  int n)
+{
+    for (int u = 0; u < n; u++) {
+        if (!rd[u])
+            continue;
+        for (int v = 0; v < n; v++) {
+            px_status st;
+
+            if (v == u || !wr[v] || s[u].hi <= s[v].lo || s[v].hi <= s[u].lo)
+                continue;
+            if ((st = args_alias(a, idx[u], &s[u], idx[v], &s[v], r)) != PX_OK)
+                return st;
+        }
+    }
+    return PX_OK;
+}
+
 px_status args_check(const px_task_args *a, const args_rules *r, args_span *spans,
                      int *unplaced)
 {
+    args_span ts[PX_MAX_ARGS];
+    int8_t ti[PX_MAX_ARGS];
+    uint8_t rd[PX_MAX_ARGS], wr[PX_MAX_ARGS];
+    int nt = 0, nr = 0, nw = 0;
     px_status st = args_check_count(a, r);
     const px_signature *sig = r->sig;
     args_cache_slot *hit;
@@ -183,8 +257,19 @@ px_status args_check(const px_task_args *a, const args_rules *r, args_span *span
         if (spans != NULL)
             spans[i] = s;
         nun += arg->v.t.addr == NULL; /* only unplaced OUTs pass without an address */
+        if (s.lo != s.hi && arg->tag != PX_TAG_NO_DEP && !arg->dep_only) {
+            ts[nt] = s;
+            ti[nt] = (int8_t)i;
+            rd[nt] = (uint8_t)(arg->tag == PX_TAG_IN || arg->tag == PX_TAG_INOUT);
+            wr[nt] = (uint8_t)args_tag_writes(arg->tag);
+            nr += rd[nt];
+            nw += wr[nt];
+            nt++;
+        }
     }
     if (unplaced != NULL)
         *unplaced = nun;
+    if (nr > 0 && nw > 0 && nt > 1 && !r->alias_ok)
+        return args_check_alias(a, r, ti, ts, rd, wr, nt);
     return PX_OK;
 }

@@ -59,6 +59,10 @@ typedef struct args_rules {
     /* or NULL: the kernel's signature, which the count and every tag and dtype must fit
      * (checked in the same pass as the tensors; name is the kernel's) */
     const px_signature *sig;
+    /* 1: inputs and outputs may overlap partially (px_run's args, which are copied as merged
+     * ranges, and the level-3 engine's own tasks, whose members were checked one by one);
+     * 0: such an overlap is refused (see args_check) */
+    int alias_ok;
 } args_rules;
 
 typedef struct args_cache_slot args_cache_slot;
@@ -169,7 +173,12 @@ static inline px_status args_check_count(const px_task_args *a, const args_rules
  * spans is not NULL (scalars' entries are left alone), and *unplaced (when not NULL) with
  * the number of OUT tensors without an address. With a cache, spans[i].slot names the slot
  * that held tensor i when the check kept or found it there (still so while the slot's ver is
- * spans[i].ver), else it is NULL. Returns PX_OK or PX_EINVAL with one
+ * spans[i].ver), else it is NULL. Unless r->alias_ok, an input (IN, INOUT) and an output
+ * (OUT, INOUT, OUTPUT_EXISTING) of the task that share a byte without being the same bytes
+ * (the same view, or two dense views of the same range) are refused: the kernel could read
+ * an element it has already overwritten, so its result would depend on its loop order
+ * (exactly the same bytes stay allowed: the element-wise in-place update INOUT describes).
+ * NO_DEP and dependency-only tensors take no part. Returns PX_OK or PX_EINVAL with one
  * message: call, argument, tag, what is wrong, the values, what to do.
  */
 px_status args_check(const px_task_args *a, const args_rules *r, args_span *spans,
