@@ -1126,10 +1126,14 @@ static void test_kernel_shrink_death_before_proposal(void **state)
     tk_death_during(NULL, 3 + 1, 1, -1); /* how many attempts failed depends on timing */
 }
 
+/* 0 or 1 failed attempts: the parent's death watch hears chip 3's end at once, so the
+ * survivors may exclude it in their first proposal already; when they proposed before, that
+ * attempt fails. Either way every survivor ends the same (tk_check). */
 static void test_kernel_shrink_death_after_proposal(void **state)
 {
     (void)state;
-    tk_death_during("3:1", 0, 1, 1);
+    tk_death_during("3:1", 0, 1, -1);
+    assert_true(g_k.meta[0][TK_FAILED] <= 1);
 }
 
 static void test_kernel_shrink_death_after_ready(void **state)
