@@ -878,7 +878,7 @@ static void bc_shrink_case(bench_mode mode)
         bench_line(BC_NAME, "case=recreate ranks=%d system=plexus us=%.1f detect_us=%.1f",
                    ns[i], med[1][1], med[1][0]);
         bench_line(BC_NAME, "case=shrink ranks=%d shrink_over_recreate=%.2f target=0.5 "
-                   "detect_s=%.3f target_s=1", ns[i], med[0][1] / med[1][1],
+                   "detect_s=%.3f target_s=0.01", ns[i], med[0][1] / med[1][1],
                    med[0][0] / 1e6);
         bench_line(BC_NAME, "case=kshrink ranks=%d system=plexus us=%.1f "
                    "kshrink_over_recreate=%.2f", ns[i], med[2][1], med[2][1] / med[1][1]);
