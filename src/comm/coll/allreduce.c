@@ -181,8 +181,8 @@ static px_status coll_proxied(px_comm *c, size_t off, size_t bytes, px_dtype dt,
     px_status st;
 
     c->last_algo = "proxy";
-    st = comm_stg_coll(c, peer, off, bytes, COMM_STG_COLL_CODE(c->coll_sig, dt, op) | flags,
-                       &a);
+    st = c->tl[peer]->pair_coll(c, peer, off, bytes,
+                                COMM_STG_COLL_CODE(c->coll_sig, dt, op) | flags, &a);
     if (st != PX_OK || a.status == PX_OK)
         return st;
     if (a.status == PX_EINVAL)
@@ -192,11 +192,11 @@ static px_status coll_proxied(px_comm *c, size_t off, size_t bytes, px_dtype dt,
                         c->name, c->rank, px_status_name((px_status)a.status));
 }
 
-/* 1 when the proxies carry c's reductions (coll_proxied): two ranks, their pair on mpi (the
- * pair table's, so both ranks agree). */
+/* 1 when the transport carries c's reductions (coll_proxied): two ranks, their pair on a
+ * transport with pair_coll (mpi; the pair table's, so both ranks agree). */
 static int coll_pair_proxied(const px_comm *c)
 {
-    return c->n == 2 && c->tl[1 - c->rank]->id == PX_COMM_TL_MPI;
+    return c->n == 2 && c->tl[1 - c->rank]->pair_coll != NULL;
 }
 
 static px_status allreduce_impl(px_comm *c, void *buf, size_t count, px_dtype dt, px_redop op)
