@@ -7,12 +7,13 @@
  * memory). What a parent that gave up leaves (an allgather's buffers, an estimate) is freed
  * by the thread when it is done with it.
  */
+#include "comm/proxy/proxy_int.h"
+
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/proxy/proxy_int.h"
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/wait.h"
@@ -366,7 +367,6 @@ px_status comm_proxy_remove(comm_proxy *p, uint32_t id, double timeout_s)
     }
     return st;
 }
-
 
 /* The parent is about to unmap the deaths board: the thread stops reading it (it reads it
  * only in proxy_deaths_tell, later in this same sweep). */

@@ -4,12 +4,13 @@
  * host that waits too long names the hosts it has not heard from; and the clock ping, which
  * any proxy answers at once with its clock (comm_proxy_clock: one ping in flight at a time).
  */
+#include "comm/proxy/proxy_int.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/proxy/proxy_int.h"
 #include "util/clock.h"
 #include "util/log.h"
 

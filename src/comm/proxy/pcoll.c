@@ -20,10 +20,11 @@
  * buffer then. The copies are kept between calls (no page faults after the first). A
  * reduce_scatter (COMM_STG_COLL_RS) is the halves and the fold: each rank's half is its block.
  */
+#include "comm/proxy/proxy_int.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/proxy/proxy_int.h"
 #include "util/log.h"
 
 enum { PCOLL_HALF = 1, PCOLL_RESULT };

@@ -22,6 +22,8 @@
  * PROXY_POLL_NS; with one host and nothing in flight nothing can arrive unrung, and it sleeps
  * in long slices.
  */
+#include "comm/proxy/proxy_int.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -31,7 +33,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "comm/proxy/proxy_int.h"
 #include "mpi/mpi_load.h"
 #include "runtime/runtime.h"
 #include "util/clock.h"

@@ -222,43 +222,56 @@ struct comm_proxy {
     uint64_t forwarded, served;
 };
 
-/* proxy.c */
+/*
+ * The rooms' entry points. Unless said otherwise a function of the sweep returns the work it
+ * did (0: nothing), and a message handler (proxy_on_*, pcoll_on_*, proxy_serve, proxy_answer:
+ * the host h it came from, the message, its n bytes, as wire.c's table took them) returns the
+ * further work it did beyond taking the message.
+ */
+
+/* proxy.c: an MPI call failed (e its code): serving stops, said once */
 void proxy_mpi_fail(comm_proxy *p, int e, const char *what);
 
-/* commands.c: the thread's side */
-int proxy_command(comm_proxy *p);
-void proxy_cmd_finish(comm_proxy *p, uint32_t seq);
-int proxy_gather_poll(comm_proxy *p);
-int proxy_close_poll(comm_proxy *p);
-int proxy_unwatch_poll(comm_proxy *p);
+/* commands.c: the thread's side of the parent's commands */
+int proxy_command(comm_proxy *p);               /* takes a posted command */
+void proxy_cmd_finish(comm_proxy *p, uint32_t seq); /* command seq done: wakes the parent */
+int proxy_gather_poll(comm_proxy *p);           /* the allgather in flight */
+int proxy_close_poll(comm_proxy *p);            /* the domain being removed */
+int proxy_unwatch_poll(comm_proxy *p);          /* the deaths board's unwatch */
 
 /* wire.c */
-int proxy_reap(comm_proxy *p);
+int proxy_reap(comm_proxy *p); /* frees the sends MPI finished */
+/* Sends n bytes at bytes to host dst (owned: freed when sent; NULL for bytes that outlive the
+ * send); 0 on failure (said). */
 int proxy_send(comm_proxy *p, const void *bytes, void *owned, size_t n, int dst, int tag);
-void proxy_send_others(comm_proxy *p, const void *msg, size_t n, int tag);
-void proxy_drain(comm_proxy *p, int src, size_t n);
-int proxy_receive(comm_proxy *p);
+void proxy_send_others(comm_proxy *p, const void *msg, size_t n, int tag); /* a copy each */
+void proxy_drain(comm_proxy *p, int src, size_t n); /* receives host src's next n bytes into
+                                                     * nothing */
+int proxy_receive(comm_proxy *p); /* every host's messages; returns how many */
+/* 1 when m's magic is a proxy's (else dropped, said) */
+int proxy_msg_ok(comm_proxy *p, int src, const comm_proxy_msg *m);
 
 /* rma.c */
-pdom *pdom_copy(const comm_proxy_dom *s);
+pdom *pdom_copy(const comm_proxy_dom *s); /* NULL when out of memory */
 void pdom_free(pdom *d);
-pdom *proxy_dom(comm_proxy *p, uint32_t id);
-int pring_sends_done(comm_proxy *p, pring *g, uint32_t i);
-void pring_advance(pring *g);
-int pring_forward(comm_proxy *p, pdom *d, pring *g);
-int proxy_answer(comm_proxy *p, int src, const void *msg, size_t n);
-int proxy_serve(comm_proxy *p, int src, const void *msg, size_t n);
+pdom *proxy_dom(comm_proxy *p, uint32_t id); /* the domain served, or NULL */
+int pring_sends_done(comm_proxy *p, pring *g, uint32_t i); /* 1: slot i's sends finished */
+void pring_advance(pring *g); /* stores done over the answered prefix, wakes the requester */
+int pring_forward(comm_proxy *p, pdom *d, pring *g); /* ring g's new requests */
+int proxy_answer(comm_proxy *p, int h, const void *msg, size_t n);
+int proxy_serve(comm_proxy *p, int h, const void *msg, size_t n);
+/* A served request's end (ok: carried out; op, a: it and its window head): its signal
+ * applied, then the answer (a get's bytes after it). */
 void proxy_serve_end(comm_proxy *p, int src, const comm_proxy_msg *m, pdom *d, int ok,
                      const comm_stg_op *op, px_comm_area *a);
-/* 1 when the header m of n bytes from host src is a proxy's (else dropped, said) */
-int proxy_msg_ok(comm_proxy *p, int src, const comm_proxy_msg *m);
 
 /* pcoll.c */
 void pcoll_free(struct pcoll *c);
-int pcoll_idle(comm_proxy *p, struct pcoll *c);
+int pcoll_idle(comm_proxy *p, struct pcoll *c); /* 1: no send from a window in flight */
+/* Takes request i of ring g, a COMM_STG_COLL (its line q): 1 taken, 0 not yet. */
 int pcoll_take(comm_proxy *p, pdom *d, pring *g, uint32_t i, const comm_stg_req *q);
-int pcoll_step(comm_proxy *p, pdom *d, pring *g);
-void pcoll_got(comm_proxy *p, const psrc *q);
+int pcoll_step(comm_proxy *p, pdom *d, pring *g); /* 1: ring g's call moved on */
+void pcoll_got(comm_proxy *p, const psrc *q); /* the bytes after q's header are in */
 int pcoll_on_header(comm_proxy *p, int h, const void *msg, size_t n);
 int pcoll_on_inline(comm_proxy *p, int h, const void *msg, size_t n);
 
@@ -269,6 +282,6 @@ void proxy_arrive_tell(comm_proxy *p);
 int proxy_on_arrive(comm_proxy *p, int h, const void *msg, size_t n);
 int proxy_on_clock(comm_proxy *p, int h, const void *msg, size_t n);
 int proxy_on_clock_rep(comm_proxy *p, int h, const void *msg, size_t n);
-int proxy_clock_poll(comm_proxy *p);
+int proxy_clock_poll(comm_proxy *p); /* the clock estimate in flight */
 
 #endif

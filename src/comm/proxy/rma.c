@@ -13,11 +13,12 @@
  * Answers: each completes its request in the ring (a get's bytes into the request's chunk),
  * and `done` advances over every request answered in order, waking a requester asleep on it.
  */
+#include "comm/proxy/proxy_int.h"
+
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/proxy/proxy_int.h"
 #include "util/log.h"
 #include "util/wait.h"
 

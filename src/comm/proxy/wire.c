@@ -3,10 +3,11 @@
  * side: each host's stream taken in order (the bytes after a header before that host's next
  * message), every message dispatched by proxy_handlers, one row per tag and size.
  */
+#include "comm/proxy/proxy_int.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/proxy/proxy_int.h"
 #include "util/log.h"
 
 #define PROXY_RECV_BURST 64 /* messages taken per sweep at most */

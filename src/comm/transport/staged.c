@@ -365,4 +365,5 @@ const px_comm_tl px_comm_tl_staged = {
     .signal = comm_ring_signal,
     .put_signal = comm_ring_put_signal,
     .peer_ptr = NULL,
+    .pair_coll = NULL,
 };
