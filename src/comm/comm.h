@@ -27,8 +27,9 @@
 #include <plexus/comm.h>
 
 #include "util/tl_list.h"
-#include "comm/transport/transport.h"
 #include "hier/ext.h" /* hier_deaths: where deaths of chips are announced */
+
+#include "comm/transport/transport.h" /* the transport contract */
 
 #define PX_COMM_NAME_MAX 32
 #define PX_COMM_MAX_BUFFERS 16

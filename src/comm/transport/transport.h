@@ -29,8 +29,6 @@
 #include <plexus/caps.h>
 #include <plexus/comm.h>
 
-#include "comm/tl_list.h"
-
 struct comm_bell;    /* comm.h: a rank's doorbell */
 struct comm_stg_ans; /* staged.h: a pair collective's outcome in its ring */
 
@@ -100,7 +98,7 @@ typedef struct comm_link {
  *   per_rank     prepare's memory is one per rank, shared by all its peers on the transport
  *                (mpi: the rank's one ring to the proxy), not one per pair: the set-up makes
  *                it once per member (comm_ring_tag), the member formats it, and the link of
- *                every such peer carries it
+ *                every such peer carries it; a request on it names its target rank
  * Selection and set-up:
  *   accept       whether the transport may carry a pair under the facts, and why (the words
  *                of logs, errors, doctor and dfx.json); it decides nothing else (select.c
@@ -124,8 +122,9 @@ typedef struct comm_link {
  * Data, on peer q's window: slots are numbered as comm_slot says. signal() makes its slot
  * change visible after every byte of the caller's earlier puts to q, then wakes q if it
  * sleeps. An operation a transport cannot do returns PX_ENOTSUP; peer_ptr returns NULL when
- * it maps nothing. Every wait inside an op is the comm wait (deadline c->timeout_s, deaths
- * of members checked) and ends with PX_OK, PX_ETIMEDOUT or PX_EPEERDEAD, message set.
+ * it maps nothing. Every wait inside an op is comm_wait (comm.h: deadline c->timeout_s,
+ * deaths of members checked); an op that gives up returns its status with the message set
+ * (PX_ETIMEDOUT saying what it waited for and who is to blame, PX_EPEERDEAD).
  * Optional:
  *   pair_coll    a domain of two ranks: its allreduce / reduce_scatter as one operation the
  *                transport carries out (mpi: the two proxies). off, n: the bytes in this
