@@ -165,8 +165,8 @@ static px_status coll_allreduce_rs_ag(px_comm *c, char *buf, size_t off, size_t 
 
 
 /*
- * Two ranks whose pair is mpi: the proxies carry the whole allreduce (proxy.c, "the pair
- * allreduce"; a reduce_scatter is its first half, flags COMM_STG_COLL_RS): this rank posts
+ * Two ranks whose pair is mpi: the proxies carry the whole allreduce (the row's pair_coll,
+ * comm/proxy/pcoll.c; a reduce_scatter is its first half, flags COMM_STG_COLL_RS): this rank posts
  * one request and waits; its proxy and the peer's exchange a
  * hello, then the halves (or, small, the whole buffers), fold them in rank order (rank 0's
  * element first) and swap the results, straight from and into the windows. One request here

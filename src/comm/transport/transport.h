@@ -4,7 +4,7 @@
  *
  * A transport moves bytes and signals between the windows of a pair of ranks of a domain. It
  * is one file under src/comm/transport/ defining a px_comm_tl (below) and one row in
- * comm/tl_list.h; select.c takes the first row whose accept() takes the pair. Two kinds:
+ * util/tl_list.h; select.c takes the first row whose accept() takes the pair. Two kinds:
  *
  *   on-host    both ranks' processes are on this host: the transport maps the peer's window
  *              (direct: maps_window, in_place, peer_ptr) or shares memory with it that the
@@ -16,8 +16,8 @@
  *              is a tag and a handler in the proxy's table, comm/proxy/wire.c).
  *
  * Nothing outside a transport's file tests its id: the core, the set-up and the collectives
- * read the properties and the optional ops. The ids appear only in tl_list.h, select.c, the
- * set-up's forcing and self-pair rules and each transport's own row.
+ * read the properties and the optional ops. The ids appear only in util/tl_list.h, select.c,
+ * the set-up's forcing and self-pair rules and each transport's own row.
  */
 #ifndef PX_COMM_TRANSPORT_TRANSPORT_H
 #define PX_COMM_TRANSPORT_TRANSPORT_H
@@ -84,7 +84,7 @@ typedef struct comm_link {
 
 /*
  * The contract every comm transport fills (one file each under transport/, one row in
- * tl_list.h). The core (comm.c, the domain layer) and the collectives call only these, and
+ * util/tl_list.h). The core (comm.c, the domain layer) and the collectives call only these, and
  * decide from the properties and the optional ops, never from a transport's id.
  *
  * Properties:
@@ -135,7 +135,7 @@ typedef struct comm_link {
  */
 typedef struct px_comm_tl {
     const char *name;
-    int id;                               /* its PX_COMM_TL_* of tl_list.h */
+    int id;                               /* its PX_COMM_TL_* of util/tl_list.h */
     int in_place;
     int maps_window;
     int proxied;
