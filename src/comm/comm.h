@@ -1,6 +1,7 @@
 /*
  * comm.h - a rank's communicator inside one process: the window layout every rank shares,
- * the transport contract, and the pieces the domain layer and the collectives use.
+ * the transport contract (transport/transport.h), and the pieces the domain layer and the
+ * collectives use.
  *
  * Window layout (the same on every rank, offsets from the window's start):
  *   px_comm_area   control line (sleepers, wake word), the alltoallv table, one barrier
@@ -27,6 +28,8 @@
 
 #include "util/tl_list.h"
 #include "hier/ext.h" /* hier_deaths: where deaths of chips are announced */
+
+#include "comm/transport/transport.h" /* the transport contract */
 
 #define PX_COMM_NAME_MAX 32
 #define PX_COMM_MAX_BUFFERS 16
@@ -141,7 +144,7 @@ typedef struct comm_bell {
 #define COMM_BELLS (HIER_DEATHS_MAX + 1)
 
 /*
- * The deaths of other hosts' chips, as their proxies told this worker's (comm/proxy.c): in
+ * The deaths of other hosts' chips, as their proxies told this worker's (comm/proxy/): in
  * the same shared mapping as the bells, after them, so every chip of the worker reads it.
  * bit c of mask[h] is set, why[h] written first (its first death), when chip c of host h
  * died; `any` is set after any bit, so a wait checks one word per turn.
@@ -333,150 +336,8 @@ struct px_comm {
     const char *last_algo;
 };
 
-/*
- * Where a pair's chips are: whether this worker runs under MPI with its proxy (comm/proxy.c),
- * and the two chips' hosts (MPI ranks of their workers) and host ids. NULL in the facts: one
- * host, no MPI (every chip is this worker's).
- */
-typedef struct comm_site {
-    int mpi;               /* 1: the worker has an MPI proxy */
-    const char *no_mpi;    /* when mpi is 0: why not, in words */
-    int ha, hb;            /* the chips' hosts (MPI ranks of their workers) */
-    const char *ida, *idb; /* their host ids (PLEXUS_HOST_ID, or hostname and boot id) */
-} comm_site;
-
-/*
- * The facts the selection rule gives a transport's accept(): the host's capabilities (every
- * chip of a level-3 worker has the same; the profile's name is among them), the pair's chips
- * and where they are (site, NULL for one host without MPI).
- */
-typedef struct comm_pair_facts {
-    const px_caps *caps;
-    int ca, cb;
-    const comm_site *site;
-} comm_pair_facts;
-
-/* 1 when the pair's chips are chips of two workers (hosts); why then says how they differ. */
-static inline int comm_pair_apart(const comm_pair_facts *f, char *why, size_t n)
-{
-    const comm_site *s = f->site;
-
-    if (s == NULL || s->ha == s->hb)
-        return 0;
-    if (s->ida != NULL && s->idb != NULL && __builtin_strcmp(s->ida, s->idb) != 0)
-        snprintf(why, n, "different host id: %s vs %s", s->ida, s->idb);
-    else
-        snprintf(why, n, "chips of different workers (MPI ranks %d and %d) on host %s share "
-                 "no memory", s->ha, s->hb, s->ida != NULL ? s->ida : "?");
-    return 1;
-}
-
-/*
- * What the set-up made for the pair (this rank, peer) and this process mapped, handed to the
- * transport's connect(): the peer's window (transports that map it), the pair's shared
- * memory (transports whose prepare() asked for some) and the peer's doorbell.
- */
-typedef struct comm_link {
-    void *window;         /* the peer's window (head + data + slots), or NULL */
-    void *shared;         /* the pair's shared memory (per_rank: the rank's own), or NULL */
-    size_t shared_bytes;
-    comm_bell *bell;      /* the peer's doorbell, or NULL */
-} comm_link;
-
-/*
- * The contract every comm transport fills (one file each under transport/, one row in
- * tl_list.h). The core (comm.c, the domain layer) and the collectives call only these.
- *
- * Properties:
- *   in_place     peer_ptr maps a peer's bytes: collectives may read them in place
- *   maps_window  a pair's members map each other's windows (the set-up sends the window's
- *                descriptor to the peer; a mapping that fails is the fallback's business)
- *   proxied      the worker's MPI proxy serves the pair (comm/proxy.c): the worker maps the
- *                pair's shared memory and its members' windows too, the requester's link
- *                rings the proxy's doorbell, and on two hosts each worker makes its own copy
- *                of the pair's memory for its member
- *   per_rank     prepare's memory is one per rank, shared by all its peers on the transport
- *                (mpi: the rank's one ring to the proxy), not one per pair: the set-up makes
- *                it once per member (comm_ring_tag), the member formats it, and the link of
- *                every such peer carries it
- * Selection and set-up:
- *   accept       whether the transport may carry a pair under the facts, and why (the words
- *                of logs, errors, doctor and dfx.json); it decides nothing else (select.c
- *                takes the first transport that accepts)
- *   prepare      parent side: bytes of memory the two members of a pair share in a domain of
- *                n ranks (0: none); the set-up makes it and sends it to both
- *   format       member side: the pair's lower rank formats the shared memory (zeroed)
- *                before either member connects (NULL: nothing to format)
- *   connect      member side: this rank's end of the pair (rank, peer) over link; sets
- *                c->tl_state[peer] and, the first time, c->tl_comm[id]. PX_OK, PX_EINVAL (a
- *                link it cannot use, message naming it) or PX_ENOMEM
- *   release      frees everything connect made on c (NULL: nothing)
- * Progress (all NULL where the transport moves bytes itself, as direct does):
- *   progress     carries out what reached this rank over the transport; returns how much
- *   poll_enter   a thread of this rank starts polling (peers need not ring its doorbell) ...
- *   poll_leave   ... and stops (then it polls once more: nothing posted meanwhile is lost)
- *   flush        waits until everything this rank posted has been carried out (a barrier
- *                does this first where its collective needs it)
- *   drained      1 when everything peer posted to this rank so far has been carried out
- *                here (a kernel-side shrink waits for it before it lets the communicator go)
- * Data, on peer q's window: slots are numbered as comm_slot says. signal() makes its slot
- * change visible after every byte of the caller's earlier puts to q, then wakes q if it
- * sleeps. An operation a transport cannot do returns PX_ENOTSUP; peer_ptr returns NULL when
- * it maps nothing.
- */
-typedef struct px_comm_tl {
-    const char *name;
-    int id;                               /* its PX_COMM_TL_* of tl_list.h */
-    int in_place;
-    int maps_window;
-    int proxied;
-    int per_rank;
-    int (*accept)(const comm_pair_facts *f, char *why, size_t n);
-    size_t (*prepare)(int n);
-    void (*format)(void *shared, size_t bytes, int n);
-    px_status (*connect)(px_comm *c, int peer, const comm_link *l);
-    void (*release)(px_comm *c);
-    int (*progress)(px_comm *c);
-    void (*poll_enter)(px_comm *c);
-    void (*poll_leave)(px_comm *c);
-    px_status (*flush)(px_comm *c);
-    int (*drained)(px_comm *c, int peer);
-    px_status (*put)(px_comm *c, int peer, size_t off, const void *src, size_t n);
-    px_status (*get)(px_comm *c, int peer, size_t off, void *dst, size_t n);
-    /* n bytes of peer's head (px_comm_area) at off, e.g. its alltoallv table */
-    px_status (*get_head)(px_comm *c, int peer, size_t off, void *dst, size_t n);
-    /* a get that hands each piece to fn(arg, at, piece, len) in order instead of copying it
-     * (the piece is valid during the call only); NULL where peer_ptr maps the bytes */
-    px_status (*get_each)(px_comm *c, int peer, size_t off, size_t n,
-                          void (*fn)(void *arg, size_t at, const void *piece, size_t len),
-                          void *arg);
-    px_status (*signal)(px_comm *c, int peer, uint32_t slot, px_sig_op op, uint64_t v);
-    /* put then signal as one operation (NULL: put, then signal) */
-    px_status (*put_signal)(px_comm *c, int peer, size_t off, const void *src, size_t n,
-                            uint32_t slot, px_sig_op op, uint64_t v);
-    void *(*peer_ptr)(px_comm *c, int peer, size_t off);
-} px_comm_tl;
-
-/* transport/direct.c: peers' windows are mapped here; bytes move by load and store. */
-extern const px_comm_tl px_comm_tl_direct;
-
-/*
- * transport/staged.c: no peer window is mapped; each pair of ranks shares staging memory
- * (two request rings with their data chunks, one per direction) and the target rank copies
- * between a ring and its own window: a kernel of the target that waits in this domain does it
- * (it polls its incoming rings while it spins), or else the target's progress thread, which
- * the requester rings through the target's doorbell. Requests of one direction are carried
- * out in order, so a signal is seen after the puts before it; a barrier first waits until
- * every request this rank posted has been carried out. Its format: transport/staged.h.
- */
-extern const px_comm_tl px_comm_tl_staged;
-
-/*
- * transport/mpi.c: the pair's chips belong to two workers (hosts) under MPI, or mpi is forced:
- * staged's requester over a ring that the worker's MPI proxy serves (comm/proxy.c); the
- * target's worker carries requests out against the target's window.
- */
-extern const px_comm_tl px_comm_tl_mpi;
+/* The transport contract (comm_site, comm_pair_facts, comm_link, px_comm_tl and the rows):
+ * transport/transport.h, included above. */
 
 /* The transports of c with progress(): carry out what reached this rank (nonzero: some). */
 int comm_progress_all(px_comm *c);

@@ -1,6 +1,6 @@
 /*
- * proxy.h - the MPI proxy of a level-3 worker (proxy.c): the one thread of the worker that
- * calls MPI. It initialises MPI after the chips are forked (Open MPI does not support a fork
+ * proxy.h - the MPI proxy of a level-3 worker (comm/proxy/; its rooms: proxy/proxy_int.h): the
+ * one thread of the worker that calls MPI. It initialises MPI after the chips are forked (Open MPI does not support a fork
  * after MPI_Init), learns the other workers (hosts) of the job, and serves the rings of the
  * mpi transport (transport/mpi.c): requests of this worker's chips go to the proxies of the
  * targets' workers, requests from other proxies are carried out against this worker's

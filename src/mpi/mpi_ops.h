@@ -6,7 +6,7 @@
  * plugin, asks it for this table by its ABI number and checks the answer's abi and size; the
  * plugin is a thin layer over MPI (plugins/mpi/plexus_mpi.c) and calls nothing of libplexus.
  * Every function is called by one thread at a time: the proxy of the worker that runs under
- * MPI (comm/proxy.c), the only thread of the process that calls MPI while it runs (each
+ * MPI (comm/proxy/), the only thread of the process that calls MPI while it runs (each
  * worker's proxy is its own thread, hence MPI_THREAD_SERIALIZED), and at the process's exit
  * the thread that finalises it.
  *

@@ -144,7 +144,7 @@ px_status px_plat_win_free(px_chip *c, void *addr, size_t n);
 
 /*
  * Maps a chip's window (a handle made by px_plat_win_create, n bytes) into this host process
- * for a host agent of the worker, with no chip of its own: the MPI proxy (comm/proxy.c)
+ * for a host agent of the worker, with no chip of its own: the MPI proxy (comm/proxy/)
  * carries other hosts' requests out against the window and hands its bytes to MPI. *addr is
  * host-addressable. sim: the window's memory object mapped. A device backend maps the
  * allocation for the host (CUDA: the exported handle mapped with host access, or a pinned

@@ -165,8 +165,8 @@ static px_status coll_allreduce_rs_ag(px_comm *c, char *buf, size_t off, size_t 
 
 
 /*
- * Two ranks whose pair is mpi: the proxies carry the whole allreduce (proxy.c, "the pair
- * allreduce"; a reduce_scatter is its first half, flags COMM_STG_COLL_RS): this rank posts
+ * Two ranks whose pair is mpi: the proxies carry the whole allreduce (the row's pair_coll,
+ * comm/proxy/pcoll.c; a reduce_scatter is its first half, flags COMM_STG_COLL_RS): this rank posts
  * one request and waits; its proxy and the peer's exchange a
  * hello, then the halves (or, small, the whole buffers), fold them in rank order (rank 0's
  * element first) and swap the results, straight from and into the windows. One request here
@@ -181,8 +181,8 @@ static px_status coll_proxied(px_comm *c, size_t off, size_t bytes, px_dtype dt,
     px_status st;
 
     c->last_algo = "proxy";
-    st = comm_stg_coll(c, peer, off, bytes, COMM_STG_COLL_CODE(c->coll_sig, dt, op) | flags,
-                       &a);
+    st = c->tl[peer]->pair_coll(c, peer, off, bytes,
+                                COMM_STG_COLL_CODE(c->coll_sig, dt, op) | flags, &a);
     if (st != PX_OK || a.status == PX_OK)
         return st;
     if (a.status == PX_EINVAL)
@@ -192,11 +192,11 @@ static px_status coll_proxied(px_comm *c, size_t off, size_t bytes, px_dtype dt,
                         c->name, c->rank, px_status_name((px_status)a.status));
 }
 
-/* 1 when the proxies carry c's reductions (coll_proxied): two ranks, their pair on mpi (the
- * pair table's, so both ranks agree). */
+/* 1 when the transport carries c's reductions (coll_proxied): two ranks, their pair on a
+ * transport with pair_coll (mpi; the pair table's, so both ranks agree). */
 static int coll_pair_proxied(const px_comm *c)
 {
-    return c->n == 2 && c->tl[1 - c->rank]->id == PX_COMM_TL_MPI;
+    return c->n == 2 && c->tl[1 - c->rank]->pair_coll != NULL;
 }
 
 static px_status allreduce_impl(px_comm *c, void *buf, size_t count, px_dtype dt, px_redop op)

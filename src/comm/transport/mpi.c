@@ -1,9 +1,9 @@
 /*
  * mpi.c - the "mpi" comm transport: a pair whose chips belong to two workers (hosts), or any
- * pair when PLEXUS_COMM_TRANSPORT=mpi forces it. The chip side is staged's requester
- * (staged.h): the rank posts requests into its one ring to the proxy, which its own worker
+ * pair when PLEXUS_COMM_TRANSPORT=mpi forces it. The chip side is the ring requester
+ * (ring.h): the rank posts requests into its one ring to the proxy, which its own worker
  * made and maps too, whatever peer they are for (each names its target rank, comm_stg_req's
- * rank); the worker's MPI proxy (comm/proxy.c), the only thread of the
+ * rank); the worker's MPI proxy (comm/proxy/), the only thread of the
  * worker that calls MPI, takes each request, sends it to the proxy of the target's worker,
  * which carries it out against the target's window (mapped in that worker) and answers; the
  * requester's proxy then completes the request in the ring (a get's bytes into its chunk)
@@ -11,7 +11,10 @@
  * rule of staged holds, and nothing of the peer is mapped here.
  *
  * Nothing consumes requests on the chips: the target's side is the proxy's (no progress
- * here), and the doorbell a requester rings is the proxy's (the set-up's link).
+ * here; comm/proxy/rma.c), and the doorbell a requester rings is the proxy's (the set-up's
+ * link, for a proxied transport). A domain of two ranks takes its allreduce and
+ * reduce_scatter through pair_coll: one request, which the two proxies carry out together
+ * (comm/proxy/pcoll.c).
  *
  * Memory: one ring per rank (per_rank: the set-up makes one per member and links every mpi
  * peer of it to that one), comm_mpi_ring_bytes, about 2 MiB whatever the domain's size. A
@@ -20,25 +23,23 @@
  * a rank's requests to all its mpi peers share one lock and COMM_STG_SLOTS in flight, and are
  * answered in order (the proxy stores done over the answered prefix).
  */
-#include "comm/transport/staged.h"
+#include "comm/transport/ring.h"
 
 #include <stdio.h>
 
-#include "comm/tl_list.h"
-
 static px_status mpi_connect(px_comm *c, int peer, const comm_link *l)
 {
-    return comm_stg_connect_as(c, peer, l, PX_COMM_TL_MPI);
+    return comm_ring_connect(c, peer, l, &px_comm_tl_mpi);
 }
 
 static void mpi_release(px_comm *c)
 {
-    comm_stg_release_as(c, PX_COMM_TL_MPI);
+    comm_ring_release(c, &px_comm_tl_mpi);
 }
 
 static px_status mpi_flush(px_comm *c)
 {
-    return comm_stg_flush_as(c, PX_COMM_TL_MPI);
+    return comm_ring_flush(c, &px_comm_tl_mpi);
 }
 
 /* The rank's one ring (per_rank): the same whatever n. */
@@ -89,11 +90,12 @@ const px_comm_tl px_comm_tl_mpi = {
     .poll_enter = NULL,
     .poll_leave = NULL,
     .flush = mpi_flush,
-    .put = comm_stg_put,
-    .get = comm_stg_get,
-    .get_head = comm_stg_get_head,
-    .get_each = comm_stg_get_each,
-    .signal = comm_stg_signal,
-    .put_signal = comm_stg_put_signal,
+    .put = comm_ring_put,
+    .get = comm_ring_get,
+    .get_head = comm_ring_get_head,
+    .get_each = comm_ring_get_each,
+    .signal = comm_ring_signal,
+    .put_signal = comm_ring_put_signal,
     .peer_ptr = NULL,
+    .pair_coll = comm_ring_pair_coll,
 };

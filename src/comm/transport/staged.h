@@ -1,7 +1,8 @@
 /*
- * staged.h - the staged transport's wire format and its request decoder (staged.c), for the
- * transport itself, its unit test (tests/unit/test_staged.c) and its fuzz target
- * (tests/fuzz/fuzz_stgreq.c).
+ * staged.h - the ring format (a request ring, its requests and chunks) and its request decoder
+ * (staged.c), for the transports whose requests travel through rings (staged; mpi, whose
+ * rings the MPI proxy serves: comm/proxy/), the ring requester (ring.h), the proxy, the unit
+ * test (tests/unit/test_staged.c) and the fuzz target (tests/fuzz/fuzz_stgreq.c).
  *
  * Staging memory is shared with the peer, so everything in it is input: a buggy or hostile
  * peer may write any byte of a request, at any time. The target therefore copies a request's
@@ -46,7 +47,7 @@ void comm_stg_pair_init(void *mem, size_t chunk);
 #define COMM_STG_INLINE 24         /* a put of at most this many bytes travels in its request */
 
 enum { COMM_STG_PUT = 1, COMM_STG_GET, COMM_STG_SIGNAL, COMM_STG_GET_HEAD,
-       COMM_STG_COLL /* mpi only: an allreduce of 2 ranks the proxies carry out (proxy.c) */ };
+       COMM_STG_COLL /* a pair collective (pair_coll): mpi's proxies carry it out (proxy/) */ };
 #define COMM_STG_F_SIGNAL 1u       /* put: apply the signal (slot, sigop, v) after the bytes */
 
 /*
@@ -164,28 +165,10 @@ int comm_stg_decode(const void *line, const comm_stg_bounds *b, comm_stg_op *op)
  * peer's to write). 0 when peer is not a staged peer of c. */
 uint32_t comm_stg_skipped(const px_comm *c, int peer);
 
-/*
- * The requester's side of the rings, shared with the mpi transport (transport/mpi.c), whose
- * rings the worker's MPI proxy serves instead of the peer: connect as transport id (the
- * peers of c on it are kept in c->tl_comm[id]), release and flush that transport's peers,
- * and the data operations, which work on any peer connected so.
- */
-px_status comm_stg_connect_as(px_comm *c, int peer, const comm_link *l, int id);
-void comm_stg_release_as(px_comm *c, int id);
-px_status comm_stg_flush_as(px_comm *c, int id);
-px_status comm_stg_put(px_comm *c, int peer, size_t off, const void *src, size_t n);
-px_status comm_stg_put_signal(px_comm *c, int peer, size_t off, const void *src, size_t n,
-                              uint32_t slot, px_sig_op op, uint64_t v);
-px_status comm_stg_get(px_comm *c, int peer, size_t off, void *dst, size_t n);
-px_status comm_stg_get_head(px_comm *c, int peer, size_t off, void *dst, size_t n);
-px_status comm_stg_get_each(px_comm *c, int peer, size_t off, size_t n,
-                            void (*fn)(void *arg, size_t at, const void *piece, size_t len),
-                            void *arg);
-px_status comm_stg_signal(px_comm *c, int peer, uint32_t slot, px_sig_op op, uint64_t v);
-/* mpi: posts an allreduce of the n bytes at data offset off as COMM_STG_COLL (code: its v),
- * waits until the proxies carried it out and gives its outcome in *ans. */
-px_status comm_stg_coll(px_comm *c, int peer, size_t off, size_t n, uint64_t code,
-                        comm_stg_ans *ans);
+/* Applies a decoded request's signal (op->signal: slot, sigop, v) to the slot of the window
+ * head a of a domain of n ranks with release order, then wakes the head's owner: the target's
+ * last step, whoever carries it out (staged.c's consumer, the MPI proxy's serving). */
+void comm_stg_apply_signal(px_comm_area *a, int n, const comm_stg_op *op);
 
 /* The offset in a chunk of a request's bytes whose window data offset is off (the same
  * offset in a page: staged.c's rule, which the proxy follows when it fills a get's chunk). */

@@ -1,0 +1,186 @@
+/*
+ * notices.c - what a proxy tells every other host unasked (proxy_int.h): its chips' deaths,
+ * so waits on them end with PX_EPEERDEAD there too, and its arrival at each allgather, so a
+ * host that waits too long names the hosts it has not heard from; and the clock ping, which
+ * any proxy answers at once with its clock (comm_proxy_clock: one ping in flight at a time).
+ */
+#include "comm/proxy/proxy_int.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/clock.h"
+#include "util/log.h"
+
+_Static_assert(HIER_DEATHS_MAX <= 64, "a host's chips' deaths fit a 64-bit mask");
+
+/* Tells every other host each new death on this worker's board (once each). */
+int proxy_deaths_tell(comm_proxy *p)
+{
+    const hier_deaths *b = atomic_load_explicit(&p->deaths, memory_order_acquire);
+    uint64_t m, fresh;
+    int work = 0;
+
+    if (b == NULL || p->size < 2)
+        return 0;
+    m = atomic_load_explicit(&b->mask, memory_order_acquire);
+    fresh = m & ~p->deaths_told;
+    for (int c = 0; fresh != 0 && c < HIER_DEATHS_MAX; c++) { /* a worker's chips */
+        if (!(fresh >> c & 1))
+            continue;
+        proxy_death dm;
+
+        memset(&dm, 0, sizeof(dm)); /* padding too: the bytes go on the wire */
+        dm.magic = PROXY_MAGIC;
+        dm.chip = c;
+        snprintf(dm.why, sizeof(dm.why), "%.159s", b->why[c]);
+        proxy_send_others(p, &dm, sizeof(dm), PROXY_TAG_DEATH);
+        PX_LOG_DEBUG("mpi proxy (host %d): told the other hosts that chip %d died", p->rank, c);
+        work++;
+    }
+    p->deaths_told = m;
+    return work;
+}
+
+/* Host h's chip died: on the remote board, for this worker's waits on it. */
+int proxy_on_death(comm_proxy *p, int h, const void *msg, size_t n)
+{
+    const proxy_death *dm = msg;
+
+    (void)n;
+    if (p->rdeaths == NULL || h >= COMM_RDEATH_HOSTS || dm->chip < 0 ||
+        dm->chip >= HIER_DEATHS_MAX || dm->magic != PROXY_MAGIC)
+        return 0;
+    if (atomic_load_explicit(&p->rdeaths->mask[h], memory_order_relaxed) == 0)
+        snprintf(p->rdeaths->why[h], sizeof(p->rdeaths->why[h]), "chip %d of host %d: %.120s",
+                 dm->chip, h, dm->why);
+    atomic_fetch_or_explicit(&p->rdeaths->mask[h], 1ull << dm->chip, memory_order_release);
+    atomic_store_explicit(&p->rdeaths->any, 1, memory_order_release);
+    PX_LOG_INFO("mpi proxy (host %d): host %d says its chip %d died (%s)", p->rank, h,
+                dm->chip, dm->why);
+    return 0;
+}
+
+/* Tells every other host that this one entered its next allgather (proxy_arrive). */
+void proxy_arrive_tell(comm_proxy *p)
+{
+    proxy_arrive m;
+
+    memset(&m, 0, sizeof(m));
+    m.magic = PROXY_MAGIC;
+    m.seq = atomic_fetch_add_explicit(&p->ag_started, 1, memory_order_relaxed) + 1;
+    proxy_send_others(p, &m, sizeof(m), PROXY_TAG_ARRIVE);
+}
+
+int proxy_on_arrive(comm_proxy *p, int h, const void *msg, size_t n)
+{
+    const proxy_arrive *am = msg;
+
+    (void)n;
+    if (am->magic == PROXY_MAGIC &&
+        am->seq > atomic_load_explicit(&p->arrived[h], memory_order_relaxed))
+        atomic_store_explicit(&p->arrived[h], am->seq, memory_order_release);
+    return 0;
+}
+
+/* Now on this host's DFX clock, in ns: the clock DFX chooses from the same fact (dfx.c). */
+static uint64_t proxy_clock_ns(const comm_proxy *p)
+{
+    return p->tsc ? (uint64_t)((double)px_ticks() / px_ticks_per_ns()) : px_now_ns();
+}
+
+/* Another host's ping: answered at once with this host's clock (any time: no command). */
+int proxy_on_clock(comm_proxy *p, int h, const void *msg, size_t n)
+{
+    const proxy_clock_msg *cm = msg;
+    proxy_clock_msg *a;
+
+    (void)n;
+    if (cm->magic != PROXY_MAGIC || (a = malloc(sizeof(*a))) == NULL)
+        return 0;
+    *a = *cm;
+    a->peer_ns = proxy_clock_ns(p);
+    (void)proxy_send(p, a, a, sizeof(*a), h, PROXY_TAG_CLOCK_REP);
+    return 0;
+}
+
+/* The answer to this host's ping in flight: one round of host h; the round with the least
+ * round trip gives the offset (the answer was taken at the round trip's middle, within half
+ * of it). A late answer to a ping given up is dropped. */
+int proxy_on_clock_rep(comm_proxy *p, int h, const void *msg, size_t n)
+{
+    const proxy_clock_msg *cm = msg;
+    pclock *c = p->clk;
+    uint64_t now = proxy_clock_ns(p), rtt;
+    comm_proxy_clock_est *e;
+
+    (void)n;
+    if (c == NULL || cm->magic != PROXY_MAGIC || c->seq == 0 || cm->seq != c->seq || h != c->h)
+        return 0;
+    e = &c->est[h];
+    rtt = now - c->sent_ns;
+    if (e->rounds == 0 || rtt < e->rtt_min_ns) {
+        e->rtt_min_ns = rtt;
+        e->at_ns = c->sent_ns + rtt / 2;
+        e->offset_ns = (int64_t)cm->peer_ns - (int64_t)e->at_ns;
+    }
+    e->rounds++;
+    c->seq = 0;
+    c->round++;
+    return 0;
+}
+
+/* The estimate's end: its command is done (the parent frees it, or here if it gave up). */
+static int proxy_clock_end(comm_proxy *p, pclock *c)
+{
+    p->clk = NULL;
+    pthread_mutex_lock(&p->lock);
+    c->done = 1;
+    if (c->abandoned) {
+        free(c->est);
+        free(c);
+    }
+    pthread_mutex_unlock(&p->lock);
+    proxy_cmd_finish(p, p->clk_cmd);
+    return 1;
+}
+
+/* The clock estimate in flight: the next ping, a ping given up, or the end (its command is
+ * done). One ping in flight at a time, so a round trip measures the network, not a queue. */
+int proxy_clock_poll(comm_proxy *p)
+{
+    pclock *c = p->clk;
+    proxy_clock_msg *m;
+
+    if (c == NULL)
+        return 0;
+    if (c->seq != 0) {
+        if (proxy_clock_ns(p) - c->sent_ns < c->ping_ns)
+            return 0;
+        c->est[c->h].lost = 1; /* gone or stopped: the next host */
+        c->seq = 0;
+        c->round = c->rounds;
+    }
+    while (c->h < p->size && (c->h == p->rank || c->round >= c->rounds)) {
+        c->h++;
+        c->round = 0;
+    }
+    if (c->h == p->size)
+        return proxy_clock_end(p, c);
+    if ((m = calloc(1, sizeof(*m))) == NULL) {
+        c->est[c->h].lost = 1;
+        c->round = c->rounds;
+        return 1;
+    }
+    m->magic = PROXY_MAGIC;
+    m->seq = c->seq = ++p->clk_seq != 0 ? p->clk_seq : ++p->clk_seq;
+    m->t_ns = c->sent_ns = proxy_clock_ns(p);
+    if (!proxy_send(p, m, m, sizeof(*m), c->h, PROXY_TAG_CLOCK)) {
+        c->est[c->h].lost = 1;
+        c->seq = 0;
+        c->round = c->rounds;
+    }
+    return 1;
+}

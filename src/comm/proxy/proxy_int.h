@@ -1,0 +1,287 @@
+/*
+ * proxy_int.h - what the files of the MPI proxy (comm/proxy.h) share: the wire format
+ * between proxies, the proxy's state, and each room's entry points. Private to src/comm/proxy/.
+ *
+ * The rooms:
+ *   proxy.c     the thread: start (MPI up, the hosts' records), its sweep and wait, the stop
+ *   commands.c  the parent's commands (add and remove a domain, allgather, clock estimate),
+ *               posted to the thread and waited for
+ *   wire.c      sends and their reaping; receives: each host's stream in order, every message
+ *               dispatched by one table of {tag, size, handler}
+ *   rma.c       the remote half of the mpi transport: forwarding this worker's rings to the
+ *               targets' proxies, serving other proxies' requests against this worker's
+ *               windows, completing answered requests in the rings
+ *   pcoll.c     the pair collectives (a domain of two ranks on mpi: allreduce, reduce_scatter)
+ *   notices.c   deaths and allgather arrivals told to every other host; the clock ping
+ */
+#ifndef PX_COMM_PROXY_PROXY_INT_H
+#define PX_COMM_PROXY_PROXY_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "comm/proxy.h"
+#include "comm/transport/staged.h"
+#include "hier/ext.h"
+#include "mpi/mpi_ops.h"
+#include "util/clock.h"
+#include "runtime/runtime.h"
+#include "util/util.h"
+
+#define PROXY_MAGIC 0x50584d31u /* "PXM1" */
+#define PROXY_TAG_REQ 0x5201
+#define PROXY_TAG_REP 0x5202
+#define PROXY_TAG_DATA 0x5203
+#define PROXY_TAG_DEATH 0x5204                /* a chip of the sender died: proxy_death */
+#define PROXY_TAG_ARRIVE 0x5205               /* the sender entered an allgather: proxy_arrive */
+#define PROXY_TAG_CLOCK 0x5206                /* a clock ping: proxy_clock_msg */
+#define PROXY_TAG_CLOCK_REP 0x5207            /* its answer, with the answerer's clock */
+#define PROXY_CLOCK_ROUNDS 16                 /* pings per host of a clock estimate */
+#define PROXY_TAG_COLL 0x5208                 /* the pair allreduce: a segment's header */
+#define PROXY_DOMS 64
+#define PROXY_YIELD_NS 20000
+#define PROXY_FAILED_FINALIZE_S 2             /* a failed job's MPI_Finalize, at most */
+#define PCOLL_INLINE 4096u     /* a pair collective's segment up to this travels in its header's
+                                * message */
+
+/*
+ * A request or an answer between proxies. q is the request as the requester's proxy took it
+ * from its ring and checked it (comm_stg_decode), with seq 0, rank the target and the inline
+ * bytes past n zeroed: the target's proxy decodes it once, straight into the operation it
+ * carries out. A pair collective's header uses q.op (its kind), q.slot (the segment), q.off,
+ * q.n and q.v (the call), seq (the call's number).
+ */
+typedef struct comm_proxy_msg {
+    uint32_t magic;
+    uint32_t dom;
+    int32_t src, dst;     /* requesting rank, target rank (of the domain) */
+    uint32_t seq;         /* the request's number in src's ring */
+    int32_t status;       /* answer: PX_OK, or PX_EINVAL when the target skipped it */
+    comm_stg_req q;
+} comm_proxy_msg;
+
+/* A chip of the sender's worker died. */
+typedef struct proxy_death {
+    uint32_t magic;
+    int32_t chip;
+    char why[160];
+} proxy_death;
+
+/* An allgather's arrival notice, sent to every other host when one starts: a host that waits
+ * too long then names the hosts it has not heard from. */
+typedef struct proxy_arrive {
+    uint32_t magic, pad_;
+    uint64_t seq; /* the sender's allgathers started so far, this one included */
+} proxy_arrive;
+
+/* A clock ping and its answer: t_ns the pinger's clock when it sent the ping, peer_ns the
+ * answerer's when it answered (each host's DFX clock in ns: the TSC over its ticks per ns, or
+ * CLOCK_MONOTONIC, the clock its trace events count in). */
+typedef struct proxy_clock_msg {
+    uint32_t magic, seq;
+    uint64_t t_ns, peer_ns;
+} proxy_clock_msg;
+
+struct pcoll;
+
+/* A ring this proxy serves: rank a's one ring, its requests to every mpi peer (each names its
+ * target rank, transport/mpi.c). */
+typedef struct pring {
+    int a;
+    int b;                            /* a pair allreduce's peer (a domain of 2: 1 - a) */
+    comm_stg_ring *r;
+    char *data;                       /* its chunks */
+    size_t chunk;
+    uint32_t sent, done;              /* requests sent on / answered in order */
+    uint8_t answered[COMM_STG_SLOTS];
+    comm_proxy_msg hdr[COMM_STG_SLOTS];    /* what was sent for each slot */
+    px_mpi_req *sreq[COMM_STG_SLOTS][2];   /* its sends not yet seen finished */
+    struct pcoll *coll;               /* its pair allreduce (COMM_STG_COLL), once it had one */
+    uint32_t ncoll;                   /* COMM_STG_COLL requests taken so far */
+} pring;
+
+typedef struct pdom {
+    uint32_t id;
+    int n;
+    uint32_t nsig;
+    size_t data_bytes;
+    void **window;
+    int *host;
+    int nrings;
+    pring *rings;
+    int *ring_of;                     /* n: rank -> index of its ring in rings, or -1 */
+    uint32_t bad;                     /* malformed requests skipped (from this worker's chips) */
+} pdom;
+
+/* A send of an answer in flight: buf is freed when MPI is done with it. */
+typedef struct psend {
+    px_mpi_req *req;
+    void *buf;
+} psend;
+
+enum { CMD_NONE, CMD_ADD, CMD_REMOVE, CMD_ALLGATHER, CMD_CLOCK };
+
+/* An allgather the parent asked for: the proxy's own buffers, so that a parent that gave up
+ * waiting leaves nothing the thread still writes. */
+typedef struct pgather {
+    void *in, *out;
+    size_t n;
+    px_mpi_req *req;
+    int done, err, abandoned;
+} pgather;
+
+/* A clock estimate the parent asked for (comm_proxy_clock): the thread pings each other host
+ * in turn, one ping in flight; like pgather, the proxy's own, so a parent that gave up leaves
+ * nothing the thread still writes. */
+typedef struct pclock {
+    int rounds;
+    uint64_t ping_ns;          /* a ping unanswered this long: the host is given up */
+    int h, round;              /* the host being pinged (size: done), its next round */
+    uint32_t seq;              /* the ping in flight's number (0: none in flight) */
+    uint64_t sent_ns;          /* when it was sent (this host's DFX clock, ns) */
+    comm_proxy_clock_est *est; /* size */
+    int done, abandoned;
+} pclock;
+
+/*
+ * Every source host's messages are taken in order: while the bytes that follow one of its
+ * headers are on their way (a put's into the window, a get's answer into the chunk), nothing
+ * else of that host is taken (a signal after a put is applied after its bytes), and the
+ * receive is nonblocking, so a host that stops mid-message stalls its own stream only: the
+ * proxy goes on serving every other host and its own chips, whose waits end at their
+ * deadlines.
+ */
+enum { PSRC_PUT = 1, PSRC_GET, PSRC_DRAIN, PSRC_CHALF, PSRC_CRESULT };
+
+typedef struct psrc {
+    px_mpi_req *req;          /* the bytes in flight from this host, or NULL */
+    int kind;
+    comm_proxy_msg m;         /* the header they follow */
+    pdom *d;                  /* PSRC_PUT: the target's domain; PSRC_GET: the ring's */
+    pring *g;                 /* PSRC_GET */
+    comm_stg_op op;           /* PSRC_PUT: the request as decoded */
+    px_comm_area *a;
+    void *junk;               /* PSRC_DRAIN */
+} psrc;
+
+struct comm_proxy {
+    const px_mpi_ops *ops;
+    pthread_t thread;
+    comm_bell *bell;
+    double timeout_s;
+    int rank, size, nchips, comm_transport;
+    const px_caps *caps;
+    _Atomic(const hier_deaths *) deaths; /* this worker's chips' deaths (watched; NULL once
+                                          * its board is about to go) */
+    comm_rdeaths *rdeaths;            /* other hosts' (written) */
+    uint64_t deaths_told;             /* the deaths sent on so far */
+    char host_id[COMM_HOST_ID_MAX];
+    comm_host *hosts;
+    char lib[160];
+    /* start */
+    _Atomic uint32_t up;              /* 0 starting, 1 up, 2 failed (futex word) */
+    _Atomic uint32_t up_sleep;
+    px_status start_st;
+    char start_err[PX_ERRMSG_MAX];
+    /* commands */
+    pthread_mutex_t lock;
+    int cmd;
+    pdom *cmd_dom;
+    uint32_t cmd_id;
+    pgather *cmd_ag;
+    pclock *cmd_clk;
+    pclock *clk;                      /* the clock estimate in flight (thread) ... */
+    uint32_t clk_seq, clk_cmd;        /* ... its last ping's number, its command's number */
+    int tsc;                          /* DFX's clock is the TSC (the caps' invariant TSC) */
+    comm_proxy_clock_est *clk_first;  /* size: the first estimate (at start, host 0) */
+    pgather *ag;                      /* the allgather in flight (thread) ... */
+    uint32_t ag_seq;                  /* ... and its command's number */
+    pdom *closing;             /* the domain being removed (thread) ... */
+    uint32_t closing_seq;             /* ... and its command's number */
+    _Atomic uint32_t cmd_seq, cmd_done, cmd_sleep;
+    _Atomic uint32_t unwatch, unwatched, unwatch_sleep; /* the board goes: asked, done
+                                          * (futex word); not a command, so a command still
+                                          * carried out (a removal waiting on MPI) does not
+                                          * hold it up */
+    _Atomic int stop;
+    /* the proxy thread's own */
+    pdom *doms[PROXY_DOMS];
+    int ndoms;
+    psend *ps;
+    int nps, cps;
+    psrc *src;                        /* size: each host's stream */
+    int woke;
+    uint32_t seen;
+    int failed;                       /* an MPI call failed: serving stopped, said once */
+    int stopped;                      /* its thread has ended */
+    int abandoned;                    /* it did not end in time: left inside MPI */
+    _Atomic int job_failed;           /* comm_proxy_fail_job */
+    _Atomic uint64_t ag_started;      /* allgathers the thread started (the parent's ones) */
+    _Atomic uint64_t *arrived;        /* size: the latest arrival notice of each host */
+    uint64_t forwarded, served;
+};
+
+/*
+ * The rooms' entry points. Unless said otherwise a function of the sweep returns the work it
+ * did (0: nothing), and a message handler (proxy_on_*, pcoll_on_*, proxy_serve, proxy_answer:
+ * the host h it came from, the message, its n bytes, as wire.c's table took them) returns the
+ * further work it did beyond taking the message.
+ */
+
+/* proxy.c: an MPI call failed (e its code): serving stops, said once */
+void proxy_mpi_fail(comm_proxy *p, int e, const char *what);
+
+/* commands.c: the thread's side of the parent's commands */
+int proxy_command(comm_proxy *p);               /* takes a posted command */
+void proxy_cmd_finish(comm_proxy *p, uint32_t seq); /* command seq done: wakes the parent */
+int proxy_gather_poll(comm_proxy *p);           /* the allgather in flight */
+int proxy_close_poll(comm_proxy *p);            /* the domain being removed */
+int proxy_unwatch_poll(comm_proxy *p);          /* the deaths board's unwatch */
+
+/* wire.c */
+int proxy_reap(comm_proxy *p); /* frees the sends MPI finished */
+/* Sends n bytes at bytes to host dst (owned: freed when sent; NULL for bytes that outlive the
+ * send); 0 on failure (said). */
+int proxy_send(comm_proxy *p, const void *bytes, void *owned, size_t n, int dst, int tag);
+void proxy_send_others(comm_proxy *p, const void *msg, size_t n, int tag); /* a copy each */
+void proxy_drain(comm_proxy *p, int src, size_t n); /* receives host src's next n bytes into
+                                                     * nothing */
+int proxy_receive(comm_proxy *p); /* every host's messages; returns how many */
+/* 1 when m's magic is a proxy's (else dropped, said) */
+int proxy_msg_ok(comm_proxy *p, int src, const comm_proxy_msg *m);
+
+/* rma.c */
+pdom *pdom_copy(const comm_proxy_dom *s); /* NULL when out of memory */
+void pdom_free(pdom *d);
+pdom *proxy_dom(comm_proxy *p, uint32_t id); /* the domain served, or NULL */
+int pring_sends_done(comm_proxy *p, pring *g, uint32_t i); /* 1: slot i's sends finished */
+void pring_advance(pring *g); /* stores done over the answered prefix, wakes the requester */
+int pring_forward(comm_proxy *p, pdom *d, pring *g); /* ring g's new requests */
+int proxy_answer(comm_proxy *p, int h, const void *msg, size_t n);
+int proxy_serve(comm_proxy *p, int h, const void *msg, size_t n);
+/* A served request's end (ok: carried out; op, a: it and its window head): its signal
+ * applied, then the answer (a get's bytes after it). */
+void proxy_serve_end(comm_proxy *p, int src, const comm_proxy_msg *m, pdom *d, int ok,
+                     const comm_stg_op *op, px_comm_area *a);
+
+/* pcoll.c */
+void pcoll_free(struct pcoll *c);
+int pcoll_idle(comm_proxy *p, struct pcoll *c); /* 1: no send from a window in flight */
+/* Takes request i of ring g, a COMM_STG_COLL (its line q): 1 taken, 0 not yet. */
+int pcoll_take(comm_proxy *p, pdom *d, pring *g, uint32_t i, const comm_stg_req *q);
+int pcoll_step(comm_proxy *p, pdom *d, pring *g); /* 1: ring g's call moved on */
+void pcoll_got(comm_proxy *p, const psrc *q); /* the bytes after q's header are in */
+int pcoll_on_header(comm_proxy *p, int h, const void *msg, size_t n);
+int pcoll_on_inline(comm_proxy *p, int h, const void *msg, size_t n);
+
+/* notices.c */
+int proxy_deaths_tell(comm_proxy *p);
+int proxy_on_death(comm_proxy *p, int h, const void *msg, size_t n);
+void proxy_arrive_tell(comm_proxy *p);
+int proxy_on_arrive(comm_proxy *p, int h, const void *msg, size_t n);
+int proxy_on_clock(comm_proxy *p, int h, const void *msg, size_t n);
+int proxy_on_clock_rep(comm_proxy *p, int h, const void *msg, size_t n);
+int proxy_clock_poll(comm_proxy *p); /* the clock estimate in flight */
+
+#endif
