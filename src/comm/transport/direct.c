@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "comm/tl_list.h"
+#include "util/tl_list.h"
 #include "platform/platform.h"
 
 /* To or from this rank's own window the bytes may overlap (a put to self): memmove. */
