@@ -29,6 +29,8 @@ pkgs="$pkgs liblapacke-dev"
 # Open MPI: the MPI plugin (libplexus-mpi.so, dlopened under mpirun; libplexus never links
 # libmpi) and bench_comm's anchor
 pkgs="$pkgs libopenmpi-dev openmpi-bin"
+# Universal Ctags: lint.comm_sizes counts the functions of src/comm (scripts/check_sizes.py)
+pkgs="$pkgs universal-ctags"
 if [ "${1:-}" = "--bench" ]; then
     # starpu-examples: StarPU's own cholesky_implicit, bench_cholesky's anchor
     pkgs="$pkgs libstarpu-dev python3-dask starpu-examples"
