@@ -222,6 +222,26 @@ static int comm_peer_is_dead(const px_comm *c, int q)
 }
 
 /* Why the board says dead rank q died. */
+/* 1 when some member of c is a chip of another host (a domain that spans hosts). */
+static int comm_spans_hosts(const px_comm *c)
+{
+    for (int q = 0; q < c->n; q++)
+        if (c->member[q] <= -2)
+            return 1;
+    return 0;
+}
+
+/* What a member can do after a death or a revocation of c: shrink it on one host; across
+ * hosts shrink answers PX_ENOTSUP for now (issue 37), so the advice is what works there. */
+static const char *comm_go_on(const px_comm *c)
+{
+    return comm_spans_hosts(c)
+               ? "end the run and allocate a new domain of the survivors (the domain spans "
+                 "hosts, where shrink is not supported yet)"
+               : "shrink it (px_comm_shrink in the kernels of a resilient task, or "
+                 "px_domain_shrink from the orchestration) or end the run";
+}
+
 static const char *comm_dead_why(const px_comm *c, int q)
 {
     const char *why = c->member[q] <= -2 ? c->rdeaths->why[(-2 - c->member[q]) >> 16]
@@ -276,9 +296,7 @@ px_status comm_check_revoked(const px_comm *c)
                             "now: shrink it again (px_comm_shrink) to go on with the survivors, "
                             "or return", c->name, c->rank, c->kgen, by);
     return px_set_error(PX_EREVOKED, "domain \"%s\" rank %d: the domain was %s; every "
-                        "operation on it fails now: in a kernel, px_comm_shrink goes on with "
-                        "the survivors; from the orchestration, shrink it (px_domain_shrink) "
-                        "and go on with the survivors, or release it", c->name, c->rank, by);
+                        "operation on it fails now: %s", c->name, c->rank, by, comm_go_on(c));
 }
 
 int comm_revoke_rank(px_comm *c, uint64_t t0)
@@ -321,11 +339,8 @@ px_status comm_check_dead(const px_comm *c)
     for (int q = 0; q < c->n; q++)
         if (comm_peer_is_dead(c, q))
             return px_set_error(PX_EPEERDEAD, "domain \"%s\" rank %d: rank %d of the domain "
-                                "is dead: %s; every wait of this domain fails now: shrink it "
-                                "(px_comm_shrink in the kernels of a resilient task, or "
-                                "px_domain_shrink from the orchestration) or end the run",
-                                c->name, c->rank, q,
-                                comm_dead_why(c, q));
+                                "is dead: %s; every wait of this domain fails now: %s",
+                                c->name, c->rank, q, comm_dead_why(c, q), comm_go_on(c));
     return PX_OK;
 }
 
@@ -336,9 +351,8 @@ static px_status comm_check_alive(const px_comm *c, int peer, const char *what)
     if (!comm_peer_is_dead(c, peer))
         return PX_OK;
     return px_set_error(PX_EPEERDEAD, "%s: domain \"%s\" rank %d: rank %d is dead: %s; "
-                        "every call to it fails now: shrink the domain (px_comm_shrink, "
-                        "px_domain_shrink) or end the run", what,
-                        c->name, c->rank, peer, comm_dead_why(c, peer));
+                        "every call to it fails now: %s", what, c->name, c->rank, peer,
+                        comm_dead_why(c, peer), comm_go_on(c));
 }
 
 int comm_peer_text(const px_comm *c, int q, char *buf, size_t n)
