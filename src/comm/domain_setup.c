@@ -25,6 +25,16 @@
  * Applies the rule (select.c) to every pair of d's ranks: fills d->tl and d->why. PX_ENOTSUP
  * naming the first pair that has no transport, with the reasons and the alternatives.
  */
+/* "rank 3 (chip 1 of host 1)" in a domain that spans hosts, else "rank 3 (chip 1)". */
+static const char *comm_rank_text(const px_domain *d, int r, char *buf, size_t n)
+{
+    if (d->hosts != NULL)
+        snprintf(buf, n, "rank %d (chip %d of host %d)", r, d->chips[r], d->hosts[r]);
+    else
+        snprintf(buf, n, "rank %d (chip %d)", r, d->chips[r]);
+    return buf;
+}
+
 void comm_site_of(const comm_worker *cw, const px_domain *d, int a, int b, comm_site *s)
 {
     const comm_proxy *p = cw->proxy;
@@ -93,12 +103,15 @@ px_status comm_select(px_worker *w, px_domain *d)
             comm_site_of(d->cw, d, a, b, &site);
             comm_choose_at(comm_pair_caps(d->cw, d, a, b), &site, forced, d->need_peer_ptr,
                            d->chips[a], d->chips[b], &ch);
-            if (ch.tl == PX_COMM_TL_NONE)
-                st = px_set_error(PX_ENOTSUP, "domain \"%s\": rank %d (chip %d) -> rank %d "
-                                  "(chip %d): no transport: %s", d->msg.name, a, d->chips[a],
-                                  b, d->chips[b],
+            if (ch.tl == PX_COMM_TL_NONE) {
+                char ra[64], rb[64];
+
+                st = px_set_error(PX_ENOTSUP, "domain \"%s\": %s -> %s: no transport: %s",
+                                  d->msg.name, comm_rank_text(d, a, ra, sizeof(ra)),
+                                  comm_rank_text(d, b, rb, sizeof(rb)),
                                   comm_choice_error(&ch, forced, d->need_peer_ptr, err,
                                                     sizeof(err)));
+            }
             else if ((st = comm_pair_set(d, a, b, ch.tl, comm_choice_reason(&ch))) == PX_OK &&
                      h != NULL)
                 *h = (comm_host_choice){.tl = ch.tl, .why = d->why_of[a * n + b]};

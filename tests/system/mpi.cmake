@@ -139,6 +139,14 @@ if(MPIEXEC_EXECUTABLE)
   set_tests_properties(mpi.doctor_comm_2hosts PROPERTIES TIMEOUT 120 RESOURCE_LOCK chips
                        ENVIRONMENT "${PX_MPI_ENV}"
                        PASS_REGULAR_EXPRESSION "a domain of 2 hosts x chips 0..1[^\n]*\n  rank 0 -> rank 1 via direct [^\n]*\n  rank 0 -> rank 2 via mpi \\(different host id: host-a vs host-b\\)[^\n]*refused: direct \\(different host id: host-a vs host-b\\), staged \\(different host id: host-a vs host-b\\).*  4 chips: 2 pairs direct, 4 mpi\n")
+  # direct forced across two hosts: both hosts refuse the domain, naming each chip of the pair
+  # as "chip C of host H" (issue 37)
+  add_test(NAME mpi.forced_direct_2hosts
+           COMMAND sh -c [=["$0" -np 1 env PLEXUS_HOST_ID=host-a "$1" run allreduce --chips 2 --cores 1 --iters 1 --comm-transport direct : -np 1 env PLEXUS_HOST_ID=host-b "$1" run allreduce --chips 2 --cores 1 --iters 1 --comm-transport direct; echo "exit status $?"]=]
+                   ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:plexus>)
+  set_tests_properties(mpi.forced_direct_2hosts PROPERTIES TIMEOUT 120 RESOURCE_LOCK chips
+                       ENVIRONMENT "${PX_MPI_ENV}"
+                       PASS_REGULAR_EXPRESSION "FAIL: allreduce: PX_ENOTSUP: domain \"allreduce\": rank 0 \\(chip 0 of host 0\\) -> rank 2 \\(chip 0 of host 1\\): no transport: forced direct[^\n]*\n(.*\n)?FAIL: allreduce: PX_ENOTSUP: domain \"allreduce\": rank 0 \\(chip 0 of host 0\\) -> rank 2 \\(chip 0 of host 1\\): no transport.*exit status [1-9]")
   # a host killed or stopped, or one of its chips killed or stopped, in the middle of a spanning
   # domain's collectives: the fault lands at chip 0 of host 1's 50th collective
   # (PLEXUS_TEST_FAULT), but for kill, host 1's worker killed by the script at any moment of a
