@@ -102,10 +102,16 @@ static px_status comm_check_global(comm_worker *cw, const px_domain_spec *s, int
             st = px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": chips[%d] = %d is "
                               "a chip of this worker while chips[0] names a host's chip "
                               "(px_chip_global): name every member one way", s->name, r, g);
-        else if (h >= hosts || c >= comm_proxy_host(p, h)->chips)
+        else if (h >= hosts)
             st = px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": chips[%d] names chip "
-                              "%d of host %d; the job has %d hosts%s", s->name, r, c, h, hosts,
-                              h < hosts ? ", and that one fewer chips" : "");
+                              "%d of host %d; the job has %d hosts (0..%d): name a host of the "
+                              "job", s->name, r, c, h, hosts, hosts - 1);
+        else if (c >= comm_proxy_host(p, h)->chips)
+            st = px_set_error(PX_EINVAL, "px_domain_alloc: domain \"%s\": chips[%d] names chip "
+                              "%d of host %d, which has %d chips (0..%d): name a chip it has, "
+                              "or start every host with as many chips (--chips)", s->name, r,
+                              c, h, comm_proxy_host(p, h)->chips,
+                              comm_proxy_host(p, h)->chips - 1);
         else if (!have[h]++)
             with++;
     }

@@ -147,6 +147,14 @@ if(MPIEXEC_EXECUTABLE)
   set_tests_properties(mpi.forced_direct_2hosts PROPERTIES TIMEOUT 120 RESOURCE_LOCK chips
                        ENVIRONMENT "${PX_MPI_ENV}"
                        PASS_REGULAR_EXPRESSION "FAIL: allreduce: PX_ENOTSUP: domain \"allreduce\": rank 0 \\(chip 0 of host 0\\) -> rank 2 \\(chip 0 of host 1\\): no transport: forced direct[^\n]*\n(.*\n)?FAIL: allreduce: PX_ENOTSUP: domain \"allreduce\": rank 0 \\(chip 0 of host 0\\) -> rank 2 \\(chip 0 of host 1\\): no transport.*exit status [1-9]")
+  # a different --chips per host: host 0's allocation names the chip that host 1 lacks and how
+  # many chips host 1 has (the other host does not say it yet: issue 37)
+  add_test(NAME mpi.chips_mismatch_2hosts
+           COMMAND sh -c [=["$0" -np 1 "$1" run allreduce --chips 3 --cores 1 --iters 1 : -np 1 "$1" run allreduce --chips 2 --cores 1 --iters 1; echo "exit status $?"]=]
+                   ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:plexus>)
+  set_tests_properties(mpi.chips_mismatch_2hosts PROPERTIES TIMEOUT 120 RESOURCE_LOCK chips
+                       ENVIRONMENT "${PX_MPI_ENV}"
+                       PASS_REGULAR_EXPRESSION "FAIL: allreduce: PX_EINVAL: px_domain_alloc: domain \"allreduce\": chips\\[5\\] names chip 2 of host 1, which has 2 chips \\(0\\.\\.1\\): name a chip it has.*exit status [1-9]")
   # a host killed or stopped, or one of its chips killed or stopped, in the middle of a spanning
   # domain's collectives: the fault lands at chip 0 of host 1's 50th collective
   # (PLEXUS_TEST_FAULT), but for kill, host 1's worker killed by the script at any moment of a
