@@ -179,7 +179,7 @@ static px_status chol_shape_error(const char *k, const chol_tile *x, const chol_
 
 static px_status chol_potrf(const px_task_args *a, int f64, const char *k)
 {
-    chol_tile t;
+    chol_tile t = {0};
     px_status st = chol_ready(k);
     lapack_int info;
 
@@ -211,7 +211,7 @@ static px_status chol_potrf(const px_task_args *a, int f64, const char *k)
 
 static px_status chol_trsm(const px_task_args *a, int f64, const char *k)
 {
-    chol_tile l, b;
+    chol_tile l = {0}, b = {0};
     px_status st = chol_ready(k);
 
     if (st == PX_OK)
@@ -235,7 +235,7 @@ static px_status chol_trsm(const px_task_args *a, int f64, const char *k)
 
 static px_status chol_syrk(const px_task_args *a, int f64, const char *k)
 {
-    chol_tile x, c;
+    chol_tile x = {0}, c = {0};
     px_status st = chol_ready(k);
 
     if (st == PX_OK)
@@ -259,7 +259,7 @@ static px_status chol_syrk(const px_task_args *a, int f64, const char *k)
 
 static px_status chol_gemm(const px_task_args *a, int f64, const char *k)
 {
-    chol_tile x, y, c;
+    chol_tile x = {0}, y = {0}, c = {0};
     px_status st = chol_ready(k);
 
     if (st == PX_OK)
