@@ -28,6 +28,7 @@ typedef struct px_example_opts {
     const char *op;    /* reduction of a reducing example ("sum", ...); NULL: "sum" */
     const char *dtype; /* element type of a reducing example ("f32", ...); NULL: "f32" */
     int kill_chip;     /* train_loop: the chip to kill, plus one (0: none) */
+    int kill_host;     /* train_loop: the host of that chip (--kill-chip H:C; 0 for C alone) */
     int at_iter;       /* train_loop: the iteration at which it dies; 0: iters / 2 */
     const char *shrink; /* train_loop: "orchestration" or "kernel"; NULL: orchestration */
     int chips;          /* examples with chips_opt: chips of a level-3 run (--chips); 0: the

@@ -42,10 +42,12 @@
 
 typedef struct tl_state {
     px_example_opts opts;
-    int n, iters, at, kill;          /* kill: chip to kill, or -1 */
+    int n, iters, at, kill;          /* kill: chip to kill (of host kill_host), or -1 */
+    int kill_host, kill_name;        /* its host, and its name in the domain's spec */
+    int hosts, host, nl, r0;         /* this host's ranks: r0 .. r0 + nl - 1 (host-major) */
     int in_kernel;                   /* --shrink kernel */
     int64_t size;
-    int chips[PX_COMM_MAX_RANKS];
+    int chips[PX_COMM_MAX_RANKS];    /* the first domain's: rank r's data shard is r */
     int surv[PX_COMM_MAX_RANKS], nsurv;
     px_domain *d, *nd;
     float *p0;                       /* size: initial parameters */
@@ -76,7 +78,8 @@ static void tl_update(float *p, const float *gsum, int64_t size, int n)
         p[i] -= 0.25f * gsum[i] / (float)n;
 }
 
-/* train.step on one rank: args (at, kill + 1, domain). */
+/* train.step on one rank: args (at, die, shard, domain): die is 1 on the chip to kill,
+ * shard its data shard (the chip's rank in the first domain). */
 /* The domain's buffers p, g (with their bytes) and it, or PX_EINVAL naming the kernel. */
 static px_status tl_buffers(px_comm *c, const char *what, float **p, size_t *pb, float **g,
                             size_t *gb, uint64_t **it)
@@ -90,22 +93,23 @@ static px_status tl_buffers(px_comm *c, const char *what, float **p, size_t *pb,
     return PX_OK;
 }
 
-/* One iteration's gradient, allreduced over c (the chip kill_plus - 1 dies first at
- * iteration at). */
+/* One iteration's gradient against shard, allreduced over c (a chip with die set dies first
+ * at iteration at). */
 static px_status tl_gradient(px_comm *c, const float *p, size_t pb, float *g, size_t gb,
-                             uint64_t it, uint64_t at, uint64_t kill_plus)
+                             uint64_t it, uint64_t at, uint64_t die, int shard)
 {
-    if (kill_plus != 0 && (int)kill_plus - 1 == px_chip_index() && it == at)
+    if (die != 0 && it == at)
         raise(SIGKILL); /* the fault this example recovers from */
     for (size_t i = 0; i < pb / sizeof(float); i++)
-        g[i] = p[i] - tl_target(px_chip_index(), (int64_t)i);
+        g[i] = p[i] - tl_target(shard, (int64_t)i);
     return px_comm_allreduce(c, g, gb / sizeof(float), PX_F32, PX_OP_SUM);
 }
 
 static px_status tl_step_kernel(px_core_ctx *ctx, const px_task_args *a)
 {
     px_comm *c = px_arg_comm(a, px_arg_count(a) - 1);
-    uint64_t at = px_arg_u64(a, 0), kill_plus = px_arg_u64(a, 1);
+    uint64_t at = px_arg_u64(a, 0), die = px_arg_u64(a, 1);
+    int shard = (int)px_arg_i64(a, 2);
     size_t pb, gb;
     float *p, *g;
     uint64_t *it;
@@ -115,7 +119,7 @@ static px_status tl_step_kernel(px_core_ctx *ctx, const px_task_args *a)
     if (c == NULL)
         return PX_EINVAL;
     if ((st = tl_buffers(c, "train.step", &p, &pb, &g, &gb, &it)) != PX_OK ||
-        (st = tl_gradient(c, p, pb, g, gb, *it, at, kill_plus)) != PX_OK)
+        (st = tl_gradient(c, p, pb, g, gb, *it, at, die, shard)) != PX_OK)
         return st;
     tl_update(p, g, (int64_t)(pb / sizeof(float)), px_comm_size(c));
     ++*it;
@@ -130,13 +134,14 @@ static px_status tl_step_callable(px_orch *o, const px_task_args *args, void *us
     return px_submit(o, tl_k_step, &a, NULL);
 }
 
-/* train.loop on one rank: args (iters, at, kill + 1, domain): every iteration in this
+/* train.loop on one rank: args (iters, at, die, shard, domain): every iteration in this
  * kernel; after a death the survivors shrink here (px_comm_shrink) and redo the iteration
  * (p changes only after an allreduce that succeeded, so every survivor redoes the same). */
 static px_status tl_loop_kernel(px_core_ctx *ctx, const px_task_args *a)
 {
     px_comm *c = px_arg_comm(a, px_arg_count(a) - 1), *nc;
-    uint64_t iters = px_arg_u64(a, 0), at = px_arg_u64(a, 1), kill_plus = px_arg_u64(a, 2);
+    uint64_t iters = px_arg_u64(a, 0), at = px_arg_u64(a, 1), die = px_arg_u64(a, 2);
+    int shard = (int)px_arg_i64(a, 3);
     size_t pb, gb;
     float *p, *g;
     uint64_t *it;
@@ -149,7 +154,7 @@ static px_status tl_loop_kernel(px_core_ctx *ctx, const px_task_args *a)
         return st;
     it[1] = 0;
     while (*it < iters) {
-        st = tl_gradient(c, p, pb, g, gb, *it, at, kill_plus);
+        st = tl_gradient(c, p, pb, g, gb, *it, at, die, shard);
         if (st == PX_EPEERDEAD || st == PX_EREVOKED) {
             for (int tries = 0; (st = px_comm_shrink(c, &nc)) == PX_EPEERDEAD && tries < 3;
                  tries++)
@@ -190,35 +195,68 @@ static void tl_fini(void *state)
     free(s);
 }
 
-static px_status tl_reg(px_worker *w, const px_example_opts *o, void **state)
+/* Fills s from the options and checks them. */
+static px_status tl_setup(tl_state *s, const px_example_opts *o)
 {
-    tl_state *s = calloc(1, sizeof(*s));
-    px_status st = PX_OK;
-
-    if (s == NULL)
-        return px_set_error(PX_ENOMEM, "train_loop: cannot allocate its state");
     s->opts = *o;
-    s->n = px_worker_chips(w);
     s->size = o->size;
     s->iters = o->iters > 1 ? o->iters : TL_ITERS_DEFAULT;
     s->at = o->at_iter > 0 ? o->at_iter : s->iters / 2;
     s->kill = o->kill_chip - 1;
+    s->kill_host = o->kill_host;
     s->in_kernel = o->shrink != NULL && strcmp(o->shrink, "kernel") == 0;
     if (o->shrink != NULL && !s->in_kernel && strcmp(o->shrink, "orchestration") != 0)
-        st = px_set_error(PX_EINVAL, "train_loop: --shrink %s is not a place to shrink: use "
-                          "orchestration or kernel", o->shrink);
-    else if (s->n < 2 || s->n > PX_COMM_MAX_RANKS)
-        st = px_set_error(PX_EINVAL, "train_loop: needs 2..%d chips, got %d; pass --chips N",
-                          PX_COMM_MAX_RANKS, s->n);
-    else if (s->kill >= s->n)
-        st = px_set_error(PX_EINVAL, "train_loop: --kill-chip %d is not a chip (0..%d)",
-                          s->kill, s->n - 1);
-    else if (s->kill >= 0 && (s->at < 1 || s->at >= s->iters))
-        st = px_set_error(PX_EINVAL, "train_loop: --at-iter %d is out of range: use 1..%d "
-                          "(iterations: %d)", s->at, s->iters - 1, s->iters);
-    else if (s->size < 1 || s->size > (1 << 20))
-        st = px_set_error(PX_EINVAL, "train_loop: size %lld is out of range: use 1..%d",
-                          (long long)s->size, 1 << 20);
+        return px_set_error(PX_EINVAL, "train_loop: --shrink %s is not a place to shrink: "
+                            "use orchestration or kernel", o->shrink);
+    if (s->kill >= 0 && (s->at < 1 || s->at >= s->iters))
+        return px_set_error(PX_EINVAL, "train_loop: --at-iter %d is out of range: use 1..%d "
+                            "(iterations: %d)", s->at, s->iters - 1, s->iters);
+    if (s->size < 1 || s->size > (1 << 20))
+        return px_set_error(PX_EINVAL, "train_loop: size %lld is out of range: use 1..%d",
+                            (long long)s->size, 1 << 20);
+    return PX_OK;
+}
+
+/* The ranks of every host (host-major; the hosts are known once the worker runs) and the
+ * chip to kill among them. */
+static px_status tl_ranks(tl_state *s, px_worker *w)
+{
+    px_status st;
+
+    s->hosts = px_worker_hosts(w);
+    s->host = px_worker_host(w);
+    if ((st = px_example_ranks(w, "train_loop", &s->n, &s->nl, &s->r0, s->chips)) != PX_OK)
+        return st;
+    if (s->n < 2)
+        return px_set_error(PX_EINVAL, "train_loop: needs 2..%d chips, got %d; pass --chips N",
+                            PX_COMM_MAX_RANKS, s->n);
+    if (s->hosts == 1 && s->kill_host > 0)
+        return px_set_error(PX_EINVAL, "train_loop: --kill-chip %d:%d is not a chip: the job "
+                            "has one host (H:C names chip C of host H under mpirun): pass "
+                            "--kill-chip C (0..%d)", s->kill_host, s->kill, s->nl - 1);
+    if (s->hosts == 1 && s->kill >= s->nl)
+        return px_set_error(PX_EINVAL, "train_loop: --kill-chip %d is not a chip (0..%d)",
+                            s->kill, s->nl - 1);
+    if (s->kill >= s->nl || s->kill_host >= s->hosts)
+        return px_set_error(PX_EINVAL, "train_loop: --kill-chip %d:%d is not a chip: the job "
+                            "has %d hosts (0..%d) of %d chips each (0..%d)", s->kill_host,
+                            s->kill, s->hosts, s->hosts - 1, s->nl, s->nl - 1);
+    if (s->kill >= 0 && s->hosts > 1 && s->nl < 2)
+        return px_set_error(PX_EINVAL, "train_loop: --kill-chip over %d hosts needs 2 chips "
+                            "or more per host (--chips 2): the host of the chip killed keeps "
+                            "a member of the domain", s->hosts);
+    s->kill_name = s->kill < 0 ? -1 : s->chips[s->kill_host * s->nl + s->kill];
+    return PX_OK;
+}
+
+static px_status tl_reg(px_worker *w, const px_example_opts *o, void **state)
+{
+    tl_state *s = calloc(1, sizeof(*s));
+    px_status st;
+
+    if (s == NULL)
+        return px_set_error(PX_ENOMEM, "train_loop: cannot allocate its state");
+    st = tl_setup(s, o);
     if (st == PX_OK)
         st = px_kernel_register(w, "train.step", tl_step_kernel, NULL, &tl_k_step);
     if (st == PX_OK)
@@ -233,6 +271,33 @@ static px_status tl_reg(px_worker *w, const px_example_opts *o, void **state)
     }
     *state = s;
     return PX_OK;
+}
+
+/* The data shard of the chip named c in a domain's spec: its rank in the first domain. */
+static int tl_shard(const tl_state *s, int c)
+{
+    for (int r = 0; r < s->n; r++)
+        if (s->chips[r] == c)
+            return r;
+    return -1;
+}
+
+/* 1 when the chip named c is this host's (each host writes, reads and checks its own). */
+static int tl_local(const tl_state *s, int c)
+{
+    int r = tl_shard(s, c);
+
+    return r >= 0 && r / s->nl == s->host;
+}
+
+/* The chip to kill, as messages name it ("chip C", or "chip C of host H" over hosts). */
+static const char *tl_kill_name(const tl_state *s, char *buf, size_t n)
+{
+    if (s->hosts > 1)
+        snprintf(buf, n, "chip %d of host %d", s->kill, s->kill_host);
+    else
+        snprintf(buf, n, "chip %d", s->kill);
+    return buf;
 }
 
 /* A domain of chips (n) called name with buffers p, g (size floats) and it (three u64: the
@@ -256,21 +321,28 @@ static px_status tl_steps(px_orch *o, const tl_state *s, px_domain *d, int from)
     px_status st = PX_OK;
 
     for (int r = 0; r < px_domain_size(d); r++) {
+        int c = px_domain_chip(d, r);
+
         px_args_init(&per[r]);
         px_args_scalar_u64(&per[r], (uint64_t)s->at);
-        px_args_scalar_u64(&per[r], (uint64_t)(s->kill + 1));
+        px_args_scalar_u64(&per[r], c == s->kill_name);
+        px_args_scalar_i64(&per[r], tl_shard(s, c));
     }
     for (int k = from; st == PX_OK && k < s->iters; k++)
         st = px_submit_domain_task(o, d, tl_c_step, per, NULL);
     return st;
 }
 
-/* Writes host tensor arg 0 (p, size floats) and arg 1 (the count) into every rank of d. */
-static px_status tl_write_all(px_orch *o, const px_task_args *args, px_domain *d)
+/* Writes host tensor arg 0 (p, size floats) and arg 1 (the count) into every rank of d on
+ * this host. */
+static px_status tl_write_all(px_orch *o, const tl_state *s, const px_task_args *args,
+                              px_domain *d)
 {
     px_status st = PX_OK;
 
     for (int r = 0; st == PX_OK && r < px_domain_size(d); r++) {
+        if (!tl_local(s, px_domain_chip(d, r)))
+            continue;
         st = px_submit_domain_write(o, d, r, "p", 0, px_arg_tensor(args, 0), NULL);
         if (st == PX_OK)
             st = px_submit_domain_write(o, d, r, "it", 0, px_arg_tensor(args, 1), NULL);
@@ -278,7 +350,7 @@ static px_status tl_write_all(px_orch *o, const px_task_args *args, px_domain *d
     return st;
 }
 
-/* Reads every rank's p of d into rows of arg 2 (n x size). */
+/* Reads the p of every rank of d on this host into its row of arg 2 (n x size). */
 static px_status tl_read_all(px_orch *o, const tl_state *s, const px_task_args *args,
                              px_domain *d)
 {
@@ -288,6 +360,8 @@ static px_status tl_read_all(px_orch *o, const tl_state *s, const px_task_args *
     for (int r = 0; st == PX_OK && r < px_domain_size(d); r++) {
         px_tensor v;
 
+        if (!tl_local(s, px_domain_chip(d, r)))
+            continue;
         st = px_tensor_view(px_arg_tensor(args, 2), 1, row, NULL, (int64_t)r * s->size, &v);
         if (st == PX_OK)
             st = px_submit_domain_read(o, d, r, "p", 0, &v, NULL);
@@ -304,7 +378,7 @@ static px_status tl_orch_setup(px_orch *o, const px_task_args *args, void *state
 
     if (st == PX_OK) {
         px_example_domain_info(s->d, s->chips, s->info, sizeof(s->info));
-        st = tl_write_all(o, args, s->d);
+        st = tl_write_all(o, s, args, s->d);
     }
     return st;
 }
@@ -325,19 +399,24 @@ static px_status tl_orch_kloop(px_orch *o, const px_task_args *args, void *state
 
     (void)args;
     for (int r = 0; r < px_domain_size(s->d); r++) {
+        int c = px_domain_chip(s->d, r);
+
         px_args_init(&per[r]);
         px_args_scalar_u64(&per[r], (uint64_t)s->iters);
         px_args_scalar_u64(&per[r], (uint64_t)s->at);
-        px_args_scalar_u64(&per[r], (uint64_t)(s->kill + 1));
+        px_args_scalar_u64(&per[r], c == s->kill_name);
+        px_args_scalar_i64(&per[r], tl_shard(s, c));
     }
     return px_submit_domain_task_resilient(o, s->d, tl_c_loop, per, NULL);
 }
 
-/* Run 3: shrink; read the carried p (rank 0) into arg 0 and the count into arg 1. */
+/* Run 3: shrink; read the carried p (this host's first survivor) into arg 0 and the count
+ * into arg 1. */
 static px_status tl_orch_shrink(px_orch *o, const px_task_args *args, void *state)
 {
     tl_state *s = state;
     px_tensor tp, tc;
+    int lr = 0;
     px_status st = px_domain_shrink(o, s->d, &s->nd);
 
     for (int tries = 1; st == PX_EPEERDEAD && tries < 3; tries++) /* a death during it */
@@ -350,13 +429,16 @@ static px_status tl_orch_shrink(px_orch *o, const px_task_args *args, void *stat
     s->d = NULL;
     s->shrunk_gen = px_domain_generation(s->nd);
     s->nsurv = px_domain_size(s->nd);
-    for (int r = 0; r < s->nsurv; r++)
+    for (int r = s->nsurv - 1; r >= 0; r--) {
         s->surv[r] = px_domain_chip(s->nd, r);
+        if (tl_local(s, s->surv[r]))
+            lr = r;
+    }
     tp = *px_arg_tensor(args, 0);
     tc = *px_arg_tensor(args, 1);
-    st = px_submit_domain_read(o, s->nd, 0, "p", 0, &tp, NULL);
+    st = px_submit_domain_read(o, s->nd, lr, "p", 0, &tp, NULL);
     if (st == PX_OK)
-        st = px_submit_domain_read(o, s->nd, 0, "it", 0, &tc, NULL);
+        st = px_submit_domain_read(o, s->nd, lr, "it", 0, &tc, NULL);
     if (st == PX_OK && s->in_kernel) /* the kernels finished: every rank's p */
         st = tl_read_all(o, s, args, s->nd);
     return st;
@@ -385,7 +467,7 @@ static px_status tl_orch_ref(px_orch *o, const px_task_args *args, void *state)
 
     if (st != PX_OK)
         return st;
-    if ((st = tl_write_all(o, args, d)) == PX_OK && (st = tl_steps(o, s, d, s->at)) == PX_OK)
+    if ((st = tl_write_all(o, s, args, d)) == PX_OK && (st = tl_steps(o, s, d, s->at)) == PX_OK)
         st = tl_read_all(o, s, args, d);
     if (st == PX_OK)
         st = px_domain_release(d);
@@ -425,6 +507,7 @@ static px_status tl_run_kernel(px_worker *w, tl_state *s, px_example_result *r)
     float *g = malloc(row), *acc = malloc(row);
     int iters = s->iters, n = s->n;
     int64_t zero[3] = {0};
+    char name[48];
     px_status st = tl_run_with(w, tl_orch_kloop, s, s->p0, zero, s->out, r);
 
     if (st == PX_OK)
@@ -437,9 +520,10 @@ static px_status tl_run_kernel(px_worker *w, tl_state *s, px_example_result *r)
                           "%lld ranks; the orchestration's shrink found %d survivors",
                           (long long)s->cnt[2], s->nsurv);
     if (st == PX_OK && s->kill >= 0)
-        printf("train_loop: chip %d died at iteration %d; the %d survivors shrank inside the "
-               "loop's kernel (px_comm_shrink, %lld shrink%s) and went on\n", s->kill, s->at,
-               s->nsurv, (long long)s->cnt[1], s->cnt[1] == 1 ? "" : "s");
+        printf("train_loop: %s died at iteration %d; the %d survivors shrank inside the "
+               "loop's kernel (px_comm_shrink, %lld shrink%s) and went on\n",
+               tl_kill_name(s, name, sizeof(name)), s->at, s->nsurv, (long long)s->cnt[1],
+               s->cnt[1] == 1 ? "" : "s");
     if (st == PX_OK && s->kill >= 0 && (g == NULL || acc == NULL))
         st = px_set_error(PX_ENOMEM, "train_loop: cannot allocate the host's reference");
     if (st == PX_OK && s->kill >= 0) { /* the host's p at iteration K: the reference's start */
@@ -463,11 +547,12 @@ static px_status tl_run(px_worker *w, void *state, px_example_result *r)
     tl_state *s = state;
     size_t row = (size_t)s->size;
     int64_t zero[3] = {0};
+    char name[48];
     px_status st;
 
     r->iters = s->iters;
-    for (int c = 0; c < s->n; c++)
-        s->chips[c] = c;
+    if ((st = tl_ranks(s, w)) != PX_OK)
+        return st;
     s->p0 = malloc(row * sizeof(float));
     s->snap = malloc(row * sizeof(float));
     s->out = calloc((size_t)s->n * row, sizeof(float));
@@ -485,9 +570,9 @@ static px_status tl_run(px_worker *w, void *state, px_example_result *r)
     if (s->kill < 0)
         return st;
     if (st != PX_EPEERDEAD)
-        return st == PX_OK ? px_set_error(PX_ESTATE, "train_loop: chip %d was to die at "
-                                          "iteration %d, but the loop finished", s->kill,
-                                          s->at) : st;
+        return st == PX_OK ? px_set_error(PX_ESTATE, "train_loop: %s was to die at "
+                                          "iteration %d, but the loop finished",
+                                          tl_kill_name(s, name, sizeof(name)), s->at) : st;
     printf("train_loop: iteration %d: %s\n", s->at, px_last_error());
     if ((st = tl_run_with(w, tl_orch_shrink, s, s->snap, s->cnt, s->out, r)) != PX_OK)
         return st;
@@ -500,8 +585,9 @@ static px_status tl_run(px_worker *w, void *state, px_example_result *r)
         return st;
     s->cnt[0] = s->at;
     st = tl_run_with(w, tl_orch_ref, s, s->snap, s->cnt, s->ref, r);
-    snprintf(r->comm, sizeof(r->comm), "%.300s; chip %d killed at iteration %d, %d survivors "
-             "finished %d iterations", s->info, s->kill, s->at, s->nsurv, s->iters - s->at);
+    snprintf(r->comm, sizeof(r->comm), "%.300s; %s killed at iteration %d, %d survivors "
+             "finished %d iterations", s->info, tl_kill_name(s, name, sizeof(name)), s->at,
+             s->nsurv, s->iters - s->at);
     return st;
 }
 
@@ -515,7 +601,7 @@ static void tl_host(const tl_state *s, float *p, float *g, float *acc)
         int n = later ? s->nsurv : s->n;
 
         for (int r = 0; r < n; r++) {
-            int c = later ? s->surv[r] : s->chips[r];
+            int c = later ? tl_shard(s, s->surv[r]) : r;
 
             for (int64_t i = 0; i < s->size; i++) {
                 g[i] = p[i] - tl_target(c, i);
@@ -530,8 +616,9 @@ static int tl_check(void *state, const px_example_result *r, char *why, size_t n
 {
     const tl_state *s = state;
     size_t row = (size_t)s->size * sizeof(float);
-    int ranks = s->kill >= 0 ? s->nsurv : s->n;
+    int ranks = s->kill >= 0 ? s->nsurv : s->n, mine = 0;
     float *p = malloc(row), *g = malloc(row), *acc = malloc(row);
+    char name[48], here[48] = "";
     int ok = 0;
 
     (void)r;
@@ -540,7 +627,10 @@ static int tl_check(void *state, const px_example_result *r, char *why, size_t n
         goto out;
     }
     tl_host(s, p, g, acc);
-    for (int k = 0; k < ranks; k++) {
+    for (int k = 0; k < ranks; k++) { /* this host's ranks */
+        if (!tl_local(s, s->kill >= 0 ? s->surv[k] : s->chips[k]))
+            continue;
+        mine++;
         if (memcmp(s->out + (size_t)k * (size_t)s->size, p, row) != 0) {
             snprintf(why, n, "train_loop: rank %d's final parameters differ from the host's "
                      "(same fold order)", k);
@@ -552,14 +642,22 @@ static int tl_check(void *state, const px_example_result *r, char *why, size_t n
             goto out;
         }
     }
+    if (mine == 0) {
+        snprintf(why, n, "train_loop: host %d has no rank left to check", s->host);
+        goto out;
+    }
+    if (s->hosts > 1) /* each host checks its own ranks */
+        snprintf(here, sizeof(here), " (host %d checked its %d rank%s)", s->host, mine,
+                 mine == 1 ? "" : "s");
     if (s->kill >= 0)
-        snprintf(why, n, "%d iterations of %lld parameters: chip %d killed at iteration %d, "
+        snprintf(why, n, "%d iterations of %lld parameters: %s killed at iteration %d, "
                  "%d survivors%s bit-identical to a %d-chip run from iteration %d and to the "
-                 "host", s->iters, (long long)s->size, s->kill, s->at, s->nsurv,
-                 s->in_kernel ? " (shrunk in the kernel)" : "", s->nsurv, s->at);
+                 "host%s", s->iters, (long long)s->size, tl_kill_name(s, name, sizeof(name)),
+                 s->at, s->nsurv, s->in_kernel ? " (shrunk in the kernel)" : "", s->nsurv,
+                 s->at, here);
     else
         snprintf(why, n, "%d iterations of %lld parameters on %d chips, bit-identical to the "
-                 "host", s->iters, (long long)s->size, s->n);
+                 "host%s", s->iters, (long long)s->size, s->n, here);
     ok = 1;
 out:
     free(p);

@@ -38,8 +38,9 @@ const cli_option cli_options[] = {
     {"--indefinite", CLI_OPT_INDEFINITE, "ROW",
      "cholesky: make the generated matrix indefinite at row ROW (0..N-1): the run must FAIL "
      "naming the tile and the step"},
-    {"--kill-chip", CLI_OPT_KILL_CHIP, "N",
-     "train_loop: chip N kills itself (SIGKILL); the survivors shrink the domain and go on"},
+    {"--kill-chip", CLI_OPT_KILL_CHIP, "C|H:C",
+     "train_loop: chip C (of host H under mpirun; C alone: of host 0) kills itself "
+     "(SIGKILL); the survivors shrink the domain and go on"},
     {"--at-iter", CLI_OPT_AT_ITER, "N",
      "train_loop: the iteration at which --kill-chip dies (default: iters / 2)"},
     {"--shrink", CLI_OPT_SHRINK, "WHERE",
@@ -102,6 +103,38 @@ static int cli_parse_int(const cli_option *opt, const char *text, long long lo, 
     return 0;
 }
 
+/* --kill-chip C or H:C: chip C (0..63) of host H (0..PX_CHIP_HOSTS_MAX-1; 0 when absent). */
+static int cli_parse_kill_chip(const cli_option *opt, const char *val, cli_opts *o, char *why,
+                               size_t n)
+{
+    const char *colon = strchr(val, ':');
+    char host[16];
+    long long h = 0, c = 0;
+
+    if (colon != NULL) {
+        size_t len = (size_t)(colon - val);
+
+        if (len == 0 || len >= sizeof(host)) {
+            snprintf(why, n, "option %s: \"%s\" is not valid; expected C or H:C (chip C of "
+                     "host H)", opt->name, val);
+            return -1;
+        }
+        memcpy(host, val, len);
+        host[len] = '\0';
+        if (cli_parse_int(opt, host, 0, PX_CHIP_HOSTS_MAX - 1, &h, why, n) != 0) {
+            snprintf(why, n, "option %s: \"%s\" is not valid; expected C or H:C (chip C of "
+                     "host H, H 0..%d)", opt->name, val, PX_CHIP_HOSTS_MAX - 1);
+            return -1;
+        }
+        val = colon + 1;
+    }
+    if (cli_parse_int(opt, val, 0, 63, &c, why, n) != 0)
+        return -1;
+    o->ex.kill_host = (int)h;
+    o->ex.kill_chip = (int)c + 1;
+    return 0;
+}
+
 /* Stores the value of one option into o. Returns 0, or -1 with the reason in why. */
 static int cli_apply(const cli_option *opt, const char *val, cli_opts *o, char *why, size_t n)
 {
@@ -121,9 +154,8 @@ static int cli_apply(const cli_option *opt, const char *val, cli_opts *o, char *
         rc = cli_parse_int(opt, val, 1, CLI_MAX_ITERS, &v, why, n);
         o->ex.iters = (int)v;
         break;
-    case CLI_OPT_KILL_CHIP:
-        rc = cli_parse_int(opt, val, 0, 63, &v, why, n);
-        o->ex.kill_chip = (int)v + 1;
+    case CLI_OPT_KILL_CHIP: /* C, or H:C (chip C of host H) */
+        rc = cli_parse_kill_chip(opt, val, o, why, n);
         break;
     case CLI_OPT_AT_ITER:
         rc = cli_parse_int(opt, val, 1, CLI_MAX_ITERS, &v, why, n);

@@ -25,7 +25,7 @@ static const cli_command cli_commands[] = {
      CLI_OPT_KILL_CHIP | CLI_OPT_AT_ITER | CLI_OPT_SHRINK | CLI_OPT_CHIPS | CLI_OPT_OP |
      CLI_OPT_DTYPE | CLI_OPT_COMM_TRANSPORT | CLI_OPT_INDEFINITE | CLI_OPTS_DFX, 1, 1,
      "run EXAMPLE [--cores N] [--size N] [--iters N] [--tile N] [--chips N] "
-     "[--kill-chip N --at-iter N] [--shrink WHERE] "
+     "[--kill-chip C|H:C --at-iter N] [--shrink WHERE] "
      "[--op OP] [--dtype T] [--indefinite ROW] [--comm-transport T] [--device-profile P] [--dfx LIST --out DIR] "
      "[--dfx-transport LIST] [--dfx-args-level N]",
      "Runs one example program on a new worker and checks its output against a host\n"

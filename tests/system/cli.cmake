@@ -249,6 +249,12 @@ exit status 0\n$" "" run train_loop --chips 4 --cores 1 --kill-chip 1 --at-iter 
             --device-profile a2a3-pcie)
 px_cli_test(run_train_loop_bad_kill "FAIL: [^\n]*--kill-chip 9 is not a chip \\(0..3\\)\nexit \
 status 1\n$" "" run train_loop --chips 4 --cores 1 --kill-chip 9)
+# H:C names a chip of host H: without mpirun the job has one host
+px_cli_test(run_train_loop_bad_kill_host "FAIL: [^\n]*--kill-chip 1:1 is not a chip: the job \
+has one host [^\n]*pass --kill-chip C \\(0..3\\)\nexit status 1\n$" "" run train_loop --chips 4
+            --cores 1 --kill-chip 1:1)
+px_cli_test(run_train_loop_bad_kill_form "FAIL: option --kill-chip: \"x:1\" is not valid; expected \
+C or H:C[^\n]*\nexit status 1\n$" "" run train_loop --chips 4 --cores 1 --kill-chip x:1)
 # --shrink kernel: the whole loop is one resilient task; the survivors shrink inside their
 # kernels (px_comm_shrink) and finish, bit-identical to a 3-chip run from iteration 50.
 px_cli_test(run_train_loop_kernel "train_loop: chip 2 died at iteration 50; the 3 survivors \
@@ -262,6 +268,7 @@ bit-identical[^\n]*\nPASS\nexit status 0\n$" "" run train_loop --chips 4 --cores
 px_cli_test(run_train_loop_bad_shrink "FAIL: [^\n]*--shrink nowhere is not a place to shrink: \
 use orchestration or kernel\nexit status 1\n$" "" run train_loop --chips 2 --shrink nowhere)
 set_tests_properties(cli.run_train_loop_kill cli.run_train_loop_staged
-                     cli.run_train_loop_bad_kill cli.run_train_loop_kernel
+                     cli.run_train_loop_bad_kill cli.run_train_loop_bad_kill_host
+                     cli.run_train_loop_bad_kill_form cli.run_train_loop_kernel
                      cli.run_train_loop_kernel_staged cli.run_train_loop_bad_shrink
                      PROPERTIES RESOURCE_LOCK chips)

@@ -91,3 +91,11 @@ set_tests_properties(netns.cleanup PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
 # not root (uid 65534; root of a user namespace): refused with a reason, exit 77
 add_test(NAME netns.refused_unprivileged COMMAND sh ${PX_NETNS_CHECK} unprivileged)
 set_tests_properties(netns.refused_unprivileged PROPERTIES TIMEOUT 30 SKIP_RETURN_CODE 77)
+
+# train_loop over every host's chips (issue 37): one domain of 2 hosts x 2 chips, host-major
+# ranks; each host checks its own ranks against the host computation and passes
+px_netns_test(two_hosts_train_loop 2
+              "check ok: 20 iterations of 1024 parameters on 4 chips, bit-identical to the host \\(host 0 checked its 2 ranks\\)"
+              "check ok: 20 iterations of 1024 parameters on 4 chips, bit-identical to the host \\(host 1 checked its 2 ranks\\)"
+              "^PASS$" "^PASS$"
+              -- $<TARGET_FILE:plexus> run train_loop --chips 2 --cores 1 --iters 20)
