@@ -20,8 +20,8 @@ px_status comm_dfx_hosts_init(px_worker *w);
 /*
  * The dfx_merged hook under MPI: this host's level-3 outputs are in dir (DIR/hosts/host<h>;
  * merge_st the merge's status). Every host of the job calls it at the end of the same run;
- * each step is bounded by timeout_s. Host 0 returns PX_OK once DIR's trace.json, dfx.json and
- * report.html are written with every host, else the error naming a missing host (written
+ * each step is bounded by timeout_s. Host 0 returns PX_OK once the DFX merge wrote the job's
+ * one set of outputs into DIR with every host, else the error naming a missing host (written
  * without it) or the merge's; the other hosts return PX_OK once their files are sent, or
  * the gather's error.
  */
