@@ -20,7 +20,7 @@
 #include "dfx/merge/merge.h"
 #include "hier/ext.h"
 #include "hier/hier_internal.h"
-#include "json_reader.h"
+#include "dfx/collectors/json.h"
 
 static const char host_dfx[] =
     "{\"version\": 1, \"clock\": \"tsc\", \"ticks_per_ns\": 2.000000, \"t0_ticks\": 1000, "
@@ -185,10 +185,13 @@ static px_status merge_hosts(const char *dir, dfx_merge_src *hosts)
     return dfx_merge_run(&in);
 }
 
-/* A host's level-3 dfx.json: host_dfx's members, then what the level-3 merge adds. */
+/* A host's level-3 dfx.json: host_dfx's members (with the probe's host_id, which the level-4
+ * entry writes first and so must not repeat: the strict reader refuses a name twice), then
+ * what the level-3 merge adds. */
 static const char host_l3_dfx[] =
     "{\"version\": 1, \"clock\": \"tsc\", \"ticks_per_ns\": 2.000000, \"t0_ticks\": 1000, "
-    "\"chip\": -1, \"device_profile\": \"default\", \"records_version\": 2, \"collectors\": {\n"
+    "\"chip\": -1, \"device_profile\": \"default\", \"host_id\": \"h\", \"records_version\": 2, "
+    "\"collectors\": {\n"
     "    \"swimlane\": {\"transport\": \"mapped\", \"refused\": [], \"produced\": 4, "
     "\"collected\": 4, \"dropped\": 0, \"writer_waits\": 0, \"seq_gaps\": 0, "
     "\"reconciled\": true}\n},\n \"level\": 3,\n \"chips\": [],\n \"calls\": [],\n"

@@ -41,34 +41,29 @@ static void mrg_calls_json(const mrg *m, dfxc_buf *b)
 /* 1 when every collector of dfx.json o reconciled (each says "reconciled": true). */
 static int mrg_reconciled(const mrg_obj *o)
 {
-    mrg_str c = mrg_get(o, "collectors");
-    mrg_obj cols;
+    const dfxc_json *cols = dfxc_json_get(o->root, "collectors");
 
-    if (c.n == 0 || mrg_obj_scan(c.p, c.n, "dfx.json collectors", &cols) != PX_OK)
+    if (cols == NULL || cols->type != DFXC_JOBJ)
         return 0;
-    for (int i = 0; i < cols.n; i++) {
-        mrg_obj col;
-
-        if (mrg_obj_scan(cols.value[i].p, cols.value[i].n, "a dfx.json collector", &col) !=
-                PX_OK ||
-            mrg_get(&col, "reconciled").n != 4 ||
-            memcmp(mrg_get(&col, "reconciled").p, "true", 4) != 0)
+    for (size_t i = 0; i < cols->n; i++)
+        if (!mrg_true(&cols->kids[i], "reconciled"))
             return 0;
-    }
     return 1;
 }
 
 /* Appends the members of o (as "key": value) but version and chip. */
 static void mrg_members(dfxc_buf *b, const mrg_obj *o)
 {
-    for (int i = 0; i < o->n; i++) {
-        if ((o->key[i].n == 7 && memcmp(o->key[i].p, "version", 7) == 0) ||
-            (o->key[i].n == 4 && memcmp(o->key[i].p, "chip", 4) == 0))
+    for (size_t i = 0; i < o->root->n; i++) {
+        const char *key = o->root->kids[i].key;
+        mrg_str v = mrg_value(o, i);
+
+        if (strcmp(key, "version") == 0 || strcmp(key, "chip") == 0)
             continue;
         dfxc_buf_puts(b, ", \"");
-        dfxc_buf_put(b, o->key[i].p, o->key[i].n);
+        dfxc_buf_puts(b, key);
         dfxc_buf_puts(b, "\": ");
-        dfxc_buf_put(b, o->value[i].p, o->value[i].n);
+        dfxc_buf_put(b, v.p, v.n);
     }
 }
 
@@ -102,14 +97,16 @@ px_status mrg_dfx(const mrg *m)
         return px_set_error(PX_EINVAL, "dfx: the host's dfx.json names no clock");
     dfxc_buf_init(&b);
     dfxc_buf_puts(&b, "{");
-    for (int i = 0; i < host->n; i++) {
+    for (size_t i = 0; i < host->root->n; i++) {
+        mrg_str v = mrg_value(host, i);
+
         dfxc_buf_puts(&b, i ? ",\n \"" : "\"");
-        dfxc_buf_put(&b, host->key[i].p, host->key[i].n);
+        dfxc_buf_puts(&b, host->root->kids[i].key);
         dfxc_buf_puts(&b, "\": ");
-        if (host->key[i].n == 4 && memcmp(host->key[i].p, "chip", 4) == 0)
+        if (strcmp(host->root->kids[i].key, "chip") == 0)
             dfxc_buf_puts(&b, "-1");
         else
-            dfxc_buf_put(&b, host->value[i].p, host->value[i].n);
+            dfxc_buf_put(&b, v.p, v.n);
     }
     dfxc_buf_puts(&b, ",\n \"level\": 3,\n \"chips\": [");
     for (int k = 1; k < m->nsrc; k++) {

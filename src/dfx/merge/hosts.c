@@ -34,8 +34,9 @@ static void mrg_host_shift(mrg_src *s, const dfx_merge_src *h0)
     s->shift_ns = (int64_t)llround(s->shift);
 }
 
-/* Appends one host's entry of "hosts" (it delivered its files); clears *ok when it did not
- * reconcile. */
+/* Appends one host's entry of "hosts" (it delivered its files): its clock, then its own
+ * dfx.json's members but version and host_id (written first already: a member name appears
+ * once in an object); clears *ok when it did not reconcile. */
 static void mrg_host_entry(const mrg_src *s, dfxc_buf *b, int *ok)
 {
     const dfx_merge_src *h = s->host;
@@ -54,25 +55,28 @@ static void mrg_host_entry(const mrg_src *s, dfxc_buf *b, int *ok)
     dfxc_buf_us(b, (int64_t)h->rate_span_ns);
     dfxc_buf_puts(b, ", \"shift_us\": ");
     dfxc_buf_us(b, s->shift_ns);
-    for (int i = 0; i < s->dfx.n; i++) {
-        if (s->dfx.key[i].n == 7 && memcmp(s->dfx.key[i].p, "version", 7) == 0)
+    for (size_t i = 0; i < s->dfx.root->n; i++) {
+        mrg_str v = mrg_value(&s->dfx, i);
+
+        if (strcmp(s->dfx.root->kids[i].key, "version") == 0 ||
+            strcmp(s->dfx.root->kids[i].key, "host_id") == 0) /* the entry's own */
             continue;
         dfxc_buf_puts(b, ", \"");
-        dfxc_buf_put(b, s->dfx.key[i].p, s->dfx.key[i].n);
+        dfxc_buf_puts(b, s->dfx.root->kids[i].key);
         dfxc_buf_puts(b, "\": ");
-        dfxc_buf_put(b, s->dfx.value[i].p, s->dfx.value[i].n);
+        dfxc_buf_put(b, v.p, v.n);
     }
-    *ok &= mrg_true(&s->dfx, "reconciled");
+    *ok &= mrg_true(s->dfx.root, "reconciled");
     dfxc_buf_puts(b, "}");
 }
 
 /* 1 for host 0's members that the level-4 dfx.json writes itself. */
-static int mrg_l4_own(const mrg_str *k)
+static int mrg_l4_own(const char *k)
 {
     static const char *const own[] = {"level", "chips", "calls", "reconciled"};
 
     for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
-        if (k->n == strlen(own[i]) && memcmp(k->p, own[i], k->n) == 0)
+        if (strcmp(k, own[i]) == 0)
             return 1;
     return 0;
 }
@@ -87,13 +91,15 @@ static px_status mrg_dfx_hosts(const mrg *m)
 
     dfxc_buf_init(&b);
     dfxc_buf_puts(&b, "{");
-    for (int i = 0; i < h0->n; i++) {
-        if (mrg_l4_own(&h0->key[i]))
+    for (size_t i = 0; i < h0->root->n; i++) {
+        mrg_str v = mrg_value(h0, i);
+
+        if (mrg_l4_own(h0->root->kids[i].key))
             continue;
         dfxc_buf_puts(&b, first ? "\"" : ",\n \"");
-        dfxc_buf_put(&b, h0->key[i].p, h0->key[i].n);
+        dfxc_buf_puts(&b, h0->root->kids[i].key);
         dfxc_buf_puts(&b, "\": ");
-        dfxc_buf_put(&b, h0->value[i].p, h0->value[i].n);
+        dfxc_buf_put(&b, v.p, v.n);
         first = 0;
     }
     dfxc_buf_printf(&b, ",\n \"level\": 4,\n \"nhosts\": %d,\n \"hosts\": [", m->nsrc);

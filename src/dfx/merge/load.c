@@ -19,18 +19,31 @@
 #include "util/log.h"
 #include "util/util.h"
 
-/* Reads s's file name (in m's directory, or the source's directory there) whole. PX_OK,
- * PX_ENOENT or PX_EIO. */
+/* The path of s's file name (in m's directory, or the source's directory there) into path. */
+static void mrg_path(const mrg *m, const mrg_src *s, const char *name, char *path, size_t n)
+{
+    if (s->in->dir[0] == '\0')
+        snprintf(path, n, "%s/%s", m->dir, name);
+    else
+        snprintf(path, n, "%s/%s/%s", m->dir, s->in->dir, name);
+}
+
+/* "dfx: PATH" of s's dfx.json, for the reader's messages, into what (n bytes); returns it. */
+static const char *mrg_what(const mrg *m, const mrg_src *s, char *what, size_t n)
+{
+    memcpy(what, "dfx: ", 6);
+    mrg_path(m, s, "dfx.json", what + 5, n - 5);
+    return what;
+}
+
+/* Reads s's file name whole. PX_OK, PX_ENOENT or PX_EIO. */
 static px_status mrg_read(const mrg *m, const mrg_src *s, const char *name, char **text,
                           size_t *len)
 {
     char path[PX_DFX_OUT_MAX + 128];
     px_status st;
 
-    if (s->in->dir[0] == '\0')
-        snprintf(path, sizeof(path), "%s/%s", m->dir, name);
-    else
-        snprintf(path, sizeof(path), "%s/%s/%s", m->dir, s->in->dir, name);
+    mrg_path(m, s, name, path, sizeof(path));
     if ((st = util_file_read(path, "dfx", text, len)) == PX_ENOENT)
         return px_set_error(PX_ENOENT, "dfx: %s does not exist", path);
     return st;
@@ -123,10 +136,12 @@ static uint64_t mrg_other_num(const mrg_src *s, const char *key)
 /* Loads one source's dfx.json (required) and trace.json (when the host has one). */
 px_status mrg_load_src(mrg *m, mrg_src *s)
 {
+    char what[PX_DFX_OUT_MAX + 160];
     px_status st = mrg_read(m, s, "dfx.json", &s->dfx_text, &s->dfx_len);
 
     if (st == PX_OK)
-        st = mrg_obj_scan(s->dfx_text, s->dfx_len, "dfx.json", &s->dfx);
+        st = mrg_obj_parse(s->dfx_text, s->dfx_len, mrg_what(m, s, what, sizeof(what)),
+                           &s->dfx);
     if (st != PX_OK)
         return st;
     if (s->chip != NULL)

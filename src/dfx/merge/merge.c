@@ -9,7 +9,8 @@
  * it gathered their files, comm/dfx_hosts.c): every host's level-3 outputs into one set on
  * host 0's clock (hosts.c). Formats: docs/formats.md.
  *
- * Each room in a file of its own: text.c reads plexus's own text, load.c the sources,
+ * Each room in a file of its own: text.c reads plexus's own text (dfx.json through the one
+ * JSON reader, dfx/collectors/json.h), load.c the sources,
  * trace.c, report.c and dfxjson.c write the merged files, adds.c adds the deaths and the
  * layers' slices, hosts.c is level 4. The files are written with the collectors' buffer
  * helpers, atomically (a temporary name, then rename).
@@ -23,6 +24,7 @@
 
 void mrg_free_src(mrg_src *s)
 {
+    mrg_obj_free(&s->dfx);
     free(s->dfx_text);
     free(s->trace_text);
     free(s->lines);

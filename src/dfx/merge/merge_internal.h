@@ -17,12 +17,10 @@
 #include <stdint.h>
 #include <plexus/status.h>
 
+#include "dfx/collectors/json.h"
 #include "dfx/collectors/model.h"
 #include "dfx/collectors/out.h"
 #include "dfx/merge/merge.h"
-
-#define MRG_HOST_NAME "host (L3 orchestration + dispatch)"
-#define MRG_MAX_MEMBERS 32
 
 /* A span of text. */
 typedef struct mrg_str {
@@ -30,11 +28,11 @@ typedef struct mrg_str {
     size_t n;
 } mrg_str;
 
-/* dfx.json's top-level members, as spans of its text. */
+/* A source's dfx.json: its text and its tree (the one JSON reader's), whose nodes know where
+ * their values are in the text, so that the merge copies a member's value as it was written. */
 typedef struct mrg_obj {
-    int n;
-    mrg_str key[MRG_MAX_MEMBERS];   /* without quotes */
-    mrg_str value[MRG_MAX_MEMBERS]; /* the value's text */
+    const char *text;
+    dfxc_json *root;      /* an object; NULL before it is parsed */
 } mrg_obj;
 
 /* One event line of a source's trace.json. */
@@ -83,16 +81,21 @@ typedef struct mrg {
 
 /* ---- text.c: reading plexus's own text ---- */
 
-/* Finds the top-level members of the object in text[0..n). Returns PX_OK or PX_EINVAL. */
-px_status mrg_obj_scan(const char *text, size_t n, const char *what, mrg_obj *o);
-/* The value of member key, or a span of n 0. */
+/* Parses text[0..n) (a dfx.json; what names it in messages) into o, which keeps text. Returns
+ * PX_OK, or PX_EINVAL when it is not a JSON object, or PX_ENOMEM. */
+px_status mrg_obj_parse(const char *text, size_t n, const char *what, mrg_obj *o);
+/* Frees o's tree. */
+void mrg_obj_free(mrg_obj *o);
+/* The value of o's member i as written. */
+mrg_str mrg_value(const mrg_obj *o, size_t i);
+/* The value of member key as written, or a span of n 0. */
 mrg_str mrg_get(const mrg_obj *o, const char *key);
 /* The number value of key, or def. */
 double mrg_num(const mrg_obj *o, const char *key, double def);
 /* 1 when the string value of key is s. */
 int mrg_str_is(const mrg_obj *o, const char *key, const char *s);
-/* 1 when the value of key is true. */
-int mrg_true(const mrg_obj *o, const char *key);
+/* 1 when member key of object o is true. */
+int mrg_true(const dfxc_json *o, const char *key);
 /* Parses microseconds with up to three decimals (as dfxc_buf_us writes them) into ns;
  * returns 0 with *ns and *after, or -1. */
 int mrg_parse_us(const char *s, const char *end, int64_t *ns, const char **after);

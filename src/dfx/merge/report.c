@@ -76,14 +76,13 @@ static void mrg_link_calls(const mrg *m, dfxc_model *model)
  */
 px_status mrg_report(mrg *m)
 {
-    mrg_str clock = mrg_get(&m->src[0].dfx, "clock");
-    char ck[16] = "?";
+    const char *clock = dfxc_json_str(m->src[0].dfx.root, "clock", "?");
+    char ck[16];
     uint64_t next = 0;
     dfxc_model model;
     px_status st;
 
-    if (clock.n >= 2 && clock.n - 2 < sizeof(ck))
-        snprintf(ck, sizeof(ck), "%.*s", (int)(clock.n - 2), clock.p + 1);
+    snprintf(ck, sizeof(ck), "%s", strlen(clock) < sizeof(ck) ? clock : "?");
     dfxc_model_init(&model, ck);
     model.has_trace = 1;
     for (int k = 0; k < m->nsrc; k++) {
@@ -117,22 +116,27 @@ px_status mrg_report(mrg *m)
     return st;
 }
 
-/* Level 4: host source s's "calls" (its level-3 dfx.json) as inner tasks in the report. */
+/* Level 4: host source s's "calls" (its level-3 dfx.json: [host task, chip, first chip task,
+ * tasks] each) as inner tasks in the report. */
 void mrg_host_calls(const mrg_src *s, dfxc_model *model)
 {
-    mrg_str v = mrg_get(&s->dfx, "calls");
-    const char *p = v.p, *end = v.p + v.n;
+    const dfxc_json *calls = dfxc_json_get(s->dfx.root, "calls");
 
-    while (p != NULL && p < end && (p = memchr(p, '[', (size_t)(end - p))) != NULL) {
-        unsigned long long host, first, n;
-        int chip;
+    for (size_t i = 0; calls != NULL && calls->type == DFXC_JARR && i < calls->n; i++) {
+        const dfxc_json *c = &calls->kids[i];
+        double host, chip, first, n;
 
-        if (sscanf(p, "[%llu, %d, %llu, %llu]", &host, &chip, &first, &n) == 4 && chip >= 0 &&
-            chip < DFX_MERGE_HOST_PIDS - 1)
-            for (unsigned long long t = 0; t < n && t < (1ull << 32); t++)
-                dfxc_model_add_inner(model, (uint64_t)s->pid_base << 40 | host,
-                                     (uint64_t)(s->pid_base + chip + 1) << 40 | (first + t));
-        p++;
+        if (c->type != DFXC_JARR || c->n != 4 || c->kids[0].type != DFXC_JNUM ||
+            c->kids[1].type != DFXC_JNUM || c->kids[2].type != DFXC_JNUM ||
+            c->kids[3].type != DFXC_JNUM)
+            continue;
+        host = c->kids[0].num, chip = c->kids[1].num, first = c->kids[2].num;
+        n = c->kids[3].num;
+        if (host < 0 || first < 0 || n < 0 || chip < 0 || chip >= DFX_MERGE_HOST_PIDS - 1)
+            continue;
+        for (uint64_t t = 0; t < (uint64_t)n && t < (1ull << 32); t++)
+            dfxc_model_add_inner(model, (uint64_t)s->pid_base << 40 | (uint64_t)host,
+                                 (uint64_t)(s->pid_base + (int)chip + 1) << 40 |
+                                     ((uint64_t)first + t));
     }
 }
-

@@ -1,7 +1,8 @@
 /*
- * text.c - the merge's reading of plexus's own text: dfx.json's top-level members found by a
- * scanner that only skips strings and brackets (mrg_obj), time stamps as dfxc_buf_us writes
- * them, and plain search in the lines of trace.json.
+ * text.c - the merge's reading of plexus's own text: dfx.json through the one JSON reader
+ * (dfx/collectors/json.h), each member's value kept as written so that the merge copies it
+ * unchanged; time stamps as dfxc_buf_us writes them, and plain search in the lines of
+ * trace.json (each line is in the layout plexus's writer gives it: mrg_line_add checks it).
  */
 #include "dfx/merge/merge_internal.h"
 
@@ -10,116 +11,56 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Returns the end of the JSON string starting at s (after its closing quote), or NULL. */
-static const char *mrg_skip_string(const char *s, const char *end)
+px_status mrg_obj_parse(const char *text, size_t n, const char *what, mrg_obj *o)
 {
-    for (s++; s < end; s++) {
-        if (*s == '\\')
-            s++;
-        else if (*s == '"')
-            return s + 1;
+    dfxc_json *root = NULL;
+    px_status st = dfxc_json_parse(text, n, what, &root);
+
+    if (st != PX_OK)
+        return st;
+    if (root->type != DFXC_JOBJ) {
+        dfxc_json_free(root);
+        return px_set_error(PX_EINVAL, "%s is not a JSON object", what);
     }
-    return NULL;
+    *o = (mrg_obj){.text = text, .root = root};
+    return PX_OK;
 }
 
-/* Returns the end of the JSON value at s (a string, a bracketed value or a scalar). */
-static const char *mrg_skip_value(const char *s, const char *end)
+void mrg_obj_free(mrg_obj *o)
 {
-    int depth = 0;
-
-    while (s < end) {
-        if (*s == '"') {
-            if ((s = mrg_skip_string(s, end)) == NULL)
-                return NULL;
-            if (depth == 0)
-                return s;
-            continue;
-        }
-        if (*s == '{' || *s == '[') {
-            depth++;
-        } else if (*s == '}' || *s == ']') {
-            if (depth == 0)
-                return s; /* the end of the enclosing object */
-            if (--depth == 0)
-                return s + 1;
-        } else if (depth == 0 && (*s == ',' || *s == '\n')) {
-            return s;
-        }
-        s++;
-    }
-    return depth == 0 ? s : NULL;
+    dfxc_json_free(o->root);
+    *o = (mrg_obj){0};
 }
 
-static const char *mrg_skip_space(const char *s, const char *end)
+mrg_str mrg_value(const mrg_obj *o, size_t i)
 {
-    while (s < end && (*s == ' ' || *s == '\n' || *s == '\t' || *s == '\r'))
-        s++;
-    return s;
+    return (mrg_str){o->text + o->root->kids[i].at, o->root->kids[i].len};
 }
 
-/* Finds the top-level members of the object in text[0..n). Returns PX_OK or PX_EINVAL. */
-px_status mrg_obj_scan(const char *text, size_t n, const char *what, mrg_obj *o)
-{
-    const char *s = mrg_skip_space(text, text + n), *end = text + n;
-
-    o->n = 0;
-    if (s == end || *s++ != '{')
-        return px_set_error(PX_EINVAL, "dfx: %s is not a JSON object", what);
-    for (;;) {
-        const char *k, *v;
-
-        s = mrg_skip_space(s, end);
-        if (s < end && *s == '}')
-            return PX_OK;
-        if (s == end || *s != '"' || (k = mrg_skip_string(s, end)) == NULL ||
-            o->n == MRG_MAX_MEMBERS)
-            break;
-        o->key[o->n] = (mrg_str){s + 1, (size_t)(k - s - 2)};
-        s = mrg_skip_space(k, end);
-        if (s == end || *s++ != ':')
-            break;
-        s = mrg_skip_space(s, end);
-        if ((v = mrg_skip_value(s, end)) == NULL || v == s)
-            break;
-        o->value[o->n++] = (mrg_str){s, (size_t)(v - s)};
-        s = mrg_skip_space(v, end);
-        if (s < end && *s == ',')
-            s++;
-    }
-    return px_set_error(PX_EINVAL, "dfx: %s: member %d is not \"key\": value (not a dfx.json "
-                        "written by this plexus?)", what, o->n);
-}
-
-/* The value of member key, or a span of n 0. */
 mrg_str mrg_get(const mrg_obj *o, const char *key)
 {
-    for (int i = 0; i < o->n; i++)
-        if (o->key[i].n == strlen(key) && memcmp(o->key[i].p, key, o->key[i].n) == 0)
-            return o->value[i];
-    return (mrg_str){NULL, 0};
+    const dfxc_json *v = o->root != NULL ? dfxc_json_get(o->root, key) : NULL;
+
+    return v != NULL ? (mrg_str){o->text + v->at, v->len} : (mrg_str){NULL, 0};
 }
 
-/* The number value of key, or def. */
 double mrg_num(const mrg_obj *o, const char *key, double def)
 {
-    mrg_str v = mrg_get(o, key);
-    char tmp[64], *e;
-    double d;
-
-    if (v.n == 0 || v.n >= sizeof(tmp))
-        return def;
-    memcpy(tmp, v.p, v.n);
-    tmp[v.n] = '\0';
-    d = strtod(tmp, &e);
-    return e == tmp + v.n ? d : def;
+    return dfxc_json_num(o->root, key, def);
 }
 
-/* 1 when the string value of key is s. */
 int mrg_str_is(const mrg_obj *o, const char *key, const char *s)
 {
-    mrg_str v = mrg_get(o, key);
+    const char *v = dfxc_json_str(o->root, key, NULL);
 
-    return v.n == strlen(s) + 2 && v.p[0] == '"' && memcmp(v.p + 1, s, v.n - 2) == 0;
+    return v != NULL && strcmp(v, s) == 0;
+}
+
+int mrg_true(const dfxc_json *o, const char *key)
+{
+    const dfxc_json *v = dfxc_json_get(o, key);
+
+    return v != NULL && v->type == DFXC_JBOOL && v->num == 1;
 }
 
 /* Parses microseconds with up to three decimals (as dfxc_buf_us writes them) into ns. */
@@ -201,12 +142,3 @@ int64_t mrg_after_num(const char *p, const char *end, const char *needle)
 
     return at ? strtoll(at + strlen(needle), NULL, 10) : -1;
 }
-
-/* 1 when dfx.json o says "reconciled": true. */
-int mrg_true(const mrg_obj *o, const char *key)
-{
-    mrg_str v = mrg_get(o, key);
-
-    return v.n == 4 && memcmp(v.p, "true", 4) == 0;
-}
-
