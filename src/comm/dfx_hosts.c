@@ -24,6 +24,7 @@
  */
 #include "comm/dfx_hosts.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +53,16 @@ typedef struct dfxh_head {
     double t0_ns;        /* its DFX run's start, ns of its own clock */
     char id[128];        /* its host id */
     char msg[256];       /* st != PX_OK: why it has no files */
+    char job[PX_DFX_OUT_MAX]; /* its job directory DIR (host 0's: where the merge goes) */
 } dfxh_head;
+
+/* Where this process's last gather left the outputs (comm_dfx_hosts_where): one worker per
+ * process runs under MPI, so one record; lock: dfxh_where_lock. */
+static pthread_mutex_t dfxh_where_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    int valid, host;
+    char own[PX_DFX_OUT_MAX], merged[PX_DFX_OUT_MAX], merged_by[128];
+} dfxh_where;
 
 px_status comm_dfx_hosts_init(px_worker *w)
 {
@@ -66,13 +76,14 @@ px_status comm_dfx_hosts_init(px_worker *w)
     return hier_dfx_subdir(w, sub);
 }
 
-/* This host's header and files (its level-3 merge's status st). */
-static void dfxh_own(const char *dir, px_status st, const char *host_id, dfxh_head *h,
-                     dfx_merge_files *f)
+/* This host's header and files (its level-3 merge's status st; job its DIR). */
+static void dfxh_own(const char *dir, const char *job, px_status st, const char *host_id,
+                     dfxh_head *h, dfx_merge_files *f)
 {
     memset(h, 0, sizeof(*h));
     h->magic = DFXH_MAGIC;
     snprintf(h->id, sizeof(h->id), "%s", host_id);
+    snprintf(h->job, sizeof(h->job), "%s", job);
     if (st == PX_OK)
         st = dfx_merge_files_read(dir, f);
     h->st = st;
@@ -262,10 +273,46 @@ static void dfxh_free(dfxh *d)
 }
 
 /* The gather and, on host 0, the merge (steps 1 to 3 above). */
-static px_status dfxh_run(dfxh *d, const char *job, const dfxh_head *me,
+/* Notes where this host's outputs (dir) and the job's merged set are: host 0's job directory
+ * from its header when the headers were gathered (heads), else none known but host 0's own. */
+static void dfxh_note(const dfxh *d, const char *dir, const dfxh_head *heads)
+{
+    const dfxh_head *h0 = heads != NULL && heads[0].magic == DFXH_MAGIC ? &heads[0] : NULL;
+
+    pthread_mutex_lock(&dfxh_where_lock);
+    dfxh_where.valid = 1;
+    dfxh_where.host = d->me;
+    snprintf(dfxh_where.own, sizeof(dfxh_where.own), "%s", dir);
+    snprintf(dfxh_where.merged, sizeof(dfxh_where.merged), "%.*s", (int)sizeof(h0->job) - 1,
+             h0 != NULL ? h0->job : "");
+    snprintf(dfxh_where.merged_by, sizeof(dfxh_where.merged_by), "%.*s",
+             (int)sizeof(h0->id) - 1, h0 != NULL ? h0->id : "");
+    pthread_mutex_unlock(&dfxh_where_lock);
+}
+
+px_status comm_dfx_hosts_where(int *host, char *own, size_t n, char *merged, size_t m,
+                               char *merged_by, size_t k)
+{
+    px_status st = PX_ENOENT;
+
+    pthread_mutex_lock(&dfxh_where_lock);
+    if (dfxh_where.valid) {
+        *host = dfxh_where.host;
+        snprintf(own, n, "%s", dfxh_where.own);
+        snprintf(merged, m, "%s", dfxh_where.merged);
+        snprintf(merged_by, k, "%s", dfxh_where.merged_by);
+        st = PX_OK;
+    }
+    pthread_mutex_unlock(&dfxh_where_lock);
+    return st;
+}
+
+static px_status dfxh_run(dfxh *d, const char *job, const char *dir, const dfxh_head *me,
                           const dfx_merge_files *own)
 {
     px_status st = comm_proxy_allgather(d->p, me, sizeof(*me), d->heads, d->timeout_s);
+
+    dfxh_note(d, dir, st == PX_OK ? d->heads : d->me == 0 ? me : NULL);
 
     if (st != PX_OK && d->me != 0)
         return st;
@@ -305,7 +352,7 @@ px_status comm_dfx_hosts_merged(comm_proxy *p, const char *dir, px_status merge_
 
     if ((st = dfxh_job_dir(dir, job, sizeof(job))) != PX_OK)
         return st;
-    dfxh_own(dir, merge_st, comm_proxy_host(p, d.me)->id, &me, &own);
+    dfxh_own(dir, job, merge_st, comm_proxy_host(p, d.me)->id, &me, &own);
     px_clear_error();
     d.heads = calloc((size_t)d.n, sizeof(*d.heads));
     if (d.me == 0) {
@@ -316,7 +363,7 @@ px_status comm_dfx_hosts_merged(comm_proxy *p, const char *dir, px_status merge_
         st = px_set_error(PX_ENOMEM, "dfx: out of host memory for the gather of %d hosts' "
                           "outputs", d.n);
     else
-        st = dfxh_run(&d, job, &me, &own);
+        st = dfxh_run(&d, job, dir, &me, &own);
     dfxh_free(&d);
     dfx_merge_files_free(&own);
     return st;

@@ -28,4 +28,14 @@ px_status comm_dfx_hosts_init(px_worker *w);
 px_status comm_dfx_hosts_merged(comm_proxy *p, const char *dir, px_status merge_st,
                                 double timeout_s);
 
+/*
+ * Where this process's last run under MPI left the DFX outputs (what `plexus run` prints):
+ * *host its MPI rank, own (n bytes) this host's directory DIR/hosts/host<h>, merged (m bytes)
+ * host 0's DIR, where host 0 wrote the job's merged set ("" when the hosts' headers were not
+ * gathered), merged_by (k bytes) host 0's host id. Returns PX_OK, or PX_ENOENT when no run of
+ * this process gathered its hosts' outputs.
+ */
+px_status comm_dfx_hosts_where(int *host, char *own, size_t n, char *merged, size_t m,
+                               char *merged_by, size_t k);
+
 #endif

@@ -14,6 +14,7 @@
 
 #include <plexus/dfx.h>
 
+#include "dfx/collectors/json.h"
 #include "dfx/collectors/out.h"
 #include "util/clock.h"
 #include "util/file.h"
@@ -29,13 +30,23 @@ static px_status dfx_merge_read(const char *dir, const char *name, char **text, 
     return st == PX_ENOENT ? PX_OK : st;
 }
 
-/* The run's start in ns of this host's clock, from its dfx.json ("clock", "t0_ticks"). */
-static double dfx_merge_t0_ns(const char *dfx)
+/* The run's start in ns of this host's clock, from its dfx.json ("clock", "t0_ticks"). Returns
+ * PX_OK, or PX_EINVAL when dfx.json is not JSON (message set). */
+static px_status dfx_merge_t0_ns(const char *dir, const dfx_merge_files *f, double *t0_ns)
 {
-    const char *t0 = strstr(dfx, "\"t0_ticks\": ");
-    double ticks = t0 != NULL ? strtod(t0 + 12, NULL) : 0;
+    char what[PX_DFX_OUT_MAX + 32];
+    dfxc_json *root = NULL;
+    px_status st;
+    double ticks;
 
-    return strstr(dfx, "\"clock\": \"tsc\"") != NULL ? ticks / px_ticks_per_ns() : ticks;
+    snprintf(what, sizeof(what), "dfx: %s/dfx.json", dir);
+    if ((st = dfxc_json_parse(f->dfx, f->dfx_len, what, &root)) != PX_OK)
+        return st;
+    ticks = dfxc_json_num(root, "t0_ticks", 0);
+    *t0_ns = strcmp(dfxc_json_str(root, "clock", ""), "tsc") == 0 ? ticks / px_ticks_per_ns()
+                                                                   : ticks;
+    dfxc_json_free(root);
+    return PX_OK;
 }
 
 px_status dfx_merge_files_read(const char *dir, dfx_merge_files *f)
@@ -45,13 +56,12 @@ px_status dfx_merge_files_read(const char *dir, dfx_merge_files *f)
     if (st == PX_OK && f->dfx == NULL)
         st = px_set_error(PX_ENOENT, "dfx: %s/dfx.json was not written", dir);
     if (st == PX_OK)
+        st = dfx_merge_t0_ns(dir, f, &f->t0_ns);
+    if (st == PX_OK)
         st = dfx_merge_read(dir, "trace.json", &f->trace, &f->trace_len);
-    if (st != PX_OK) {
+    if (st != PX_OK)
         dfx_merge_files_free(f);
-        return st;
-    }
-    f->t0_ns = dfx_merge_t0_ns(f->dfx);
-    return PX_OK;
+    return st;
 }
 
 void dfx_merge_files_free(dfx_merge_files *f)

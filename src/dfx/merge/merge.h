@@ -114,7 +114,8 @@ typedef struct dfx_merge_files {
 } dfx_merge_files;
 
 /* Reads dir's dfx.json (required) and trace.json (when written). Returns PX_OK with *f (free
- * with dfx_merge_files_free), or PX_ENOENT / PX_EIO / PX_ENOMEM (message set). */
+ * with dfx_merge_files_free), or PX_ENOENT / PX_EIO / PX_ENOMEM, or PX_EINVAL when dfx.json
+ * is not JSON (message set). */
 px_status dfx_merge_files_read(const char *dir, dfx_merge_files *f);
 
 /* Frees what f holds and makes it empty. */
