@@ -42,7 +42,7 @@
 
 #include <plexus/plexus.h>
 
-#include "json_reader.h"
+#include "dfx/collectors/json.h"
 #include "dfx/dfx.h"
 #include "dfx/records.h"
 #include "dfx/transport/transport.h"

@@ -1,8 +1,7 @@
 #!/bin/sh
 # install-deps.sh - installs the Debian packages plexus needs, only those that are missing.
-#   scripts/install-deps.sh          build and test dependencies (libjansson-dev for
-#                                    `plexus trace summary`; chromium renders report.html
-#                                    in the DFX tests; python3-cffi, python3-dev,
+#   scripts/install-deps.sh          build and test dependencies (chromium renders
+#                                    report.html in the DFX tests; python3-cffi, python3-dev,
 #                                    python3-numpy and python3-pytest for `import plexus`
 #                                    and its pytest tests; python3-venv, python3-setuptools
 #                                    and python3-wheel for its venv route; libopenblas-dev:
@@ -15,7 +14,7 @@
 # install; never prompts.
 set -eu
 
-pkgs="gcc make cmake pkg-config libcmocka-dev libjansson-dev python3 chromium"
+pkgs="gcc make cmake pkg-config libcmocka-dev python3 chromium"
 pkgs="$pkgs python3-dev python3-cffi python3-numpy python3-pytest"
 pkgs="$pkgs python3-venv python3-setuptools python3-wheel"
 # OpenBLAS (pthreads; Debian makes it numpy's libblas.so.3): level 3 is tested beside its

@@ -10,6 +10,7 @@
  * like a wrong number.
  */
 #include "cli.h"
+#include "comm/dfx_hosts.h"
 #include "util/tl_list.h"
 
 #include <string.h>
@@ -123,8 +124,9 @@ static int run_check_opts(const px_example *ex, const cli_opts *o, char *why, si
     return run_check_values(ex, o, why, n);
 }
 
-/* Prints `dfx <dir>` and `dfx file <path>` for each DFX output the run wrote. */
-static void run_print_dfx(const px_config *c)
+/* Prints `dfx <dir>` and `dfx file <path>` for each DFX output in dir; nothing when dir has
+ * no dfx.json (nothing was recorded there). */
+static void run_print_dir(const char *dir)
 {
     static const char *const files[] = {"dfx.json", "trace.json", "deps.json", "deps.dot",
                                         "args/args_dump.json", "args/args.bin", "pmu.csv",
@@ -132,14 +134,39 @@ static void run_print_dfx(const px_config *c)
     char path[PX_DFX_OUT_MAX + 32];
     struct stat sb;
 
-    snprintf(path, sizeof(path), "%s/dfx.json", c->out_dir);
-    if ((c->dfx & PX_DFX_ALL) == 0 || stat(path, &sb) != 0)
-        return; /* off, or nothing was recorded */
-    printf("dfx %s\n", c->out_dir);
+    snprintf(path, sizeof(path), "%s/dfx.json", dir);
+    if (stat(path, &sb) != 0)
+        return;
+    printf("dfx %s\n", dir);
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-        snprintf(path, sizeof(path), "%s/%s", c->out_dir, files[i]);
+        snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
         if (stat(path, &sb) == 0)
             printf("dfx file %s\n", path);
+    }
+}
+
+/*
+ * Prints the DFX outputs the run wrote. Under MPI (comm_dfx_hosts_where) each host wrote its
+ * own into DIR/hosts/host<h> and host 0 the job's merged set into its DIR: every host prints
+ * its own, then `dfx merged <dir> by host 0 (<id>)`; host 0 also lists the merged files, which
+ * it wrote (another host's DIR may differ from host 0's, or be on another machine).
+ */
+static void run_print_dfx(const px_config *c)
+{
+    char own[PX_DFX_OUT_MAX], merged[PX_DFX_OUT_MAX], by[128];
+    int host;
+
+    if ((c->dfx & PX_DFX_ALL) == 0)
+        return;
+    if (comm_dfx_hosts_where(&host, own, sizeof(own), merged, sizeof(merged), by,
+                             sizeof(by)) != PX_OK) {
+        run_print_dir(c->out_dir);
+    } else {
+        run_print_dir(own);
+        if (merged[0] != '\0')
+            printf("dfx merged %s by host 0 (%s)\n", merged, by);
+        if (host == 0 && merged[0] != '\0')
+            run_print_dir(merged);
     }
     fflush(stdout);
 }

@@ -2,7 +2,7 @@
  * cmd_trace.c - `plexus trace summary DIR`: what a DFX output directory says about its run.
  *
  * Reads the directory back into the same task model as report.html (trace.json and/or
- * deps.json through trace_load.c, with libjansson; src/dfx/collectors/model.h) and prints
+ * deps.json through trace_load.c, with plexus's JSON reader; src/dfx/collectors/model.h) and prints
  * the task and edge counts, one line per
  * kernel (count, total, mean and max time), the critical path, then the transport table of
  * dfx.json (written by the DFX framework): per collector its transport, the counts and every

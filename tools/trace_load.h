@@ -1,8 +1,8 @@
 /*
  * trace_load.h - `plexus trace summary`'s reader: trace.json, deps.json and dfx.json of a DFX
  * output directory into the task model (src/dfx/collectors/model.h) and the transport table.
- * The JSON is parsed with libjansson (make deps installs libjansson-dev); the library itself
- * holds no JSON parser.
+ * The JSON is parsed with plexus's one reader (src/dfx/collectors/json.h), the one the DFX
+ * merge and the tests use.
  *
  * trace_load_buf() is the one entry that takes a file's text, so a fuzzer can call it with
  * any bytes: it never crashes, and anything but a well-formed version-1 file of its kind is

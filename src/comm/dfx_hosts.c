@@ -15,27 +15,26 @@
  *      hosts wait in the next allgather, their proxies answering the pings;
  *   3. the files, in rounds of DFXH_CHUNK bytes per host (an allgather per round: memory stays
  *      hosts x chunk whatever the files' sizes); host 0 keeps every host's bytes.
- * Host 0 then writes each other host's files into DIR/hosts/host<h>/ and merges them all into
- * DIR/trace.json, DIR/dfx.json and DIR/report.html (hier_dfx_merge_hosts, dfx_merge.c).
+ * Host 0 then writes each other host's files into DIR/hosts/host<h>/ and hands every host,
+ * with its clock, to the DFX merge, which writes the job's one set into DIR (dfx_merge_run,
+ * level 4; reading and writing a host's files is the merge's too: dfx/merge/host_files.c).
  * Every step is bounded by PLEXUS_TIMEOUT_S: a host that is gone or stopped makes the
  * allgather time out, and host 0 writes what it has, listing the hosts it lacks in dfx.json's
  * hosts_missing, and fails the run saying so.
  */
 #include "comm/dfx_hosts.h"
 
-#include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include <plexus/dfx.h>
 
-#include "dfx/collectors/out.h"
 #include "dfx/dfx.h"
+#include "dfx/merge/merge.h"
 #include "hier/ext.h"
 #include "mpi/mpi_load.h"
-#include "util/clock.h"
 #include "util/file.h"
 #include "util/log.h"
 #include "util/util.h"
@@ -49,18 +48,21 @@
 typedef struct dfxh_head {
     uint32_t magic;
     int32_t st;          /* PX_OK: its files follow */
-    uint64_t trace_len;  /* 0: no trace.json */
+    uint64_t trace_len;  /* 0: no trace (dfx_merge_files) */
     uint64_t dfx_len;
     double t0_ns;        /* its DFX run's start, ns of its own clock */
     char id[128];        /* its host id */
     char msg[256];       /* st != PX_OK: why it has no files */
+    char job[PX_DFX_OUT_MAX]; /* its job directory DIR (host 0's: where the merge goes) */
 } dfxh_head;
 
-/* This host's files, read back whole. */
-typedef struct dfxh_files {
-    char *trace, *dfx;
-    size_t trace_len, dfx_len;
-} dfxh_files;
+/* Where this process's last gather left the outputs (comm_dfx_hosts_where): one worker per
+ * process runs under MPI, so one record; lock: dfxh_where_lock. */
+static pthread_mutex_t dfxh_where_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    int valid, host;
+    char own[PX_DFX_OUT_MAX], merged[PX_DFX_OUT_MAX], merged_by[128];
+} dfxh_where;
 
 px_status comm_dfx_hosts_init(px_worker *w)
 {
@@ -74,105 +76,24 @@ px_status comm_dfx_hosts_init(px_worker *w)
     return hier_dfx_subdir(w, sub);
 }
 
-/* Reads dir/name whole into *text (NULL, 0 when absent). Returns PX_OK, or PX_EIO. */
-static px_status dfxh_read(const char *dir, const char *name, char **text, size_t *len)
-{
-    char path[PX_DFX_OUT_MAX + 32];
-    px_status st;
-
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    st = util_file_read(path, "dfx", text, len);
-    return st == PX_ENOENT ? PX_OK : st;
-}
-
-/* The run's start in ns of this host's clock, from its dfx.json ("clock", "t0_ticks"). */
-static double dfxh_t0_ns(const char *dfx)
-{
-    const char *t0 = strstr(dfx, "\"t0_ticks\": ");
-    double ticks = t0 != NULL ? strtod(t0 + 12, NULL) : 0;
-
-    return strstr(dfx, "\"clock\": \"tsc\"") != NULL ? ticks / px_ticks_per_ns() : ticks;
-}
-
-/* This host's header and files (its level-3 merge's status st). */
-static void dfxh_own(const char *dir, px_status st, const char *host_id, dfxh_head *h,
-                     dfxh_files *f)
+/* This host's header and files (its level-3 merge's status st; job its DIR). */
+static void dfxh_own(const char *dir, const char *job, px_status st, const char *host_id,
+                     dfxh_head *h, dfx_merge_files *f)
 {
     memset(h, 0, sizeof(*h));
     h->magic = DFXH_MAGIC;
     snprintf(h->id, sizeof(h->id), "%s", host_id);
+    snprintf(h->job, sizeof(h->job), "%s", job);
     if (st == PX_OK)
-        st = dfxh_read(dir, "dfx.json", &f->dfx, &f->dfx_len);
-    if (st == PX_OK && f->dfx == NULL)
-        st = px_set_error(PX_ENOENT, "dfx: %s/dfx.json was not written", dir);
-    if (st == PX_OK)
-        st = dfxh_read(dir, "trace.json", &f->trace, &f->trace_len);
+        st = dfx_merge_files_read(dir, f);
     h->st = st;
     if (st != PX_OK) {
         snprintf(h->msg, sizeof(h->msg), "%s", px_last_error());
-        free(f->dfx);
-        free(f->trace);
-        *f = (dfxh_files){0};
         return;
     }
     h->trace_len = f->trace_len;
     h->dfx_len = f->dfx_len;
-    h->t0_ns = dfxh_t0_ns(f->dfx);
-}
-
-/* Byte k of this host's blob (trace.json then dfx.json). */
-static void dfxh_slice(const dfxh_files *f, uint64_t off, char *out, size_t n)
-{
-    memset(out, 0, n);
-    for (size_t i = 0; i < n; i++) {
-        uint64_t k = off + i;
-
-        if (k < f->trace_len)
-            out[i] = f->trace[k];
-        else if (k - f->trace_len < f->dfx_len)
-            out[i] = f->dfx[k - f->trace_len];
-        else
-            break;
-    }
-}
-
-/* Makes dir (its parent exists) and checks it is a real directory, not a link. */
-static px_status dfxh_mkdir(const char *dir)
-{
-    struct stat sb;
-
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return px_set_error(PX_EIO, "dfx: cannot create %s: %s", dir, strerror(errno));
-    if (lstat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return px_set_error(PX_EIO, "dfx: %s is not a directory plexus made (a link?); "
-                            "plexus never writes through a link: remove it", dir);
-    return PX_OK;
-}
-
-/* Host 0: writes host h's gathered blob into job/hosts/host<h>/. */
-static px_status dfxh_write_host(const char *job, int h, const dfxh_head *hd, const char *blob)
-{
-    char dir[PX_DFX_OUT_MAX + 48];
-    dfxc_buf b;
-    px_status st;
-
-    snprintf(dir, sizeof(dir), "%s/hosts", job);
-    if ((st = dfxh_mkdir(dir)) != PX_OK)
-        return st;
-    snprintf(dir, sizeof(dir), "%s/hosts/host%d", job, h);
-    if ((st = dfxh_mkdir(dir)) != PX_OK)
-        return st;
-    dfxc_buf_init(&b);
-    dfxc_buf_put(&b, blob + hd->trace_len, hd->dfx_len);
-    st = dfxc_buf_write_file(&b, dir, "dfx.json", "a host's gathered dfx.json");
-    dfxc_buf_free(&b);
-    if (st != PX_OK || hd->trace_len == 0)
-        return st;
-    dfxc_buf_init(&b);
-    dfxc_buf_put(&b, blob, hd->trace_len);
-    st = dfxc_buf_write_file(&b, dir, "trace.json", "a host's gathered trace.json");
-    dfxc_buf_free(&b);
-    return st;
+    h->t0_ns = f->t0_ns;
 }
 
 /* The gather's state. */
@@ -181,8 +102,8 @@ typedef struct dfxh {
     int me, n;
     double timeout_s;
     dfxh_head *heads;      /* n */
-    char **blob;           /* host 0: n, each host's trace.json + dfx.json */
-    hier_dfx_host *hosts;  /* host 0: n */
+    char **blob;           /* host 0: n, each host's files (dfx_merge_files_slice) */
+    dfx_merge_src *hosts;  /* host 0: n, the merge's input */
     char why[512];         /* the gather's failure, for every host it left missing */
 } dfxh;
 
@@ -198,7 +119,7 @@ static void dfxh_lose_rest(dfxh *d)
 }
 
 /* Step 3: the files, chunk by chunk. Returns PX_OK or the allgather's error. */
-static px_status dfxh_files_gather(dfxh *d, const dfxh_files *own)
+static px_status dfxh_files_gather(dfxh *d, const dfx_merge_files *own)
 {
     uint64_t most = 0, rounds;
     char *in = malloc(DFXH_CHUNK), *out = malloc((size_t)d->n * DFXH_CHUNK);
@@ -211,7 +132,7 @@ static px_status dfxh_files_gather(dfxh *d, const dfxh_files *own)
     if (in == NULL || out == NULL)
         st = px_set_error(PX_ENOMEM, "dfx: out of host memory gathering the hosts' outputs");
     for (uint64_t r = 0; st == PX_OK && r < rounds; r++) {
-        dfxh_slice(own, r * DFXH_CHUNK, in, DFXH_CHUNK);
+        dfx_merge_files_slice(own, r * DFXH_CHUNK, in, DFXH_CHUNK);
         st = comm_proxy_allgather(d->p, in, DFXH_CHUNK, out, d->timeout_s);
         for (int h = 0; st == PX_OK && d->me == 0 && h < d->n; h++) {
             uint64_t len = d->heads[h].trace_len + d->heads[h].dfx_len, off = r * DFXH_CHUNK;
@@ -230,14 +151,15 @@ static px_status dfxh_files_gather(dfxh *d, const dfxh_files *own)
 static void dfxh_hosts_init(dfxh *d)
 {
     for (int h = 0; h < d->n; h++) {
-        hier_dfx_host *x = &d->hosts[h];
+        dfx_merge_src *x = &d->hosts[h];
         const dfxh_head *hd = &d->heads[h];
         const comm_host *ch = comm_proxy_host(d->p, h);
         uint64_t len;
 
-        x->host = h;
-        x->pid = ch->pid;
-        snprintf(x->id, sizeof(x->id), "%s", ch->id);
+        x->index = h;
+        x->pid = (int)ch->pid;
+        snprintf(x->dir, sizeof(x->dir), "hosts/host%d", h);
+        snprintf(x->label, sizeof(x->label), "%s", ch->id);
         x->st = hd->magic == DFXH_MAGIC ? hd->st : PX_EINVAL;
         if (x->st != PX_OK) {
             snprintf(x->msg, sizeof(x->msg), "host %d sent no DFX outputs of this run: %.440s",
@@ -270,7 +192,7 @@ static void dfxh_clock(dfxh *d)
         return;
     }
     for (int h = 0; h < d->n; h++) {
-        hier_dfx_host *x = &d->hosts[h];
+        dfx_merge_src *x = &d->hosts[h];
 
         x->clock_ok = h == 0 || (est[h].rounds > 0);
         x->offset_ns = est[h].offset_ns;
@@ -303,14 +225,15 @@ static px_status dfxh_merge(dfxh *d, const char *job)
 
     for (int h = 1; h < d->n; h++) {
         if (d->hosts[h].st == PX_OK &&
-            (st = dfxh_write_host(job, h, &d->heads[h], d->blob[h])) != PX_OK) {
+            (st = dfx_merge_files_write(job, h, d->heads[h].trace_len, d->heads[h].dfx_len,
+                                        d->blob[h])) != PX_OK) {
             d->hosts[h].st = st;
             snprintf(d->hosts[h].msg, sizeof(d->hosts[h].msg), "%s", px_last_error());
         }
     }
     if ((st = util_dir_lock(job, d->timeout_s, "dfx", &lock)) != PX_OK)
         return st;
-    st = hier_dfx_merge_hosts(job, d->n, d->hosts);
+    st = dfx_merge_run(&(dfx_merge_in){.dir = job, .level = 4, .nsrc = d->n, .src = d->hosts});
     util_dir_unlock(lock);
     for (int h = 1; h < d->n && missing < 0; h++)
         if (d->hosts[h].st != PX_OK)
@@ -318,7 +241,7 @@ static px_status dfxh_merge(dfxh *d, const char *job)
     if (st == PX_OK && missing > 0) { /* said here too: the run's own failure may win */
         st = px_set_error(PX_EIO, "dfx: host %d (%s) is missing from the merged outputs in %s "
                           "(written without it, see hosts_missing in dfx.json): %s", missing,
-                          d->hosts[missing].id, job, d->hosts[missing].msg);
+                          d->hosts[missing].label, job, d->hosts[missing].msg);
         PX_LOG_WARN("%s", px_last_error());
     }
     return st;
@@ -350,9 +273,46 @@ static void dfxh_free(dfxh *d)
 }
 
 /* The gather and, on host 0, the merge (steps 1 to 3 above). */
-static px_status dfxh_run(dfxh *d, const char *job, const dfxh_head *me, const dfxh_files *own)
+/* Notes where this host's outputs (dir) and the job's merged set are: host 0's job directory
+ * from its header when the headers were gathered (heads), else none known but host 0's own. */
+static void dfxh_note(const dfxh *d, const char *dir, const dfxh_head *heads)
+{
+    const dfxh_head *h0 = heads != NULL && heads[0].magic == DFXH_MAGIC ? &heads[0] : NULL;
+
+    pthread_mutex_lock(&dfxh_where_lock);
+    dfxh_where.valid = 1;
+    dfxh_where.host = d->me;
+    snprintf(dfxh_where.own, sizeof(dfxh_where.own), "%s", dir);
+    snprintf(dfxh_where.merged, sizeof(dfxh_where.merged), "%.*s", (int)sizeof(h0->job) - 1,
+             h0 != NULL ? h0->job : "");
+    snprintf(dfxh_where.merged_by, sizeof(dfxh_where.merged_by), "%.*s",
+             (int)sizeof(h0->id) - 1, h0 != NULL ? h0->id : "");
+    pthread_mutex_unlock(&dfxh_where_lock);
+}
+
+px_status comm_dfx_hosts_where(int *host, char *own, size_t n, char *merged, size_t m,
+                               char *merged_by, size_t k)
+{
+    px_status st = PX_ENOENT;
+
+    pthread_mutex_lock(&dfxh_where_lock);
+    if (dfxh_where.valid) {
+        *host = dfxh_where.host;
+        snprintf(own, n, "%s", dfxh_where.own);
+        snprintf(merged, m, "%s", dfxh_where.merged);
+        snprintf(merged_by, k, "%s", dfxh_where.merged_by);
+        st = PX_OK;
+    }
+    pthread_mutex_unlock(&dfxh_where_lock);
+    return st;
+}
+
+static px_status dfxh_run(dfxh *d, const char *job, const char *dir, const dfxh_head *me,
+                          const dfx_merge_files *own)
 {
     px_status st = comm_proxy_allgather(d->p, me, sizeof(*me), d->heads, d->timeout_s);
+
+    dfxh_note(d, dir, st == PX_OK ? d->heads : d->me == 0 ? me : NULL);
 
     if (st != PX_OK && d->me != 0)
         return st;
@@ -387,12 +347,12 @@ px_status comm_dfx_hosts_merged(comm_proxy *p, const char *dir, px_status merge_
               .timeout_s = timeout_s};
     char job[PX_DFX_OUT_MAX];
     dfxh_head me;
-    dfxh_files own = {0};
+    dfx_merge_files own = {0};
     px_status st;
 
     if ((st = dfxh_job_dir(dir, job, sizeof(job))) != PX_OK)
         return st;
-    dfxh_own(dir, merge_st, comm_proxy_host(p, d.me)->id, &me, &own);
+    dfxh_own(dir, job, merge_st, comm_proxy_host(p, d.me)->id, &me, &own);
     px_clear_error();
     d.heads = calloc((size_t)d.n, sizeof(*d.heads));
     if (d.me == 0) {
@@ -403,9 +363,8 @@ px_status comm_dfx_hosts_merged(comm_proxy *p, const char *dir, px_status merge_
         st = px_set_error(PX_ENOMEM, "dfx: out of host memory for the gather of %d hosts' "
                           "outputs", d.n);
     else
-        st = dfxh_run(&d, job, &me, &own);
+        st = dfxh_run(&d, job, dir, &me, &own);
     dfxh_free(&d);
-    free(own.trace);
-    free(own.dfx);
+    dfx_merge_files_free(&own);
     return st;
 }

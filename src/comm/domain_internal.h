@@ -230,7 +230,7 @@ px_status comm_builtins_register(comm_worker *cw);
 void comm_dfx_json(void *arg, struct dfxc_buf *b);
 
 /* domain_dfx.c: the dfx_events hook: the orchestration's revokes and shrinks of this run as
- * slices on the chips' tracks of the merged trace.json. */
+ * slices on the chips' tracks of the merged trace. */
 void comm_dfx_events(void *arg, hier_dfx_event_cb add, void *ctx);
 
 #endif

@@ -10,8 +10,9 @@
  *   flush: before the host's own DFX finish, a flush call is posted to every live chip, so
  *          the chips write their files while the host writes its own;
  *   merge: after the host's files are written, the parent waits (bounded by
- *          PLEXUS_TIMEOUT_S) for every chip's answer, then merges everything into OUT/trace.json and OUT/dfx.json
- *          (dfx_merge.c).
+ *          PLEXUS_TIMEOUT_S) for every chip's answer, then hands the host's and the chips'
+ *          outputs to the DFX merge, which writes the run's one set into OUT
+ *          (dfx_l3_merge.c, dfx/merge/).
  * A chip whose flush failed (its DFX reported an error, e.g. records that do not reconcile
  * under PLEXUS_DFX_STRICT=1, or it did not answer in time) fails the parent's run with the
  * chip's message; a chip that is dead (before or during the run) does not: its death is the
@@ -197,7 +198,7 @@ px_status px_hier_dfx_setup(px_hier *h)
         return st;
     /* the flush and the merge hooks are in the engine's ext.ops from px_worker_init on */
     PX_LOG_DEBUG("dfx: level 3: the host writes into %s, chip i into %s/chips/chip<i>; the "
-                 "merged trace.json and dfx.json replace the host's", px_dfx_out_dir(&h->cfg),
+                 "merged outputs replace the host's", px_dfx_out_dir(&h->cfg),
                  px_dfx_out_dir(&h->cfg));
     return PX_OK;
 }

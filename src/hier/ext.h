@@ -34,6 +34,8 @@
 
 #include <plexus/plexus.h>
 
+#include "dfx/merge/merge.h"
+
 #define HIER_CTL_MAX 32           /* control kinds per worker */
 #define HIER_CTL_REPLY_MAX 768    /* bytes of a reply (the mailbox's message size) */
 #define HIER_SERVICE_MAX 16       /* chip services per worker */
@@ -135,20 +137,10 @@ px_worker *hier_chip_engine(hier_chip *chip);
  */
 struct dfxc_buf;
 
-/* One trace.json slice a layer above adds to a level-3 run's merged trace (hier_hooks.
- * dfx_events): on thread tid (named thread; pick one no chip producer uses, 1000 and up) of
- * chip's process, from t0 to t1 in the parent's DFX clock (px_dfx_now), with args (the args
- * object's members as JSON, without the braces; "" for none). */
-typedef struct hier_dfx_event {
-    int chip;
-    int tid;
-    const char *thread;
-    const char *name;
-    uint64_t t0, t1;
-    const char *args;
-} hier_dfx_event;
-
-typedef void (*hier_dfx_event_cb)(void *ctx, const hier_dfx_event *e);
+/* One slice a layer above adds to a level-3 run's merged trace (hier_hooks.dfx_events): the
+ * DFX merge's event (dfx/merge/merge.h: a chip's process, a thread, a time span, args). */
+typedef dfx_merge_event hier_dfx_event;
+typedef dfx_merge_event_cb hier_dfx_event_cb;
 
 typedef struct hier_hooks {
     px_status (*init)(void *arg);
@@ -161,13 +153,13 @@ typedef struct hier_hooks {
     void (*stopping)(void *arg);
     void (*run_end)(void *arg, px_status st);
     /* Appends members (",\n \"name\": value" each) to the merged dfx.json of a level-3
-     * run with DFX on (dfx_merge.c), before it is written. */
+     * run with DFX on (the DFX merge, through hier/dfx_l3_merge.c), before it is written. */
     void (*dfx_json)(void *arg, struct dfxc_buf *b);
-    /* Calls add(ctx, e) for each slice the layer adds to the merged trace.json of a level-3
-     * run with DFX on (dfx_merge.c), on the chips' processes; a chip without a trace gets
+    /* Calls add(ctx, e) for each slice the layer adds to the merged trace of a level-3
+     * run with DFX on (the DFX merge), on the chips' processes; a chip without a trace gets
      * none. */
     void (*dfx_events)(void *arg, hier_dfx_event_cb add, void *ctx);
-    /* After the level-3 merge of a run with DFX on wrote dir's trace.json and dfx.json (st:
+    /* After the level-3 merge of a run with DFX on wrote dir's merged outputs (st:
      * the merge's status, the chips' failures included): where a layer above joins several
      * workers' outputs (comm: the hosts of an MPI job, comm/dfx_hosts.c). Returns its own
      * status, which fails the run. */
@@ -193,34 +185,6 @@ void *hier_hooks_arg(px_worker *w, const hier_hooks *hooks);
  * path gets too long (the message says which).
  */
 px_status hier_dfx_subdir(px_worker *w, const char *sub);
-
-/* One host of an MPI job in the level-4 DFX merge (comm/dfx_hosts.c fills it). */
-#define HIER_DFX_HOST_PIDS 1000 /* host h's processes are pids h * 1000 + its own in the trace */
-typedef struct hier_dfx_host {
-    int host;              /* its MPI rank */
-    char id[128];          /* its host id */
-    int pid;               /* its parent's process id */
-    px_status st;          /* PX_OK: its level-3 outputs are in DIR/hosts/host<h>/ */
-    char msg[512];         /* else why not (missing) */
-    double t0_ns;          /* its DFX run's start, in ns of its own clock */
-    int64_t offset_ns;     /* its clock minus host 0's, at at_ns */
-    uint64_t uncertainty_ns; /* the offset is within this (half the least round trip) */
-    uint64_t at_ns;        /* when offset_ns held (host 0's clock) */
-    double rate;           /* its clock's gain per ns of host 0's (two estimates), or 0 */
-    double rate_uncertainty;
-    uint64_t rate_span_ns; /* host 0's time between the two estimates (0: one only) */
-    int rounds;            /* clock rounds answered */
-    int clock_ok;          /* 0: no estimate (offset 0 assumed) */
-} hier_dfx_host;
-
-/*
- * Merges the level-3 outputs of every host (dir/hosts/host<h>/trace.json, dfx.json) into
- * dir/trace.json (host h's processes at pids h * HIER_DFX_HOST_PIDS + their own, named
- * "host h (id): ...", time on host 0's clock), dir/dfx.json (level 4: hosts, hosts_missing)
- * and dir/report.html. A host whose files do not load is listed missing (its msg is set).
- * Returns PX_OK, or the error (host 0's files unreadable, a write failed).
- */
-px_status hier_dfx_merge_hosts(const char *dir, int nhosts, hier_dfx_host *hosts);
 
 /* ---- registering chip kernels and callables for the layers above ---- */
 

@@ -12,8 +12,8 @@
  * orchestration's poller and the completion and death-watch thread), ctl.c (control calls),
  * service.c (the chip context, chip services, the chip's service thread), fdpass.c
  * (descriptors over the socketpairs), dfx_l3.c (the chips' DFX sessions: a flush control
- * call at the end of a run) and dfx_merge.c (one trace.json and dfx.json from the host's and
- * the chips' outputs). ext.h is what upper layers may call of these.
+ * call at the end of a run) and dfx_l3_merge.c (the host's and the chips' outputs handed to
+ * the DFX merge, dfx/merge/). ext.h is what upper layers may call of these.
  *
  * Locking: h->lock guards the dispatcher state (every proc's posted/completed counts and
  * in-flight table, the pending queue, group records and dead flags). It is taken by
@@ -386,7 +386,7 @@ px_status px_hier_from_orch(px_orch *o, const char *what, px_hier **h);
 /* Name of a proc for messages: "chip 1" or "sub-worker 0". */
 const char *px_hier_proc_kind(const px_hier_proc *p);
 
-/* ---- DFX at level 3 (dfx_l3.c, dfx_merge.c) ---- */
+/* ---- DFX at level 3 (dfx_l3.c, dfx_l3_merge.c) ---- */
 
 /* dfx_l3.c: at create, when the host engine records DFX: checks that the chips' output
  * directories fit and hooks the flush and the merge into the end of the host's runs. Returns
@@ -409,9 +409,9 @@ typedef struct px_hier_dfx_chip {
     char msg[PX_MB_MSG_MAX];
 } px_hier_dfx_chip;
 
-/* dfx_merge.c: merges the host's trace.json and dfx.json in dir with every chip's (from
- * chips/chip<i>/) into dir/trace.json and dir/dfx.json, with the members h's layers above add
- * (hier_hooks.dfx_json; h may be NULL). Returns PX_OK, PX_EINVAL when a file
+/* dfx_l3_merge.c: merges the host's outputs in dir with every chip's (from chips/chip<i>/)
+ * through the DFX merge (dfx_merge_run, level 3), with the call log, the deaths and the
+ * additions of h's layers above (h may be NULL: none). Returns PX_OK, PX_EINVAL when a file
  * does not parse or lacks a member, PX_ENOENT / PX_EIO / PX_ENOMEM (message set). */
 px_status px_hier_dfx_merge_files(const char *dir, int nchips, const px_hier_dfx_chip *chips,
                                   const px_hier *h);

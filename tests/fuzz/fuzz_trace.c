@@ -1,6 +1,7 @@
 /*
  * fuzz_trace.c - fuzzes the reader behind `plexus trace summary` (tools/trace_load.c, which
- * parses with libjansson, and the task model of src/dfx/collectors/model.c).
+ * parses with plexus's one JSON reader, src/dfx/collectors/json.c, and the task model of
+ * src/dfx/collectors/model.c).
  *
  * The input's first byte chooses the file, the rest is its text: trace_load_buf() reads it as
  * trace.json (first byte even) or deps.json (odd) into a fresh model, which is then finished

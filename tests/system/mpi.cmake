@@ -212,6 +212,13 @@ exec "$1" "$3" "$2" 1 2 comm.allreduce]=]
   endforeach()
   set_property(TEST mpi.dfx_hosts_forced APPEND PROPERTY ENVIRONMENT
                "PLEXUS_COMM_TRANSPORT=mpi")
+  # issue 37: under mpirun each host prints the DFX outputs it wrote and where host 0's merged
+  # set is (two hosts, each with its own --out), never another host's files as its own
+  add_test(NAME mpi.dfx_hosts_print
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/system/mpi_dfx_print.sh ${MPIEXEC_EXECUTABLE}
+                   $<TARGET_FILE:plexus> ${PX_DFX_HOSTS_OUT}/print)
+  set_tests_properties(mpi.dfx_hosts_print PROPERTIES TIMEOUT 120 RESOURCE_LOCK chips LABELS mpi
+                       ENVIRONMENT "${PX_MPI_ENV}" PASS_REGULAR_EXPRESSION "\nPASS\n$")
   # ... and `plexus trace summary` reads the level-4 outputs: a critical path from a host
   # task (of either host: pid 0 or 1000) into a chip's tasks (task@pid), both hosts with
   # their clocks

@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 
 #include "dfx/collector.h"
-#include "json_reader.h"
+#include "dfx/collectors/json.h"
 #include "dfx/dfx.h"
 #include "dfx/records.h"
 #include "util/clock.h"

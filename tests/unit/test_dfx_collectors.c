@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "dfx/collectors/collectors.h"
-#include "json_reader.h"
+#include "dfx/collectors/json.h"
 #include "dfx/collectors/model.h"
 #include "dfx/collectors/out.h"
 #include "dfx/collectors/raw.h"

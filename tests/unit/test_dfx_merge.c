@@ -1,5 +1,5 @@
 /*
- * test_dfx_merge.c - the level-3 merge of DFX outputs (src/hier/dfx_merge.c) on files written
+ * test_dfx_merge.c - the level-3 merge of DFX outputs (src/dfx/merge/) on files written
  * by hand in the formats plexus writes (docs/formats.md), without forking chips: the merged
  * trace.json moves the chip's events onto the host's time base and pid, offsets its flow
  * ids, keeps metadata first and time order; the merged dfx.json lists the chip; the merged
@@ -17,9 +17,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "dfx/merge/merge.h"
 #include "hier/ext.h"
 #include "hier/hier_internal.h"
-#include "json_reader.h"
+#include "dfx/collectors/json.h"
 
 static const char host_dfx[] =
     "{\"version\": 1, \"clock\": \"tsc\", \"ticks_per_ns\": 2.000000, \"t0_ticks\": 1000, "
@@ -174,12 +175,23 @@ static void test_merge_bad_line(void **state)
     px_test_rmtree(dir);
 }
 
-/* ---- level 4 (hier_dfx_merge_hosts) ---- */
+/* ---- level 4 (dfx_merge_run with the hosts) ---- */
 
-/* A host's level-3 dfx.json: host_dfx's members, then what the level-3 merge adds. */
+/* The level-4 merge of two hosts in dir. */
+static px_status merge_hosts(const char *dir, dfx_merge_src *hosts)
+{
+    dfx_merge_in in = {.dir = dir, .level = 4, .nsrc = 2, .src = hosts};
+
+    return dfx_merge_run(&in);
+}
+
+/* A host's level-3 dfx.json: host_dfx's members (with the probe's host_id, which the level-4
+ * entry writes first and so must not repeat: the strict reader refuses a name twice), then
+ * what the level-3 merge adds. */
 static const char host_l3_dfx[] =
     "{\"version\": 1, \"clock\": \"tsc\", \"ticks_per_ns\": 2.000000, \"t0_ticks\": 1000, "
-    "\"chip\": -1, \"device_profile\": \"default\", \"records_version\": 2, \"collectors\": {\n"
+    "\"chip\": -1, \"device_profile\": \"default\", \"host_id\": \"h\", \"records_version\": 2, "
+    "\"collectors\": {\n"
     "    \"swimlane\": {\"transport\": \"mapped\", \"refused\": [], \"produced\": 4, "
     "\"collected\": 4, \"dropped\": 0, \"writer_waits\": 0, \"seq_gaps\": 0, "
     "\"reconciled\": true}\n},\n \"level\": 3,\n \"chips\": [],\n \"calls\": [],\n"
@@ -227,11 +239,12 @@ static double task_ts(const dfxc_json *t, int pid, int task)
  */
 static void test_merge_hosts(void **state)
 {
-    hier_dfx_host hosts[2] = {
-        {.host = 0, .id = "a", .pid = 10, .st = PX_OK, .t0_ns = 500, .rounds = 16,
-         .clock_ok = 1},
-        {.host = 1, .id = "b", .pid = 11, .st = PX_OK, .t0_ns = 1001500, .offset_ns = 1000000,
-         .uncertainty_ns = 1500, .rounds = 16, .clock_ok = 1}};
+    dfx_merge_src hosts[2] = {
+        {.index = 0, .dir = "hosts/host0", .label = "a", .pid = 10, .st = PX_OK, .t0_ns = 500,
+         .rounds = 16, .clock_ok = 1},
+        {.index = 1, .dir = "hosts/host1", .label = "b", .pid = 11, .st = PX_OK,
+         .t0_ns = 1001500, .offset_ns = 1000000, .uncertainty_ns = 1500, .rounds = 16,
+         .clock_ok = 1}};
     const dfxc_json *hs, *ev;
     dfxc_json *t, *d;
     char dir[256];
@@ -239,7 +252,7 @@ static void test_merge_hosts(void **state)
 
     (void)state;
     make_hosts(dir, sizeof(dir));
-    PX_ASSERT_OK(hier_dfx_merge_hosts(dir, 2, hosts));
+    PX_ASSERT_OK(merge_hosts(dir, hosts));
     t = load(dir, "trace.json");
     assert_true(task_ts(t, 0, 1) == 0.5);
     assert_true(task_ts(t, 1000, 1) == 1.5);
@@ -265,7 +278,7 @@ static void test_merge_hosts(void **state)
     assert_int_equal(dfxc_json_num(&hs->kids[1], "level", -1), 3);
     dfxc_json_free(d);
     hosts[1].rate = 1e-3;
-    PX_ASSERT_OK(hier_dfx_merge_hosts(dir, 2, hosts));
+    PX_ASSERT_OK(merge_hosts(dir, hosts));
     t = load(dir, "trace.json");
     assert_true(task_ts(t, 1000, 1) == 1.498);
     dfxc_json_free(t);
@@ -276,16 +289,18 @@ static void test_merge_hosts(void **state)
  * with why, reconciled false; no event on host 1's pids. */
 static void test_merge_hosts_missing(void **state)
 {
-    hier_dfx_host hosts[2] = {
-        {.host = 0, .id = "a", .pid = 10, .st = PX_OK, .t0_ns = 500, .clock_ok = 1},
-        {.host = 1, .id = "b", .pid = 11, .st = PX_ETIMEDOUT, .msg = "it did not join"}};
+    dfx_merge_src hosts[2] = {
+        {.index = 0, .dir = "hosts/host0", .label = "a", .pid = 10, .st = PX_OK, .t0_ns = 500,
+         .clock_ok = 1},
+        {.index = 1, .dir = "hosts/host1", .label = "b", .pid = 11, .st = PX_ETIMEDOUT,
+         .msg = "it did not join"}};
     const dfxc_json *miss;
     dfxc_json *t, *d;
     char dir[256];
 
     (void)state;
     make_hosts(dir, sizeof(dir));
-    PX_ASSERT_OK(hier_dfx_merge_hosts(dir, 2, hosts));
+    PX_ASSERT_OK(merge_hosts(dir, hosts));
     d = load(dir, "dfx.json");
     assert_true(dfxc_json_get(d, "reconciled")->num == 0);
     assert_int_equal(dfxc_json_get(d, "hosts")->n, 1);

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "dfx/collectors/collectors.h"
-#include "json_reader.h"
+#include "dfx/collectors/json.h"
 #include "examples.h"
 
 static char outdir[256];

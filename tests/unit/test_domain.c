@@ -15,7 +15,7 @@
  * RESOURCE_LOCK "chips" (tests/system/l3.cmake).
  */
 #include "testutil.h"
-#include "json_reader.h"
+#include "dfx/collectors/json.h"
 
 #include <signal.h>
 #include <stdio.h>

@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "hier/hier_internal.h"
-#include "json_reader.h"
+#include "dfx/collectors/json.h"
 
 #define TS_COUNT 256 /* floats per rank */
 #define TS_CHIPS 4

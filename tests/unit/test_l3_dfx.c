@@ -25,7 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "json_reader.h"
+#include "dfx/collectors/json.h"
 #include "examples.h"
 #include "hier/hier.h"
 

@@ -1,7 +1,7 @@
 /*
- * test_trace_load.c - the reader of `plexus trace summary` (tools/trace_load.c, libjansson):
- * trace.json and deps.json text into the task model, as whole documents and in the layout
- * plexus writes (a line at a time), and every malformed input refused with PX_EINVAL and a
+ * test_trace_load.c - the reader of `plexus trace summary` (tools/trace_load.c, plexus's JSON
+ * reader): trace.json and deps.json text into the task model, as whole documents and in the
+ * layout plexus writes (a line per event), and every malformed input refused with PX_EINVAL and a
  * message saying what is wrong, never a crash.
  *
  * The documents are small hand-written files in the documented formats (docs/formats.md):

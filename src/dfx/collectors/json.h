@@ -1,15 +1,17 @@
 /*
- * json_reader.h - a small strict JSON reader (RFC 8259) with which the tests and bench_dfx
- * read DFX outputs back to check them. It is not part of the library: the library writes
- * JSON and reads none (report.html comes from memory, the level-3 merge streams its own
- * files), and `plexus trace summary` reads with libjansson (tools/trace_load.c).
+ * json.h - plexus's one JSON reader: a small strict reader (RFC 8259; a member name twice in
+ * one object is refused too) of the files DFX writes. The DFX merge reads dfx.json with it
+ * (src/dfx/merge), `plexus trace summary` reads trace.json, deps.json and dfx.json with it
+ * (tools/trace_load.c), and the tests and bench_dfx read the outputs back with it to check
+ * them. The writers are the collectors' buffer helpers (out.h).
  *
  * The parser builds a tree of dfxc_json nodes. Objects keep their members in file order;
  * numbers are doubles; strings are decoded to UTF-8 (\u escapes included, surrogate pairs
- * joined). Nesting is limited to 64 levels. A tree is one allocation as far as its owner is
- * concerned: only its root is freed. Big files (trace.json of a large run) are read with
- * dfxc_json_load_each(), which hands the elements of the top-level arrays over one at a time
- * instead of keeping them all.
+ * joined); each node knows where its value's text is (at, len), so a caller may copy a value
+ * as it was written. Nesting is limited to 64 levels. A tree is one allocation as far as its
+ * owner is concerned: only its root is freed. Big files (trace.json of a large run) are read
+ * with dfxc_json_load_each() or dfxc_json_parse_each(), which hand the elements of the
+ * top-level arrays over one at a time instead of keeping them all.
  */
 #ifndef PX_DFX_COLLECTORS_JSON_H
 #define PX_DFX_COLLECTORS_JSON_H
@@ -33,6 +35,7 @@ typedef struct dfxc_json {
     char *key;              /* the member name when inside an object */
     struct dfxc_json *kids; /* JARR, JOBJ */
     size_t n;               /* number of kids */
+    size_t at, len;         /* the value's text: len bytes at offset at of the parsed text */
 } dfxc_json;
 
 /*
@@ -60,6 +63,11 @@ typedef px_status (*dfxc_json_each_cb)(void *ctx, const char *key, const dfxc_js
  */
 px_status dfxc_json_load_each(const char *path, dfxc_json_each_cb each, void *ctx,
                               dfxc_json **root);
+
+/* dfxc_json_load_each() over text (n bytes) instead of a file; what names it in messages.
+ * Returns as dfxc_json_parse, or the status a callback stopped with. */
+px_status dfxc_json_parse_each(const char *text, size_t n, const char *what,
+                               dfxc_json_each_cb each, void *ctx, dfxc_json **root);
 
 /* Frees a tree returned by dfxc_json_parse or a dfxc_json_load*; NULL is accepted. */
 void dfxc_json_free(dfxc_json *root);

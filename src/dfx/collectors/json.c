@@ -1,6 +1,6 @@
 /*
- * json_reader.c - the strict JSON reader of json_reader.h (tests and bench_dfx only):
- * recursive descent over the text, one node per value. Errors name line and column.
+ * json.c - plexus's one JSON reader (json.h): recursive descent over the text, one node per
+ * value. Errors name line and column.
  *
  * DFX files reach a hundred megabytes (trace.json of a 100k-task run), so the reader is
  * built for volume: nodes and strings come from an arena that is freed at once, a
@@ -9,7 +9,7 @@
  * same value strtod would. dfxc_json_load_each() hands the elements of the top-level arrays
  * over one at a time and reuses their memory, so reading back a big file takes little.
  */
-#include "json_reader.h"
+#include "dfx/collectors/json.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -472,6 +472,15 @@ static int dfxc_jp_child(dfxc_jp *jp, dfxc_json *kid, int obj)
     return dfxc_jp_value(jp, kid);
 }
 
+/* Refuses kid when a member before it in the object (the stack above base) has its name. */
+static int dfxc_jp_unique(dfxc_jp *jp, const dfxc_json *kid, size_t base)
+{
+    for (size_t i = base; i < jp->nstk; i++)
+        if (strcmp(jp->stk[i].key, kid->key) == 0)
+            return dfxc_jp_fail(jp, PX_EINVAL, "a member name not used before in the object");
+    return 0;
+}
+
 /*
  * Parses the elements of an array or the members of an object (at the opening bracket);
  * returns 0 or -1.
@@ -492,7 +501,8 @@ static int dfxc_jp_container(dfxc_jp *jp, dfxc_json *out, int obj)
         dfxc_json kid = {0};
 
         dfxc_jp_ws(jp);
-        if (dfxc_jp_child(jp, &kid, obj) != 0 || dfxc_jp_push(jp, &kid) != 0)
+        if (dfxc_jp_child(jp, &kid, obj) != 0 || (obj && dfxc_jp_unique(jp, &kid, base) != 0) ||
+            dfxc_jp_push(jp, &kid) != 0)
             return -1;
         dfxc_jp_ws(jp);
         if (jp->p < jp->end && *jp->p == ',') {
@@ -510,11 +520,13 @@ static int dfxc_jp_container(dfxc_jp *jp, dfxc_json *out, int obj)
 /* Parses one value into out; returns 0 or -1 (the error is in jp->st). */
 static int dfxc_jp_value(dfxc_jp *jp, dfxc_json *out)
 {
+    const char *start;
     int rc = 0;
 
     dfxc_jp_ws(jp);
     if (jp->st != PX_OK)
         return -1;
+    start = jp->p;
     if (jp->p >= jp->end)
         return dfxc_jp_fail(jp, PX_EINVAL, "a value");
     if (++jp->depth > DFXC_JSON_DEPTH)
@@ -536,6 +548,8 @@ static int dfxc_jp_value(dfxc_jp *jp, dfxc_json *out)
         rc = dfxc_jp_number(jp, out);
     }
     jp->depth--;
+    out->at = (size_t)(start - jp->s);
+    out->len = (size_t)(jp->p - start);
     return rc;
 }
 
@@ -578,6 +592,12 @@ static px_status dfxc_json_parse_with(const char *text, size_t n, const char *wh
 px_status dfxc_json_parse(const char *text, size_t n, const char *what, dfxc_json **root)
 {
     return dfxc_json_parse_with(text, n, what, NULL, NULL, root);
+}
+
+px_status dfxc_json_parse_each(const char *text, size_t n, const char *what,
+                               dfxc_json_each_cb each, void *ctx, dfxc_json **root)
+{
+    return dfxc_json_parse_with(text, n, what, each, ctx, root);
 }
 
 /* Reads what is left of fd (a pipe, say) into b. Returns PX_OK, PX_EIO or PX_ENOMEM. */
