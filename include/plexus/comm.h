@@ -177,8 +177,10 @@ PX_API px_status px_comm_alltoallv(px_comm *c, const void *send, const size_t *s
  * Revokes c's domain from a kernel: every pending and later operation on the domain, on every
  * member, returns PX_EREVOKED within one wait slice (50 ms); it never waits for anyone (one
  * store into the revocation table every member reads). The first revoker is named in the
- * messages. Returns PX_OK, or PX_EINVAL for a NULL c. The survivors then shrink it in their
- * kernels (px_comm_shrink), or the orchestration releases the domain or shrinks it
+ * messages. In a domain spanning hosts the revocation reaches the other hosts' members
+ * through the MPI proxies (one message per host, then the members' next wait slice: well
+ * under a second). Returns PX_OK, or PX_EINVAL for a NULL c. The survivors then shrink it in
+ * their kernels (px_comm_shrink), or the orchestration releases the domain or shrinks it
  * (px_domain_shrink).
  */
 PX_API px_status px_comm_revoke(px_comm *c);
@@ -277,8 +279,10 @@ PX_API px_status px_domain_release(px_domain *d);
  * on every member, returns PX_EREVOKED within one wait slice (50 ms); later submits on d
  * return PX_EREVOKED at once. It never waits for anyone. It revokes as well every
  * communicator its members' kernels made from d (px_comm_shrink). d can then only be shrunk
- * or released. Returns PX_OK (also when d was revoked already), PX_EINVAL / PX_ESTATE for a
- * bad d, PX_ENOTSUP for a domain spanning hosts.
+ * or released. For a domain spanning hosts, called by one host's orchestration, it reaches
+ * the other hosts' members through the MPI proxies (one message per host, then the members'
+ * next wait slice: well under a second). Returns PX_OK (also when d was revoked already),
+ * PX_EINVAL / PX_ESTATE for a bad d.
  */
 PX_API px_status px_domain_revoke(px_domain *d);
 

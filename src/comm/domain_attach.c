@@ -24,8 +24,11 @@ static void comm_run_end(void *arg, px_status st)
     comm_worker *cw = arg;
 
     /* under MPI a failed run leaves the job failed: the proxy stops without waiting on the
-     * other hosts again (short removals, no MPI_Finalize: mpirun ends the job) */
-    if (st != PX_OK && cw->proxy != NULL)
+     * other hosts again (short removals, no MPI_Finalize: mpirun ends the job); not a run
+     * failed by a chip's death or a revocation: every host is still there (a host that died
+     * ends the job by itself, one that is stopped fails its peers' waits with PX_ETIMEDOUT),
+     * and the next run may shrink the domain and go on */
+    if (st != PX_OK && st != PX_EPEERDEAD && st != PX_EREVOKED && cw->proxy != NULL)
         comm_proxy_fail_job(cw->proxy);
 
     for (px_domain *d = cw->doms; d != NULL; d = d->next) {

@@ -449,7 +449,8 @@ static px_status comm_proxied_add(comm_worker *cw, px_domain *d)
     if (st == PX_OK) {
         comm_proxy_dom pd = {.id = d->wire_id, .n = n, .nsig = d->msg.nsig,
                              .data_bytes = d->msg.data_bytes, .window = d->hwin, .host = host,
-                             .nrings = nr, .rings = rings};
+                             .nrings = nr, .rings = rings,
+                             .revoke = d->hosts != NULL ? comm_revoke_word(d) : NULL};
 
         if ((st = comm_proxy_add(cw->proxy, &pd, cw->w->cfg.timeout_s)) == PX_OK)
             d->in_proxy = 1;

@@ -36,15 +36,12 @@ px_status px_domain_revoke(px_domain *d)
 
     if (st != PX_OK)
         return st;
-    if (d->hosts != NULL)
-        return px_set_error(PX_ENOTSUP, "px_domain_revoke: domain \"%s\" spans hosts: revoke "
-                            "and shrink work inside one host for now (the revocation table is "
-                            "this worker's memory; the other hosts' proxies would have to carry "
-                            "it); end the run instead", d->msg.name);
     d->dfx_revoke_t = px_dfx_now();
     d->dfx_revoke_first = comm_revoke_orch(d);
     d->dfx_revoke_run = d->cw->run + 1;
-    PX_LOG_INFO("comm[%s]: revoked by the orchestration", d->msg.name);
+    /* spanning hosts: this worker's MPI proxy tells the other hosts' (comm/proxy/notices.c) */
+    PX_LOG_INFO("comm[%s]: revoked by the orchestration%s", d->msg.name,
+                d->hosts != NULL ? " (told to the other hosts through the MPI proxies)" : "");
     return PX_OK;
 }
 

@@ -11,9 +11,10 @@
  * by its bytes (PROXY_TAG_DATA); the target's proxy answers every request with a
  * comm_proxy_msg (PROXY_TAG_REP), followed for a get by the bytes (PROXY_TAG_DATA). A clock
  * ping (PROXY_TAG_CLOCK) is answered at once with the answerer's clock (PROXY_TAG_CLOCK_REP;
- * comm_proxy_clock). Messages
- * between two proxies are not overtaken (MPI's order), so a ring's requests are carried out
- * in order; `done` is stored as each answer arrives.
+ * comm_proxy_clock). A chip's death (PROXY_TAG_DEATH) and a domain's revocation
+ * (PROXY_TAG_REVOKE) are told to every other host once, unanswered. Messages between two
+ * proxies are not overtaken (MPI's order), so a ring's requests are carried out in order;
+ * `done` is stored as each answer arrives.
  */
 #ifndef PX_COMM_PROXY_H
 #define PX_COMM_PROXY_H
@@ -114,6 +115,11 @@ typedef struct comm_proxy_dom {
     const int *host;       /* n: the host (MPI rank) of each rank's chip */
     int nrings;
     const comm_proxy_ring *rings;
+    _Atomic uint32_t *revoke; /* its revocation word on this worker's board, or NULL: once it
+                               * is nonzero the proxy tells every other host, whose proxies
+                               * store it into theirs unless revoked there already (the first
+                               * revoker's word stays), so a revoke on one host reaches every
+                               * member of every host */
 } comm_proxy_dom;
 
 /* Adds / removes a domain; return once the proxy thread has taken it (deadline timeout_s).

@@ -77,6 +77,17 @@ if(MPIEXEC_EXECUTABLE)
   endforeach()
   set_property(TEST mpi.suite_2x2_staged APPEND PROPERTY ENVIRONMENT
                "PLEXUS_DEVICE_PROFILE=a2a3-pcie")
+  # revoke across hosts (issue 37): a kernel's px_comm_revoke on host 0 and host 1's
+  # px_domain_revoke reach every rank of every host well under the deadline (20 s), naming the
+  # revoker; the runs that fail with PX_EREVOKED do not end the MPI job
+  add_executable(test_mpi_shrink ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_mpi_shrink.c)
+  target_link_libraries(test_mpi_shrink PRIVATE plexus_internal)
+  add_test(NAME mpi.revoke_2x2
+           COMMAND ${MPIEXEC_EXECUTABLE} -np 2 $<TARGET_FILE:test_mpi_shrink> 2 revoke)
+  set_tests_properties(mpi.revoke_2x2 PROPERTIES TIMEOUT 120 RESOURCE_LOCK chips
+                       ENVIRONMENT "${PX_MPI_ENV};PLEXUS_COMM_TIMEOUT_S=20"
+                       FAIL_REGULAR_EXPRESSION "FAIL|non-zero status|exited on signal"
+                       PASS_REGULAR_EXPRESSION "host 0 of 2: revoked from a kernel of host 0 and from the orchestration of host 1[^\n]*\nPASS\n.*host 1 of 2: revoked|host 1 of 2: revoked[^\n]*\nPASS\n.*host 0 of 2: revoked from a kernel of host 0 and from the orchestration of host 1")
   # a host that does not reach a spanning allocation in time is named by the others
   add_test(NAME mpi.alloc_late_host
            COMMAND ${MPIEXEC_EXECUTABLE} -np 2 $<TARGET_FILE:test_mpi_suite> 1 late)

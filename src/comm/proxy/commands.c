@@ -26,6 +26,10 @@ int proxy_close_poll(comm_proxy *p)
 
     if (d == NULL)
         return 0;
+    /* its revocation is told before it goes: a member that revoked it may have returned, and
+     * this host released it, before a sweep told the other hosts */
+    if (!p->failed)
+        (void)pdom_revoke_tell(p, d);
     for (int r = 0; r < d->nrings; r++)
         for (uint32_t i = 0; i < COMM_STG_SLOTS; i++)
             if (!p->failed && !pring_sends_done(p, &d->rings[r], i))
@@ -123,6 +127,7 @@ int proxy_command(comm_proxy *p)
     }
     if (p->cmd == CMD_ADD && p->ndoms < PROXY_DOMS) {
         p->doms[p->ndoms++] = p->cmd_dom;
+        proxy_revoke_pending(p, p->cmd_dom);
         p->cmd_dom = NULL;
     } else if (p->cmd == CMD_REMOVE) {
         /* closed in the sweeps: every request its chips posted is sent on first, and the

@@ -1,8 +1,10 @@
 /*
  * notices.c - what a proxy tells every other host unasked (proxy_int.h): its chips' deaths,
- * so waits on them end with PX_EPEERDEAD there too, and its arrival at each allgather, so a
- * host that waits too long names the hosts it has not heard from; and the clock ping, which
- * any proxy answers at once with its clock (comm_proxy_clock: one ping in flight at a time).
+ * so waits on them end with PX_EPEERDEAD there too; the revocation of a domain spanning
+ * hosts, so every host's members see it as the revoker's host does; and its arrival at each
+ * allgather, so a host that waits too long names the hosts it has not heard from; and the
+ * clock ping, which any proxy answers at once with its clock (comm_proxy_clock: one ping in
+ * flight at a time).
  */
 #include "comm/proxy/proxy_int.h"
 
@@ -61,6 +63,91 @@ int proxy_on_death(comm_proxy *p, int h, const void *msg, size_t n)
     PX_LOG_INFO("mpi proxy (host %d): host %d says its chip %d died (%s)", p->rank, h,
                 dm->chip, dm->why);
     return 0;
+}
+
+/* Revokes d here in the name of host h's revoker (word who), unless d is revoked here
+ * already: the first revoker's word stays. The members' waits see it at their next turn. */
+static void pdom_revoke(comm_proxy *p, pdom *d, int h, uint32_t who)
+{
+    uint32_t zero = 0;
+
+    d->revoke_told = 1; /* it came from a host: not told back */
+    if (d->revoke == NULL || who == 0)
+        return;
+    if (atomic_compare_exchange_strong_explicit(d->revoke, &zero, who, memory_order_acq_rel,
+                                                memory_order_acquire))
+        PX_LOG_INFO("mpi proxy (host %d): domain %u revoked by host %d (%s %u)", p->rank,
+                    d->id & 0x7FFFFFFFu, h, who == COMM_REVOKED_ORCH ? "its orchestration" :
+                    "rank", who == COMM_REVOKED_ORCH ? 0u : who - COMM_REVOKED_RANK);
+}
+
+/* Tells every other host d's revocation here (by the orchestration, a member's kernel or a
+ * shrink), once: their proxies store it into their boards. */
+int pdom_revoke_tell(comm_proxy *p, pdom *d)
+{
+    proxy_revoke rm;
+    uint32_t who;
+
+    if (p->size < 2 || d->revoke == NULL || d->revoke_told ||
+        (who = atomic_load_explicit(d->revoke, memory_order_acquire)) == 0)
+        return 0;
+    memset(&rm, 0, sizeof(rm)); /* padding too: the bytes go on the wire */
+    rm.magic = PROXY_MAGIC;
+    rm.dom = d->id;
+    rm.who = who == COMM_REVOKED_SHRUNK ? COMM_REVOKED_ORCH : who;
+    proxy_send_others(p, &rm, sizeof(rm), PROXY_TAG_REVOKE);
+    d->revoke_told = 1;
+    PX_LOG_DEBUG("mpi proxy (host %d): told the other hosts that domain %u was revoked",
+                 p->rank, d->id & 0x7FFFFFFFu);
+    return 1;
+}
+
+int proxy_revokes_tell(comm_proxy *p)
+{
+    int work = 0;
+
+    for (int i = 0; i < p->ndoms; i++)
+        work += pdom_revoke_tell(p, p->doms[i]);
+    return work;
+}
+
+/* Host h revoked a domain: stored here now, or kept until the domain is added (a host may
+ * add it a little later); the oldest kept one goes when the table is full (a domain released
+ * here already is never added again: its entry just waits to go). */
+int proxy_on_revoke(comm_proxy *p, int h, const void *msg, size_t n)
+{
+    const proxy_revoke *rm = msg;
+    pdom *d;
+
+    (void)n;
+    if (rm->magic != PROXY_MAGIC || !(rm->dom & PROXY_DOM_JOB))
+        return 0; /* a domain of one host has no other host's word */
+    if ((d = proxy_dom(p, rm->dom)) != NULL) {
+        pdom_revoke(p, d, h, rm->who);
+        return 0;
+    }
+    if (p->nrpend == PROXY_RPEND) {
+        memmove(&p->rpend[0], &p->rpend[1], (PROXY_RPEND - 1) * sizeof(p->rpend[0]));
+        p->nrpend--;
+    }
+    p->rpend[p->nrpend].dom = rm->dom;
+    p->rpend[p->nrpend].who = rm->who;
+    p->rpend[p->nrpend++].h = h;
+    return 0;
+}
+
+void proxy_revoke_pending(comm_proxy *p, pdom *d)
+{
+    for (int i = 0; i < p->nrpend;) {
+        if (p->rpend[i].dom != d->id) {
+            i++;
+            continue;
+        }
+        pdom_revoke(p, d, p->rpend[i].h, p->rpend[i].who);
+        memmove(&p->rpend[i], &p->rpend[i + 1],
+                (size_t)(p->nrpend - i - 1) * sizeof(p->rpend[0]));
+        p->nrpend--;
+    }
 }
 
 /* Tells every other host that this one entered its next allgather (proxy_arrive). */

@@ -12,7 +12,8 @@
  *               targets' proxies, serving other proxies' requests against this worker's
  *               windows, completing answered requests in the rings
  *   pcoll.c     the pair collectives (a domain of two ranks on mpi: allreduce, reduce_scatter)
- *   notices.c   deaths and allgather arrivals told to every other host; the clock ping
+ *   notices.c   deaths, revocations and allgather arrivals told to every other host; the
+ *               clock ping
  */
 #ifndef PX_COMM_PROXY_PROXY_INT_H
 #define PX_COMM_PROXY_PROXY_INT_H
@@ -39,6 +40,10 @@
 #define PROXY_TAG_CLOCK_REP 0x5207            /* its answer, with the answerer's clock */
 #define PROXY_CLOCK_ROUNDS 16                 /* pings per host of a clock estimate */
 #define PROXY_TAG_COLL 0x5208                 /* the pair allreduce: a segment's header */
+#define PROXY_TAG_REVOKE 0x5209               /* a domain was revoked there: proxy_revoke */
+#define PROXY_DOM_JOB 0x80000000u             /* the id's bit of a domain spanning hosts (the
+                                               * same id on every host; others: a host's own) */
+#define PROXY_RPEND 64                        /* revokes kept for domains not added yet */
 #define PROXY_DOMS 64
 #define PROXY_YIELD_NS 20000
 #define PROXY_FAILED_FINALIZE_S 2             /* a failed job's MPI_Finalize, at most */
@@ -67,6 +72,16 @@ typedef struct proxy_death {
     int32_t chip;
     char why[160];
 } proxy_death;
+
+/* A domain spanning hosts was revoked on the sender's host: dom its id on the wire, who its
+ * revocation word there (comm.h: COMM_REVOKED_ORCH, or COMM_REVOKED_RANK + the revoking
+ * kernel's rank; a shrink's COMM_REVOKED_SHRUNK goes as COMM_REVOKED_ORCH). */
+typedef struct proxy_revoke {
+    uint32_t magic;
+    uint32_t dom;
+    uint32_t who;
+    uint32_t pad_;
+} proxy_revoke;
 
 /* An allgather's arrival notice, sent to every other host when one starts: a host that waits
  * too long then names the hosts it has not heard from. */
@@ -112,6 +127,9 @@ typedef struct pdom {
     pring *rings;
     int *ring_of;                     /* n: rank -> index of its ring in rings, or -1 */
     uint32_t bad;                     /* malformed requests skipped (from this worker's chips) */
+    _Atomic uint32_t *revoke;         /* its revocation word on this worker's board, or NULL */
+    int revoke_told;                  /* its revocation went to the other hosts (or came from
+                                       * one: not told back) */
 } pdom;
 
 /* A send of an answer in flight: buf is freed when MPI is done with it. */
@@ -219,6 +237,12 @@ struct comm_proxy {
     _Atomic int job_failed;           /* comm_proxy_fail_job */
     _Atomic uint64_t ag_started;      /* allgathers the thread started (the parent's ones) */
     _Atomic uint64_t *arrived;        /* size: the latest arrival notice of each host */
+    struct {
+        uint32_t dom, who;
+        int h;
+    } rpend[PROXY_RPEND];             /* revokes heard for domains not added here yet (a host
+                                       * may add a domain a little later), oldest first */
+    int nrpend;
     uint64_t forwarded, served;
 };
 
@@ -278,6 +302,10 @@ int pcoll_on_inline(comm_proxy *p, int h, const void *msg, size_t n);
 /* notices.c */
 int proxy_deaths_tell(comm_proxy *p);
 int proxy_on_death(comm_proxy *p, int h, const void *msg, size_t n);
+int proxy_revokes_tell(comm_proxy *p);          /* every domain's new revocation */
+int pdom_revoke_tell(comm_proxy *p, pdom *d);   /* d's, if not told yet: 1 when told now */
+int proxy_on_revoke(comm_proxy *p, int h, const void *msg, size_t n);
+void proxy_revoke_pending(comm_proxy *p, pdom *d); /* d just added: the revokes heard before */
 void proxy_arrive_tell(comm_proxy *p);
 int proxy_on_arrive(comm_proxy *p, int h, const void *msg, size_t n);
 int proxy_on_clock(comm_proxy *p, int h, const void *msg, size_t n);

@@ -49,6 +49,7 @@ pdom *pdom_copy(const comm_proxy_dom *s)
     d->nsig = s->nsig;
     d->data_bytes = s->data_bytes;
     d->nrings = s->nrings;
+    d->revoke = s->revoke;
     if ((d->window = calloc(n, sizeof(void *))) == NULL ||
         (d->host = calloc(n, sizeof(int))) == NULL ||
         (d->rings = calloc((size_t)(s->nrings > 0 ? s->nrings : 1), sizeof(pring))) == NULL ||
@@ -252,6 +253,7 @@ static pring *proxy_answer_ring(comm_proxy *p, int src, const comm_proxy_msg *m,
 int proxy_answer(comm_proxy *p, int src, const void *msg, size_t n)
 {
     const comm_proxy_msg *m = msg, *q;
+    pdom *d;
     int has_bytes = (m->q.op == COMM_STG_GET || m->q.op == COMM_STG_GET_HEAD) &&
                     m->status == PX_OK && m->q.n > 0, e;
     pring *g;
@@ -261,6 +263,14 @@ int proxy_answer(comm_proxy *p, int src, const void *msg, size_t n)
     (void)n;
     if (!proxy_msg_ok(p, src, m) || (g = proxy_answer_ring(p, src, m, has_bytes)) == NULL)
         return 0;
+    if (m->status != PX_OK && (d = proxy_dom(p, m->dom))->revoke != NULL &&
+        atomic_load_explicit(d->revoke, memory_order_acquire) != 0) {
+        /* revoked: the target's host may have released it already; the requester's wait
+         * ends with PX_EREVOKED at its next turn */
+        PX_LOG_DEBUG("mpi proxy (host %d): domain %u (revoked) rank %d -> rank %d: request %u "
+                     "refused by host %d", p->rank, m->dom, m->src, m->dst, m->seq, src);
+        return 0;
+    }
     if (m->status != PX_OK) {
         /* the target's proxy skipped it (no such domain there any more, or out of bounds):
          * never completed, so the requester's wait ends at its deadline with an error
@@ -340,6 +350,9 @@ int proxy_serve(comm_proxy *p, int src, const void *msg, size_t n)
     }
     if (ok)
         a = d->window[m->dst];
+    else if (d == NULL) /* released here (a revoked domain's late requests): refused */
+        PX_LOG_DEBUG("mpi proxy (host %d): a request from host %d for domain %u, which is not "
+                     "(or no longer) served here: refused", p->rank, src, m->dom);
     else
         PX_LOG_WARN("mpi proxy (host %d): skipped a malformed request from host %d (domain "
                     "%u, rank %d -> %d, op %u)", p->rank, src, m->dom, m->src, m->dst, m->q.op);
