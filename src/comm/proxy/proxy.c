@@ -298,7 +298,10 @@ px_status comm_proxy_start(const void *ops, const px_caps *caps, const comm_job_
     if (atomic_load_explicit(&p->up, memory_order_acquire) != 1) {
         st = p->start_st;
         pthread_join(p->thread, NULL);
-        px_set_error(st, "the worker's MPI proxy could not start: %s", p->start_err);
+        if (p->met) /* the hosts met and refused each other: the same words on every host */
+            px_set_error(st, "px_worker_init: %s", p->start_err);
+        else
+            px_set_error(st, "the worker's MPI proxy could not start: %s", p->start_err);
         free(p->hosts);
         pthread_mutex_destroy(&p->lock);
         free(p);
