@@ -215,6 +215,7 @@ int doctor_comm(const cli_opts *o, const px_caps *caps, const px_config *c)
     doctor_view *v = &g_view;
     int n = doctor_comm_chips(o, c), rc = 0;
     const px_mpi_ops *ops;
+    comm_job_facts job;
     px_status st;
 
     v->chips = n;
@@ -223,8 +224,9 @@ int doctor_comm(const cli_opts *o, const px_caps *caps, const px_config *c)
     /* under a launcher: the hosts of the job, as a worker would learn them */
     if (v->m.wanted && v->m.loaded && px_mpi_mode() != PX_MPI_ON &&
         getenv("OMPI_COMM_WORLD_SIZE") != NULL && px_mpi_load(&ops, NULL, 0) == PX_OK) {
-        if ((st = comm_proxy_start(ops, caps, c->comm_transport, n, &v->bell, NULL, NULL,
-                                   c->timeout_s, &v->proxy)) != PX_OK)
+        comm_job_facts_fill(c, 3, &job); /* it meets the hosts as a level-3 worker would */
+        if ((st = comm_proxy_start(ops, caps, &job, n, &v->bell, NULL, NULL, c->timeout_s,
+                                   &v->proxy)) != PX_OK)
             return cli_fail("doctor --comm: %s", px_last_error());
         v->hosts = comm_proxy_size(v->proxy);
         n *= v->hosts;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "comm/domain.h"
+#include "comm/job_start.h"
 #include "hier/hier.h"
 #include "runtime/runtime.h"
 #include "util/abi.h"
@@ -49,7 +50,8 @@ px_status px_worker_init(px_worker *w)
         return px_set_error(PX_EINVAL, "px_worker_init: worker is NULL");
     if (w->level == 3)
         return px_hier_init(w);
-    return PX_OK;
+    /* under mpirun among other ranks: the level-3 ones hear of this level-2 one at once */
+    return comm_job_level2_check(&w->cfg, &w->caps);
 }
 
 px_status px_worker_destroy(px_worker *w)

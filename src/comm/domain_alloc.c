@@ -337,6 +337,8 @@ static px_status comm_plan(comm_worker *cw, px_domain *d, const px_domain_spec *
         st = comm_check_memory(cw->w, d);
     if (d->hosts != NULL)
         st = comm_job_agree(cw, d, spec, st);
+    else if (st != PX_OK) /* failed before its hosts were known: the others still hear it */
+        st = comm_job_refuse(cw, spec, st);
     return st;
 }
 
@@ -345,17 +347,19 @@ static px_status comm_plan(comm_worker *cw, px_domain *d, const px_domain_spec *
 px_status comm_alloc(px_orch *o, const px_domain_spec *spec, const px_domain *carry,
                      px_domain **out)
 {
-    px_domain_spec spec_in;
+    px_domain_spec spec_in = PX_DOMAIN_SPEC_INIT;
     px_worker *w;
-    comm_worker *cw;
+    comm_worker *cw = NULL;
     px_domain *d;
     px_status st;
     int job = 0;
 
     if (spec == NULL || out == NULL)
         return px_set_error(PX_EINVAL, "px_domain_alloc: spec and output are required");
+    /* a spanning spec that fails here still joins the hosts' agreement (cw set: spec_in is
+     * the imported spec) */
     if ((st = comm_alloc_check(o, spec, carry, &spec_in, &w, &cw, &job)) != PX_OK)
-        return st;
+        return comm_job_refuse(cw, &spec_in, st);
     spec = &spec_in;
     if ((d = calloc(1, sizeof(*d))) == NULL)
         return px_set_error(PX_ENOMEM, "px_domain_alloc: out of host memory");

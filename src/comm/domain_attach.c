@@ -125,10 +125,12 @@ static px_status comm_started(void *arg)
 {
     comm_worker *cw = arg;
     px_worker *w = cw->w;
+    comm_job_facts job;
 
     if (cw->mpi_ops == NULL)
         return PX_OK;
-    return comm_proxy_start(cw->mpi_ops, &w->caps, w->cfg.comm_transport, hier_nchips(w),
+    comm_job_facts_fill(&w->cfg, 3, &job);
+    return comm_proxy_start(cw->mpi_ops, &w->caps, &job, hier_nchips(w),
                             &cw->bells[COMM_BELL_PROXY], hier_deaths_board(w),
                             comm_board_rdeaths(cw->bells), w->cfg.timeout_s, &cw->proxy);
 }

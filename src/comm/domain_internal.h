@@ -181,9 +181,16 @@ px_status comm_slots_wait(comm_worker *cw, const px_domain_spec *s);
  * deadline (ns); PX_OK or PX_ETIMEDOUT naming the first task left. */
 px_status comm_pend_wait(px_domain *d, uint64_t deadline);
 
-/* domain_agree.c: d->hash from spec s, then comm_job_sync. */
+/* domain_agree.c: d->hash from spec s, then the agreement as comm_job_sync's, naming the
+ * fields of the spec that differ between hosts. */
 px_status comm_job_agree(comm_worker *cw, px_domain *d, const px_domain_spec *s,
                          px_status local);
+
+/* domain_agree.c: a spec naming global chips (a domain spanning hosts) failed this host's
+ * checks (local, message set) before it was laid out: the host still joins the agreement,
+ * so every other host names it and its reason instead of waiting for it. Returns local (cw
+ * NULL, not under MPI, or s not a spanning spec: nothing joined). A collective call. */
+px_status comm_job_refuse(comm_worker *cw, const px_domain_spec *s, px_status local);
 
 /* domain_pend.c: submits callable c with args a as a group on chips (n) with the dependency-only
  * accesses deps, and keeps its id among d's pending tasks. */

@@ -27,16 +27,16 @@
 #include <plexus/caps.h>
 
 #include "comm/comm.h"
+#include "comm/job_start.h"
 
 #define COMM_HOST_ID_MAX PX_FACT_TEXT_MAX
 
-/* What every worker of the job tells the others at start (one MPI allgather). */
+/* What every worker of the job tells the others at start (one MPI allgather, job_start.c). */
 typedef struct comm_host {
     char id[COMM_HOST_ID_MAX]; /* host id (caps' host_id) */
     int32_t chips;             /* its chips */
     int32_t pid;               /* its parent's pid */
-    int32_t comm_transport;    /* its PLEXUS_COMM_TRANSPORT (the rule must agree) */
-    int32_t pad_;
+    comm_job_facts job;        /* what must agree between hosts (compared at start) */
     px_caps caps;              /* its probe: the rule runs on the union of the hosts' facts */
 } comm_host;
 
@@ -44,15 +44,16 @@ typedef struct comm_proxy comm_proxy;
 
 /*
  * Starts the proxy thread of a worker with nchips chips on host host_id: it initialises MPI
- * through the plugin ops, exchanges comm_host records with every worker, then serves rings.
+ * through the plugin ops, exchanges comm_host records (job: what must agree) with every
+ * worker and refuses a difference (comm_job_exchange; MPI then ends), then serves rings.
  * bell is its doorbell (the board's COMM_BELL_PROXY). deaths (this worker's board, or NULL)
  * is watched: a chip's death is told to every other host, whose proxies write it into their
  * rdeaths (the board's remote deaths, or NULL), so waits on another host's chip end with
  * PX_EPEERDEAD as on one host. Returns once MPI is up (within timeout_s), PX_OK with *out;
  * else the error (MPI's words).
  */
-px_status comm_proxy_start(const void *ops, const px_caps *caps, int comm_transport, int nchips,
-                           comm_bell *bell, const hier_deaths *deaths, comm_rdeaths *rdeaths,
+px_status comm_proxy_start(const void *ops, const px_caps *caps, const comm_job_facts *job,
+                           int nchips, comm_bell *bell, const hier_deaths *deaths, comm_rdeaths *rdeaths,
                            double timeout_s, comm_proxy **out);
 
 /*

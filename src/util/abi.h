@@ -41,4 +41,8 @@ px_status util_abi_check(const util_abi_type *t, const char *who, uint32_t size,
  */
 px_status util_config_import(const px_config *c, px_config *out, const char *who);
 
+/* config.c: knob `name`'s value in c into buf, as px_config_print shows it. Returns PX_OK, or
+ * PX_EINVAL for a name of no knob (buf then empty). */
+px_status util_config_format(const px_config *c, const char *name, char *buf, size_t n);
+
 #endif

@@ -922,6 +922,18 @@ static void px_knob_format(const px_config *c, const px_knob *k, char *buf, size
     }
 }
 
+px_status util_config_format(const px_config *c, const char *name, char *buf, size_t n)
+{
+    const px_knob *k = px_knob_find(name, strlen(name));
+
+    if (n > 0)
+        buf[0] = '\0';
+    if (k == NULL)
+        return px_set_error(PX_EINVAL, "no knob is called %s", name);
+    px_knob_format(c, k, buf, n);
+    return PX_OK;
+}
+
 void px_config_print(const px_config *user, FILE *f)
 {
     px_config c_;

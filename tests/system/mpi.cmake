@@ -158,14 +158,47 @@ if(MPIEXEC_EXECUTABLE)
   set_tests_properties(mpi.forced_direct_2hosts PROPERTIES TIMEOUT 120 RESOURCE_LOCK chips
                        ENVIRONMENT "${PX_MPI_ENV}"
                        PASS_REGULAR_EXPRESSION "FAIL: allreduce: PX_ENOTSUP: domain \"allreduce\": rank 0 \\(chip 0 of host 0\\) -> rank 2 \\(chip 0 of host 1\\): no transport: forced direct[^\n]*\n(.*\n)?FAIL: allreduce: PX_ENOTSUP: domain \"allreduce\": rank 0 \\(chip 0 of host 0\\) -> rank 2 \\(chip 0 of host 1\\): no transport.*exit status [1-9]")
-  # a different --chips per host: host 0's allocation names the chip that host 1 lacks and how
-  # many chips host 1 has (the other host does not say it yet: issue 37)
+  # what must agree between hosts, refused on every host within seconds (issue 37), each
+  # rank's last line sorted by mpi_mismatch.sh: at worker start, DFX on one host only and a
+  # different PLEXUS_COMM_ONESHOT_MAX (both named, with both values and hosts; it waited out
+  # PLEXUS_TIMEOUT_S before); a level-2 rank among level-3 ones (it joins the start exchange
+  # as level 2: both told at once); every rank level 2 (each runs on its own); a spanning
+  # domain's spec that differs (--size: the fields named on both hosts); a different --chips
+  # per host (host 0's check names the chip host 1 lacks, and host 1 hears it)
+  set(PX_MISMATCH sh ${CMAKE_CURRENT_SOURCE_DIR}/system/mpi_mismatch.sh ${MPIEXEC_EXECUTABLE})
+  set(PX_MM_RUN $<TARGET_FILE:plexus> run allreduce --chips 2 --cores 1 --iters 1)
+  set(PX_MM_HOSTS "host 0 \\(id [^\n]*, pid [0-9]+\\) vs host 1 \\(id [^\n]*, pid [0-9]+\\)")
+  add_test(NAME mpi.mismatch_start_knobs
+           COMMAND ${PX_MISMATCH} -np 1 ${PX_MM_RUN} --dfx all --out
+                   ${CMAKE_CURRENT_BINARY_DIR}/mismatch-dfx : -np 1 env
+                   PLEXUS_COMM_ONESHOT_MAX=1K ${PX_MM_RUN})
+  set(PX_MM_L_mismatch_start_knobs "FAIL: allreduce: PX_EINVAL: [^\n]*differ in what must be alike, ${PX_MM_HOSTS}: PLEXUS_COMM_ONESHOT_MAX 65536 vs 1024 \\([^\n]*. PLEXUS_DFX all vs 0 \\(host 0 gathers [^\n]*. set each alike on every rank[^\n]*\n")
+  set_tests_properties(mpi.mismatch_start_knobs PROPERTIES PASS_REGULAR_EXPRESSION
+                       "final lines, sorted:\n${PX_MM_L_mismatch_start_knobs}${PX_MM_L_mismatch_start_knobs}exit status [1-9]")
+  add_test(NAME mpi.mismatch_level2
+           COMMAND ${PX_MISMATCH} -np 1 ${PX_MM_RUN} : -np 1 $<TARGET_FILE:plexus> run vector)
+  set_tests_properties(mpi.mismatch_level2 PROPERTIES PASS_REGULAR_EXPRESSION
+                       "final lines, sorted:\nFAIL: allreduce: PX_EINVAL: [^\n]*${PX_MM_HOSTS}: worker level 3 vs 2 \\(a level-2 worker[^\n]*PLEXUS_MPI=off\\)\nFAIL: vector: PX_EINVAL: px_worker_init: this level-2 worker is rank 1 of 2 of an MPI job: [^\n]*worker level 3 vs 2 [^\n]*\nexit status [1-9]")
+  add_test(NAME mpi.level2_all
+           COMMAND ${PX_MISMATCH} -np 2 $<TARGET_FILE:plexus> run vector)
+  set_tests_properties(mpi.level2_all PROPERTIES PASS_REGULAR_EXPRESSION
+                       "final lines, sorted:\nPASS\nPASS\nexit status 0\n")
+  add_test(NAME mpi.mismatch_size
+           COMMAND ${PX_MISMATCH} -np 1 ${PX_MM_RUN} --size 100 : -np 1 ${PX_MM_RUN} --size 200)
+  set(PX_MM_L_mismatch_size "FAIL: allreduce: PX_EINVAL: px_domain_alloc: domain \"allreduce\": host 0 and host 1 give it different specs: window bytes 400 vs 800. buffer \"x\" bytes 400 vs 800 \\(host 0's first[^\n]*\n")
+  set_tests_properties(mpi.mismatch_size PROPERTIES PASS_REGULAR_EXPRESSION
+                       "final lines, sorted:\n${PX_MM_L_mismatch_size}${PX_MM_L_mismatch_size}exit status [1-9]")
+  # (before issue 37 only host 0 said anything: host 1 waited in the agreement until killed)
   add_test(NAME mpi.chips_mismatch_2hosts
-           COMMAND sh -c [=["$0" -np 1 "$1" run allreduce --chips 3 --cores 1 --iters 1 : -np 1 "$1" run allreduce --chips 2 --cores 1 --iters 1; echo "exit status $?"]=]
-                   ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:plexus>)
-  set_tests_properties(mpi.chips_mismatch_2hosts PROPERTIES TIMEOUT 120 RESOURCE_LOCK chips
-                       ENVIRONMENT "${PX_MPI_ENV}"
-                       PASS_REGULAR_EXPRESSION "FAIL: allreduce: PX_EINVAL: px_domain_alloc: domain \"allreduce\": chips\\[5\\] names chip 2 of host 1, which has 2 chips \\(0\\.\\.1\\): name a chip it has.*exit status [1-9]")
+           COMMAND ${PX_MISMATCH} -np 1 $<TARGET_FILE:plexus> run allreduce --chips 3 --cores 1
+                   --iters 1 : -np 1 ${PX_MM_RUN})
+  set_tests_properties(mpi.chips_mismatch_2hosts PROPERTIES PASS_REGULAR_EXPRESSION
+                       "final lines, sorted:\nFAIL: allreduce: PX_EINVAL: px_domain_alloc: domain \"allreduce\": chips\\[5\\] names chip 2 of host 1, which has 2 chips \\(0\\.\\.1\\): name a chip it has, or start every host with as many chips \\(--chips\\)\nFAIL: allreduce: PX_EINVAL: px_domain_alloc: domain \"allreduce\": host 0 could not make its part \\(PX_EINVAL\\): chips\\[5\\] names chip 2 of host 1, which has 2 chips [^\n]*\nexit status [1-9]")
+  foreach(t mpi.mismatch_start_knobs mpi.mismatch_level2 mpi.level2_all mpi.mismatch_size
+          mpi.chips_mismatch_2hosts)
+    set_tests_properties(${t} PROPERTIES TIMEOUT 60 RESOURCE_LOCK chips LABELS mpi
+                         ENVIRONMENT "${PX_MPI_ENV}")
+  endforeach()
   # a host killed or stopped, or one of its chips killed or stopped, in the middle of a spanning
   # domain's collectives: the fault lands at chip 0 of host 1's 50th collective
   # (PLEXUS_TEST_FAULT), but for kill, host 1's worker killed by the script at any moment of a

@@ -145,14 +145,12 @@ static void proxy_up(comm_proxy *p, uint32_t v)
     util_wake(&p->up, &p->up_sleep, INT_MAX, 0);
 }
 
-/* Start: MPI up, then the hosts' records. */
+/* Start: MPI up, then the hosts' records (job_start.c compares what must agree). */
 static px_status proxy_init(comm_proxy *p)
 {
     comm_host me;
-    px_mpi_req *r = NULL;
     char s[256];
-    uint64_t until;
-    int e, done = 0;
+    int e;
 
     if (px_mpi_state() == PX_MPI_STATE_DONE)
         return px_set_error(PX_ESTATE, "MPI starts once per process, and an earlier worker of "
@@ -178,30 +176,9 @@ static px_status proxy_init(comm_proxy *p)
     snprintf(me.id, sizeof(me.id), "%s", p->host_id);
     me.chips = p->nchips;
     me.pid = (int32_t)getpid();
-    me.comm_transport = p->comm_transport;
+    me.job = p->job;
     me.caps = *p->caps;
-    if ((e = p->ops->iallgather(&me, p->hosts, sizeof(me), &r)) != 0) {
-        p->ops->error(e, s, sizeof(s));
-        return px_set_error(PX_EIO, "MPI_Iallgather of the hosts failed: %s", s);
-    }
-    until = px_now_ns() + (uint64_t)(p->timeout_s * 1e9);
-    while ((e = p->ops->test(r, &done)) == 0 && !done) {
-        if (px_now_ns() > until) {
-            p->ops->cancel(r);
-            return px_set_error(PX_ETIMEDOUT, "the %d workers of the MPI job did not all "
-                                "tell their hosts within %g s (PLEXUS_TIMEOUT_S): a worker "
-                                "did not start or is stuck", p->size, p->timeout_s);
-        }
-        struct timespec ts = {0, 50000};
-        nanosleep(&ts, NULL);
-    }
-    if (e != 0) {
-        p->ops->error(e, s, sizeof(s));
-        return px_set_error(PX_EIO, "MPI_Iallgather of the hosts failed: %s", s);
-    }
-    for (int h = 0; h < p->size; h++)
-        p->hosts[h].id[COMM_HOST_ID_MAX - 1] = '\0';
-    return PX_OK;
+    return comm_job_exchange(p->ops, &me, p->hosts, p->size, p->timeout_s, &p->met);
 }
 
 static void *proxy_main(void *arg)
@@ -215,6 +192,10 @@ static void *proxy_main(void *arg)
 
     pthread_setname_np(pthread_self(), "px-mpi-proxy");
     if ((st = proxy_init(p)) != PX_OK) {
+        if (p->met) { /* refused alike on every host: MPI ends everywhere */
+            (void)p->ops->finalize();
+            px_mpi_state_set(PX_MPI_STATE_DONE);
+        }
         pthread_mutex_lock(&g_mpi_lock);
         if (g_live == p)
             g_live = NULL;
@@ -276,8 +257,8 @@ static void proxy_first_clock(comm_proxy *p, double timeout_s)
     free(est);
 }
 
-px_status comm_proxy_start(const void *ops, const px_caps *caps, int comm_transport, int nchips,
-                           comm_bell *bell, const hier_deaths *deaths, comm_rdeaths *rdeaths,
+px_status comm_proxy_start(const void *ops, const px_caps *caps, const comm_job_facts *job,
+                           int nchips, comm_bell *bell, const hier_deaths *deaths, comm_rdeaths *rdeaths,
                            double timeout_s, comm_proxy **out)
 {
     const char *host_id = caps->f[PX_FACT_HOST_ID].text;
@@ -293,7 +274,7 @@ px_status comm_proxy_start(const void *ops, const px_caps *caps, int comm_transp
     p->bell = bell;
     p->timeout_s = timeout_s;
     p->nchips = nchips;
-    p->comm_transport = comm_transport;
+    p->job = *job;
     p->caps = caps;
     p->tsc = px_caps_get(caps, PX_FACT_TSC_INVARIANT) != 0;
     atomic_init(&p->deaths, deaths);
@@ -319,7 +300,10 @@ px_status comm_proxy_start(const void *ops, const px_caps *caps, int comm_transp
     if (atomic_load_explicit(&p->up, memory_order_acquire) != 1) {
         st = p->start_st;
         pthread_join(p->thread, NULL);
-        px_set_error(st, "the worker's MPI proxy could not start: %s", p->start_err);
+        if (p->met) /* the hosts met and refused each other: the same words on every host */
+            px_set_error(st, "px_worker_init: %s", p->start_err);
+        else
+            px_set_error(st, "the worker's MPI proxy could not start: %s", p->start_err);
         free(p->hosts);
         pthread_mutex_destroy(&p->lock);
         free(p);

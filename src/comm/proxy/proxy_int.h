@@ -188,7 +188,9 @@ struct comm_proxy {
     pthread_t thread;
     comm_bell *bell;
     double timeout_s;
-    int rank, size, nchips, comm_transport;
+    int rank, size, nchips;
+    comm_job_facts job;               /* this worker's, told at start */
+    int met;                          /* the start's exchange completed */
     const px_caps *caps;
     _Atomic(const hier_deaths *) deaths; /* this worker's chips' deaths (watched; NULL once
                                           * its board is about to go) */
