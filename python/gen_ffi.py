@@ -58,8 +58,6 @@ typedef struct pxpy_sub {
     px_task_id id;
 } pxpy_sub;
 px_status pxpy_submit_sub(pxpy_sub *s, px_kernel_id k, int n);
-px_status pxpy_copy_kernel(px_core_ctx *ctx, const px_task_args *args);
-px_status pxpy_copy_host(const px_task_args *args, void *user);
 char *pxpy_caps_json(const px_caps *c);
 char *pxpy_config_text(const px_config *c);
 void pxpy_free(void *p);

@@ -2,7 +2,7 @@
  * pxpy.c - the Python binding's own C helpers (declared in pxpy.h): the trampolines of Python
  * kernels and callables, px_worker_init made safe for an interpreter (chip processes are
  * forked while Python runs), dlopen for kernel libraries, the fast submit from tag codes,
- * the staging copy task, and the probe's and the config's text. Compiled into the extension
+ * and the probe's and the config's text (host arrays are the runtime's: px_tensor_from_host). Compiled into the extension
  * module beside the source cffi generates (python/CMakeLists.txt).
  */
 #include <Python.h> /* first, as Python asks */
@@ -148,40 +148,6 @@ px_status pxpy_submit(px_orch *o, px_kernel_id k, px_task_args *a, int n, const 
 px_status pxpy_submit_sub(pxpy_sub *s, px_kernel_id k, int n)
 {
     return pxpy_submit(s->o, k, &s->a, n, s->tags, s->ts, s->f, s->i, &s->id);
-}
-
-/* The staging copies of the host arrays an orchestration uses: tensor 0 is the contiguous
- * device (or host-heap) copy, scalar 1 the host address, scalar 2 the direction (0: the
- * copy-back, tensor to host, after the tasks that wrote it; 1: tensor from host, a copy-in
- * that must wait for an earlier copy-back of the same host bytes). */
-static px_status pxpy_copy(const px_task_args *args)
-{
-    const px_tensor *t = px_arg_tensor(args, 0);
-    int64_t n = px_arg_numel(args, 0);
-    void *host = (void *)(uintptr_t)px_arg_u64(args, 1);
-    size_t bytes;
-
-    if (t == NULL || n < 0 || px_arg_count(args) != 3 || host == NULL)
-        return px_set_error(PX_EINVAL, "python: staging copy task got malformed arguments "
-                            "(a bug of the plexus package: please report it)");
-    bytes = (size_t)n * px_dtype_size(t->dtype);
-    if (px_arg_u64(args, 2) == 0)
-        memcpy(host, px_tensor_data(t), bytes);
-    else
-        memcpy(px_tensor_data(t), host, bytes);
-    return PX_OK;
-}
-
-px_status pxpy_copy_kernel(px_core_ctx *ctx, const px_task_args *args)
-{
-    (void)ctx;
-    return pxpy_copy(args);
-}
-
-px_status pxpy_copy_host(const px_task_args *args, void *user)
-{
-    (void)user;
-    return pxpy_copy(args);
 }
 
 /* The probe as JSON and the knob table as text, in malloc'd strings (pxpy_free), NULL when

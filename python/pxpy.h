@@ -54,10 +54,6 @@ typedef struct pxpy_sub {
 
 px_status pxpy_submit_sub(pxpy_sub *s, px_kernel_id k, int n);
 
-/* ---- the staging copies of host arrays (a kernel at level 2, a host task at level 3) ---- */
-px_status pxpy_copy_kernel(px_core_ctx *ctx, const px_task_args *args);
-px_status pxpy_copy_host(const px_task_args *args, void *user);
-
 /* ---- the probe as JSON and the knob table as text (malloc'd; pxpy_free) ---- */
 char *pxpy_caps_json(const px_caps *c);
 char *pxpy_config_text(const px_config *c);

@@ -124,6 +124,49 @@ PX_API px_status px_tensor_alloc(px_orch *o, px_dtype dt, int ndim, const int64_
 PX_API px_status px_tensor_host(px_orch *o, void *addr, px_dtype dt, int ndim,
                                 const int64_t *shape, px_tensor *t);
 
+/* px_tensor_from_host's flags: how it may reach the array (one of the first three), plus
+ * PX_HOST_READONLY. */
+#define PX_HOST_AUTO 0      /* in place where the device reaches host memory, else a copy */
+#define PX_HOST_IN_PLACE 1  /* in place, or px_tensor_host's refusal */
+#define PX_HOST_COPY 2      /* always a device copy */
+#define PX_HOST_MODE_MASK 3
+#define PX_HOST_READONLY 16 /* the array may not be written: a writing tag is PX_EINVAL */
+
+/* What px_tensor_from_host did (*how). */
+#define PX_HOST_USED_IN_PLACE 1  /* the array's own bytes (registered as px_tensor_host does) */
+#define PX_HOST_USED_COPY 2      /* a new device copy of its bytes */
+#define PX_HOST_USED_COPY_VIEW 3 /* a view of a device copy made earlier in this run */
+
+/*
+ * Fills t with the tensor a task argument tagged `tag` uses for host array `host` (a tensor
+ * over host memory: any non-negative strides), deciding in place or staged:
+ *   - in place (PX_HOST_AUTO, PX_HOST_IN_PLACE) at level 2 where the device reaches host
+ *     pages, while the bytes meet no copy of this run: as px_tensor_host, *t is host itself.
+ *     `whole` (may be NULL) is the buffer host is a view of: it is registered whole, so its
+ *     other views take no range of their own (PX_HOST_RANGES_MAX).
+ *   - else staged (PX_HOST_AUTO, PX_HOST_COPY): the first use copies the array's byte span
+ *     into device memory of the current scope (the host heap at level 3), later uses of
+ *     bytes inside it are views of that copy (same dtype, aligned), and a copy that a writing
+ *     tag used is copied back by a task when its scope ends (px_scope_end, the run's end),
+ *     after the tasks that write it; a copy made over bytes whose copy-back is pending waits
+ *     for it. The first refusal of in place is kept (px_tensor_from_host_reason).
+ * Either way the host array holds the results when px_run returns; do not touch it meanwhile.
+ * PX_EINVAL, saying why: an array partly inside an earlier copy, bytes used both in place and
+ * staged in one run, a view of a copy with another dtype or misaligned, a writing tag with
+ * PX_HOST_READONLY, a malformed or empty tensor (negative strides included). In place refused
+ * with PX_HOST_IN_PLACE: px_tensor_host's error. *how (may be NULL) receives
+ * PX_HOST_USED_*. name (may be NULL) names the argument in messages ("submit argument 1"),
+ * which start with it. Inside one task, overlapping arguments meet px_submit's rule (an
+ * input and an output share bytes only as exactly the same view), staged or not.
+ */
+PX_API px_status px_tensor_from_host(px_orch *o, const px_tensor *host, const px_tensor *whole,
+                                     int tag, int flags, const char *name, px_tensor *t,
+                                     int *how);
+
+/* Why host arrays of the running orchestration were staged (the first refusal of in place,
+ * valid until the run ends), or NULL when none was. */
+PX_API const char *px_tensor_from_host_reason(px_orch *o);
+
 /*
  * Submits a task. Checks a against the kernel's signature, allocates OUT tensors that have
  * no address (writing the address back into a), infers dependencies, and publishes the task.

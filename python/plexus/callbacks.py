@@ -124,8 +124,7 @@ def pxpy_orch_cb(o, args, user):
     orch._o = o
     orch._sub.o = o
     try:
-        orch._fn(orch)
-        orch._finish()
+        orch._fn(orch)  # px_run copies the staged arrays back once this returns
         return 0
     except BaseException as e:  # noqa: B902
         orch._exc = e

@@ -31,10 +31,10 @@ class Orchestration(_Staging, _Level3):
     Host numpy arrays passed to submit are used in place where the chip's kernels can reach
     host memory (a level-2 worker whose profile maps ordinary host pages: px_tensor_host);
     otherwise they are staged: the first use in a run copies the array into device memory (a
-    px_tensor_alloc of the current scope), every later use of the same array (or of a
-    contiguous view inside it) refers to that copy, and arrays that a task writes are copied
-    back by a task at the end of their scope (the run's end for arrays first used outside
-    any o.scope()). Either way the host array holds the results when w.run returns; do not
+    px_tensor_alloc of the current scope), every later use of the same array (or of a view
+    inside it) refers to that copy, and arrays that a task writes are copied back by a task
+    at the end of their scope (the run's end for arrays first used outside any o.scope()).
+    The runtime decides and copies (px_tensor_from_host). Either way the host array holds the results when w.run returns; do not
     read or write it while the run is going. Worker(host_arrays=) chooses; the run result
     says which way each array went (RunResult.host_arrays)."""
 
@@ -48,12 +48,12 @@ class Orchestration(_Staging, _Level3):
         self._scopes = [0]    # ids of the open scopes, innermost last (0: the run's own)
         self._next_scope = 1
         self._dead_scopes = set()
-        self._stages = {}   # id(array) -> _Stage
-        self._ranges = []   # the _Stage of each distinct staged memory range
-        self._in_place = [] # the _Stage of each host array used in place
+        self._stages = {}   # id(array) -> _Stage: what px_tensor_from_host gave it
+        self._host = ffi.new("px_tensor[2]")  # an array's description, and its buffer's
+        self._how = ffi.new("int *")
+        self._submit_ts = []  # the tensors staged for the submit being built
         self._host_counts = {"in_place": 0, "staged": 0}
         self._host_reason = None  # why host arrays of this run were staged, if they were
-        self._pending = []  # (lo, hi, task id) of copy-backs submitted
         self._handles = []  # host task handles kept alive for the run
         self._domains = []
         self._sub = ffi.new("pxpy_sub *")
@@ -115,14 +115,16 @@ class Orchestration(_Staging, _Level3):
     def _scope_end(self, ok):
         o = self._live()
         sid = self._scopes.pop()
-        if ok:
-            self._copy_back(sid)
         self._dead_scopes.add(sid)
-        check(lib.px_scope_end(o), "end of o.scope")
+        self._scope_ended(sid)
+        st = lib.px_scope_end(o)  # copies back the arrays staged in the scope
+        if st and ok:
+            raise error_from(st, "end of o.scope")
 
     # -- submits --
     def _build(self, inputs, outputs, inouts, scalars, args, what):
         ts, f, iv, tg = self._ts, self._f, self._i, self._tg
+        self._submit_ts = []
         tags = bytearray()
         if args is not None:
             items = []

@@ -113,7 +113,6 @@ class Worker:
         self._kids = {}
         self._kid_names = {}  # kernel name -> (its C function, its id)
         self._cids = {}
-        self._copy_kid = None
         self._libs = []
         self._lock = threading.Lock()
         self._run_lock = threading.Lock()  # held by the thread whose run is going
@@ -244,23 +243,12 @@ class Worker:
         self._cids[c] = idp[0]
         return idp[0]
 
-    def _copy_kernel_id(self):
-        if self._copy_kid is None:
-            idp = ffi.new("px_kernel_id *")
-            check(lib.px_kernel_register(self._live(), b"python.copy",
-                                         ffi.addressof(lib, "pxpy_copy_kernel"), ffi.NULL, idp),
-                  "registering the copy kernel")
-            self._copy_kid = idp[0]
-        return self._copy_kid
-
     def init(self):
         """Starts the chips of a level-3 worker (done by the first run otherwise); no-op at
         level 2."""
         w = self._live()
         if self._inited:
             return
-        if self.level == 2:
-            self._copy_kernel_id()
         check(lib.pxpy_worker_init(w), "starting the worker")
         self._inited = True
 

@@ -170,7 +170,8 @@ def test_device_tensor_numpy_view(w, k):
 def test_refusals_say_why(w, k):
     a = np.zeros((4, 4), np.float32)
     cases = [
-        (dict(inputs=[a[:, 1]], outputs=[np.zeros(4, np.float32)]), "not C-contiguous"),
+        (dict(inputs=[a[::-1, 1]], outputs=[np.zeros(4, np.float32)], scalars=[1.0]),
+         "negative"),
         (dict(inputs=[None], outputs=[a]), "is None"),
         (dict(inputs=[[1.0, 2.0]], outputs=[a]), "is a list"),
         (dict(inputs=[np.zeros(4, np.complex64)], outputs=[a]), "no plexus equivalent"),

@@ -383,6 +383,12 @@ int px_hier_reap(px_hier_proc *p, int block, char *how, size_t n);
  * o. Returns PX_OK with *h, or PX_ESTATE with a message naming `what`. */
 px_status px_hier_from_orch(px_orch *o, const char *what, px_hier **h);
 
+/* submit.c: the host engine's host_task hook (px_rt_ext_ops): px_submit_host with explicit
+ * edges and no user pointer, for the runtime's staging copies. Returns px_submit_host's
+ * status. */
+px_status px_l3_host_task(void *owner, px_orch *o, px_host_fn fn, px_task_args *a,
+                          const px_task_id *deps, int ndeps, px_task_id *id);
+
 /* Name of a proc for messages: "chip 1" or "sub-worker 0". */
 const char *px_hier_proc_kind(const px_hier_proc *p);
 

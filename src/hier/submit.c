@@ -114,7 +114,9 @@ px_status px_submit_next_level(px_orch *o, px_callable_id c, px_task_args *a, in
     return px_rt_submit(o, h->k_next, a, NULL, 0, id);
 }
 
-px_status px_submit_host(px_orch *o, px_host_fn fn, px_task_args *a, void *user, px_task_id *id)
+/* px_submit_host with explicit edges from deps (the runtime's staging copies take them). */
+static px_status px_l3_submit_host(px_orch *o, px_host_fn fn, px_task_args *a, void *user,
+                                   const px_task_id *deps, int ndeps, px_task_id *id)
 {
     static const char what[] = "px_submit_host";
     px_l3_slot v = {0};
@@ -134,7 +136,19 @@ px_status px_submit_host(px_orch *o, px_host_fn fn, px_task_args *a, void *user,
     v.fn = fn;
     v.user = user;
     px_l3_side_write(h, &v);
-    return px_rt_submit(o, h->k_host, a, NULL, 0, id);
+    return px_rt_submit(o, h->k_host, a, deps, ndeps, id);
+}
+
+px_status px_submit_host(px_orch *o, px_host_fn fn, px_task_args *a, void *user, px_task_id *id)
+{
+    return px_l3_submit_host(o, fn, a, user, NULL, 0, id);
+}
+
+px_status px_l3_host_task(void *owner, px_orch *o, px_host_fn fn, px_task_args *a,
+                          const px_task_id *deps, int ndeps, px_task_id *id)
+{
+    (void)owner;
+    return px_l3_submit_host(o, fn, a, NULL, deps, ndeps, id);
 }
 
 /* ---- group tasks ---- */

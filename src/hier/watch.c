@@ -436,6 +436,7 @@ static const px_rt_ext_ops px_hier_host_ops = {
     .dfx_merge = px_hier_dfx_merge,
     .task_late = px_hier_task_late,
     .run_end = px_hier_run_end,
+    .host_task = px_l3_host_task,
 };
 
 void px_hier_poller_setup(px_hier *h)

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include <plexus/caps.h>
+#include <plexus/level3.h>
 #include <plexus/worker.h>
 
 #include "dfx/emit.h"
@@ -133,6 +134,35 @@ typedef struct px_dedup {
     uint32_t cap;
 } px_dedup;
 
+/* Host arrays of a run (stage.c, px_tensor_from_host): in-place ranges (dev NULL) and staged
+ * copies (dev: the device copy of host bytes [lo, hi), t its 1-d tensor, depth the scope
+ * count when made: copied back, when written, as that scope ends). */
+typedef struct px_stage_group {
+    uintptr_t lo, hi;
+    void *dev;
+    px_tensor t;
+    int depth;
+    int written;
+    int contiguous;                 /* the first array's elements are all of [lo, hi) */
+    px_tensor *views;               /* strided: the written views, copied back one by one */
+    int nviews, capviews;
+    char name[64];                  /* the argument that staged it, for messages */
+} px_stage_group;
+
+/* A copy-back task submitted this run, for the host bytes [lo, hi). */
+typedef struct px_stage_pend {
+    uintptr_t lo, hi;
+    px_task_id id;
+} px_stage_pend;
+
+typedef struct px_stage {
+    px_stage_group *groups;
+    int ngroups, capgroups;
+    px_stage_pend *pend;
+    int npend, cappend;
+    char reason[PX_ERRMSG_MAX];     /* the first refusal of in place this run, or "" */
+} px_stage;
+
 struct px_orch {
     struct px_worker *w;
     px_task *cur;                   /* the task being submitted */
@@ -156,6 +186,7 @@ struct px_orch {
         size_t n;
     } host[PX_HOST_RANGES_MAX];     /* host memory registered this run (px_tensor_host) */
     int nhost;
+    px_stage stage;                 /* host arrays of this run (stage.c) */
 };
 
 /*
@@ -182,6 +213,8 @@ struct px_orch {
  *     kills the chips that had calls in flight past the deadline, so no later wait (the
  *     drain, the run's end, the shutdown) waits for them again.
  *   run_end: px_run is about to return st (the graph has drained, or never started).
+ *   host_task: submits host task fn(a, NULL) after deps (px_submit_host with explicit
+ *     edges): the copies of staged host arrays at level 3 (stage.c).
  */
 typedef struct px_rt_ext_ops {
     int (*poll)(void *owner);
@@ -192,6 +225,8 @@ typedef struct px_rt_ext_ops {
     void (*task_late)(void *owner, px_task_id id, char *where, char *done, size_t nw,
                       size_t nd);
     void (*run_end)(void *owner, px_status st);
+    px_status (*host_task)(void *owner, px_orch *o, px_host_fn fn, px_task_args *a,
+                           const px_task_id *deps, int ndeps, px_task_id *id);
 } px_rt_ext_ops;
 
 typedef struct px_rt_ext {
@@ -229,6 +264,7 @@ struct px_worker {
 
     px_kernel kernels[PX_MAX_KERNELS];
     int nkernels;
+    px_kernel_id stage_copy_kid;    /* 1 + the id of "plexus.copy" (stage.c), 0: none yet */
 
     /* task ring, dep ring, ready queue */
     px_task *tasks;
@@ -320,6 +356,20 @@ static inline px_status px_rt_orch_check(const px_orch *o, const char *what)
         return PX_OK;
     return px_rt_orch_misplaced(o, what);
 }
+
+/* stage.c: the host-array table of a run: emptied at the run's begin, freed with the worker;
+ * rt_stage_scope_end submits the copy-backs of the written copies made at scope depth `depth`
+ * or deeper (px_scope_end, and the run's end with depth 1) and forgets them. Returns PX_OK or
+ * the first submit's error. */
+void rt_stage_reset(px_stage *s);
+/* stage.c: calls fn(arg, off, n) for each run of view t's elements, off being the run's byte
+ * offset from t's first element and n its bytes: one run for a contiguous view, one per row
+ * where the last stride is 1, else one per element; never the bytes between them. Returns
+ * PX_OK, or fn's first error (the runs after it are not visited). */
+px_status rt_stage_view_runs(const px_tensor *t, px_status (*fn)(void *arg, size_t off,
+                                                                size_t n), void *arg);
+void rt_stage_free(px_stage *s);
+px_status rt_stage_scope_end(px_orch *o, int depth);
 
 /* orch.c: allocates every OUT tensor of a that has no address in the enclosing scope,
  * writing the address back. Returns PX_OK or px_tensor_alloc's error. */

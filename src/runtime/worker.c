@@ -49,6 +49,7 @@ static void px_worker_free(px_worker *w)
     free(w->cores);
     free(w->orch.dedup.keys);
     free(w->orch.dedup.stamps);
+    rt_stage_free(&w->orch.stage);
     pthread_mutex_destroy(&w->fail_lock);
     free(w);
 }
@@ -360,43 +361,33 @@ static px_status px_run_place(px_worker *w, const px_task_args *a, px_task_args 
     return PX_OK;
 }
 
+/* One run of a view's elements from its group's device block to the host. */
+typedef struct px_run_d2h {
+    px_chip *chip;
+    char *host, *dev;
+} px_run_d2h;
+
+static px_status px_run_d2h_run(void *arg, size_t off, size_t n)
+{
+    px_run_d2h *c = arg;
+
+    return px_plat_copy_d2h(c->chip, c->host + off, c->dev + off, n);
+}
+
 /*
  * Copies one written view back from its group's device block: its own elements only, never
- * the bytes between its rows. A strided view (a tile of a row-major matrix) shares those bytes
- * with views that another worker or chip may be writing at the same time; copying the view's
- * whole span back put their old values over the new ones (issue 36: at level 3, two chips
- * writing tiles of the same rows gave a wrong Cholesky factor with PX_OK).
+ * the bytes between its rows (rt_stage_view_runs). A strided view (a tile of a row-major
+ * matrix) shares those bytes with views that another worker or chip may be writing at the
+ * same time; copying the view's whole span back put their old values over the new ones
+ * (issue 36: at level 3, two chips writing tiles of the same rows gave a wrong Cholesky
+ * factor with PX_OK).
  */
 static px_status px_run_copy_view(px_worker *w, const px_tensor *t, const px_group *g)
 {
-    size_t es = px_dtype_size(t->dtype);
-    int last = t->ndim - 1;
-    int unit = t->stride[last] == 1;
-    size_t run = unit ? (size_t)t->shape[last] * es : es;
-    int64_t idx[PX_MAX_DIMS] = {0}, per_row = unit ? 1 : t->shape[last];
-    char *base = px_tensor_data(t);
-    px_status st = PX_OK;
+    char *host = px_tensor_data(t);
+    px_run_d2h c = {.chip = w->chip, .host = host, .dev = g->dev + ((uintptr_t)host - g->lo)};
 
-    if (px_tensor_is_contiguous(t))
-        return px_plat_copy_d2h(w->chip, base, g->dev + ((uintptr_t)base - g->lo),
-                                (size_t)px_tensor_numel(t) * es);
-    for (int d = 0; d <= last; d++)
-        if (t->shape[d] == 0)
-            return PX_OK;
-    for (int d = 0; d >= 0 && st == PX_OK;) {
-        int64_t off = 0;
-
-        for (d = 0; d < last; d++)
-            off += idx[d] * t->stride[d];
-        for (int64_t k = 0; k < per_row && st == PX_OK; k++) {
-            char *h = base + (off + k * t->stride[last]) * (int64_t)es;
-
-            st = px_plat_copy_d2h(w->chip, h, g->dev + ((uintptr_t)h - g->lo), run);
-        }
-        for (d = last - 1; d >= 0 && ++idx[d] == t->shape[d]; d--)
-            idx[d] = 0; /* the next row: an odometer over every dimension but the last */
-    }
-    return st;
+    return rt_stage_view_runs(t, px_run_d2h_run, &c);
 }
 
 /* Copies back the views the run may have written (every tensor argument but an IN). */
@@ -483,6 +474,8 @@ static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *ar
         w->ext.ops->polling(w->ext.owner, 1);
     d0 = px_run_span_t0(w);
     st = fn(&w->orch, &dev, user);
+    if (st == PX_OK && w->orch.stage.ngroups > 0) /* copy-backs of the run's staged arrays */
+        st = rt_stage_scope_end(&w->orch, 1);
     if (st != PX_OK)
         snprintf(orch_msg, sizeof(orch_msg), "%s", px_last_error());
     px_run_span(w, PX_HOST_ORCH, d0, w->orch.stats.tasks);
