@@ -13,13 +13,13 @@
  */
 #include "trace_load.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dfx/collectors/json.h"
+#include "util/file.h"
 
 /* Converts microseconds as written in the files back to ns. */
 static int64_t trace_us_ns(double us)
@@ -237,39 +237,17 @@ px_status trace_load_buf(const char *buf, size_t len, trace_file which, dfxc_mod
     return st;
 }
 
-/* Reads dir/name whole into *buf (*len bytes). PX_OK, PX_ENOENT, PX_EIO or PX_ENOMEM. */
+/* Reads dir/name whole into *buf (*len bytes; util_file_read). PX_OK, PX_ENOENT (no message),
+ * PX_EINVAL (the path is too long), PX_EIO or PX_ENOMEM. */
 static px_status trace_read(const char *dir, const char *name, char **buf, size_t *len)
 {
     char path[4096];
-    FILE *f;
-    long n;
 
     *buf = NULL;
     *len = 0;
     if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) >= sizeof(path))
         return px_set_error(PX_EINVAL, "path %s/%s is too long", dir, name);
-    f = fopen(path, "rb");
-    if (f == NULL)
-        return errno == ENOENT ? PX_ENOENT
-                               : px_set_error(PX_EIO, "cannot open %s: %s", path, strerror(errno));
-    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        fclose(f);
-        return px_set_error(PX_EIO, "cannot read %s: %s", path, strerror(errno));
-    }
-    *buf = malloc((size_t)n + 1);
-    if (*buf == NULL) {
-        fclose(f);
-        return px_set_error(PX_ENOMEM, "out of memory reading %s (%ld bytes)", path, n);
-    }
-    if (fread(*buf, 1, (size_t)n, f) != (size_t)n) {
-        fclose(f);
-        free(*buf);
-        *buf = NULL;
-        return px_set_error(PX_EIO, "cannot read %s: short read", path);
-    }
-    fclose(f);
-    *len = (size_t)n;
-    return PX_OK;
+    return util_file_read(path, "trace", buf, len);
 }
 
 /* Adds dir/name to m when it exists. */

@@ -851,6 +851,54 @@ static void test_json_reader(void **state)
     assert_int_equal(dfxc_json_parse("\"a", 2, "bad", &j), PX_EINVAL);
 }
 
+/* Counts the elements dfxc_json_parse_each hands over, per array, and sums their "v". */
+static px_status json_each_count(void *ctx, const char *key, const dfxc_json *el)
+{
+    double *sum = ctx;
+
+    sum[strcmp(key, "x") == 0 ? 0 : 1] += dfxc_json_num(el, "v", 0);
+    return el->type == DFXC_JOBJ ? PX_OK : px_set_error(PX_EINVAL, "not an object");
+}
+
+/*
+ * What the merge and `plexus trace summary` need of the one reader: a member name twice in one
+ * object is refused (in a nested object too; the same name in two objects is fine), each
+ * value knows where its text is (the merge copies members as written: "2.000000" stays), and
+ * the elements of top-level arrays are handed over one at a time, a callback's error
+ * stopping the parse with its status.
+ */
+static void test_json_reader_merge_needs(void **state)
+{
+    const char dup[] = "{\"a\": {\"b\": 1, \"c\": 2, \"b\": 3}}";
+    const char two[] = "[{\"b\": 1}, {\"b\": 2}]";
+    const char text[] = "{\"t\": 2.000000, \"o\": {\"k\": [1, 2]}}";
+    const char arrs[] = "{\"x\": [{\"v\": 1}, {\"v\": 2}], \"n\": 7, \"y\": [{\"v\": 4}]}";
+    double sum[2] = {0, 0};
+    const dfxc_json *o;
+    dfxc_json *j = NULL;
+
+    assert_int_equal(dfxc_json_parse(dup, strlen(dup), "dup", &j), PX_EINVAL);
+    assert_non_null(strstr(px_last_error(), "not used before"));
+    PX_ASSERT_OK(dfxc_json_parse(two, strlen(two), "two", &j));
+    dfxc_json_free(j);
+    PX_ASSERT_OK(dfxc_json_parse(text, strlen(text), "text", &j));
+    o = dfxc_json_get(j, "t");
+    assert_int_equal(o->len, 8);
+    assert_memory_equal(text + o->at, "2.000000", 8);
+    o = dfxc_json_get(j, "o");
+    assert_int_equal(o->len, strlen("{\"k\": [1, 2]}"));
+    assert_memory_equal(text + o->at, "{\"k\": [1, 2]}", o->len);
+    dfxc_json_free(j);
+    PX_ASSERT_OK(dfxc_json_parse_each(arrs, strlen(arrs), "arrs", json_each_count, sum, &j));
+    assert_true(sum[0] == 3 && sum[1] == 4);
+    assert_int_equal(dfxc_json_get(j, "x")->n, 0); /* handed over, not kept */
+    assert_true(dfxc_json_num(j, "n", 0) == 7);
+    dfxc_json_free(j);
+    assert_int_equal(dfxc_json_parse_each("{\"x\": [1]}", 10, "cb", json_each_count, sum, &j),
+                     PX_EINVAL);
+    assert_non_null(strstr(px_last_error(), "not an object"));
+}
+
 /*
  * The raw store keeps entries whole and in order across chunks: 5000 entries alternating 1
  * and 3 records (10000 records, so several 2048-record chunks are crossed) come back with
@@ -1044,6 +1092,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_json_reader),
+        cmocka_unit_test(test_json_reader_merge_needs),
         cmocka_unit_test(test_json_numbers),
         cmocka_unit_test(test_json_each),
         cmocka_unit_test(test_buf_format), cmocka_unit_test(test_buf_appends),
