@@ -363,9 +363,13 @@ px_status comm_alloc(px_orch *o, const px_domain_spec *spec, const px_domain *ca
     spec = &spec_in;
     if ((d = calloc(1, sizeof(*d))) == NULL)
         return px_set_error(PX_ENOMEM, "px_domain_alloc: out of host memory");
-    if ((st = comm_plan(cw, d, spec, carry)) != PX_OK ||
-        (st = comm_reserve(d, spec)) != PX_OK || (st = comm_handle_add(d)) != PX_OK)
+    if ((st = comm_plan(cw, d, spec, carry)) != PX_OK)
         goto out_free;
+    if ((st = comm_reserve(d, spec)) != PX_OK || (st = comm_handle_add(d)) != PX_OK) {
+        if (d->hosts != NULL) /* the other hosts go on to the set-up's agreement: told why */
+            st = comm_job_sync(cw, d, d->hash, st);
+        goto out_free;
+    }
     d->next = cw->doms;
     cw->doms = d;
     if ((st = comm_make(cw, d)) != PX_OK) {

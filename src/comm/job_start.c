@@ -19,6 +19,7 @@
  */
 #include "comm/job_start.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +135,44 @@ px_status comm_job_facts_agree(const comm_host *hosts, int n)
     return PX_OK;
 }
 
+/*
+ * MPI left up by a start the hosts refused, finalised at the process's exit: MPI_Finalize
+ * waits for every rank, so no rank leaves (and makes mpirun end the job) before every rank
+ * has said why it failed. Bounded: a rank that never comes leaves the exit to mpirun.
+ */
+static const px_mpi_ops *g_job_refused;
+static pid_t g_job_refused_pid;
+
+static void *comm_job_finalize_cb(void *arg)
+{
+    (void)((const px_mpi_ops *)arg)->finalize();
+    return NULL;
+}
+
+void comm_job_finalize_deferred(void)
+{
+    struct timespec until;
+    pthread_t t;
+
+    if (g_job_refused == NULL || getpid() != g_job_refused_pid)
+        return;
+    if (pthread_create(&t, NULL, comm_job_finalize_cb, (void *)g_job_refused) != 0)
+        return;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += COMM_JOB_FINALIZE_S;
+    if (pthread_timedjoin_np(t, NULL, &until) != 0)
+        pthread_detach(t); /* another rank is gone or stuck: mpirun ends the job */
+    g_job_refused = NULL;
+}
+
+void comm_job_finalize_at_exit(const px_mpi_ops *ops)
+{
+    if (g_job_refused_pid == 0)
+        atexit(comm_job_finalize_deferred);
+    g_job_refused = ops;
+    g_job_refused_pid = getpid();
+}
+
 px_status comm_job_exchange(const px_mpi_ops *ops, const comm_host *me, comm_host *hosts,
                             int size, double timeout_s, int *met)
 {
@@ -221,9 +260,12 @@ static px_status comm_job_level2_meet(const px_mpi_ops *ops, const px_config *c,
                     "on its own", rank, size);
     }
     free(hosts);
-    if (met) /* every rank got here: MPI ends alike everywhere (else mpirun ends the job) */
+    if (met && st == PX_OK) { /* every rank is level 2: MPI ends here, alike everywhere */
         (void)ops->finalize();
-    px_mpi_state_set(PX_MPI_STATE_DONE);
+        px_mpi_state_set(PX_MPI_STATE_DONE);
+    } else if (met) {
+        comm_job_finalize_at_exit(ops); /* after this rank has said why */
+    } /* (else a rank did not come: mpirun ends the job) */
     return st;
 }
 

@@ -18,6 +18,7 @@
 #define COMM_JOB_WIRE 2u       /* the proxies' wire format (raise it when a message changes) */
 #define COMM_JOB_KNOBS 4       /* knobs compared: comm_job_knobs[] in job_start.c */
 #define COMM_JOB_VAL_MAX 40
+#define COMM_JOB_FINALIZE_S 2  /* a refused job's MPI_Finalize at exit, at most */
 
 /* What must agree between the hosts of a job: plain bytes, exchanged as they are. */
 typedef struct comm_job_facts {
@@ -48,6 +49,17 @@ px_status comm_job_facts_agree(const struct comm_host *hosts, int n);
  */
 px_status comm_job_exchange(const px_mpi_ops *ops, const struct comm_host *me,
                             struct comm_host *hosts, int size, double timeout_s, int *met);
+
+/*
+ * The hosts met and refused each other, or the job failed (MPI is up, nothing else of it is
+ * used): MPI is finalised at the process's exit, at most COMM_JOB_FINALIZE_S, so that every
+ * rank has said why before any leaves and mpirun ends the job.
+ */
+void comm_job_finalize_at_exit(const px_mpi_ops *ops);
+
+/* The finalisation comm_job_finalize_at_exit deferred, now (an exit handler registered
+ * before it calls this after its own work); nothing when none is pending. */
+void comm_job_finalize_deferred(void);
 
 /*
  * A level-2 worker (px_worker_init) started by an MPI launcher among other ranks (the

@@ -133,9 +133,10 @@ px_status comm_proxy_remove(comm_proxy *p, uint32_t id, double timeout_s);
 /*
  * The job has failed here (a run of the worker failed): from now on a domain's removal waits
  * for MPI's sends at most a second (a stopped host may never take them; what they read then
- * stays mapped), and the stop waits for MPI_Finalize at most 2 s (it waits for every host; a
- * stopped one never answers): the process then ends without it and mpirun ends the job, the
- * other hosts included.
+ * stays mapped), and with several hosts MPI_Finalize moves to the process's exit, at most
+ * 2 s (comm_job_finalize_at_exit: it waits for every host, so each has printed why before any
+ * leaves; a stopped one never answers): the process then ends without it and mpirun ends the
+ * job, the other hosts included.
  */
 void comm_proxy_fail_job(comm_proxy *p);
 

@@ -80,6 +80,7 @@ static void proxy_atexit(void)
     pthread_mutex_unlock(&g_mpi_lock);
     if (p != NULL && !p->abandoned) /* a worker not destroyed: its proxy stops, finalises */
         proxy_stop_thread(p);
+    comm_job_finalize_deferred(); /* (a failed job's, deferred by that stop) */
 }
 
 /* ---- the thread ---- */
@@ -192,10 +193,8 @@ static void *proxy_main(void *arg)
 
     pthread_setname_np(pthread_self(), "px-mpi-proxy");
     if ((st = proxy_init(p)) != PX_OK) {
-        if (p->met) { /* refused alike on every host: MPI ends everywhere */
-            (void)p->ops->finalize();
-            px_mpi_state_set(PX_MPI_STATE_DONE);
-        }
+        if (p->met) /* refused alike on every host: MPI ends at exit, once each has said */
+            comm_job_finalize_at_exit(p->ops);
         pthread_mutex_lock(&g_mpi_lock);
         if (g_live == p)
             g_live = NULL;
@@ -230,9 +229,14 @@ static void *proxy_main(void *arg)
     p->nps = 0;
     PX_LOG_DEBUG("mpi proxy (host %d): sent on %llu requests, served %llu", p->rank,
                  (unsigned long long)p->forwarded, (unsigned long long)p->served);
-    /* after a failure too (Open MPI's shared-memory segments go with it), but the stop then
-     * waits for it briefly: a stopped host would hold it forever, and mpirun ends the job */
-    if (!p->failed)
+    /* after a failure too (Open MPI's shared-memory segments go with it); after a failed
+     * job at the process's exit, once this host has printed why (MPI_Finalize waits for
+     * every host, so none leaves, and makes mpirun end the job, before each has said it),
+     * waiting briefly: a stopped host would hold it forever, and mpirun ends the job */
+    if (!p->failed && atomic_load_explicit(&p->job_failed, memory_order_acquire) &&
+        p->size > 1)
+        comm_job_finalize_at_exit(p->ops);
+    else if (!p->failed)
         (void)p->ops->finalize();
     px_mpi_state_set(PX_MPI_STATE_DONE);
     return NULL;
