@@ -82,14 +82,14 @@ class _Staging:
                                   % (what, arr.ndim, lib.PX_MAX_DIMS))
         h = self._host
         _describe(h[0], arr, dt, what)
-        root = _root_array(arr)
+        mode = _MODE[self._w.host_arrays if self._w is not None else "copy"]
+        root = _root_array(arr) if mode != lib.PX_HOST_COPY else None
         whole = ffi.NULL
         if root is not None:  # registered whole in place: its other views take no range
             whole = h + 1
             whole.addr = ffi.cast("void *", root.__array_interface__["data"][0])
             whole.dtype, whole.ndim, whole.offset = lib.PX_U8, 1, 0
             whole.shape[0], whole.stride[0] = root.nbytes, 1
-        mode = _MODE[self._w.host_arrays if self._w is not None else "copy"]
         if not arr.flags.writeable:
             mode |= lib.PX_HOST_READONLY
         t = ffi.new("px_tensor *")

@@ -1001,7 +1001,6 @@ px_status px_orch_begin(px_worker *w)
         .alias_ok = w->level == 3,
     };
     args_cache_clear(&o->arg_cache);
-    rt_stage_reset(&o->stage);
     o->nscopes = 0;
     o->cur = NULL;
     memset(&o->stats, 0, sizeof(o->stats));

@@ -343,6 +343,11 @@ static px_status px_run_place(px_worker *w, const px_task_args *a, px_task_args 
         if (n > 0 && (st = px_plat_copy_h2d(w->chip, groups[g].dev,
                                              (const void *)groups[g].lo, n)) != PX_OK)
             return st;
+        /* the block joins the run's host-array table: px_tensor_from_host on its bytes
+         * gives a view of it, never a second version of them */
+        if (n > 0 && (st = rt_stage_run_arg(&w->orch.stage, groups[g].lo, groups[g].hi,
+                                            groups[g].dev)) != PX_OK)
+            return st;
     }
     dev->n = a->n; /* only the arguments in use: the array is PX_MAX_ARGS long */
     dev->overflow = 0;
@@ -359,6 +364,14 @@ static px_status px_run_place(px_worker *w, const px_task_args *a, px_task_args 
     *ngroups = ng;
     *nspans = ns;
     return PX_OK;
+}
+
+/* n bytes from the device to the host (rt_stage_run_args_back's copy). */
+static px_status px_run_d2h_copy(void *arg, char *host, const char *dev, size_t n)
+{
+    px_worker *w = arg;
+
+    return px_plat_copy_d2h(w->chip, host, dev, n);
 }
 
 /* One run of a view's elements from its group's device block to the host. */
@@ -459,6 +472,7 @@ static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *ar
     int ng = 0, ns = 0;
 
     orch_msg[0] = '\0';
+    rt_stage_reset(&w->orch.stage);
     st = px_run_place(w, args ? args : &no_args, &dev, spans, &ns, groups, &ng);
     if (st != PX_OK)
         return st;
@@ -489,6 +503,8 @@ static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *ar
 
         d0 = px_run_span_t0(w);
         cst = px_run_copy_back(w, args ? args : &no_args, spans, ns, groups);
+        if (cst == PX_OK)
+            cst = rt_stage_run_args_back(&w->orch.stage, px_run_d2h_copy, w);
         px_run_span(w, PX_HOST_COPY_OUT, d0, px_run_bytes(groups, ng, 1));
 
         if (cst != PX_OK && st == PX_OK) {
