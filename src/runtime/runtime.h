@@ -364,6 +364,10 @@ static inline px_status px_rt_orch_check(const px_orch *o, const char *what)
  * rt_stage_scope_end submits the copy-backs of the written copies made at scope depth `depth`
  * or deeper (px_scope_end, and the run's end with depth 1) and forgets them. Returns PX_OK or
  * the first submit's error. */
+/* stage.c: registers the staging copy kernel "plexus.copy" on level-2 worker w unless it is
+ * (on first need, or before a DFX run so that its traces name the copies). Returns PX_OK or
+ * px_kernel_register's error. */
+px_status rt_stage_copy_kernel(px_worker *w);
 void rt_stage_reset(px_stage *s);
 /* stage.c: calls fn(arg, off, n) for each run of view t's elements, off being the run's byte
  * offset from t's first element and n its bytes: one run for a contiguous view, one per row

@@ -130,15 +130,22 @@ static px_status stage_copy_task(px_orch *o, const px_tensor *dev, uintptr_t hos
                                 "no host tasks (a bug of plexus: please report it)");
         return w->ext.ops->host_task(w->ext.owner, o, stage_copy_host, &a, deps, ndeps, id);
     }
-    if (w->stage_copy_kid == 0) {
-        px_kernel_id k;
-
-        st = px_rt_kernel_register(w, "plexus.copy", stage_copy_kernel, NULL, &k);
-        if (st != PX_OK)
-            return st;
-        w->stage_copy_kid = k + 1;
-    }
+    if ((st = rt_stage_copy_kernel(w)) != PX_OK)
+        return st;
     return px_rt_submit(o, w->stage_copy_kid - 1, &a, deps, ndeps, id);
+}
+
+px_status rt_stage_copy_kernel(px_worker *w)
+{
+    px_kernel_id k;
+    px_status st;
+
+    if (w->stage_copy_kid != 0)
+        return PX_OK;
+    st = px_rt_kernel_register(w, "plexus.copy", stage_copy_kernel, NULL, &k);
+    if (st == PX_OK)
+        w->stage_copy_kid = k + 1;
+    return st;
 }
 
 /* ---- the table ---- */
