@@ -21,7 +21,10 @@
  *   - inside one task, overlapping views meet args_check's rule at submit (the views of one
  *     copy keep their true offsets, so the rule sees what it would see in place).
  * Strided (non-contiguous) arrays work both ways: a copy holds the array's whole byte span
- * and the tasks see the array's own strides inside it.
+ * and the tasks see the array's own strides inside it; a strided copy goes back view by view,
+ * each written view's own elements (rt_stage_view_runs, which px_run's copy-back uses too).
+ * px_run's arg blocks join the table (rt_stage_run_arg), so an array inside them is a view of
+ * their copy: one version of any host byte per run.
  *
  * Only px_run's thread runs these functions (the orchestration), so the table needs no lock.
  */
@@ -39,6 +42,7 @@
  * scalar 2 the direction (1: host to device, a copy-in after a pending copy-back; 0: the
  * copy-back) ---- */
 
+/* Walks view t's runs of elements (runtime.h says how); returns PX_OK or fn's error. */
 px_status rt_stage_view_runs(const px_tensor *t, px_status (*fn)(void *arg, size_t off,
                                                                 size_t n), void *arg)
 {
