@@ -34,8 +34,8 @@ class Orchestration(_Staging, _Level3):
     px_tensor_alloc of the current scope), every later use of the same array (or of a view
     inside it) refers to that copy, and arrays that a task writes are copied back by a task
     at the end of their scope (the run's end for arrays first used outside any o.scope()).
-    The runtime decides and copies (px_tensor_from_host). Either way the host array holds the results when w.run returns; do not
-    read or write it while the run is going. Worker(host_arrays=) chooses; the run result
+    The runtime decides and copies (px_tensor_from_host). Either way the host array holds
+    the results when w.run returns; do not read or write it while the run is going. Worker(host_arrays=) chooses; the run result
     says which way each array went (RunResult.host_arrays)."""
 
     def __init__(self, worker, o=None, fn=None, chip=False):

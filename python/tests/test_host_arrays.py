@@ -219,3 +219,25 @@ def test_a_reversed_view_is_refused():
         with pytest.raises(plexus.InvalidArgument, match="negative"):
             w.run(lambda o: o.submit(k.scale, inputs=[a[::-1]], outputs=[a.copy()],
                                      scalars=[1.0]))
+
+
+def test_level3_restaging_after_a_scope_waits_for_the_copy_back():
+    # each scope stages x again while the previous scope's copy-back (a host task) may still
+    # be pending: the copy-in must wait for it. The package's own staging submitted that
+    # copy-in at level 3 without the edge, and x came back as 4 or 8 instead of 32 with
+    # success; the runtime's (px_tensor_from_host) passes the edge at every level
+    x = np.ones(1 << 16, np.float64)
+
+    def double(a):
+        a *= 2
+
+    def orch(o):
+        for _ in range(5):
+            with o.scope():
+                o.submit_host(double, inouts=[x])
+
+    with plexus.Worker(level=3, chips=1, cores=1) as w:
+        for _ in range(3):
+            x[:] = 1
+            w.run(orch)
+            np.testing.assert_array_equal(x, np.full(1 << 16, 32.0))
