@@ -218,6 +218,17 @@ static int stage_meets_in_place(const px_orch *o, uintptr_t lo, uintptr_t hi)
     return -1;
 }
 
+/* *t = host array h, its dimensions past ndim zeroed (the caller's struct may hold anything
+ * there: a reused description), so equal views compare equal (the submit's argument cache). */
+static void stage_tensor(px_tensor *t, const px_tensor *h)
+{
+    *t = *h;
+    for (int d = h->ndim; d < PX_MAX_DIMS; d++) {
+        t->shape[d] = 0;
+        t->stride[d] = 0;
+    }
+}
+
 /* ---- in place ---- */
 
 /* Registers the array (or `whole`, the buffer it views) for the run. PX_OK with *t the
@@ -240,7 +251,7 @@ static px_status stage_in_place(px_orch *o, const px_tensor *h, const px_tensor 
     if (st == PX_OK)
         st = px_tensor_host(o, (void *)lo, PX_U8, 1, &n, &reg);
     if (st == PX_OK)
-        *t = *h;
+        stage_tensor(t, h);
     return st;
 }
 
@@ -258,7 +269,7 @@ static px_status stage_view(const px_stage_group *g, const px_tensor *h, uintptr
                             "dtype and its views are aligned to it; use one dtype per array in "
                             "a run", who, px_dtype_name(h->dtype), px_dtype_name(g->t.dtype),
                             g->name, (unsigned long long)(lo - g->lo));
-    *t = *h;
+    stage_tensor(t, h);
     t->addr = g->dev;
     t->offset = (int64_t)((lo - g->lo) / es);
     return PX_OK;
@@ -307,7 +318,7 @@ static px_status stage_new(px_orch *o, const px_tensor *h, uintptr_t lo, uintptr
     g->depth = o->nscopes;
     g->contiguous = px_tensor_is_contiguous(h);
     snprintf(g->name, sizeof(g->name), "%s", who);
-    *t = *h;
+    stage_tensor(t, h);
     t->addr = dev.addr;
     t->offset = 0;
     return PX_OK;
