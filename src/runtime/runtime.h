@@ -362,8 +362,9 @@ static inline px_status px_rt_orch_check(const px_orch *o, const char *what)
 /* stage.c: the host-array table of a run: emptied at the run's begin (px_run, before it
  * places its args), freed with the worker;
  * rt_stage_scope_end submits the copy-backs of the written copies made at scope depth `depth`
- * or deeper (px_scope_end, and the run's end with depth 1) and forgets them. Returns PX_OK or
- * the first submit's error. */
+ * or deeper (px_scope_end, and the run's end with depth 1) and forgets them; once a task of
+ * the run has failed it submits nothing (the run is lost). Returns PX_OK or the first
+ * submit's error. */
 /* stage.c: registers the staging copy kernel "plexus.copy" on level-2 worker w unless it is
  * (on first need, or before a DFX run so that its traces name the copies). Returns PX_OK or
  * px_kernel_register's error. */

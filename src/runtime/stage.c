@@ -532,9 +532,13 @@ static px_status stage_written(px_stage_group *g, const px_tensor *t)
 px_status rt_stage_scope_end(px_orch *o, int depth)
 {
     px_stage *s = &o->stage;
-    int keep = 0;
     px_status st = PX_OK;
+    int keep = 0, lost;
 
+    if (s->ngroups == 0)
+        return PX_OK;
+    /* once a task has failed the run is lost: forget the copies, copy nothing back */
+    lost = atomic_load_explicit(&o->w->failed, memory_order_acquire);
     for (int i = 0; i < s->ngroups; i++) {
         px_stage_group *g = &s->groups[i];
 
@@ -542,7 +546,7 @@ px_status rt_stage_scope_end(px_orch *o, int depth)
             s->groups[keep++] = *g;
             continue;
         }
-        if (g->written && st == PX_OK)
+        if (g->written && !lost && st == PX_OK)
             st = stage_group_back(o, g);
         stage_group_free(g);
     }
