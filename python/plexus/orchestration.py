@@ -9,7 +9,7 @@ from .args import (_IN, _INOUT, _OUT, _SC_F64, _SC_I64, _SC_U64, U64, _Arg, _Col
 from .errors import InvalidArgument, OutOfMemory, StateError, check, error_from
 from .kernels import CKernel, PyKernel
 from .level3 import _Level3
-from .staging import _Staging
+from .staging import _MODE, _Staging
 from .tensors import DeviceTensor
 
 class _Scope:
@@ -34,8 +34,8 @@ class Orchestration(_Staging, _Level3):
     px_tensor_alloc of the current scope), every later use of the same array (or of a view
     inside it) refers to that copy, and arrays that a task writes are copied back by a task
     at the end of their scope (the run's end for arrays first used outside any o.scope()).
-    The runtime decides and copies (px_tensor_from_host). Either way the host array holds the results when w.run returns; do not
-    read or write it while the run is going. Worker(host_arrays=) chooses; the run result
+    The runtime decides and copies (px_tensor_from_host). Either way the host array holds
+    the results when w.run returns; do not read or write it while the run is going. Worker(host_arrays=) chooses; the run result
     says which way each array went (RunResult.host_arrays)."""
 
     def __init__(self, worker, o=None, fn=None, chip=False):
@@ -52,6 +52,7 @@ class Orchestration(_Staging, _Level3):
         self._host = ffi.new("px_tensor[2]")  # an array's description, and its buffer's
         self._how = ffi.new("int *")
         self._submit_ts = []  # the tensors staged for the submit being built
+        self._host_mode = _MODE[worker.host_arrays if worker is not None else "copy"]
         self._host_counts = {"in_place": 0, "staged": 0}
         self._host_reason = None  # why host arrays of this run were staged, if they were
         self._handles = []  # host task handles kept alive for the run

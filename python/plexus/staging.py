@@ -31,16 +31,17 @@ def _root_array(arr: np.ndarray) -> Optional[np.ndarray]:
 def _describe(t: object, arr: np.ndarray, dt: int, what: str) -> None:
     """Fills px_tensor *t with arr's address, dtype, shape and strides (in elements)."""
     item = arr.itemsize
-    if any(s % item for s in arr.strides):
+    nd = arr.ndim
+    strides = arr.strides
+    if not arr.flags.c_contiguous and any(s % item for s in strides):
         raise InvalidArgument("%s has strides %s, not multiples of its element size %d; pass "
-                              "np.ascontiguousarray(x)" % (what, arr.strides, item))
+                              "np.ascontiguousarray(x)" % (what, strides, item))
     t.addr = ffi.cast("void *", arr.__array_interface__["data"][0])
     t.dtype = dt
-    t.ndim = arr.ndim
+    t.ndim = nd
     t.offset = 0
-    for d in range(arr.ndim):
-        t.shape[d] = arr.shape[d]
-        t.stride[d] = arr.strides[d] // item
+    t.shape[0:nd] = arr.shape
+    t.stride[0:nd] = [s // item for s in strides]
 
 
 class _Stage:
@@ -82,14 +83,14 @@ class _Staging:
                                   % (what, arr.ndim, lib.PX_MAX_DIMS))
         h = self._host
         _describe(h[0], arr, dt, what)
-        root = _root_array(arr)
+        mode = self._host_mode
+        root = _root_array(arr) if mode != lib.PX_HOST_COPY else None
         whole = ffi.NULL
         if root is not None:  # registered whole in place: its other views take no range
             whole = h + 1
             whole.addr = ffi.cast("void *", root.__array_interface__["data"][0])
             whole.dtype, whole.ndim, whole.offset = lib.PX_U8, 1, 0
             whole.shape[0], whole.stride[0] = root.nbytes, 1
-        mode = _MODE[self._w.host_arrays if self._w is not None else "copy"]
         if not arr.flags.writeable:
             mode |= lib.PX_HOST_READONLY
         t = ffi.new("px_tensor *")

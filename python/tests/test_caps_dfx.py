@@ -51,6 +51,22 @@ def test_dfx_output_paths(tmp_path):
     assert r.stats["dfx_records"] > 0
 
 
+def test_dfx_names_the_copy_back_of_a_staged_array(tmp_path):
+    # the runtime's copy kernel is registered before the first DFX run, so the trace of
+    # that run names the copy-back (not "kernel#N"; the package registers a Python-side
+    # kernel at its first submit, inside the run, so scale itself is named from the next run)
+    out = tmp_path / "staged"
+    with plexus.Worker(cores=1, dfx="depgen", out=out, host_arrays="copy") as w:
+        k = plexus.builtin(w)
+        a = np.ones(64, np.float32)
+        b = np.zeros(64, np.float32)
+        r = w.run(lambda o: o.submit(k.scale, inputs=[a], outputs=[b], scalars=[2.0]))
+    assert b.tolist() == [2.0] * 64
+    with open(r.dfx["deps.json"]) as f:
+        text = f.read()
+    assert '"kernel": "plexus.copy"' in text, text[:400]
+
+
 def test_dfx_off_has_no_paths(w, k):
     r = w.run(lambda o: None)
     assert r.dfx == {} and r.out is None

@@ -141,3 +141,103 @@ def test_level3_host_arrays_are_staged_with_the_reason():
         r = w.run(lambda o: o.submit_host(host_scale, inputs=[a], outputs=[b]))
     np.testing.assert_array_equal(b, 2 * a)
     assert r.host_arrays["in_place"] == 0 and "level-3" in r.host_arrays["reason"]
+
+
+# ---- what the runtime's px_tensor_from_host made reachable (issue 38 part 2) ----
+
+def test_a_column_works_both_ways_and_only_its_elements_change(w, k):
+    # a non-contiguous view: in place the kernel gets the column's own strides; staged, the
+    # copy holds its byte span and only the column's elements come back
+    seen = []
+
+    @plexus.kernel
+    def bump(x):
+        seen.append((x.strides, x.shape))
+        x += 1
+
+    m = np.arange(32, dtype=np.float64).reshape(8, 4)
+    before = m.copy()
+    r = w.run(lambda o: o.submit(bump, inouts=[m[:, 1]]))
+    want = before.copy()
+    want[:, 1] += 1
+    np.testing.assert_array_equal(m, want)
+    assert seen == [((32,), (8,))]
+    assert r.host_arrays["staged" if w.host_arrays == "copy" else "in_place"] == 1
+
+
+def test_columns_of_one_matrix_are_views_of_its_copy(w, k):
+    # the whole matrix first: each column is then a view of its one copy (or of its one
+    # registered range), and the tasks on different columns run on their own elements
+    # (a Python kernel: the built-in C ones take contiguous tensors)
+    @plexus.kernel
+    def scale(x, y, s):
+        y[:] = x * s
+
+    m = np.ones((6, 4), np.float32)
+
+    def orch(o):
+        o.submit(scale, inputs=[m], outputs=[m], scalars=[1.0])
+        for c in range(4):
+            o.submit(scale, inputs=[m[:, c]], outputs=[m[:, c]], scalars=[float(c + 2)])
+
+    r = w.run(orch)
+    np.testing.assert_array_equal(m, np.tile(np.arange(2, 6, dtype=np.float32), (6, 1)))
+    assert r.host_arrays["staged"] == (1 if w.host_arrays == "copy" else 0)
+
+
+def test_a_read_only_output_is_refused_naming_the_argument(w, k):
+    a = np.arange(8, dtype=np.float32)
+    ro = np.zeros(8, np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(plexus.InvalidArgument, match="argument 1: a task writes a read-only"):
+        w.run(lambda o: o.submit(k.scale, inputs=[a], outputs=[ro], scalars=[2.0]))
+    # read-only as an input is fine, and the array it was read from is not touched
+    out = np.zeros(8, np.float32)
+    w.run(lambda o: o.submit(k.scale, inputs=[ro], outputs=[out], scalars=[2.0]))
+    assert out.tolist() == [0.0] * 8 and not ro.flags.writeable
+
+
+def test_overlapping_strided_views_in_one_task_are_refused(w, k):
+    # columns 0-1 in, columns 1-2 out: they share column 1 without being the same view,
+    # in place and as views of one staged copy alike (args_check's rule)
+    m = np.arange(24, dtype=np.float32).reshape(6, 4)
+    before = m.copy()
+
+    def orch(o):
+        o.submit(k.noop, inputs=[m])
+        o.submit(k.scale, inputs=[m[:, 0:2]], outputs=[m[:, 1:3]], scalars=[2.0])
+
+    with pytest.raises(plexus.InvalidArgument, match="exactly the same view"):
+        w.run(orch)
+    np.testing.assert_array_equal(m, before)
+
+
+def test_a_reversed_view_is_refused():
+    with plexus.Worker(cores=1) as w:
+        k = plexus.builtin(w)
+        a = np.arange(8, dtype=np.float32)
+        with pytest.raises(plexus.InvalidArgument, match="negative"):
+            w.run(lambda o: o.submit(k.scale, inputs=[a[::-1]], outputs=[a.copy()],
+                                     scalars=[1.0]))
+
+
+def test_level3_restaging_after_a_scope_waits_for_the_copy_back():
+    # each scope stages x again while the previous scope's copy-back (a host task) may still
+    # be pending: the copy-in must wait for it. The package's own staging submitted that
+    # copy-in at level 3 without the edge, and x came back as 4 or 8 instead of 32 with
+    # success; the runtime's (px_tensor_from_host) passes the edge at every level
+    x = np.ones(1 << 16, np.float64)
+
+    def double(a):
+        a *= 2
+
+    def orch(o):
+        for _ in range(5):
+            with o.scope():
+                o.submit_host(double, inouts=[x])
+
+    with plexus.Worker(level=3, chips=1, cores=1) as w:
+        for _ in range(3):
+            x[:] = 1
+            w.run(orch)
+            np.testing.assert_array_equal(x, np.full(1 << 16, 32.0))

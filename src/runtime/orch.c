@@ -437,10 +437,7 @@ px_status px_scope_end(px_orch *o)
         return st;
     if (o->nscopes <= 1)
         return px_set_error(PX_ESTATE, "px_scope_end without a matching px_scope_begin");
-    /* the copy-backs of host arrays staged in the scope, before its memory retires (none
-     * once a task has failed: the run is lost) */
-    if (o->stage.ngroups > 0 && !atomic_load_explicit(&o->w->failed, memory_order_acquire))
-        st = rt_stage_scope_end(o, o->nscopes);
+    st = rt_stage_scope_end(o, o->nscopes); /* before the scope's memory retires */
     o->nscopes--;
     px_heap_end_scope(&o->w->heap, o->scopes[o->nscopes].first_rec, o->next_id);
     px_orch_advance(o);
@@ -1001,7 +998,6 @@ px_status px_orch_begin(px_worker *w)
         .alias_ok = w->level == 3,
     };
     args_cache_clear(&o->arg_cache);
-    rt_stage_reset(&o->stage);
     o->nscopes = 0;
     o->cur = NULL;
     memset(&o->stats, 0, sizeof(o->stats));

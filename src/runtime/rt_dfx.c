@@ -59,6 +59,8 @@ px_status px_rt_dfx_begin(px_worker *w)
         return PX_OK;
     if (w->dfx != NULL && w->ext.dfx_session)
         return PX_OK; /* a chip's session goes on: every thread still holds its producer */
+    if (w->level == 2 && w->ext.owner == NULL && w->nkernels < PX_MAX_KERNELS)
+        (void)rt_stage_copy_kernel(w); /* so the trace names the copies of staged arrays */
     for (int i = 0; i < w->nkernels; i++)
         names[i] = w->kernels[i].name;
     prm.cfg = &w->cfg;

@@ -134,9 +134,9 @@ typedef struct px_dedup {
     uint32_t cap;
 } px_dedup;
 
-/* Host arrays of a run (stage.c, px_tensor_from_host): in-place ranges (dev NULL) and staged
- * copies (dev: the device copy of host bytes [lo, hi), t its 1-d tensor, depth the scope
- * count when made: copied back, when written, as that scope ends). */
+/* A host array staged this run (stage.c, px_tensor_from_host): dev the device copy of host
+ * bytes [lo, hi), t its 1-d tensor, depth the scope count when made (copied back, when
+ * written, as that scope ends). The arrays used in place are px_orch.host's ranges. */
 typedef struct px_stage_group {
     uintptr_t lo, hi;
     void *dev;
@@ -144,6 +144,8 @@ typedef struct px_stage_group {
     int depth;
     int written;
     int contiguous;                 /* the first array's elements are all of [lo, hi) */
+    int run_arg;                    /* a block of px_run's args (run area, depth 0): copied
+                                     * back after the drain (rt_stage_run_args_back) */
     px_tensor *views;               /* strided: the written views, copied back one by one */
     int nviews, capviews;
     char name[64];                  /* the argument that staged it, for messages */
@@ -357,10 +359,16 @@ static inline px_status px_rt_orch_check(const px_orch *o, const char *what)
     return px_rt_orch_misplaced(o, what);
 }
 
-/* stage.c: the host-array table of a run: emptied at the run's begin, freed with the worker;
+/* stage.c: the host-array table of a run: emptied at the run's begin (px_run, before it
+ * places its args), freed with the worker;
  * rt_stage_scope_end submits the copy-backs of the written copies made at scope depth `depth`
- * or deeper (px_scope_end, and the run's end with depth 1) and forgets them. Returns PX_OK or
- * the first submit's error. */
+ * or deeper (px_scope_end, and the run's end with depth 1) and forgets them; once a task of
+ * the run has failed it submits nothing (the run is lost). Returns PX_OK or the first
+ * submit's error. */
+/* stage.c: registers the staging copy kernel "plexus.copy" on level-2 worker w unless it is
+ * (on first need, or before a DFX run so that its traces name the copies). Returns PX_OK or
+ * px_kernel_register's error. */
+px_status rt_stage_copy_kernel(px_worker *w);
 void rt_stage_reset(px_stage *s);
 /* stage.c: calls fn(arg, off, n) for each run of view t's elements, off being the run's byte
  * offset from t's first element and n its bytes: one run for a contiguous view, one per row
@@ -370,6 +378,16 @@ px_status rt_stage_view_runs(const px_tensor *t, px_status (*fn)(void *arg, size
                                                                 size_t n), void *arg);
 void rt_stage_free(px_stage *s);
 px_status rt_stage_scope_end(px_orch *o, int depth);
+
+/* stage.c: px_run's arg blocks join the run's table (a host array inside one is a view of
+ * it: bytes have one device copy per run); rt_stage_run_arg adds the block at host [lo, hi),
+ * device dev (PX_OK or PX_ENOMEM). After the drain rt_stage_run_args_back copies back the
+ * views px_tensor_from_host wrote inside them, each view's own elements, through copy(arg,
+ * host, dev, n); returns PX_OK or copy's first error. */
+px_status rt_stage_run_arg(px_stage *s, uintptr_t lo, uintptr_t hi, char *dev);
+px_status rt_stage_run_args_back(px_stage *s, px_status (*copy)(void *arg, char *host,
+                                                              const char *dev, size_t n),
+                                 void *arg);
 
 /* orch.c: allocates every OUT tensor of a that has no address in the enclosing scope,
  * writing the address back. Returns PX_OK or px_tensor_alloc's error. */

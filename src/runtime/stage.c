@@ -21,7 +21,10 @@
  *   - inside one task, overlapping views meet args_check's rule at submit (the views of one
  *     copy keep their true offsets, so the rule sees what it would see in place).
  * Strided (non-contiguous) arrays work both ways: a copy holds the array's whole byte span
- * and the tasks see the array's own strides inside it.
+ * and the tasks see the array's own strides inside it; a strided copy goes back view by view,
+ * each written view's own elements (rt_stage_view_runs, which px_run's copy-back uses too).
+ * px_run's arg blocks join the table (rt_stage_run_arg), so an array inside them is a view of
+ * their copy: one version of any host byte per run.
  *
  * Only px_run's thread runs these functions (the orchestration), so the table needs no lock.
  */
@@ -39,6 +42,7 @@
  * scalar 2 the direction (1: host to device, a copy-in after a pending copy-back; 0: the
  * copy-back) ---- */
 
+/* Walks view t's runs of elements (runtime.h says how); returns PX_OK or fn's error. */
 px_status rt_stage_view_runs(const px_tensor *t, px_status (*fn)(void *arg, size_t off,
                                                                 size_t n), void *arg)
 {
@@ -130,15 +134,22 @@ static px_status stage_copy_task(px_orch *o, const px_tensor *dev, uintptr_t hos
                                 "no host tasks (a bug of plexus: please report it)");
         return w->ext.ops->host_task(w->ext.owner, o, stage_copy_host, &a, deps, ndeps, id);
     }
-    if (w->stage_copy_kid == 0) {
-        px_kernel_id k;
-
-        st = px_rt_kernel_register(w, "plexus.copy", stage_copy_kernel, NULL, &k);
-        if (st != PX_OK)
-            return st;
-        w->stage_copy_kid = k + 1;
-    }
+    if ((st = rt_stage_copy_kernel(w)) != PX_OK)
+        return st;
     return px_rt_submit(o, w->stage_copy_kid - 1, &a, deps, ndeps, id);
+}
+
+px_status rt_stage_copy_kernel(px_worker *w)
+{
+    px_kernel_id k;
+    px_status st;
+
+    if (w->stage_copy_kid != 0)
+        return PX_OK;
+    st = px_rt_kernel_register(w, "plexus.copy", stage_copy_kernel, NULL, &k);
+    if (st == PX_OK)
+        w->stage_copy_kid = k + 1;
+    return st;
 }
 
 /* ---- the table ---- */
@@ -188,7 +199,7 @@ void rt_stage_free(px_stage *s)
 static int stage_meets_staged(const px_stage *s, uintptr_t lo, uintptr_t hi)
 {
     for (int i = 0; i < s->ngroups; i++)
-        if (s->groups[i].dev && stage_meets(lo, hi, s->groups[i].lo, s->groups[i].hi))
+        if (stage_meets(lo, hi, s->groups[i].lo, s->groups[i].hi))
             return 1;
     for (int i = 0; i < s->npend; i++)
         if (stage_meets(lo, hi, s->pend[i].lo, s->pend[i].hi))
@@ -196,14 +207,26 @@ static int stage_meets_staged(const px_stage *s, uintptr_t lo, uintptr_t hi)
     return 0;
 }
 
-/* The in-place group that [lo, hi) meets, or NULL. */
-static const px_stage_group *stage_meets_in_place(const px_stage *s, uintptr_t lo,
-                                                  uintptr_t hi)
+/* The host range this run registered in place (px_tensor_host, at most PX_HOST_RANGES_MAX)
+ * that [lo, hi) meets, or -1. */
+static int stage_meets_in_place(const px_orch *o, uintptr_t lo, uintptr_t hi)
 {
-    for (int i = 0; i < s->ngroups; i++)
-        if (!s->groups[i].dev && stage_meets(lo, hi, s->groups[i].lo, s->groups[i].hi))
-            return &s->groups[i];
-    return NULL;
+    for (int i = 0; i < o->nhost; i++)
+        if (stage_meets(lo, hi, (uintptr_t)o->host[i].lo,
+                        (uintptr_t)o->host[i].lo + o->host[i].n))
+            return i;
+    return -1;
+}
+
+/* *t = host array h, its dimensions past ndim zeroed (the caller's struct may hold anything
+ * there: a reused description), so equal views compare equal (the submit's argument cache). */
+static void stage_tensor(px_tensor *t, const px_tensor *h)
+{
+    *t = *h;
+    for (int d = h->ndim; d < PX_MAX_DIMS; d++) {
+        t->shape[d] = 0;
+        t->stride[d] = 0;
+    }
 }
 
 /* ---- in place ---- */
@@ -228,7 +251,7 @@ static px_status stage_in_place(px_orch *o, const px_tensor *h, const px_tensor 
     if (st == PX_OK)
         st = px_tensor_host(o, (void *)lo, PX_U8, 1, &n, &reg);
     if (st == PX_OK)
-        *t = *h;
+        stage_tensor(t, h);
     return st;
 }
 
@@ -240,14 +263,14 @@ static px_status stage_view(const px_stage_group *g, const px_tensor *h, uintptr
 {
     size_t es = px_dtype_size(h->dtype);
 
-    if (h->dtype != g->t.dtype || (lo - g->lo) % es != 0)
+    if ((h->dtype != g->t.dtype && !g->run_arg) || (lo - g->lo) % es != 0)
         return px_set_error(PX_EINVAL, "%s (%s) is a view of a host array this run staged "
                             "earlier as %s (by %s), at byte %llu of it: a staged copy has one "
                             "dtype and its views are aligned to it; use one dtype per array in "
                             "a run", who, px_dtype_name(h->dtype), px_dtype_name(g->t.dtype),
                             g->name, (unsigned long long)(lo - g->lo));
-    *t = *h;
-    t->addr = g->t.addr;
+    stage_tensor(t, h);
+    t->addr = g->dev;
     t->offset = (int64_t)((lo - g->lo) / es);
     return PX_OK;
 }
@@ -295,7 +318,7 @@ static px_status stage_new(px_orch *o, const px_tensor *h, uintptr_t lo, uintptr
     g->depth = o->nscopes;
     g->contiguous = px_tensor_is_contiguous(h);
     snprintf(g->name, sizeof(g->name), "%s", who);
-    *t = *h;
+    stage_tensor(t, h);
     t->addr = dev.addr;
     t->offset = 0;
     return PX_OK;
@@ -306,20 +329,21 @@ static px_status stage_copy_of(px_orch *o, const px_tensor *h, uintptr_t lo, uin
                                const char *who, px_tensor *t, int *how, px_stage_group **gp)
 {
     px_stage *s = &o->stage;
-    const px_stage_group *ip = stage_meets_in_place(s, lo, hi);
+    int ip = stage_meets_in_place(o, lo, hi);
     px_status st;
 
-    if (ip != NULL)
-        return px_set_error(PX_EINVAL, "%s (bytes %#lx..%#lx) overlaps both a host array "
-                            "this run uses in place (%#lx..%#lx) and one it staged; the same "
-                            "bytes cannot be used both ways in a run: pass the enclosing array "
-                            "first, or copy them all (host_arrays='copy', PX_HOST_COPY)", who,
-                            (unsigned long)lo, (unsigned long)hi, (unsigned long)ip->lo,
-                            (unsigned long)ip->hi);
+    if (ip >= 0)
+        return px_set_error(PX_EINVAL, "%s (bytes %#lx..%#lx) overlaps both host memory this "
+                            "run uses in place (%#lx..%#lx) and a host array it staged; the "
+                            "same bytes cannot be used both ways in a run: pass the enclosing "
+                            "array first, or copy them all (host_arrays='copy', PX_HOST_COPY)",
+                            who, (unsigned long)lo, (unsigned long)hi,
+                            (unsigned long)o->host[ip].lo,
+                            (unsigned long)((uintptr_t)o->host[ip].lo + o->host[ip].n));
     for (int i = 0; i < s->ngroups; i++) {
         px_stage_group *g = &s->groups[i];
 
-        if (!g->dev || !stage_meets(lo, hi, g->lo, g->hi))
+        if (!stage_meets(lo, hi, g->lo, g->hi))
             continue;
         if (lo < g->lo || hi > g->hi)
             return px_set_error(PX_EINVAL, "%s (bytes %#lx..%#lx) overlaps a host array "
@@ -388,22 +412,6 @@ static px_status stage_check(const px_tensor *h, int tag, int flags, const char 
 
 static px_status stage_written(px_stage_group *g, const px_tensor *t);
 
-/* Adds an in-place range to the table (once per distinct range). */
-static px_status stage_add_in_place(px_stage *s, uintptr_t lo, uintptr_t hi)
-{
-    px_stage_group *g;
-
-    for (int i = 0; i < s->ngroups; i++)
-        if (!s->groups[i].dev && s->groups[i].lo == lo && s->groups[i].hi == hi)
-            return PX_OK;
-    g = stage_push((void **)&s->groups, &s->ngroups, &s->capgroups, sizeof(*g));
-    if (g == NULL)
-        return PX_ENOMEM;
-    g->lo = lo;
-    g->hi = hi;
-    return PX_OK;
-}
-
 px_status px_tensor_from_host(px_orch *o, const px_tensor *host, const px_tensor *whole,
                               int tag, int flags, const char *name, px_tensor *t, int *how)
 {
@@ -424,15 +432,13 @@ px_status px_tensor_from_host(px_orch *o, const px_tensor *host, const px_tensor
     if (mode != PX_HOST_COPY && !stage_meets_staged(s, lo, hi)) {
         st = stage_in_place(o, host, whole, lo, hi, t);
         if (st == PX_OK) {
-            if ((st = stage_add_in_place(s, lo, hi)) != PX_OK)
-                return st;
             if (how)
                 *how = PX_HOST_USED_IN_PLACE;
             return PX_OK;
         }
         if (mode == PX_HOST_IN_PLACE || (st != PX_ENOTSUP && st != PX_ENOMEM))
             return st;
-        if (stage_meets_in_place(s, lo, hi) != NULL)
+        if (stage_meets_in_place(o, lo, hi) >= 0)
             return px_set_error(PX_EINVAL, "%s (bytes %#lx..%#lx) overlaps a host array this "
                                 "run uses in place but cannot be used in place itself (%s); "
                                 "pass the enclosing array, or fewer distinct arrays", who,
@@ -526,20 +532,82 @@ static px_status stage_written(px_stage_group *g, const px_tensor *t)
 px_status rt_stage_scope_end(px_orch *o, int depth)
 {
     px_stage *s = &o->stage;
-    int keep = 0;
     px_status st = PX_OK;
+    int keep = 0, lost;
 
+    if (s->ngroups == 0)
+        return PX_OK;
+    /* once a task has failed the run is lost: forget the copies, copy nothing back */
+    lost = atomic_load_explicit(&o->w->failed, memory_order_acquire);
     for (int i = 0; i < s->ngroups; i++) {
         px_stage_group *g = &s->groups[i];
 
-        if (!g->dev || g->depth < depth) {
+        if (g->depth < depth) {
             s->groups[keep++] = *g;
             continue;
         }
-        if (g->written && st == PX_OK)
+        if (g->written && !lost && st == PX_OK)
             st = stage_group_back(o, g);
         stage_group_free(g);
     }
     s->ngroups = keep;
+    return st;
+}
+
+/* ---- px_run's args ---- */
+
+px_status rt_stage_run_arg(px_stage *s, uintptr_t lo, uintptr_t hi, char *dev)
+{
+    px_stage_group *g = stage_push((void **)&s->groups, &s->ngroups, &s->capgroups,
+                                   sizeof(*g));
+
+    if (g == NULL)
+        return PX_ENOMEM;
+    g->lo = lo;
+    g->hi = hi;
+    g->dev = dev;
+    g->t.addr = dev;
+    g->t.dtype = PX_U8;
+    g->t.ndim = 1;
+    g->t.shape[0] = (int64_t)(hi - lo);
+    g->t.stride[0] = 1;
+    g->run_arg = 1;
+    snprintf(g->name, sizeof(g->name), "px_run's args");
+    return PX_OK;
+}
+
+/* One run of a written view back to the host, through the caller's copy. */
+typedef struct stage_back {
+    px_status (*copy)(void *arg, char *host, const char *dev, size_t n);
+    void *arg;
+    char *host;
+    const char *dev;
+} stage_back;
+
+static px_status stage_back_run(void *arg, size_t off, size_t n)
+{
+    stage_back *b = arg;
+
+    return b->copy(b->arg, b->host + off, b->dev + off, n);
+}
+
+px_status rt_stage_run_args_back(px_stage *s, px_status (*copy)(void *arg, char *host,
+                                                              const char *dev, size_t n),
+                                 void *arg)
+{
+    px_status st = PX_OK;
+
+    for (int i = 0; i < s->ngroups && st == PX_OK; i++) {
+        const px_stage_group *g = &s->groups[i];
+
+        for (int v = 0; g->run_arg && v < g->nviews && st == PX_OK; v++) {
+            const px_tensor *t = &g->views[v];
+            size_t off = (size_t)t->offset * px_dtype_size(t->dtype);
+            stage_back b = {.copy = copy, .arg = arg, .host = (char *)g->lo + off,
+                            .dev = px_tensor_data(t)};
+
+            st = rt_stage_view_runs(t, stage_back_run, &b);
+        }
+    }
     return st;
 }

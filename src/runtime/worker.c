@@ -301,6 +301,31 @@ static int px_run_spans(const px_task_args *a, px_span *spans)
     return n;
 }
 
+/* Places merged block g in the run area after the `used` bytes, copies its host bytes in and
+ * adds it to the run's host-array table (px_tensor_from_host on its bytes then gives a view
+ * of it, never a second version of them). Returns PX_OK, PX_ENOMEM (the run area is full)
+ * or the copy's error. */
+static px_status px_run_block(px_worker *w, px_group *g, uint64_t *used)
+{
+    uint64_t n = g->hi - g->lo, end;
+    px_status st;
+
+    if (__builtin_add_overflow(*used, n, &end) || end > w->run_area)
+        return px_set_error(PX_ENOMEM, "px_run args need more than %llu bytes of device "
+                            "memory (%llu placed, the next block has %llu; PLEXUS_DEVICE_MEM "
+                            "%llu minus PLEXUS_HEAP_RING %llu); raise PLEXUS_DEVICE_MEM",
+                            (unsigned long long)w->run_area, (unsigned long long)*used,
+                            (unsigned long long)n, (unsigned long long)w->cfg.device_mem,
+                            (unsigned long long)w->cfg.heap_ring);
+    g->dev = w->dev_base + *used;
+    *used = px_align_up(end, PX_HEAP_ALIGN);
+    if (n == 0)
+        return PX_OK;
+    if ((st = px_plat_copy_h2d(w->chip, g->dev, (const void *)g->lo, n)) != PX_OK)
+        return st;
+    return rt_stage_run_arg(&w->orch.stage, g->lo, g->hi, g->dev);
+}
+
 /*
  * Copies the host tensors of a into the run area and fills dev with the same args pointing
  * at device memory; *ngroups receives the number of groups (written back later).
@@ -308,10 +333,12 @@ static int px_run_spans(const px_task_args *a, px_span *spans)
 static px_status px_run_place(px_worker *w, const px_task_args *a, px_task_args *dev,
                               px_span *spans, int *nspans, px_group *groups, int *ngroups)
 {
-    int ns = px_run_spans(a, spans), ng = 0;
+    int ns, ng = 0;
     uint64_t used = 0;
     px_status st;
 
+    rt_stage_reset(&w->orch.stage); /* the run's host-array table starts with these blocks */
+    ns = px_run_spans(a, spans);
     if (ns < 0)
         return PX_EINVAL;
     px_span_sort(spans, ns);
@@ -327,23 +354,9 @@ static px_status px_run_place(px_worker *w, const px_task_args *a, px_task_args 
         }
         spans[i].group = ng - 1;
     }
-    for (int g = 0; g < ng; g++) {
-        uint64_t n = groups[g].hi - groups[g].lo, end;
-
-        if (__builtin_add_overflow(used, n, &end) || end > w->run_area) {
-            return px_set_error(PX_ENOMEM, "px_run args need more than %llu bytes of device "
-                                "memory (%llu placed, the next block has %llu; PLEXUS_DEVICE_MEM "
-                                "%llu minus PLEXUS_HEAP_RING %llu); raise PLEXUS_DEVICE_MEM",
-                                (unsigned long long)w->run_area, (unsigned long long)used,
-                                (unsigned long long)n, (unsigned long long)w->cfg.device_mem,
-                                (unsigned long long)w->cfg.heap_ring);
-        }
-        groups[g].dev = w->dev_base + used;
-        used = px_align_up(end, PX_HEAP_ALIGN);
-        if (n > 0 && (st = px_plat_copy_h2d(w->chip, groups[g].dev,
-                                             (const void *)groups[g].lo, n)) != PX_OK)
+    for (int g = 0; g < ng; g++)
+        if ((st = px_run_block(w, &groups[g], &used)) != PX_OK)
             return st;
-    }
     dev->n = a->n; /* only the arguments in use: the array is PX_MAX_ARGS long */
     dev->overflow = 0;
     memcpy(dev->a, a->a, (size_t)a->n * sizeof(a->a[0]));
@@ -359,6 +372,14 @@ static px_status px_run_place(px_worker *w, const px_task_args *a, px_task_args 
     *ngroups = ng;
     *nspans = ns;
     return PX_OK;
+}
+
+/* n bytes from the device to the host (rt_stage_run_args_back's copy). */
+static px_status px_run_d2h_copy(void *arg, char *host, const char *dev, size_t n)
+{
+    px_worker *w = arg;
+
+    return px_plat_copy_d2h(w->chip, host, dev, n);
 }
 
 /* One run of a view's elements from its group's device block to the host. */
@@ -390,7 +411,8 @@ static px_status px_run_copy_view(px_worker *w, const px_tensor *t, const px_gro
     return rt_stage_view_runs(t, px_run_d2h_run, &c);
 }
 
-/* Copies back the views the run may have written (every tensor argument but an IN). */
+/* Copies back the views the run may have written (every tensor argument but an IN, and what
+ * px_tensor_from_host's views wrote inside the args' blocks). */
 static px_status px_run_copy_back(px_worker *w, const px_task_args *a, const px_span *spans,
                                   int ns, const px_group *groups)
 {
@@ -404,7 +426,7 @@ static px_status px_run_copy_back(px_worker *w, const px_task_args *a, const px_
         if (st != PX_OK)
             return st;
     }
-    return PX_OK;
+    return rt_stage_run_args_back(&w->orch.stage, px_run_d2h_copy, w);
 }
 
 /* Picks the status px_run returns and leaves its message in px_last_error(). */
@@ -444,6 +466,15 @@ static uint64_t px_run_span_t0(px_worker *w)
     return PX_DFX_ON(w->orch.dfx, PX_DFX_FOR_HOST) ? px_dfx_now() : 0;
 }
 
+/* Runs the orchestration, then submits the copy-backs of the host arrays staged in the run's
+ * own scope (px_tensor_from_host) once it returned PX_OK. Returns its status or theirs. */
+static px_status px_run_orch(px_worker *w, px_orch_fn fn, const px_task_args *dev, void *user)
+{
+    px_status st = fn(&w->orch, dev, user);
+
+    return st == PX_OK ? rt_stage_scope_end(&w->orch, 1) : st;
+}
+
 static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *args,
                              void *user)
 {
@@ -473,9 +504,7 @@ static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *ar
     if (w->ext.ops != NULL && w->ext.ops->polling != NULL)
         w->ext.ops->polling(w->ext.owner, 1);
     d0 = px_run_span_t0(w);
-    st = fn(&w->orch, &dev, user);
-    if (st == PX_OK && w->orch.stage.ngroups > 0) /* copy-backs of the run's staged arrays */
-        st = rt_stage_scope_end(&w->orch, 1);
+    st = px_run_orch(w, fn, &dev, user);
     if (st != PX_OK)
         snprintf(orch_msg, sizeof(orch_msg), "%s", px_last_error());
     px_run_span(w, PX_HOST_ORCH, d0, w->orch.stats.tasks);
@@ -490,7 +519,6 @@ static px_status px_run_body(px_worker *w, px_orch_fn fn, const px_task_args *ar
         d0 = px_run_span_t0(w);
         cst = px_run_copy_back(w, args ? args : &no_args, spans, ns, groups);
         px_run_span(w, PX_HOST_COPY_OUT, d0, px_run_bytes(groups, ng, 1));
-
         if (cst != PX_OK && st == PX_OK) {
             st = cst;
             snprintf(orch_msg, sizeof(orch_msg), "%s", px_last_error());

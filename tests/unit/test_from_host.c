@@ -7,7 +7,8 @@
  * view's elements change; a view inside a staged array is a view of its copy (how says so);
  * an array staged in a scope is copied back when the scope ends and staging its bytes again
  * waits for that copy-back; at level 3 arrays are staged with the reason and copied by host
- * tasks; the refusals, each with its reason: a read-only array written, an array partly
+ * tasks; a host array inside px_run's args is a view of their copy (one version of the
+ * bytes per run); the refusals, each with its reason: a read-only array written, an array partly
  * inside a staged one (naming both arguments), two views of one staged array that overlap
  * partially in one task (the submit's rule), negative strides, bad flags.
  */
@@ -216,6 +217,46 @@ static void test_scope_copy_back_then_again(void **state)
     PX_ASSERT_OK(px_worker_destroy(w));
 }
 
+/* A host array inside px_run's args: a view of their device copy (one version of the bytes),
+ * its writes copied back after the drain with the args'. Before, it was used in place while
+ * the args' copy-back wrote the old bytes over its results: a lost update with PX_OK. */
+static px_status run_arg_orch(px_orch *o, const px_task_args *args, void *user)
+{
+    fh_case *fc = user;
+    const px_tensor *x = px_arg_tensor(args, 0);
+    int64_t shape[1] = {8}, stride[1] = {1};
+    px_tensor part = host_view(&fc->m[1][0], 1, shape, stride), t;
+    px_status st;
+
+    if ((st = submit_add(o, x, 1.0)) != PX_OK ||
+        (st = px_tensor_from_host(o, &part, NULL, PX_TAG_INOUT, PX_HOST_AUTO, "part", &t,
+                                  &fc->how[0])) != PX_OK)
+        return st;
+    fc->col_addr = px_tensor_data(&t);
+    return submit_add(o, &t, 10.0);
+}
+
+static void test_run_args_share_their_copy(void **state)
+{
+    px_worker *w = worker();
+    int64_t shape[1] = {32};
+    px_task_args a;
+    px_tensor x;
+    fh_case fc;
+
+    (void)state;
+    memset(&fc, 0, sizeof(fc));
+    PX_ASSERT_OK(px_tensor_make(&x, &fc.m[0][0], PX_F64, 1, shape));
+    px_args_init(&a);
+    px_args_inout(&a, &x);
+    PX_ASSERT_OK(px_run(w, run_arg_orch, &a, &fc));
+    assert_int_equal(fc.how[0], PX_HOST_USED_COPY_VIEW);
+    assert_ptr_not_equal(fc.col_addr, &fc.m[1][0]); /* inside the args' device copy */
+    for (int i = 0; i < 32; i++)
+        assert_true(fc.m[i / 4][i % 4] == (i >= 4 && i < 12 ? 11.0 : 1.0));
+    PX_ASSERT_OK(px_worker_destroy(w));
+}
+
 /* ---- refusals ---- */
 
 typedef struct refuse_case {
@@ -364,6 +405,7 @@ int main(void)
         cmocka_unit_test(test_strided_view),
         cmocka_unit_test(test_staged_column_sees_a_copy),
         cmocka_unit_test(test_scope_copy_back_then_again),
+        cmocka_unit_test(test_run_args_share_their_copy),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_level3_staged_with_reason),
     };
