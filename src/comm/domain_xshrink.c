@@ -13,6 +13,7 @@
  */
 #include "comm/domain_internal.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include "runtime/runtime.h"
 #include "util/clock.h"
 #include "util/util.h"
+#include "util/wait.h"
 
 #define COMM_XSHRINK_MAGIC 0x4b485358u /* "XSHK" */
 #define COMM_XSHRINK_WORDS (PX_COMM_MAX_RANKS / 64)
@@ -164,6 +166,43 @@ px_status comm_xshrink_agree(px_domain *d, const hier_deaths *b, uint64_t deadli
     return st;
 }
 
+/*
+ * The test hook PX_TEST_XSHRINK_KILL=<host>:<chip>: once per process, after the successor is
+ * made, the parent of that host kills that chip (SIGKILL) and waits (5 s at most) until its
+ * death watch reports it, so a test puts a survivor's death exactly between the hosts'
+ * agreement and their confirmation.
+ */
+typedef struct comm_xshrink_death {
+    const hier_deaths *b;
+    int chip;
+} comm_xshrink_death;
+
+static int comm_xshrink_reported(void *arg)
+{
+    const comm_xshrink_death *k = arg;
+
+    return (int)(atomic_load_explicit(&k->b->mask, memory_order_acquire) >> k->chip & 1);
+}
+
+static void comm_xshrink_hook(const px_domain *d, const hier_deaths *b)
+{
+    static int done;
+    const char *v = getenv("PX_TEST_XSHRINK_KILL");
+    comm_xshrink_death k = {.b = b};
+    _Atomic uint32_t never = 0; /* no one wakes it: each slice looks again */
+    util_wait w = {.ready = comm_xshrink_reported, .arg = &k, .word = &never,
+                   .yield_ticks = px_ns_to_ticks(100000), .timeout_ns = 5000000000ull,
+                   .slice_ns = 1000000};
+    int h;
+
+    if (done || v == NULL || b == NULL || sscanf(v, "%d:%d", &h, &k.chip) != 2 ||
+        h != comm_proxy_rank(d->cw->proxy) || k.chip < 0 || k.chip >= HIER_DEATHS_MAX)
+        return;
+    done = 1;
+    if (kill((pid_t)atomic_load_explicit(&b->pid[k.chip], memory_order_acquire), SIGKILL) == 0)
+        (void)util_wait_run(&w); /* (not reported within 5 s: the test says so) */
+}
+
 px_status comm_xshrink_confirm(px_domain *d, const hier_deaths *b, uint64_t deadline,
                                const int *ex, int nex)
 {
@@ -171,6 +210,7 @@ px_status comm_xshrink_confirm(px_domain *d, const hier_deaths *b, uint64_t dead
     comm_xshrink_rec me;
     px_status st;
 
+    comm_xshrink_hook(d, b);
     for (int i = 0; i < nex; i++)
         skip[ex[i] / 64] |= 1ull << (ex[i] % 64);
     comm_xshrink_fill(d, b, COMM_XSHRINK_CONFIRM, skip, &me);

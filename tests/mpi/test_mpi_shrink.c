@@ -24,6 +24,10 @@
  *      for bit the rank-order fold of the survivors' inputs; so is the allreduce of a fresh
  *      domain of the same chips (results identical to a domain that never lost a member);
  *   5. every domain is released.
+ * MODE during (3 chips a host): as shrink, and host 0's parent kills its chip 2 once the
+ * hosts made the successor, before they confirm it (the test hook PX_TEST_XSHRINK_KILL=0:2,
+ * set here): the first shrink fails with PX_EPEERDEAD on every host alike naming that chip,
+ * the second excludes both dead chips and the survivors go on as above.
  * MODE mismatch: host 0 shrinks domain "a" while host 1 shrinks domain "b": both fail with
  * PX_EINVAL naming the other host, and the job goes on (both released).
  * MODE hostgone: every chip of host 1 dies in the allreduces: the shrink fails on every host
@@ -52,6 +56,7 @@ enum { M_KREVOKE = 1, M_WAIT, M_FILL, M_DIE, M_SUM, M_SUM_FRESH };
 static int g_host, g_chips; /* this worker's host (the launcher's rank) and chips per host */
 static uint64_t g_dead;     /* the global ids (host * chips + chip) that die, as a mask */
 static int g_exit_dead;     /* the dead exit in M_DIE (else the fault hook kills them) */
+static int g_during;        /* MODE during: a death between the hosts' steps of the shrink */
 static px_kernel_id k_step;
 static px_callable_id c_step;
 
@@ -315,15 +320,23 @@ static px_status ts_shrink_steps(px_worker *w, ts_run *t)
         }
         if (t->step == 3 && st == PX_EPEERDEAD && t->shrinks < 3) { /* a death during it */
             printf("host %d: shrink %d: %s; again\n", g_host, t->shrinks, px_last_error());
+            if (g_during && (t->shrinks != 1 || strstr(px_last_error(), "rank 2 (chip 2 of "
+                                                       "host 0) died during the shrink") == NULL))
+                return px_set_error(PX_EIO, "shrink %d failed, not as the death between the "
+                                    "hosts' steps must fail the first", t->shrinks);
             t->step--;
             continue;
         }
         if (st != PX_OK)
             return px_set_error(st, "%s: %s", what[t->step], px_last_error());
     }
-    snprintf(t->info, sizeof(t->info), "%d ranks shrunk to %d by every host (chip 1 of host 1 "
-             "dead), windows carried, the allreduce bit for bit the rank-order fold, as a "
-             "fresh domain's", t->hosts * g_chips, t->hosts * g_chips - 1);
+    if (t->shrinks != 1 + g_during)
+        return px_set_error(PX_EIO, "%d shrinks; expected %d", t->shrinks, 1 + g_during);
+    snprintf(t->info, sizeof(t->info), "%d ranks shrunk to %d by every host (%s), windows "
+             "carried, the allreduce bit for bit the rank-order fold, as a fresh domain's",
+             t->hosts * g_chips, t->hosts * g_chips - 1 - g_during, g_during ? "chip 1 of host "
+             "1 dead, then chip 2 of host 0 between the hosts' steps: the first shrink failed "
+             "alike" : "chip 1 of host 1 dead");
     return PX_OK;
 }
 
@@ -420,14 +433,20 @@ int main(int argc, char **argv)
     g_host = hr != NULL ? atoi(hr) : 0; /* before the fork, so the chips see it */
     if (g_chips < 1 || g_chips > 8 ||
         (strcmp(mode, "revoke") != 0 && strcmp(mode, "mismatch") != 0 &&
-         strcmp(mode, "hostgone") != 0 && (strcmp(mode, "shrink") != 0 || g_chips < 2))) {
-        printf("FAIL: usage: test_mpi_shrink CHIPS(1..8) revoke|shrink|mismatch|hostgone "
-               "(shrink: 2 chips or more)\n");
+         strcmp(mode, "hostgone") != 0 && (strcmp(mode, "shrink") != 0 || g_chips < 2) &&
+         (strcmp(mode, "during") != 0 || g_chips < 3))) {
+        printf("FAIL: usage: test_mpi_shrink CHIPS(1..8) revoke|shrink|during|mismatch|"
+               "hostgone (shrink: 2 chips or more, during: 3)\n");
         return 1;
     }
-    if (strcmp(mode, "shrink") == 0) { /* chip 1 of host 1, at its first allreduce */
+    g_during = strcmp(mode, "during") == 0;
+    if (strcmp(mode, "shrink") == 0 || g_during) { /* chip 1 of host 1, at its 1st allreduce */
         g_dead = 1ull << (g_chips + 1);
         setenv("PLEXUS_TEST_FAULT", "host:1:chip:1:kill:coll:2", 1);
+    }
+    if (g_during) { /* and chip 2 of host 0, between the hosts' steps of the first shrink */
+        g_dead |= 1ull << 2;
+        setenv("PX_TEST_XSHRINK_KILL", "0:2", 1);
     } else if (strcmp(mode, "hostgone") == 0) { /* every chip of host 1 */
         g_dead = ((1ull << g_chips) - 1) << g_chips;
         g_exit_dead = 1;
@@ -448,7 +467,7 @@ int main(int argc, char **argv)
                               "at most)");
         else if (strcmp(mode, "revoke") == 0)
             st = ts_revoke_steps(w, &t);
-        else if (strcmp(mode, "shrink") == 0)
+        else if (strcmp(mode, "shrink") == 0 || g_during)
             st = ts_shrink_steps(w, &t);
         else
             st = ts_fail_steps(w, &t);

@@ -91,8 +91,11 @@ if(MPIEXEC_EXECUTABLE)
   # shrink across hosts (issue 37): chip 1 of host 1 dies (PLEXUS_TEST_FAULT), every host's
   # orchestration shrinks the domain, windows carried, the survivors' allreduce bit for bit
   # the rank-order fold as a fresh domain's, the MPI job not ended by the failed run; hosts that
-  # shrink different domains are named (PX_EINVAL); a host with no survivor (PX_ENOTSUP)
+  # shrink different domains are named (PX_EINVAL); a host with no survivor (PX_ENOTSUP);
+  # during: a survivor dies between the hosts' agreement and their confirmation (the test hook
+  # PX_TEST_XSHRINK_KILL): the first shrink fails alike on both hosts, the second passes
   foreach(v "shrink;2;host 0 of 2: 4 ranks shrunk to 3 by every host"
+            "during;3;host 0 of 2: 6 ranks shrunk to 4 by every host"
             "mismatch;2;host 0 of 2: the shrink failed with PX_EINVAL on this host, saying .host 1 shrinks another domain"
             "hostgone;2;host 0 of 2: the shrink failed with PX_ENOTSUP on this host, saying .no member of host 1 survives")
     list(GET v 0 mode)
