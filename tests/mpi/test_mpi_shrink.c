@@ -23,7 +23,9 @@
  *   4. on it every survivor finds its marker (the window carried) and its allreduce is bit
  *      for bit the rank-order fold of the survivors' inputs; so is the allreduce of a fresh
  *      domain of the same chips (results identical to a domain that never lost a member);
- *   5. every domain is released.
+ *   5. the shrink's domain is shrunk again (no death: generation 2, the same members, the
+ *      markers carried once more, the allreduce checked again), the older ones not released;
+ *   6. every domain is released.
  * MODE during (3 chips a host): as shrink, and host 0's parent kills its chip 2 once the
  * hosts made the successor, before they confirm it (the test hook PX_TEST_XSHRINK_KILL=0:2,
  * set here): the first shrink fails with PX_EPEERDEAD on every host alike naming that chip,
@@ -182,7 +184,8 @@ static px_status ts_callable(px_orch *o, const px_task_args *args, void *user)
 
 typedef struct ts_run {
     int hosts, step;
-    px_domain *d, *nd, *fresh; /* the shrink modes' domain, its shrink, a fresh one */
+    px_domain *d, *nd, *nd2, *fresh; /* the shrink modes' domain, its shrink and that one's, a
+                                      * fresh one */
     int shrinks;
     px_status shrink_st; /* MODE mismatch, hostgone: what the shrink returned ... */
     char shrink_msg[512]; /* ... and said */
@@ -292,8 +295,18 @@ static px_status ts_shrink_orch(px_orch *o, const px_task_args *args, void *user
             (st = ts_alloc_of(o, t, "fresh", 1, &t->fresh)) != PX_OK)
             return st;
         return ts_submit(o, t->fresh, M_SUM_FRESH);
-    case 5:
-        if ((st = px_domain_release(t->d)) != PX_OK || (st = px_domain_release(t->nd)) != PX_OK)
+    case 5: /* a shrink of the shrink's domain, its predecessors not released (no death:
+             * the same members, generation 2, the markers carried once more) */
+        if ((st = px_domain_shrink(o, t->nd, &t->nd2)) != PX_OK)
+            return st;
+        if (px_domain_generation(t->nd2) != 2 || px_domain_size(t->nd2) != px_domain_size(t->nd))
+            return px_set_error(PX_EIO, "the second shrink gave generation %d of %d ranks; "
+                                "expected generation 2 of %d", px_domain_generation(t->nd2),
+                                px_domain_size(t->nd2), px_domain_size(t->nd));
+        return ts_submit(o, t->nd2, M_SUM);
+    case 6:
+        if ((st = px_domain_release(t->d)) != PX_OK || (st = px_domain_release(t->nd)) != PX_OK ||
+            (st = px_domain_release(t->nd2)) != PX_OK)
             return st;
         return px_domain_release(t->fresh);
     default: return PX_EINVAL;
@@ -304,10 +317,10 @@ static px_status ts_shrink_orch(px_orch *o, const px_task_args *args, void *user
 static px_status ts_shrink_steps(px_worker *w, ts_run *t)
 {
     static const char *what[] = {"", "the fill", "the death", "the shrink", "the allreduces",
-                                 "the release"};
+                                 "the second shrink", "the release"};
     px_status st = PX_OK;
 
-    for (t->step = 1; t->step <= 5; t->step++) {
+    for (t->step = 1; t->step <= 6; t->step++) {
         st = px_run(w, ts_shrink_orch, NULL, t);
         if (t->step == 2) { /* the death fails the run on every host */
             if (st != PX_EPEERDEAD && st != PX_EREVOKED)
@@ -333,7 +346,8 @@ static px_status ts_shrink_steps(px_worker *w, ts_run *t)
     if (t->shrinks != 1 + g_during)
         return px_set_error(PX_EIO, "%d shrinks; expected %d", t->shrinks, 1 + g_during);
     snprintf(t->info, sizeof(t->info), "%d ranks shrunk to %d by every host (%s), windows "
-             "carried, the allreduce bit for bit the rank-order fold, as a fresh domain's",
+             "carried, the allreduce bit for bit the rank-order fold, as a fresh domain's, and "
+             "again after a second shrink",
              t->hosts * g_chips, t->hosts * g_chips - 1 - g_during, g_during ? "chip 1 of host "
              "1 dead, then chip 2 of host 0 between the hosts' steps: the first shrink failed "
              "alike" : "chip 1 of host 1 dead");
