@@ -290,6 +290,9 @@ px_status comm_check_revoked(const px_comm *c)
         snprintf(by, sizeof(by), "shrunk by the orchestration");
     else if (who == COMM_REVOKED_ORCH)
         snprintf(by, sizeof(by), "revoked by the orchestration");
+    else if (who >= COMM_REVOKED_HOST)
+        snprintf(by, sizeof(by), "revoked by the orchestration of host %u",
+                 who - COMM_REVOKED_HOST);
     else
         snprintf(by, sizeof(by), "revoked by rank %u", who - COMM_REVOKED_RANK);
     if (c->kgen > 0)

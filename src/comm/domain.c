@@ -184,6 +184,8 @@ px_status comm_check_domain(const px_domain *d, const char *what)
 
         if (who == COMM_REVOKED_ORCH)
             snprintf(by, sizeof(by), "the orchestration");
+        else if (who >= COMM_REVOKED_HOST && who != COMM_REVOKED_SHRUNK)
+            snprintf(by, sizeof(by), "the orchestration of host %u", who - COMM_REVOKED_HOST);
         else
             snprintf(by, sizeof(by), "rank %u's kernel", who - COMM_REVOKED_RANK);
         return px_set_error(PX_EREVOKED, "%s: domain \"%s\" was revoked by %s: %s",

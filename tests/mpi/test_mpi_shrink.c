@@ -11,8 +11,9 @@
  *      sees it only if it crossed the hosts through the proxies. Each host's run fails with
  *      that PX_EREVOKED, which must not end the MPI job.
  *   2. an orchestration's revoke: every rank waits on a signal nobody sets, and the last
- *      host's orchestration calls px_domain_revoke; every rank must get PX_EREVOKED naming
- *      "revoked by the orchestration" within TS_QUICK_S.
+ *      host's orchestration calls px_domain_revoke; every rank must get PX_EREVOKED within
+ *      TS_QUICK_S naming "the orchestration" there and "the orchestration of host H" (the
+ *      last host) on the other hosts.
  * MODE shrink (PLEXUS_TEST_FAULT, set here: chip 1 of host 1 kills itself as it enters its
  * second collective):
  *   1. every rank writes a marker into its window (then a barrier: its first collective);
@@ -55,7 +56,9 @@
 
 enum { M_KREVOKE = 1, M_WAIT, M_FILL, M_DIE, M_SUM, M_SUM_FRESH };
 
-static int g_host, g_chips; /* this worker's host (the launcher's rank) and chips per host */
+static int g_host, g_hosts, g_chips; /* this worker's host and the job's (the launcher's rank
+                                      * and size), chips per host */
+static char g_orch_want[64];         /* MODE revoke: what step 2's error names */
 static uint64_t g_dead;     /* the global ids (host * chips + chip) that die, as a mask */
 static int g_exit_dead;     /* the dead exit in M_DIE (else the fault hook kills them) */
 static int g_during;        /* MODE during: a death between the hosts' steps of the shrink */
@@ -169,7 +172,7 @@ static px_status ts_kernel(px_core_ctx *ctx, const px_task_args *a)
         return ts_revoked(c, px_comm_barrier(c), t0, "revoked by rank 0");
     case M_WAIT:
         return ts_revoked(c, px_comm_wait_until(c, 0, PX_CMP_GE, 1, TS_WAIT_S), t0,
-                          "revoked by the orchestration");
+                          g_orch_want);
     default: return ts_shrink_kernel(c, mode);
     }
 }
@@ -413,7 +416,7 @@ static px_status ts_fail_steps(px_worker *w, ts_run *t)
 /* The revoke steps: each run fails on every host with PX_EREVOKED naming the revoker. */
 static px_status ts_revoke_steps(px_worker *w, ts_run *t)
 {
-    static const char *want[] = {"", "revoked by rank 0", "revoked by the orchestration"};
+    const char *want[] = {"", "revoked by rank 0", g_orch_want};
     px_status st;
 
     for (t->step = 1; t->step <= 2; t->step++) {
@@ -445,6 +448,12 @@ int main(int argc, char **argv)
     memset(&t, 0, sizeof(t));
     g_chips = argc > 1 ? atoi(argv[1]) : 2;
     g_host = hr != NULL ? atoi(hr) : 0; /* before the fork, so the chips see it */
+    g_hosts = getenv("OMPI_COMM_WORLD_SIZE") != NULL ? atoi(getenv("OMPI_COMM_WORLD_SIZE")) : 1;
+    if (g_host == g_hosts - 1) /* the revoker's host; the others name it */
+        snprintf(g_orch_want, sizeof(g_orch_want), "revoked by the orchestration;");
+    else
+        snprintf(g_orch_want, sizeof(g_orch_want), "revoked by the orchestration of host %d",
+                 g_hosts - 1);
     if (g_chips < 1 || g_chips > 8 ||
         (strcmp(mode, "revoke") != 0 && strcmp(mode, "mismatch") != 0 &&
          strcmp(mode, "hostgone") != 0 && (strcmp(mode, "shrink") != 0 || g_chips < 2) &&
