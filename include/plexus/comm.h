@@ -198,11 +198,12 @@ PX_API px_status px_comm_revoke(px_comm *c);
  * part (on every survivor alike: call it again, the retry excludes that death too);
  * PX_ETIMEDOUT when a survivor did not take part within the deadline (PLEXUS_COMM_TIMEOUT_S;
  * it is named silent and killed); PX_EINVAL for NULL arguments; PX_ENOTSUP outside a
- * level-3 chip or for a domain with pairs across hosts. *out is valid while the domain lives
- * (use it in the kernel that made it: later tasks get the domain's own, revoked,
- * communicator from px_arg_comm; px_domain_shrink from the orchestration gives them a domain
- * of the survivors, carrying the same window bytes). Each survivor's own shrinks of *out work
- * the same way. A member's death fails the group task it was in unless the task was
+ * level-3 chip or for a domain with pairs across hosts (the agreement is one worker's board:
+ * return, and shrink such a domain from every host's orchestration, px_domain_shrink).
+ * *out is valid while the domain lives (use it in the kernel that made it: later tasks get
+ * the domain's own, revoked, communicator from px_arg_comm; px_domain_shrink from the
+ * orchestration gives them a domain of the survivors, carrying the same window bytes). Each
+ * survivor's own shrinks of *out work the same way. A member's death fails the group task it was in unless the task was
  * submitted with px_submit_domain_task_resilient.
  */
 PX_API px_status px_comm_shrink(px_comm *c, px_comm **out);
@@ -295,8 +296,14 @@ PX_API px_status px_domain_revoke(px_domain *d);
  * held. d is revoked and can only be released (px_domain_release frees everything of it,
  * also what the dead member held). Bounded by the domain deadline (PLEXUS_TIMEOUT_S): a
  * death during the shrink makes it fail with PX_EPEERDEAD (d stays as it was; call it again),
- * never a hang. PX_EINVAL when no member survived, PX_ENOTSUP for a domain spanning hosts.
- * Tasks submitted on d before are waited for (they end at once: d is revoked first), and so
+ * never a hang. PX_EINVAL when no member survived. A domain spanning hosts is shrunk by
+ * every host's orchestration at the same point (like its allocation): the hosts agree through
+ * their MPI proxies on the union of the members each knows dead (its own chips from its death
+ * watch, other hosts' as their proxies told it), *nd is allocated as a spanning domain over
+ * the survivors, and a second exchange fails the shrink on every host alike (PX_EPEERDEAD)
+ * when a survivor died meanwhile; PX_EINVAL naming a host that shrinks another domain at that
+ * point, PX_ENOTSUP when no member of some host survives (a spanning domain has members on
+ * every host). Tasks submitted on d before are waited for (they end at once: d is revoked first), and so
  * are the survivors' calls of a group task that a death failed, which go on after the task
  * (and its run) failed: the windows are copied after their last writes.
  */

@@ -231,13 +231,15 @@ static int comm_spans_hosts(const px_comm *c)
     return 0;
 }
 
-/* What a member can do after a death or a revocation of c: shrink it on one host; across
- * hosts shrink answers PX_ENOTSUP for now (issue 37), so the advice is what works there. */
+/* What a member can do after a death or a revocation of c: shrink it; across hosts only
+ * from the orchestrations (a kernel-side shrink agrees on one worker's board), so the advice
+ * is what works there. */
 static const char *comm_go_on(const px_comm *c)
 {
     return comm_spans_hosts(c)
-               ? "end the run and allocate a new domain of the survivors (the domain spans "
-                 "hosts, where shrink is not supported yet)"
+               ? "return, and shrink it from every host's orchestration at the same point "
+                 "(px_domain_shrink; the domain spans hosts, where px_comm_shrink is not "
+                 "supported) or end the run"
                : "shrink it (px_comm_shrink in the kernels of a resilient task, or "
                  "px_domain_shrink from the orchestration) or end the run";
 }
@@ -288,6 +290,9 @@ px_status comm_check_revoked(const px_comm *c)
         snprintf(by, sizeof(by), "shrunk by the orchestration");
     else if (who == COMM_REVOKED_ORCH)
         snprintf(by, sizeof(by), "revoked by the orchestration");
+    else if (who >= COMM_REVOKED_HOST)
+        snprintf(by, sizeof(by), "revoked by the orchestration of host %u",
+                 who - COMM_REVOKED_HOST);
     else
         snprintf(by, sizeof(by), "revoked by rank %u", who - COMM_REVOKED_RANK);
     if (c->kgen > 0)

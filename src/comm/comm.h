@@ -161,11 +161,13 @@ typedef struct comm_rdeaths {
  * The parent gives every domain it makes a slot no other domain it still holds has, zeroes it
  * before the members build their communicators, and a communicator's waits read its slot at
  * every turn: nonzero is revoked (COMM_REVOKED_ORCH by the orchestration, COMM_REVOKED_RANK +
- * r by rank r's kernel; the first revoker's word stays).
+ * r by rank r's kernel, COMM_REVOKED_HOST + h by host h's orchestration in a domain spanning
+ * hosts, as that host's MPI proxy told this one's; the first revoker's word stays).
  */
 #define COMM_REVOKE_SLOTS 4096
 #define COMM_REVOKED_ORCH 1u
 #define COMM_REVOKED_RANK 2u
+#define COMM_REVOKED_HOST 0x40000000u   /* + h: host h's orchestration (comm/proxy/notices.c) */
 #define COMM_REVOKED_SHRUNK 0xFFFFFFFFu /* the parent shrank the domain (px_domain_shrink) */
 typedef struct comm_revokes {
     _Atomic uint32_t word[COMM_REVOKE_SLOTS];

@@ -184,12 +184,15 @@ px_status comm_check_domain(const px_domain *d, const char *what)
 
         if (who == COMM_REVOKED_ORCH)
             snprintf(by, sizeof(by), "the orchestration");
+        else if (who >= COMM_REVOKED_HOST && who != COMM_REVOKED_SHRUNK)
+            snprintf(by, sizeof(by), "the orchestration of host %u", who - COMM_REVOKED_HOST);
         else
             snprintf(by, sizeof(by), "rank %u's kernel", who - COMM_REVOKED_RANK);
         return px_set_error(PX_EREVOKED, "%s: domain \"%s\" was revoked by %s: %s",
                             what, d->msg.name, by,
-                            d->hosts != NULL ? "release it and allocate a new domain of the "
-                            "survivors (it spans hosts, where shrink is not supported yet)"
+                            d->hosts != NULL ? "shrink it (px_domain_shrink, from every "
+                            "host's orchestration at the same point: it spans hosts) to go on "
+                            "with the survivors, or release it"
                                              : "shrink it (px_domain_shrink) to go on with the "
                             "survivors, or release it");
     }

@@ -8,6 +8,7 @@
  *   domain_pend.c     the tasks submitted on a domain, the sweep, waiting for slots
  *   domain_agree.c    the agreement of the hosts on a domain spanning them
  *   domain_shrink.c   revoke and shrink in the orchestration's name
+ *   domain_xshrink.c  the hosts' agreement in a shrink of a domain spanning hosts
  *   domain_setup.c    selection of every pair's transport and the set-up on the chips
  *   domain_tasks.c    the tasks on a domain (copies, collectives, the user's group tasks)
  *   domain_kernels.c  the built-in tasks' kernels and callables (they run in the chips)
@@ -213,6 +214,25 @@ const char *comm_pair_why(const px_domain *d, int a, int b);
  * or why it failed, message set) and the spec's hash; returns local's failure, else the first
  * host's failure or disagreement (message naming it), else PX_OK. A collective call. */
 px_status comm_job_sync(comm_worker *cw, px_domain *d, uint64_t hash, px_status local);
+
+/* domain_xshrink.c: the first step of px_domain_shrink of d spanning hosts (a collective of
+ * the hosts' orchestrations): the union of the members each host knows dead (b: this worker's
+ * deaths board), the same on every host: their old ranks into ex (*nex, ascending), the
+ * survivors' global chips into keep (*nkeep). PX_EINVAL naming a host that shrinks another
+ * domain at this point, PX_ENOTSUP when no member of some host survives, the exchange's error
+ * (PX_ETIMEDOUT at deadline, px_now_ns, naming a host that did not come). */
+px_status comm_xshrink_agree(px_domain *d, const hier_deaths *b, uint64_t deadline, int *ex,
+                             int *nex, int *keep, int *nkeep);
+
+/* domain_xshrink.c: the second step, once every host made the successor: PX_EPEERDEAD on
+ * every host alike, naming it, when a survivor (a rank of d not in ex, nex) died since as any
+ * host knows it; else PX_OK (or the exchange's error). */
+px_status comm_xshrink_confirm(px_domain *d, const hier_deaths *b, uint64_t deadline,
+                               const int *ex, int nex);
+
+/* domain_xshrink.c: why rank r of d is dead, in the words of the board that told this host
+ * (this worker's deaths board b for its chips, the remote deaths for other hosts'). */
+const char *comm_xshrink_why(const px_domain *d, const hier_deaths *b, int r);
 
 /* domain_setup.c: the site of ranks a and b of d (hosts and MPI) for the rule. */
 void comm_site_of(const comm_worker *cw, const px_domain *d, int a, int b, comm_site *s);

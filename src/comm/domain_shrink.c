@@ -1,7 +1,8 @@
 /*
  * domain_shrink.c - revoking a domain in the orchestration's name (px_domain_revoke) and
  * shrinking it to its survivors (px_domain_shrink): revoke, wait for what still runs on it,
- * agree on the dead from one snapshot of the deaths board, and allocate the successor, which
+ * agree on the dead (on one host: one snapshot of the deaths board; across hosts: the hosts'
+ * agreement through the proxies, domain_xshrink.c), and allocate the successor, which
  * carries the survivors' window bytes.
  */
 #include "comm/domain_internal.h"
@@ -81,10 +82,57 @@ static void comm_log_shrink(const px_domain *d, const hier_deaths *b, const int 
                             int survivors)
 {
     for (int i = 0; i < nex; i++)
-        PX_LOG_WARN("comm[%s]: shrink: rank %d (chip %d) excluded: %s", d->msg.name, ex[i],
-                    d->chips[ex[i]], b->why[d->chips[ex[i]]]);
-    PX_LOG_INFO("comm[%s]: shrink: %d survivors agreed, generation %d -> %d", d->msg.name,
-                survivors, d->generation, d->generation + 1);
+        if (d->hosts != NULL)
+            PX_LOG_WARN("comm[%s]: shrink: rank %d (chip %d of host %d) excluded: %s",
+                        d->msg.name, ex[i], d->chips[ex[i]], d->hosts[ex[i]],
+                        comm_xshrink_why(d, b, ex[i]));
+        else
+            PX_LOG_WARN("comm[%s]: shrink: rank %d (chip %d) excluded: %s", d->msg.name, ex[i],
+                        d->chips[ex[i]], b->why[d->chips[ex[i]]]);
+    PX_LOG_INFO("comm[%s]: shrink: %d survivors agreed%s, generation %d -> %d", d->msg.name,
+                survivors, d->hosts != NULL ? " by every host" : "", d->generation,
+                d->generation + 1);
+}
+
+/* The members to exclude: their old ranks into ex (*nex of them), the survivors' chips
+ * (global ones across hosts) into keep (*nkeep). PX_EINVAL when none survives. */
+static px_status comm_shrink_agree(px_domain *d, const hier_deaths *b, uint64_t deadline,
+                                   int *ex, int *nex, int *keep, int *nkeep)
+{
+    px_status st;
+
+    if (d->hosts == NULL)
+        *nex = comm_agree_excluded(d, b, ex, keep, nkeep);
+    else if ((st = comm_xshrink_agree(d, b, deadline, ex, nex, keep, nkeep)) != PX_OK)
+        return st;
+    if (*nkeep == 0)
+        return px_set_error(PX_EINVAL, "px_domain_shrink: domain \"%s\": every one of its %d "
+                            "members is dead; nothing to shrink to", d->msg.name, d->msg.n);
+    return PX_OK;
+}
+
+/* After nd was made: PX_EPEERDEAD (nd released) when a survivor died meanwhile, so the
+ * agreement is off (across hosts: as any host knows it, on every host alike). */
+static px_status comm_shrink_confirm(px_domain *d, px_domain *nd, const hier_deaths *b,
+                                     uint64_t deadline, const int *ex, int nex,
+                                     const int *keep, int nkeep)
+{
+    char msg[PX_ERRMSG_MAX];
+    px_status st = PX_OK;
+    int died;
+
+    if (d->hosts != NULL)
+        st = comm_xshrink_confirm(d, b, deadline, ex, nex);
+    else if (comm_any_died(b, keep, nkeep, &died))
+        st = px_set_error(PX_EPEERDEAD, "px_domain_shrink: domain \"%s\": chip %d died "
+                          "during the shrink (%s); the survivors did not agree: call "
+                          "px_domain_shrink again", d->msg.name, died, b->why[died]);
+    if (st != PX_OK) {
+        snprintf(msg, sizeof(msg), "%s", px_last_error());
+        (void)px_domain_release(nd);
+        px_set_error(st, "%s", msg);
+    }
+    return st;
 }
 
 /* The checks of px_domain_shrink's arguments; *w: the orchestration's worker. */
@@ -104,11 +152,6 @@ static px_status comm_shrink_check(px_orch *o, px_domain *d, px_domain **out, px
         return px_set_error(PX_ESTATE, "px_domain_shrink: domain \"%s\" (generation %d) was "
                             "shrunk already: shrink the domain that shrink returned",
                             d->msg.name, d->generation);
-    if (d->hosts != NULL)
-        return px_set_error(PX_ENOTSUP, "px_domain_shrink: domain \"%s\" spans hosts: shrink "
-                            "works inside one host for now (the survivors of several hosts "
-                            "would have to agree through the MPI proxies); end the run and "
-                            "allocate a new domain of the survivors instead", d->msg.name);
     return PX_OK;
 }
 
@@ -149,7 +192,7 @@ static void comm_shrink_done(px_domain *nd, px_domain *d, const int *ex, int nex
 px_status px_domain_shrink(px_orch *o, px_domain *d, px_domain **out)
 {
     px_domain_buffer bufs[PX_COMM_MAX_BUFFERS];
-    int ex[PX_COMM_MAX_RANKS], keep[PX_COMM_MAX_RANKS], nkeep, nex, died;
+    int ex[PX_COMM_MAX_RANKS], keep[PX_COMM_MAX_RANKS], nkeep = 0, nex = 0;
     px_domain_spec s = PX_DOMAIN_SPEC_INIT;
     const hier_deaths *b;
     uint64_t t0 = px_now_ns(), deadline, dt[4] = {px_dfx_now()};
@@ -166,28 +209,23 @@ px_status px_domain_shrink(px_orch *o, px_domain *d, px_domain **out)
     deadline = t0 + (uint64_t)(w->cfg.timeout_s * 1e9);
     snprintf(what, sizeof(what), "px_domain_shrink: domain \"%s\"", d->msg.name);
     /* then wait for what still runs: the tasks on d of this run, and the orphans on its
-     * members (the calls of a group task that a death failed, in this run or in the failed
+     * members of this host (the calls of a group task that a death failed, in this run or in the failed
      * one before it), which no task waits for. Only then may the new domain's carry
      * (comm_chip_carry) read d's windows: each orphan's completion has reached us before
      * we post comm.create, so on each chip its kernel's writes come before the carry. */
     if ((st = comm_pend_wait(d, deadline)) != PX_OK ||
-        (st = hier_orphans_wait(w, d->chips, d->msg.n, deadline, what)) != PX_OK)
+        (st = hier_orphans_wait(w, d->mem, d->nmem, deadline, what)) != PX_OK)
         return st;
     b = hier_deaths_board(w);
-    nex = comm_agree_excluded(d, b, ex, keep, &nkeep);
+    if ((st = comm_shrink_agree(d, b, deadline, ex, &nex, keep, &nkeep)) != PX_OK)
+        return st;
     dt[1] = px_dfx_now();
-    if (nkeep == 0)
-        return px_set_error(PX_EINVAL, "px_domain_shrink: domain \"%s\": every one of its %d "
-                            "members is dead; nothing to shrink to", d->msg.name, d->msg.n);
     comm_shrink_spec(d, keep, nkeep, bufs, &s);
     if ((st = comm_alloc(o, &s, d, &nd)) != PX_OK)
         return st; /* a member that died during it: PX_EPEERDEAD, message naming it */
-    if (comm_any_died(b, keep, nkeep, &died)) { /* died after its part: the agreement is off */
-        (void)px_domain_release(nd);
-        return px_set_error(PX_EPEERDEAD, "px_domain_shrink: domain \"%s\": chip %d died "
-                            "during the shrink (%s); the survivors did not agree: call "
-                            "px_domain_shrink again", d->msg.name, died, b->why[died]);
-    }
+    /* died after its part: the agreement is off */
+    if ((st = comm_shrink_confirm(d, nd, b, deadline, ex, nex, keep, nkeep)) != PX_OK)
+        return st;
     dt[2] = px_dfx_now();
     comm_log_shrink(d, b, ex, nex, nkeep);
     comm_shrink_done(nd, d, ex, nex, t0, dt, first);

@@ -301,9 +301,10 @@ static px_status shr_check(const px_comm *c, px_comm **out)
         if (q != c->rank && (c->tl[q]->proxied || c->member[q] < 0))
             return px_set_error(PX_ENOTSUP, "px_comm_shrink: domain \"%s\" rank %d: rank %d is "
                                 "reached through the MPI proxies (%s): a kernel-side shrink "
-                                "works inside one host for now (the agreement is one worker's "
-                                "board); return, end the run and allocate a domain of the "
-                                "survivors", c->name, c->rank, q, c->tl[q]->name);
+                                "works inside one host (the agreement is one worker's board); "
+                                "return, and shrink the domain from every host's orchestration "
+                                "at the same point (px_domain_shrink)", c->name, c->rank, q,
+                                c->tl[q]->name);
     return PX_OK;
 }
 

@@ -88,6 +88,26 @@ if(MPIEXEC_EXECUTABLE)
                        ENVIRONMENT "${PX_MPI_ENV};PLEXUS_COMM_TIMEOUT_S=20"
                        FAIL_REGULAR_EXPRESSION "FAIL|non-zero status|exited on signal"
                        PASS_REGULAR_EXPRESSION "host 0 of 2: revoked from a kernel of host 0 and from the orchestration of host 1[^\n]*\nPASS\n.*host 1 of 2: revoked|host 1 of 2: revoked[^\n]*\nPASS\n.*host 0 of 2: revoked from a kernel of host 0 and from the orchestration of host 1")
+  # shrink across hosts (issue 37): chip 1 of host 1 dies (PLEXUS_TEST_FAULT), every host's
+  # orchestration shrinks the domain, windows carried, the survivors' allreduce bit for bit
+  # the rank-order fold as a fresh domain's, the MPI job not ended by the failed run; hosts that
+  # shrink different domains are named (PX_EINVAL); a host with no survivor (PX_ENOTSUP);
+  # during: a survivor dies between the hosts' agreement and their confirmation (the test hook
+  # PX_TEST_XSHRINK_KILL): the first shrink fails alike on both hosts, the second passes
+  foreach(v "shrink;2;host 0 of 2: 4 ranks shrunk to 3 by every host"
+            "during;3;host 0 of 2: 6 ranks shrunk to 4 by every host"
+            "mismatch;2;host 0 of 2: the shrink failed with PX_EINVAL on this host, saying .host 1 shrinks another domain"
+            "hostgone;2;host 0 of 2: the shrink failed with PX_ENOTSUP on this host, saying .no member of host 1 survives")
+    list(GET v 0 mode)
+    list(GET v 1 chips)
+    list(GET v 2 want)
+    add_test(NAME mpi.${mode}_2x${chips}
+             COMMAND ${MPIEXEC_EXECUTABLE} -np 2 $<TARGET_FILE:test_mpi_shrink> ${chips} ${mode})
+    set_tests_properties(mpi.${mode}_2x${chips} PROPERTIES TIMEOUT 120 RESOURCE_LOCK chips
+                         ENVIRONMENT "${PX_MPI_ENV};PLEXUS_COMM_TIMEOUT_S=20"
+                         FAIL_REGULAR_EXPRESSION "FAIL|non-zero status|exited on signal"
+                         PASS_REGULAR_EXPRESSION "${want}[^\n]*\nPASS\n.*host 1 of 2: [^\n]*\nPASS\n|host 1 of 2: [^\n]*\nPASS\n.*${want}[^\n]*\nPASS\n")
+  endforeach()
   # a host that does not reach a spanning allocation in time is named by the others
   add_test(NAME mpi.alloc_late_host
            COMMAND ${MPIEXEC_EXECUTABLE} -np 2 $<TARGET_FILE:test_mpi_suite> 1 late)

@@ -59,6 +59,18 @@ foreach(h 2 3)
                 -- env PLEXUS_LOG=info $<TARGET_FILE:plexus> run allreduce --chips 2 --cores 1)
 endforeach()
 
+# revoke and shrink of a domain spanning two namespace hosts (issue 37; tests/mpi/
+# test_mpi_shrink.c): a kernel's and an orchestration's revoke reach the other host at once;
+# chip 1 of host 1 dies, both hosts' orchestrations shrink the domain, windows carried, the
+# survivors' allreduce bit for bit the rank-order fold
+px_netns_test(two_hosts_revoke 2
+              "^host 0 of 2: revoked from a kernel of host 0 and from the orchestration of host 1"
+              "^host 1 of 2: revoked from a kernel of host 0" "^PASS$" "^PASS$"
+              -- env PLEXUS_COMM_TIMEOUT_S=20 $<TARGET_FILE:test_mpi_shrink> 2 revoke)
+px_netns_test(two_hosts_shrink 2 "^host 0 of 2: 4 ranks shrunk to 3 by every host"
+              "^host 1 of 2: 4 ranks shrunk to 3 by every host" "^PASS$" "^PASS$"
+              -- env PLEXUS_COMM_TIMEOUT_S=20 $<TARGET_FILE:test_mpi_shrink> 2 shrink)
+
 # DFX across two namespace hosts (issue 21): host 0 writes one set of outputs for both
 # (tests/system/dfx_hosts_check.py: host ids host-0 and host-1, clocks aligned over MPI on the
 # veth); the harness's skip (77) passes through

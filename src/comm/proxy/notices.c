@@ -65,16 +65,17 @@ int proxy_on_death(comm_proxy *p, int h, const void *msg, size_t n)
     return 0;
 }
 
-/* Revokes d here in the name of host h's revoker (word who), unless d is revoked here
+/* Revokes d here in the name of host h's revoker (word who: its orchestration's is stored as
+ * COMM_REVOKED_HOST + h, a kernel's rank is the domain's everywhere), unless d is revoked here
  * already: the first revoker's word stays. The members' waits see it at their next turn. */
 static void pdom_revoke(comm_proxy *p, pdom *d, int h, uint32_t who)
 {
-    uint32_t zero = 0;
+    uint32_t zero = 0, w = who == COMM_REVOKED_ORCH ? COMM_REVOKED_HOST + (uint32_t)h : who;
 
     d->revoke_told = 1; /* it came from a host: not told back */
-    if (d->revoke == NULL || who == 0)
+    if (d->revoke == NULL || who < COMM_REVOKED_ORCH || who >= COMM_REVOKED_HOST)
         return;
-    if (atomic_compare_exchange_strong_explicit(d->revoke, &zero, who, memory_order_acq_rel,
+    if (atomic_compare_exchange_strong_explicit(d->revoke, &zero, w, memory_order_acq_rel,
                                                 memory_order_acquire))
         PX_LOG_INFO("mpi proxy (host %d): domain %u revoked by host %d (%s %u)", p->rank,
                     d->id & 0x7FFFFFFFu, h, who == COMM_REVOKED_ORCH ? "its orchestration" :

@@ -75,7 +75,8 @@ typedef struct proxy_death {
 
 /* A domain spanning hosts was revoked on the sender's host: dom its id on the wire, who its
  * revocation word there (comm.h: COMM_REVOKED_ORCH, or COMM_REVOKED_RANK + the revoking
- * kernel's rank; a shrink's COMM_REVOKED_SHRUNK goes as COMM_REVOKED_ORCH). */
+ * kernel's rank; a shrink's COMM_REVOKED_SHRUNK goes as COMM_REVOKED_ORCH; a word that came
+ * from another host is never sent on). */
 typedef struct proxy_revoke {
     uint32_t magic;
     uint32_t dom;
