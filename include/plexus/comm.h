@@ -203,8 +203,8 @@ PX_API px_status px_comm_revoke(px_comm *c);
  * *out is valid while the domain lives (use it in the kernel that made it: later tasks get
  * the domain's own, revoked, communicator from px_arg_comm; px_domain_shrink from the
  * orchestration gives them a domain of the survivors, carrying the same window bytes). Each
- * survivor's own shrinks of *out work the same way. A member's death fails the group task it was in unless the task was
- * submitted with px_submit_domain_task_resilient.
+ * survivor's own shrinks of *out work the same way. A member's death fails the group task it
+ * was in unless the task was submitted with px_submit_domain_task_resilient.
  */
 PX_API px_status px_comm_shrink(px_comm *c, px_comm **out);
 
@@ -303,9 +303,9 @@ PX_API px_status px_domain_revoke(px_domain *d);
  * the survivors, and a second exchange fails the shrink on every host alike (PX_EPEERDEAD)
  * when a survivor died meanwhile; PX_EINVAL naming a host that shrinks another domain at that
  * point, PX_ENOTSUP when no member of some host survives (a spanning domain has members on
- * every host). Tasks submitted on d before are waited for (they end at once: d is revoked first), and so
- * are the survivors' calls of a group task that a death failed, which go on after the task
- * (and its run) failed: the windows are copied after their last writes.
+ * every host). Tasks submitted on d before are waited for (they end at once: d is revoked
+ * first), and so are the survivors' calls of a group task that a death failed, which go on
+ * after the task (and its run) failed: the windows are copied after their last writes.
  */
 PX_API px_status px_domain_shrink(px_orch *o, px_domain *d, px_domain **nd);
 

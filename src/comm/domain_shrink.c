@@ -209,10 +209,11 @@ px_status px_domain_shrink(px_orch *o, px_domain *d, px_domain **out)
     deadline = t0 + (uint64_t)(w->cfg.timeout_s * 1e9);
     snprintf(what, sizeof(what), "px_domain_shrink: domain \"%s\"", d->msg.name);
     /* then wait for what still runs: the tasks on d of this run, and the orphans on its
-     * members of this host (the calls of a group task that a death failed, in this run or in the failed
-     * one before it), which no task waits for. Only then may the new domain's carry
-     * (comm_chip_carry) read d's windows: each orphan's completion has reached us before
-     * we post comm.create, so on each chip its kernel's writes come before the carry. */
+     * members of this host (the calls of a group task that a death failed, in this run or in
+     * the failed one before it), which no task waits for. Only then may the new domain's
+     * carry (comm_chip_carry) read d's windows: each orphan's completion has reached us
+     * before we post comm.create, so on each chip its kernel's writes come before the carry
+     * (each host waits for its own members: the carry copies each chip's own window). */
     if ((st = comm_pend_wait(d, deadline)) != PX_OK ||
         (st = hier_orphans_wait(w, d->mem, d->nmem, deadline, what)) != PX_OK)
         return st;

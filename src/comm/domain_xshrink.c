@@ -109,8 +109,11 @@ static px_status comm_xshrink_gather(px_domain *d, const comm_xshrink_rec *me, u
 
     if (st != PX_OK) {
         snprintf(msg, sizeof(msg), "%s", px_last_error());
-        px_set_error(st, "px_domain_shrink: domain \"%s\": the hosts' agreement (step %u): %s",
-                     d->msg.name, me->step, msg);
+        px_set_error(st, "px_domain_shrink: domain \"%s\": the hosts' agreement (step %u): %s%s",
+                     d->msg.name, me->step, msg, st != PX_EIO ? "" : " (a host that makes "
+                     "another call at this point, px_domain_alloc say, sends a record of "
+                     "another size: every host's orchestration shrinks the domain at the same "
+                     "point)");
     }
     memset(dead, 0, COMM_XSHRINK_WORDS * sizeof(uint64_t));
     for (int h = 0; st == PX_OK && h < hosts; h++) {
