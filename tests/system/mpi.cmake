@@ -304,4 +304,14 @@ exec "$1" "$3" "$2" 1 2 comm.allreduce]=]
                        RESOURCE_LOCK chips ENVIRONMENT "${PX_MPI_ENV}"
                        FAIL_REGULAR_EXPRESSION "FAIL"
                        PASS_REGULAR_EXPRESSION "rank [01]: PASS\n.*rank [01]: PASS\n")
+  # train_loop --shrink kernel over 2 hosts: the kernel-side shrink works inside one host for
+  # now (issue 37): the run fails on PX_ENOTSUP advising the orchestrations' shrink, never a
+  # wrong PASS
+  add_test(NAME mpi.train_loop_kernel_2hosts
+           COMMAND sh -c [=["$0" -np 2 "$1" run train_loop --chips 2 --cores 1 --iters 20 --kill-chip 1:0 --at-iter 7 --shrink kernel; echo "exit status $?"]=]
+                   ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:plexus>)
+  set_tests_properties(mpi.train_loop_kernel_2hosts PROPERTIES TIMEOUT 120 RESOURCE_LOCK chips
+                       ENVIRONMENT "${PX_MPI_ENV};PLEXUS_TIMEOUT_S=20"
+                       FAIL_REGULAR_EXPRESSION "\nPASS\n"
+                       PASS_REGULAR_EXPRESSION "FAIL: train_loop: PX_ENOTSUP: [^\n]*px_comm_shrink: domain \"train\" rank [0-9]: rank [0-9] is reached through the MPI proxies \\(mpi\\): a kernel-side shrink works inside one host[^\n]*shrink the domain from every host's orchestration[^\n]*\n.*exit status [1-9]")
 endif()

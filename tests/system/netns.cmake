@@ -111,3 +111,32 @@ px_netns_test(two_hosts_train_loop 2
               "check ok: 20 iterations of 1024 parameters on 4 chips, bit-identical to the host \\(host 1 checked its 2 ranks\\)"
               "^PASS$" "^PASS$"
               -- $<TARGET_FILE:plexus> run train_loop --chips 2 --cores 1 --iters 20)
+
+# train_loop over 2 hosts x 2 chips with a chip killed (issue 37): chip 1 of host 1, then chip
+# 0 of host 0, dies at iteration 7; every host's orchestration shrinks the domain spanning
+# both, the survivors finish, and each host checks its survivors bit-identical to a 3-chip
+# run from iteration 7 and to the host computation
+foreach(v "1:1;2;1" "0:0;1;2")
+  list(GET v 0 kill)
+  list(GET v 1 mine0)
+  list(GET v 2 mine1)
+  string(REPLACE ":" "_" tag ${kill})
+  string(REGEX REPLACE "^([0-9]+):([0-9]+)$" "chip \\2 of host \\1" killed ${kill})
+  set(ok "check ok: 20 iterations of 1024 parameters: ${killed} killed at iteration 7, 3 survivors bit-identical to a 3-chip run from iteration 7 and to the host")
+  set(s0 "s")
+  set(s1 "s")
+  if(mine0 EQUAL 1)
+    set(s0 "")
+  endif()
+  if(mine1 EQUAL 1)
+    set(s1 "")
+  endif()
+  px_netns_test(two_hosts_train_loop_kill_${tag} 2
+                "^train_loop: shrunk to 3 survivors \\(generation 1\\); going on from iteration 7$"
+                "^train_loop: shrunk to 3 survivors \\(generation 1\\); going on from iteration 7$"
+                "${ok} \\(host 0 checked its ${mine0} rank${s0}\\)$"
+                "${ok} \\(host 1 checked its ${mine1} rank${s1}\\)$"
+                "^PASS$" "^PASS$"
+                -- $<TARGET_FILE:plexus> run train_loop --chips 2 --cores 1 --iters 20
+                   --kill-chip ${kill} --at-iter 7)
+endforeach()
