@@ -29,6 +29,12 @@
  * next run shrinks the domain from the orchestration (the same survivors) only to read the
  * results back. The reference run then starts the survivors from the host's parameters at
  * iteration K. Buffer ks keeps each rank's kernel shrinks and its final communicator's size.
+ *
+ * Under mpirun the domain spans every host's chips, ranks host-major (rank = host * chips +
+ * chip), rank r's shard being r; each host writes, reads back and checks its own ranks.
+ * --kill-chip H:C kills chip C of host H; every host's orchestration shrinks (a host may see
+ * its run fail with PX_EREVOKED: the dead chip's host shrank first). The kernel-side shrink
+ * works inside one host only (PX_ENOTSUP across hosts).
  */
 #include "examples.h"
 
