@@ -9,17 +9,26 @@
  * allreduce g (sum, folded in rank order 0, 1, ..., n-1, as every plexus reduction is), and
  * every rank updates p[i] -= 0.25 * g[i] / n and counts the iteration. The chip to kill
  * raises SIGKILL on itself when its count reaches K, before it contributes: the run fails
- * with PX_EPEERDEAD naming it and its pid. The orchestration then shrinks the domain in a new
- * run (the survivors' windows carry p and the count: K), reads the count and p back, and runs
- * iterations K .. iters-1 over the survivors (ranks dense in the old order, each keeping its
- * chip's shard).
+ * with PX_EPEERDEAD naming it and its pid. The orchestration then, in one new run, shrinks
+ * the domain (the survivors' windows carry p and the count: K), reads the count and p back,
+ * and runs iterations K .. iters-1 over the survivors (ranks dense in the old order, each
+ * keeping its chip's shard).
  *
- * The check: the survivors' final p is bit-identical on every survivor, and to a run of the
- * survivors from iteration K on (a domain of those chips allocated from scratch, p set to
- * the iteration-K parameters the shrink carried), and to the host's computation of the same
- * sequence (all chips for iterations 0 .. K-1, the survivors after, same fold order). With no
- * --kill-chip every iteration runs on all chips and the check is against the host.
+ * The check: the carried count is K and the carried p bit-identical to the host's at
+ * iteration K; the survivors' final p is bit-identical on every survivor, and to a run of the
+ * survivors from iteration K on (a domain of those chips allocated from scratch, p set to the
+ * host's iteration-K parameters), and to the host's computation of the same sequence (all
+ * chips for iterations 0 .. K-1, the survivors after, same fold order). With no --kill-chip
+ * every iteration runs on all chips and the check is against the host.
  * --iters below 2 means 100; --at-iter defaults to iters / 2.
+ *
+ * The runs, with a chip to kill: 1. the reference (the survivors from scratch, before any
+ * chip dies), 2. the set-up (the domain of every chip, p0 written), 3. the loop (the death),
+ * 4. the shrink and the survivors' iterations. Each run with DFX on (--dfx) writes the
+ * outputs anew, so the set left in --out DIR is run 4's: on each survivor's track the
+ * orchestration's revoke, agreement (the dead chip excluded, with why) and shrink, then the
+ * survivors' iterations; dfx.json's domains name the dead chip with why (over hosts: on every
+ * host's survivors, the chip named by host and chip). Without a chip to kill, runs 2 and 3.
  *
  * With --shrink kernel the whole loop is one resilient domain task (train.loop,
  * px_submit_domain_task_resilient): each rank's kernel runs every iteration itself; when the
@@ -27,8 +36,8 @@
  * (px_comm_shrink: the survivors agree among themselves, in the kernel) and redoes the
  * iteration on the new one, over the same windows. The task succeeds on the survivors; the
  * next run shrinks the domain from the orchestration (the same survivors) only to read the
- * results back. The reference run then starts the survivors from the host's parameters at
- * iteration K. Buffer ks keeps each rank's kernel shrinks and its final communicator's size.
+ * results back: its DFX outputs are the ones left (the reference ran first, as above).
+ * Buffer it keeps the count, each rank's kernel shrinks and its final communicator's size.
  *
  * Under mpirun the domain spans every host's chips, ranks host-major (rank = host * chips +
  * chip), rank r's shard being r; each host writes, reads back and checks its own ranks.
@@ -57,7 +66,9 @@ typedef struct tl_state {
     int surv[PX_COMM_MAX_RANKS], nsurv;
     px_domain *d, *nd;
     float *p0;                       /* size: initial parameters */
-    float *snap;                     /* size: p as the shrink carried it (iteration at) */
+    float *snap;                     /* size: the host's p at iteration at (the reference's
+                                      * start; the shrink must carry the same) */
+    float *carried;                  /* size: p as the shrink carried it */
     float *out;                      /* n x size: every rank's final p */
     float *ref;                      /* n x size: the from-scratch survivors' run's final p */
     int64_t cnt[3];                  /* buffer it of rank 0 (runs' arg 1): the iteration
@@ -196,6 +207,7 @@ static void tl_fini(void *state)
         return;
     free(s->p0);
     free(s->snap);
+    free(s->carried);
     free(s->out);
     free(s->ref);
     free(s);
@@ -375,8 +387,8 @@ static px_status tl_read_all(px_orch *o, const tl_state *s, const px_task_args *
     return st;
 }
 
-/* Run 1: the domain of every chip, p0 and count 0 written; then the loop (run 2 when a chip
- * is killed: it fails with PX_EPEERDEAD). */
+/* The set-up run: the domain of every chip, p0 and count 0 written; then the loop (with a
+ * chip to kill: it fails with PX_EPEERDEAD). */
 static px_status tl_orch_setup(px_orch *o, const px_task_args *args, void *state)
 {
     tl_state *s = state;
@@ -416,11 +428,35 @@ static px_status tl_orch_kloop(px_orch *o, const px_task_args *args, void *state
     return px_submit_domain_task_resilient(o, s->d, tl_c_loop, per, NULL);
 }
 
-/* Run 3: shrink; read the carried p (this host's first survivor) into arg 0 and the count
- * into arg 1. */
-static px_status tl_orch_shrink(px_orch *o, const px_task_args *args, void *state)
+/* The survivors of the kill as the shrink must keep them (the reference runs on them before
+ * the loop): every chip of the first domain but the one killed (every chip without a kill),
+ * in rank order. */
+static void tl_plan_survivors(tl_state *s)
 {
-    tl_state *s = state;
+    s->nsurv = 0;
+    for (int r = 0; r < s->n; r++)
+        if (s->chips[r] != s->kill_name)
+            s->surv[s->nsurv++] = s->chips[r];
+}
+
+/* PX_OK when shrunk domain nd kept the planned survivors in their order, else PX_ESTATE. */
+static px_status tl_check_survivors(const tl_state *s, const px_domain *nd)
+{
+    if (px_domain_size(nd) != s->nsurv)
+        return px_set_error(PX_ESTATE, "train_loop: the shrink kept %d ranks, expected %d (every "
+                            "chip but the one killed)", px_domain_size(nd), s->nsurv);
+    for (int r = 0; r < s->nsurv; r++)
+        if (px_domain_chip(nd, r) != s->surv[r])
+            return px_set_error(PX_ESTATE, "train_loop: the shrink made chip %d rank %d, "
+                                "expected chip %d (the survivors in their old rank order)",
+                                px_domain_chip(nd, r), r, s->surv[r]);
+    return PX_OK;
+}
+
+/* Shrink; read the carried p (this host's first survivor) into arg 0 and the count into
+ * arg 1 (and, --shrink kernel, every survivor's p into arg 2: its kernels finished). */
+static px_status tl_shrink(px_orch *o, const px_task_args *args, tl_state *s)
+{
     px_tensor tp, tc;
     int lr = 0;
     px_status st = px_domain_shrink(o, s->d, &s->nd);
@@ -434,12 +470,11 @@ static px_status tl_orch_shrink(px_orch *o, const px_task_args *args, void *stat
         return st;
     s->d = NULL;
     s->shrunk_gen = px_domain_generation(s->nd);
-    s->nsurv = px_domain_size(s->nd);
-    for (int r = s->nsurv - 1; r >= 0; r--) {
-        s->surv[r] = px_domain_chip(s->nd, r);
+    if ((st = tl_check_survivors(s, s->nd)) != PX_OK)
+        return st;
+    for (int r = s->nsurv - 1; r >= 0; r--)
         if (tl_local(s, s->surv[r]))
             lr = r;
-    }
     tp = *px_arg_tensor(args, 0);
     tc = *px_arg_tensor(args, 1);
     st = px_submit_domain_read(o, s->nd, lr, "p", 0, &tp, NULL);
@@ -450,12 +485,23 @@ static px_status tl_orch_shrink(px_orch *o, const px_task_args *args, void *stat
     return st;
 }
 
-/* Run 4: the survivors go on from the carried count. */
-static px_status tl_orch_go_on(px_orch *o, const px_task_args *args, void *state)
+/* --shrink kernel, run 3: the orchestration's shrink, to read the results back. */
+static px_status tl_orch_shrink(px_orch *o, const px_task_args *args, void *state)
+{
+    return tl_shrink(o, args, state);
+}
+
+/* The run after the death: shrink, read back what it carried, and the survivors go on from
+ * iteration at to the end (the reads come first: the steps write the windows after them),
+ * every survivor's final p into arg 2. One run, so that the DFX outputs the example leaves
+ * (the last run's) show the death, the shrink and the survivors' iterations together. */
+static px_status tl_orch_shrink_go_on(px_orch *o, const px_task_args *args, void *state)
 {
     tl_state *s = state;
-    px_status st = tl_steps(o, s, s->nd, (int)s->cnt[0]);
+    px_status st = tl_shrink(o, args, s);
 
+    if (st == PX_OK)
+        st = tl_steps(o, s, s->nd, s->at);
     if (st == PX_OK)
         st = tl_read_all(o, s, args, s->nd);
     if (st == PX_OK)
@@ -464,7 +510,8 @@ static px_status tl_orch_go_on(px_orch *o, const px_task_args *args, void *state
     return st;
 }
 
-/* Run 5: the survivors from scratch, from the carried p and count. */
+/* The reference (first run with a chip to kill): the survivors from scratch, from the host's
+ * p and count at iteration at. */
 static px_status tl_orch_ref(px_orch *o, const px_task_args *args, void *state)
 {
     tl_state *s = state;
@@ -502,22 +549,45 @@ static px_status tl_run_with(px_worker *w, px_orch_fn fn, tl_state *s, float *p,
 static void tl_host(const tl_state *s, float *p, float *g, float *acc);
 
 /*
- * --shrink kernel: run 2 is the loop in one resilient task (the survivors shrink in their
- * kernels and finish); run 3 shrinks from the orchestration to read every survivor's p, the
- * count and rank 0's ks back; run 4 is the survivors from scratch from the host's parameters
- * at iteration K.
+ * With a chip to kill, before anything else: the host's parameters at iteration K into
+ * s->snap, and the survivors from scratch from there (the reference, into s->ref). It runs
+ * first so that the last run, whose DFX outputs stay, is the one after the death.
  */
-static px_status tl_run_kernel(px_worker *w, tl_state *s, px_example_result *r)
+static px_status tl_run_ref(px_worker *w, tl_state *s, px_example_result *r)
 {
     size_t row = (size_t)s->size * sizeof(float);
     float *g = malloc(row), *acc = malloc(row);
+    int64_t cnt[3] = {s->at, 0, 0};
+    int iters = s->iters;
+    px_status st = PX_OK;
+
+    if (g == NULL || acc == NULL)
+        st = px_set_error(PX_ENOMEM, "train_loop: cannot allocate the host's reference");
+    if (st == PX_OK) {
+        s->iters = s->at; /* iterations 0 .. at-1: every chip */
+        tl_host(s, s->snap, g, acc);
+        s->iters = iters;
+        st = tl_run_with(w, tl_orch_ref, s, s->snap, cnt, s->ref, r);
+    }
+    free(g);
+    free(acc);
+    return st;
+}
+
+/*
+ * --shrink kernel: run 2 (after the reference and the set-up) is the loop in one resilient
+ * task (the survivors shrink in their kernels and finish); run 3 shrinks from the
+ * orchestration to read every survivor's p, the count and rank 0's ks back.
+ */
+static px_status tl_run_kernel(px_worker *w, tl_state *s, px_example_result *r)
+{
     int iters = s->iters, n = s->n;
     int64_t zero[3] = {0};
     char name[48];
     px_status st = tl_run_with(w, tl_orch_kloop, s, s->p0, zero, s->out, r);
 
     if (st == PX_OK)
-        st = tl_run_with(w, tl_orch_shrink, s, s->snap, s->cnt, s->out, r);
+        st = tl_run_with(w, tl_orch_shrink, s, s->carried, s->cnt, s->out, r);
     if (st == PX_OK && s->cnt[0] != (int64_t)iters)
         st = px_set_error(PX_ESTATE, "train_loop: the survivors' kernels counted %lld "
                           "iterations, expected %d", (long long)s->cnt[0], iters);
@@ -530,18 +600,6 @@ static px_status tl_run_kernel(px_worker *w, tl_state *s, px_example_result *r)
                "loop's kernel (px_comm_shrink, %lld shrink%s) and went on\n",
                tl_kill_name(s, name, sizeof(name)), s->at, s->nsurv, (long long)s->cnt[1],
                s->cnt[1] == 1 ? "" : "s");
-    if (st == PX_OK && s->kill >= 0 && (g == NULL || acc == NULL))
-        st = px_set_error(PX_ENOMEM, "train_loop: cannot allocate the host's reference");
-    if (st == PX_OK && s->kill >= 0) { /* the host's p at iteration K: the reference's start */
-        s->iters = s->at;
-        tl_host(s, s->snap, g, acc);
-        s->iters = iters;
-        s->cnt[0] = s->at;
-        s->cnt[1] = s->cnt[2] = 0;
-        st = tl_run_with(w, tl_orch_ref, s, s->snap, s->cnt, s->ref, r);
-    }
-    free(g);
-    free(acc);
     snprintf(r->comm, sizeof(r->comm), "%.300s; %s, shrunk in the kernel, %d survivors "
              "finished %d iterations", s->info, s->kill >= 0 ? "a chip killed" : "no chip "
              "killed", s->kill >= 0 ? s->nsurv : n, iters);
@@ -559,15 +617,20 @@ static px_status tl_run(px_worker *w, void *state, px_example_result *r)
     r->iters = s->iters;
     if ((st = tl_ranks(s, w)) != PX_OK)
         return st;
+    tl_plan_survivors(s); /* every chip without a kill (--shrink kernel still shrinks) */
     s->p0 = malloc(row * sizeof(float));
     s->snap = malloc(row * sizeof(float));
+    s->carried = malloc(row * sizeof(float));
     s->out = calloc((size_t)s->n * row, sizeof(float));
     s->ref = calloc((size_t)s->n * row, sizeof(float));
-    if (s->p0 == NULL || s->snap == NULL || s->out == NULL || s->ref == NULL)
+    if (s->p0 == NULL || s->snap == NULL || s->carried == NULL || s->out == NULL ||
+        s->ref == NULL)
         return px_set_error(PX_ENOMEM, "train_loop: cannot allocate %lld floats of host data",
                             (long long)s->size);
     for (size_t i = 0; i < row; i++)
         s->p0[i] = (float)(i % 17) / 4.0f;
+    if (s->kill >= 0 && (st = tl_run_ref(w, s, r)) != PX_OK)
+        return st;
     if ((st = tl_run_with(w, tl_orch_setup, s, s->p0, zero, s->out, r)) != PX_OK)
         return st;
     if (s->in_kernel)
@@ -582,17 +645,16 @@ static px_status tl_run(px_worker *w, void *state, px_example_result *r)
                                           "iteration %d, but the loop finished",
                                           tl_kill_name(s, name, sizeof(name)), s->at) : st;
     printf("train_loop: iteration %d: %s\n", s->at, px_last_error());
-    if ((st = tl_run_with(w, tl_orch_shrink, s, s->snap, s->cnt, s->out, r)) != PX_OK)
+    if ((st = tl_run_with(w, tl_orch_shrink_go_on, s, s->carried, s->cnt, s->out, r)) != PX_OK)
         return st;
     if (s->cnt[0] != (int64_t)s->at)
         return px_set_error(PX_ESTATE, "train_loop: the survivors carried iteration count %lld, "
                             "expected %d", (long long)s->cnt[0], s->at);
+    if (memcmp(s->carried, s->snap, row * sizeof(float)) != 0)
+        return px_set_error(PX_ESTATE, "train_loop: the parameters the shrink carried differ "
+                            "from the host's at iteration %d", s->at);
     printf("train_loop: shrunk to %d survivors (generation %d); going on from iteration %d\n",
            s->nsurv, s->shrunk_gen, s->at);
-    if ((st = tl_run_with(w, tl_orch_go_on, s, s->snap, s->cnt, s->out, r)) != PX_OK)
-        return st;
-    s->cnt[0] = s->at;
-    st = tl_run_with(w, tl_orch_ref, s, s->snap, s->cnt, s->ref, r);
     snprintf(r->comm, sizeof(r->comm), "%.300s; %s killed at iteration %d, %d survivors "
              "finished %d iterations", s->info, tl_kill_name(s, name, sizeof(name)), s->at,
              s->nsurv, s->iters - s->at);

@@ -1,7 +1,10 @@
 /*
  * domain_dfx.c - the domains' part of the merged dfx.json (the dfx_json hook): per domain every
  * pair of ranks with its transport and why, straight from the pair table that selection
- * filled, and a summary (the one transport, or "mixed").
+ * filled, and a summary (the one transport, or "mixed"); and the orchestration's revokes and
+ * shrinks as slices on the chips' tracks of the merged trace (the dfx_events hook). A domain
+ * spanning hosts names each member and each excluded rank by host and chip (a chip index is
+ * per host), and each host puts the slices on its own members' tracks.
  */
 #include "comm/domain_internal.h"
 
@@ -13,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "comm/proxy.h"
 #include "platform/platform.h"
 #include "runtime/runtime.h"
 #include "util/log.h"
@@ -57,12 +61,57 @@ static void comm_dfx_pairs(const px_domain *d, struct dfxc_buf *b)
     dfxc_buf_puts(b, "]");
 }
 
-/* Writes d's generation (issue 23): "generation", "revoked", "shrunk", and for a domain a
- * shrink made "from" (the old domain's id), "shrink_us" and "excluded" (the agreement: every
- * old rank left out, its chip and why, in the death watch's words); "from": null otherwise. */
-static void comm_dfx_generation(const comm_worker *cw, const px_domain *d, struct dfxc_buf *b)
+/* The why of chip c's death in the board's words, or "dead". */
+static const char *comm_dfx_why(const hier_deaths *board, int c)
+{
+    return board != NULL && c >= 0 && c < HIER_DEATHS_MAX && board->why[c][0] ? board->why[c]
+                                                                             : "dead";
+}
+
+/* Why rank r of d is dead: the death watch's words for a chip of this host, the MPI proxy's
+ * remote deaths for another host's (comm_xshrink_why), or "dead". */
+static const char *comm_dfx_rank_why(const comm_worker *cw, const px_domain *d, int r)
 {
     const hier_deaths *board = hier_deaths_board(cw->w);
+
+    return d->hosts != NULL ? comm_xshrink_why(d, board, r) : comm_dfx_why(board, d->chips[r]);
+}
+
+/* Writes rank r of d as dfx.json's members name it: its chip, or {"host": h, "chip": c} for a
+ * domain spanning hosts (a chip index is its host's). */
+static void comm_dfx_member(const px_domain *d, int r, struct dfxc_buf *b)
+{
+    if (d->hosts != NULL)
+        dfxc_buf_printf(b, "{\"host\": %d, \"chip\": %d}", d->hosts[r], d->chips[r]);
+    else
+        dfxc_buf_printf(b, "%d", d->chips[r]);
+}
+
+/* Writes excluded rank r of d (the old domain) as {"rank", ["host",] "chip", "why"}; sep is
+ * the separator after a colon or comma ("" in a slice's compact args, " " in dfx.json). */
+static void comm_dfx_excluded(const comm_worker *cw, const px_domain *d, int r, const char *sep,
+                              struct dfxc_buf *b)
+{
+    dfxc_buf_printf(b, "{\"rank\":%s%d,%s", sep, r, sep);
+    if (d->hosts != NULL)
+        dfxc_buf_printf(b, "\"host\":%s%d,%s", sep, d->hosts[r], sep);
+    dfxc_buf_printf(b, "\"chip\":%s%d,%s\"why\":%s", sep, d->chips[r], sep, sep);
+    dfxc_buf_json_str(b, comm_dfx_rank_why(cw, d, r));
+    dfxc_buf_puts(b, "}");
+}
+
+/* 1 when rank r of d is a chip of this worker (every rank of a domain of one host). */
+static int comm_dfx_local(const px_domain *d, int r)
+{
+    return d->hosts == NULL || d->mpos[r] >= 0;
+}
+
+/* Writes d's generation (issue 23): "generation", "revoked", "shrunk", and for a domain a
+ * shrink made "from" (the old domain's id), "shrink_us" and "excluded" (the agreement: every
+ * old rank left out, its chip (and host, spanning hosts) and why, in the death watch's words,
+ * or the MPI proxy's for another host's chip); "from": null otherwise. */
+static void comm_dfx_generation(const comm_worker *cw, const px_domain *d, struct dfxc_buf *b)
+{
     uint32_t rv = cw->bells != NULL ? atomic_load_explicit(
                       &comm_board_revokes(cw->bells)->word[d->msg.revoke_slot],
                       memory_order_acquire) : 0;
@@ -76,22 +125,10 @@ static void comm_dfx_generation(const comm_worker *cw, const px_domain *d, struc
     }
     dfxc_buf_printf(b, "%u, \"shrink_us\": %.1f, \"excluded\": [", d->from->id, d->shrink_us);
     for (int i = 0; i < d->nexcluded; i++) {
-        int chip = d->from->chips[d->excluded[i]];
-
-        dfxc_buf_printf(b, "%s{\"rank\": %d, \"chip\": %d, \"why\": ", i ? ", " : "",
-                        d->excluded[i], chip);
-        dfxc_buf_json_str(b, board != NULL && chip >= 0 && chip < HIER_DEATHS_MAX
-                                 ? board->why[chip] : "dead");
-        dfxc_buf_puts(b, "}");
+        dfxc_buf_puts(b, i ? ", " : "");
+        comm_dfx_excluded(cw, d->from, d->excluded[i], " ", b);
     }
     dfxc_buf_puts(b, "]");
-}
-
-/* The why of chip c's death in the board's words, or "dead". */
-static const char *comm_dfx_why(const hier_deaths *board, int c)
-{
-    return board != NULL && c >= 0 && c < HIER_DEATHS_MAX && board->why[c][0] ? board->why[c]
-                                                                             : "dead";
 }
 
 /*
@@ -153,18 +190,19 @@ static void comm_dfx_event(hier_dfx_event_cb add, void *ctx, int chip, const cha
     add(ctx, &e);
 }
 
-/* The slices of shrink nd (made in this run) on each survivor's track: the revoke of d, the
- * agreement (the deaths board's snapshot until it was confirmed after nd was made: who was
- * excluded and why) and the whole shrink. */
+/* The slices of shrink nd (made in this run) on each survivor's track (this host's, for a
+ * domain spanning hosts): the revoke of d, the agreement (the deaths board's snapshot until
+ * it was confirmed after nd was made: who was excluded and why) and the whole shrink. */
 static void comm_dfx_shrink_events(const comm_worker *cw, const px_domain *nd,
                                    hier_dfx_event_cb add, void *ctx)
 {
-    const hier_deaths *board = hier_deaths_board(cw->w);
     const px_domain *d = nd->from;
     dfxc_buf a;
 
     dfxc_buf_init(&a);
     for (int r = 0; r < nd->msg.n; r++) {
+        if (!comm_dfx_local(nd, r))
+            continue;
         a.len = 0;
         dfxc_buf_printf(&a, "\"op\":\"revoke\",\"by\":\"the orchestration\",\"first\":%s,"
                         "\"generation\":%d,\"domain\":%u", nd->dfx_first ? "true" : "false",
@@ -176,12 +214,8 @@ static void comm_dfx_shrink_events(const comm_worker *cw, const px_domain *nd,
                         "\"survivors\":%d,\"status\":\"PX_OK\",\"excluded\":[",
                         d->generation, d->msg.n, nd->msg.n);
         for (int i = 0; i < nd->nexcluded; i++) {
-            int c = d->chips[nd->excluded[i]];
-
-            dfxc_buf_printf(&a, "%s{\"rank\":%d,\"chip\":%d,\"why\":", i ? "," : "",
-                            nd->excluded[i], c);
-            dfxc_buf_json_str(&a, comm_dfx_why(board, c));
-            dfxc_buf_puts(&a, "}");
+            dfxc_buf_puts(&a, i ? "," : "");
+            comm_dfx_excluded(cw, d, nd->excluded[i], "", &a);
         }
         dfxc_buf_printf(&a, "],\"domain\":%u", d->id);
         comm_dfx_event(add, ctx, nd->chips[r], "comm.agree", nd->dfx_t[1], nd->dfx_t[2],
@@ -199,7 +233,8 @@ static void comm_dfx_shrink_events(const comm_worker *cw, const px_domain *nd,
 
 /* The dfx_events hook: the orchestration's revokes (px_domain_revoke) and shrinks
  * (px_domain_shrink) of this run as slices on the tracks of the chips they concern (every
- * live member for a revoke, the survivors for a shrink). */
+ * live member for a revoke, the survivors for a shrink; this host's, for a domain spanning
+ * hosts: each host's merge adds its own). */
 void comm_dfx_events(void *arg, hier_dfx_event_cb add, void *ctx)
 {
     comm_worker *cw = arg;
@@ -209,14 +244,13 @@ void comm_dfx_events(void *arg, hier_dfx_event_cb add, void *ctx)
     char args[160];
 
     for (const px_domain *d = cw->doms; d != NULL; d = d->next) {
-        if (d->hosts != NULL)
-            continue;
         if (d->dfx_revoke_run == cw->run + 1) {
             snprintf(args, sizeof(args), "\"op\":\"revoke\",\"by\":\"the orchestration\","
                      "\"first\":%s,\"generation\":%d,\"domain\":%u",
                      d->dfx_revoke_first ? "true" : "false", d->generation, d->id);
             for (int r = 0; r < d->msg.n; r++)
-                if (!(d->chips[r] < HIER_DEATHS_MAX && (mask >> d->chips[r] & 1)))
+                if (comm_dfx_local(d, r) &&
+                    !(d->chips[r] < HIER_DEATHS_MAX && (mask >> d->chips[r] & 1)))
                     comm_dfx_event(add, ctx, d->chips[r], "comm.revoke", d->dfx_revoke_t,
                                    d->dfx_revoke_t, args);
         }
@@ -240,8 +274,10 @@ void comm_dfx_json(void *arg, struct dfxc_buf *b)
         dfxc_buf_printf(b, "%s\n  {\"id\": %u, \"name\": ", first ? "" : ",", d->id);
         dfxc_buf_json_str(b, d->msg.name);
         dfxc_buf_puts(b, ", \"members\": [");
-        for (int r = 0; r < d->msg.n; r++)
-            dfxc_buf_printf(b, "%s%d", r ? ", " : "", d->chips[r]);
+        for (int r = 0; r < d->msg.n; r++) {
+            dfxc_buf_puts(b, r ? ", " : "");
+            comm_dfx_member(d, r, b);
+        }
         dfxc_buf_printf(b, "], \"window_bytes\": %llu, \"signals\": %u, \"buffers\": [",
                         (unsigned long long)d->msg.data_bytes, d->msg.nsig);
         for (int i = 0; i < d->msg.nbuffers; i++) {

@@ -2,6 +2,7 @@
 """dfx_hosts_check.py - checks the level-4 DFX outputs of a run on several hosts under MPI.
 
 usage: dfx_hosts_check.py DIR HOSTS CHIPS COLLECTIVE [KERNEL]
+       dfx_hosts_check.py dead DIR HOSTS CHIPS H:C KERNEL STEPS
 
 DIR holds the outputs of `mpirun -np HOSTS plexus run EXAMPLE --chips CHIPS --iters 1 --dfx
 all --out DIR`, written by host 0. Checks, with Python's own JSON parser:
@@ -17,6 +18,18 @@ all --out DIR`, written by host 0. Checks, with Python's own JSON parser:
   report.html: a group per host (above its processes') and per process, named as in
     trace.json; with KERNEL its critical
     path runs from a host task into a chip's KERNEL task.
+
+The second form checks the outputs of `mpirun -np HOSTS plexus run train_loop --chips CHIPS
+--kill-chip H:C ... --dfx all --out DIR` (chip C of host H killed; the survivors shrink the
+domain spanning every host and go on: STEPS more KERNEL tasks each):
+  dfx.json: no host missing; host H's entry names chip C in chips_missing, every other
+    host's none; on every level (the top, which is host 0's, and each host's entry) the
+    domain a shrink made has as members every chip but C of host H as {"host", "chip"} in
+    host-major order, and excludes one rank: {"rank": H * CHIPS + C, "host": H, "chip": C,
+    "why": "...died..."}; the domain it was made from has every chip as a member;
+  trace.json: no process for the dead chip; on every survivor's track (of every host) the
+    orchestration's comm.revoke, comm.agree (excluding chip C of host H, with why) and
+    comm.shrink (to HOSTS * CHIPS - 1 survivors), then STEPS KERNEL tasks after the shrink.
 Prints PASS or FAIL: <reason>.
 """
 import os
@@ -134,7 +147,95 @@ def check_report(d, names, kernel):
              "%s task" % (desc, kernel))
 
 
+def check_dead_domains(who: str, x: dict, hosts: int, chips: int, dead: tuple) -> None:
+    """Checks the domains of dfx.json level x (who names it) after chip dead[1] of host
+    dead[0] died and a shrink excluded it."""
+    everyone = [{"host": h, "chip": c} for h in range(hosts) for c in range(chips)]
+    alive = [m for m in everyone if (m["host"], m["chip"]) != dead]
+    doms = {d["id"]: d for d in x.get("domains", [])}
+    shrunk = [d for d in doms.values() if d.get("from") is not None]
+    if len(shrunk) != 1:
+        fail("%s: %d domains made by a shrink, expected 1: %r" % (who, len(shrunk),
+                                                                  list(doms.values())))
+    nd = shrunk[0]
+    old = doms.get(nd["from"])
+    if nd["members"] != alive or old is None or old["members"] != everyone:
+        fail("%s: the shrunk domain's members %r (from %r), expected %r from %r"
+             % (who, nd["members"], old and old["members"], alive, everyone))
+    ex = nd.get("excluded", [])
+    rank = dead[0] * chips + dead[1]
+    if len(ex) != 1 or {k: ex[0].get(k) for k in ("rank", "host", "chip")} != \
+            {"rank": rank, "host": dead[0], "chip": dead[1]} or \
+            "died" not in ex[0].get("why", ""):
+        fail("%s: the shrink's excluded %r, expected rank %d, chip %d of host %d, with why"
+             % (who, ex, rank, dead[1], dead[0]))
+
+
+def check_dead_trace(d: str, hosts: int, chips: int, dead: tuple, kernel: str,
+                     steps: int) -> None:
+    """Checks that every survivor's track of the merged trace shows the death, the shrink
+    and then the survivors' steps."""
+    ev = load(os.path.join(d, "trace.json"))["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in ev if e.get("name") == "process_name"}
+    gone = PIDS * dead[0] + dead[1] + 1
+    if gone in names:
+        fail("trace.json: the dead chip has a process: %r" % names[gone])
+    rank = dead[0] * chips + dead[1]
+    for h in range(hosts):
+        for c in range(chips):
+            pid = PIDS * h + c + 1
+            if (h, c) == dead:
+                continue
+            who = "trace.json: chip %d of host %d (pid %d)" % (c, h, pid)
+            if pid not in names:
+                fail("%s: no process" % who)
+            mine = [e for e in ev if e["pid"] == pid and e.get("ph") == "X"]
+            by = {n: [e for e in mine if e["name"] == n]
+                  for n in ("comm.revoke", "comm.agree", "comm.shrink")}
+            if any(len(v) != 1 for v in by.values()):
+                fail("%s: revoke, agree and shrink slices %r, expected one each"
+                     % (who, {n: len(v) for n, v in by.items()}))
+            ex = by["comm.agree"][0]["args"].get("excluded", [])
+            if len(ex) != 1 or (ex[0].get("rank"), ex[0].get("host"), ex[0].get("chip")) != \
+                    (rank, dead[0], dead[1]) or "died" not in ex[0].get("why", ""):
+                fail("%s: the agreement excluded %r, expected rank %d (chip %d of host %d) "
+                     "with why" % (who, ex, rank, dead[1], dead[0]))
+            sh = by["comm.shrink"][0]
+            if sh["args"].get("survivors") != hosts * chips - 1:
+                fail("%s: the shrink's args %r" % (who, sh["args"]))
+            end = sh["ts"] + sh["dur"]
+            after = [e for e in mine if e.get("cat") == "task" and e["name"] == kernel and
+                     e["ts"] >= end]
+            if len(after) != steps:
+                fail("%s: %d %s tasks after the shrink (ends at %.3f us), expected %d"
+                     % (who, len(after), kernel, end, steps))
+
+
+def check_dead(d: str, hosts: int, chips: int, dead: tuple, kernel: str, steps: int) -> None:
+    """The second form (see the module's docstring)."""
+    x = load(os.path.join(d, "dfx.json"))
+    if x.get("level") != 4 or x.get("hosts_missing") != []:
+        fail("dfx.json: level %r, hosts_missing %r" % (x.get("level"), x.get("hosts_missing")))
+    hs = x.get("hosts", [])
+    if [h.get("host") for h in hs] != list(range(hosts)):
+        fail("dfx.json: hosts %r, expected 0..%d" % ([h.get("host") for h in hs], hosts - 1))
+    check_dead_domains("dfx.json", x, hosts, chips, dead)
+    for h in hs:
+        want = [dead[1]] if h["host"] == dead[0] else []
+        if h.get("chips_missing") != want:
+            fail("dfx.json host %d: chips_missing %r, expected %r" % (h["host"],
+                                                                       h.get("chips_missing"),
+                                                                       want))
+        check_dead_domains("dfx.json host %d" % h["host"], h, hosts, chips, dead)
+    check_dead_trace(d, hosts, chips, dead, kernel, steps)
+
+
 def main(argv):
+    if len(argv) == 8 and argv[1] == "dead":
+        dead = tuple(int(v) for v in argv[5].split(":"))
+        check_dead(argv[2], int(argv[3]), int(argv[4]), dead, argv[6], int(argv[7]))
+        print("PASS")
+        return 0
     if len(argv) not in (5, 6):
         print(__doc__)
         return 2

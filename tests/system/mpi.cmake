@@ -270,7 +270,19 @@ rm -rf "$2" && "$0" run allreduce --chips 2 --cores 1 --iters 1 --dfx all --out 
 exec "$1" "$3" "$2" 1 2 comm.allreduce]=]
                    $<TARGET_FILE:plexus> ${PX_PYTHON3_HOSTS} ${PX_DFX_HOSTS_OUT}/forced
                    ${CMAKE_CURRENT_SOURCE_DIR}/system/dfx_hosts_check.py)
-  foreach(t mpi.dfx_hosts_mpi mpi.dfx_hosts_forced)
+  # issue 37: train_loop over 2 hosts x 2 chips with chip 1 of host 1 killed at iteration 7:
+  # the outputs left are the shrink's run's, so on every survivor's track of both hosts the
+  # orchestration's revoke, agreement (chip 1 of host 1 excluded, with why) and shrink, then
+  # the 13 steps left; dfx.json names the excluded chip by host and chip with why, and the
+  # spanning domain's members as {host, chip}, at the top and in both hosts' entries
+  add_test(NAME mpi.dfx_hosts_dead_chip
+           COMMAND sh -c [=[[ -x "$2" ] || { echo "skipped: python3 not found"; exit 77; }
+rm -rf "$3" && "$0" -np 2 "$1" run train_loop --chips 2 --cores 1 --iters 20 --kill-chip 1:1 \
+    --at-iter 7 --dfx all --out "$3" >/dev/null || exit 1
+exec "$2" "$4" dead "$3" 2 2 1:1 train.step 13]=]
+                   ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:plexus> ${PX_PYTHON3_HOSTS}
+                   ${PX_DFX_HOSTS_OUT}/dead ${CMAKE_CURRENT_SOURCE_DIR}/system/dfx_hosts_check.py)
+  foreach(t mpi.dfx_hosts_mpi mpi.dfx_hosts_forced mpi.dfx_hosts_dead_chip)
     set_tests_properties(${t} PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77 RESOURCE_LOCK chips
                          ENVIRONMENT "${PX_MPI_ENV}" PASS_REGULAR_EXPRESSION "\nPASS\n$")
   endforeach()
