@@ -13,13 +13,15 @@ worker of 2 chips; chip 1 of host 1 kills itself as it enters its second collect
      plexus.Revoked) on every host;
   3. nd = d.shrink(o) on every host (again after a PeerDead: a death during it): generation
      1, every chip but the dead one in the old order; each survivor's marker carried; the
-     allreduce on nd bit for bit the rank-order fold of the survivors' inputs;
+     allreduce on nd bit for bit the rank-order fold of the survivors' inputs; then nd shrunk
+     again (nobody else dead, d not released): generation 2, the same members, the markers
+     carried once more, the allreduce checked again;
   4. a spanning allocation of the survivors (every host has finished step 3), then host 1's
-     orchestration revokes nd and its own next submit on nd raises plexus.Revoked at once,
-     while host 0's allreduce on nd (waiting for host 1's ranks) raises plexus.Revoked
-     naming "the orchestration of host 1" well under the deadline (PLEXUS_COMM_TIMEOUT_S,
-     20 s in ctest);
-  5. both domains released.
+     orchestration revokes the latest domain and its own next submit on it raises
+     plexus.Revoked at once, while host 0's allreduce on it (waiting for host 1's ranks)
+     raises plexus.Revoked naming "the orchestration of host 1" well under the deadline
+     (PLEXUS_COMM_TIMEOUT_S, 20 s in ctest);
+  5. every domain released.
 Prints "host H of 2: ..." and PASS, exit 0, when every step held on this host; else
 "FAIL: <why>" and exit 1.
 """
@@ -96,6 +98,24 @@ def check_sums(d: plexus.Domain, out: Dict[int, np.ndarray], ids: List[int], wha
                                                     bad, got[bad], want[bad]))
 
 
+def check_shrunk(nd: plexus.Domain, generation: int, survivors: List[int], s: dict) -> list:
+    """nd is generation `generation` over the survivors in the old order; each local rank's
+    marker carried and the allreduce read in s["out"] bit for bit the survivors' fold."""
+    members = [nd.chip(r) for r in range(nd.size)]
+    want = [plexus.chip_global(g // CHIPS, g % CHIPS) for g in survivors]
+    if nd.generation != generation or members != want:
+        raise Failed("the shrunk domain is generation %d of chips %s; expected generation %d "
+                     "of %s" % (nd.generation, [hex(c) for c in members], generation,
+                                [hex(c) for c in want]))
+    for r, m in s["marks"].items():
+        if not same_bits(m, marker(global_id(nd, r))):
+            raise Failed("rank %d of generation %d: its marker is %s..., expected %s... (the "
+                         "window was not carried)" % (r, generation, m[:3],
+                                                     marker(global_id(nd, r))[:3]))
+    check_sums(nd, s["out"], survivors, "the allreduce of generation %d" % generation)
+    return members
+
+
 def steps(w: plexus.Worker) -> str:
     host, hosts = w.host, w.hosts
     if hosts != 2:
@@ -147,20 +167,20 @@ def steps(w: plexus.Worker) -> str:
             print("host %d: shrink %d: %s; again" % (host, tries + 1, e), flush=True)
     else:
         raise Failed("the shrink failed 3 times")
-    nd = s["nd"]
     survivors = [g for g in range(hosts * CHIPS) if g != DEAD]
-    members = [nd.chip(r) for r in range(nd.size)]
-    want = [plexus.chip_global(g // CHIPS, g % CHIPS) for g in survivors]
-    if nd.generation != 1 or members != want:
-        raise Failed("the shrunk domain is generation %d of chips %s; expected generation 1 "
-                     "of %s" % (nd.generation, [hex(c) for c in members], [hex(c) for c in want]))
-    for r, m in s["marks"].items():
-        if not same_bits(m, marker(global_id(nd, r))):
-            raise Failed("rank %d of the shrunk domain: its marker is %s..., expected %s... "
-                         "(the window was not carried)" % (r, m[:3], marker(global_id(nd, r))[:3]))
-    check_sums(nd, s["out"], survivors, "the survivors' allreduce")
+    members = check_shrunk(s["nd"], 1, survivors, s)
 
-    # 4. host 1 revokes nd; host 0's next operation on it raises Revoked
+    # 3b. the shrink's domain shrunk again (nobody else dead, d not released): generation 2,
+    # the same members, the markers carried once more
+    def shrink_again(o):
+        s["nd2"] = s["nd"].shrink(o)
+        s["out"], s["marks"] = {}, {}
+        allreduce_checked(o, s["nd2"], s["out"], s["marks"])
+    w.run(shrink_again)
+    check_shrunk(s["nd2"], 2, survivors, s)
+    nd = s["nd2"]
+
+    # 4. host 1 revokes nd (generation 2); host 0's next operation on it raises Revoked
     def revoke(o):
         with o.domain("sync", chips=nd.chips, window=4096, buffers={"x": 64}):
             pass  # a spanning allocation: every host is past step 3
@@ -193,12 +213,13 @@ def steps(w: plexus.Worker) -> str:
 
     # 5. the release
     def release(o):
-        d.release()
-        nd.release()
+        for x in (d, s["nd"], nd):
+            x.release()
     w.run(release)
     return ("%d ranks shrunk to %d by every host from Python (chip 1 of host 1 dead), the "
-            "markers carried, the allreduce bit for bit the rank-order fold before and after; "
-            "revoked by host 1's orchestration, seen by host 0" % (hosts * CHIPS, len(members)))
+            "markers carried, the allreduce bit for bit the rank-order fold before and after, "
+            "and again after a second shrink; revoked by host 1's orchestration, seen by "
+            "host 0" % (hosts * CHIPS, len(members)))
 
 
 def main() -> int:

@@ -36,7 +36,8 @@ def test_hosts_are_known_once_the_worker_started():
 
 def test_a_kept_domain_outlives_its_run_and_its_shrink_too(w3):
     """keep=True: allocated in one run, reduced in the next, shrunk (nobody dead) in a third,
-    the shrink's domain used in a fourth; a domain without keep is gone after its run."""
+    the shrink's domain shrunk again in a fourth (the older ones not released) and used in a
+    fifth; a domain without keep is gone after its run."""
     s = {}
     n = 3
     out = np.zeros((n, 16), np.float64)
@@ -65,18 +66,23 @@ def test_a_kept_domain_outlives_its_run_and_its_shrink_too(w3):
     nd = s["nd"]
     assert (nd.keep, nd.generation, nd.local_ranks) == (True, 1, [0, 1, 2])
 
+    w3.run(lambda o: s.update(nd2=nd.shrink(o)))  # a shrink's shrink, d not released
+    nd2 = s["nd2"]
+    assert (nd2.keep, nd2.generation, nd2.chips) == (True, 2, [0, 1, 2])
+
     def again(o):
-        with pytest.raises(plexus.Revoked):
-            o.allreduce(d, "x", 16, np.float64)
-        o.allreduce(nd, "x", 16, np.float64)  # the windows carried: 6x, summed again
+        for old in (d, nd):
+            with pytest.raises(plexus.Revoked):
+                o.allreduce(old, "x", 16, np.float64)
+        o.allreduce(nd2, "x", 16, np.float64)  # the windows carried twice: 6x, summed again
         for r in range(n):
-            o.read(nd, r, "x", out[r])
-        d.release()
-        nd.release()
+            o.read(nd2, r, "x", out[r])
+        for x in (d, nd, nd2):
+            x.release()
     w3.run(again)
     np.testing.assert_array_equal(out, np.stack([np.arange(16) * 18.0] * n))
     with pytest.raises(plexus.StateError, match="released"):
-        nd.local_ranks
+        nd2.local_ranks
 
 
 def test_a_run_that_fails_frees_the_domains_it_kept(w3):
