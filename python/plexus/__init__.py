@@ -17,7 +17,7 @@ from .kernels import CKernel, KernelLibrary, PyKernel, Callable, kernel, callabl
 from .comm import Comm
 from .orchestration import Orchestration
 from .worker import Worker, RunResult, builtin, caps, doctor, chip_index, config
-from .domain import Domain
+from .domain import Domain, chip_global
 
 __version__ = "%d.%d.%d" % (lib.PX_VERSION_MAJOR, lib.PX_VERSION_MINOR, lib.PX_VERSION_PATCH)
 
@@ -26,4 +26,4 @@ __all__ = ["Error", "InvalidArgument", "OutOfMemory", "NotSupported", "Timeout",
            "Orchestration", "RunResult", "DeviceTensor", "CKernel", "KernelLibrary",
            "PyKernel", "Callable", "Comm", "Domain", "In", "Out", "InOut", "OutputExisting",
            "NoDep", "U64", "Pick", "kernel", "callable", "builtin", "caps", "doctor", "chip_index",
-           "config", "px_dtype", "np_dtype", "ffi", "lib"]
+           "config", "chip_global", "px_dtype", "np_dtype", "ffi", "lib"]

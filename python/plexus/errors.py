@@ -45,12 +45,19 @@ class Timeout(Error, TimeoutError):
 
 class PeerDead(Error):
     """A chip process (or a domain's rank) died. .peer is the chip index (or the domain rank)
-    and .pid its process id, as far as the message names them (else None)."""
+    and .pid its process id, as far as the message names them (else None); .host is the
+    dead chip's host when it is a chip of another host of the job (level 4: "chip 1 of host
+    1: chip 1 (pid 4242) died"), else None."""
 
     status = lib.PX_EPEERDEAD
 
     def __init__(self, message, status=None):
         super().__init__(message, status)
+        self.host = None
+        m = re.search(r"\bchip (\d+) of host (\d+): chip \d+ \(pid (\d+)", message)
+        if m:
+            self.peer, self.host, self.pid = int(m.group(1)), int(m.group(2)), int(m.group(3))
+            return
         m = re.search(r"\b(?:chip|sub) (\d+) \(pid (\d+)", message)
         if m:
             self.peer, self.pid = int(m.group(1)), int(m.group(2))

@@ -59,11 +59,17 @@ class _Level3:
         return self._tid[0]
 
     # -- domains (level 3) --
-    def domain(self, name, chips, window, buffers, signals=0, need_peer_ptr=False):
+    def domain(self, name, chips, window, buffers, signals=0, need_peer_ptr=False,
+               keep=False):
         """with o.domain("tp", chips=[0, 1], window=1 << 20, buffers={"grad": 4096}) as d:
         a communication domain over chips (rank r is chips[r]); buffers maps names to bytes
-        (in order). Released when the with block ends."""
-        d = Domain(self, name, chips, window, buffers, signals, need_peer_ptr)
+        (in order). Released when the with block ends. keep=True (without a with block): it
+        outlives this run, for the worker's later runs (loop in one, shrink in the next after
+        a failure), until d.release(); a run that fails frees the domains it made. Chips
+        named with plexus.chip_global (w.job_chips(): every host's, host-major) make a domain
+        spanning the hosts of an MPI job: every host allocates it, with the same arguments,
+        at the same point."""
+        d = Domain(self, name, chips, window, buffers, signals, need_peer_ptr, keep=keep)
         self._domains.append(d)
         return d
 

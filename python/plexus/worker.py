@@ -5,10 +5,12 @@ import logging
 import os
 import sys
 import threading
+from typing import List
 
 from ._plexus_cffi import ffi, lib
 from .args import new_struct
 from .callbacks import _CB_EXC
+from .domain import chip_global
 from .errors import InvalidArgument, StateError, check, error_from
 from .kernels import Callable, CKernel, KernelLibrary, PyKernel, _KSLOTS
 from .orchestration import Orchestration
@@ -252,6 +254,39 @@ class Worker:
         check(lib.pxpy_worker_init(w), "starting the worker")
         self._inited = True
 
+    def _started(self, what: str):
+        w = self._live()
+        if self.level == 3 and not self._inited:
+            raise StateError("%s is known once the level-3 worker has started (MPI starts "
+                             "there under mpirun): call w.init() first, or read it in a run"
+                             % what)
+        return w
+
+    @property
+    def hosts(self) -> int:
+        """The hosts of the job (px_worker_hosts): under mpirun the MPI ranks, each a
+        level-3 worker; 1 for a worker that runs alone. Known once the worker has started
+        (w.init() or its first run): StateError before."""
+        return lib.px_worker_hosts(self._started("w.hosts"))
+
+    @property
+    def host(self) -> int:
+        """This worker's host of the job, 0 .. hosts - 1 (px_worker_host); after w.init()
+        as w.hosts."""
+        return lib.px_worker_host(self._started("w.host"))
+
+    def job_chips(self) -> List[int]:
+        """Every chip of the job, host-major (rank = host * w.chips + chip), for a domain
+        over every host's chips: o.domain(name, chips=w.job_chips(), ...). Each is
+        plexus.chip_global(host, chip) when the job has several hosts, a plain chip index
+        (0 .. chips - 1) when it has one, so the same program runs alone. It assumes that
+        every host has as many chips as this one (the same chips=); name other layouts' chips
+        with plexus.chip_global. After w.init(), as w.hosts."""
+        hosts, chips = self.hosts, self.chips
+        if hosts == 1:
+            return list(range(chips))
+        return [chip_global(h, c) for h in range(hosts) for c in range(chips)]
+
     # -- runs --
     def run(self, fn):
         """Runs fn(o) as the orchestration (on this thread); returns a RunResult. Raises the
@@ -284,14 +319,16 @@ class Worker:
         args = ffi.new("px_task_args *")
         del _CB_EXC[:]
         self._running = True
+        st = lib.PX_EABORTED  # until px_run says otherwise
         try:
             st = lib.px_run(w, lib.pxpy_orch_cb, args, h)
             err = error_from(st) if st else None
         finally:
             self._running = False
             del self._mem.pinned[:]
-            for d in orch._domains:
-                d._released = True
+            for d in orch._domains:  # a failed run freed the domains it made (px_run)
+                if not d.keep or st != lib.PX_OK:
+                    d._released = True
         if orch._exc is not None:
             raise orch._exc
         if err is not None:

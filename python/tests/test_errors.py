@@ -33,7 +33,11 @@ def test_peer_dead_carries_peer_and_pid():
     e = plexus.PeerDead('domain "tp" rank 0: rank 3 of the domain died')
     assert (e.peer, e.pid) == (3, None)
     e = plexus.PeerDead("something else")
-    assert (e.peer, e.pid) == (None, None)
+    assert (e.peer, e.pid, e.host) == (None, None, None)
+    e = plexus.PeerDead('task 14 failed with PX_EPEERDEAD: chip 0 (pid 20606), callable '
+                        '"comm.coll": ... domain "py" rank 0: rank 3 of the domain is dead: '
+                        'chip 1 of host 1: chip 1 (pid 20607) died: killed by signal 9')
+    assert (e.peer, e.host, e.pid) == (1, 1, 20607)  # the dead chip, not the reporter
 
 
 def test_message_is_taken_right_after_the_failing_call():

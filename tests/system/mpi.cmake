@@ -108,6 +108,20 @@ if(MPIEXEC_EXECUTABLE)
                          FAIL_REGULAR_EXPRESSION "FAIL|non-zero status|exited on signal"
                          PASS_REGULAR_EXPRESSION "${want}[^\n]*\nPASS\n.*host 1 of 2: [^\n]*\nPASS\n|host 1 of 2: [^\n]*\nPASS\n.*${want}[^\n]*\nPASS\n")
   endforeach()
+  # the same from Python (python/tests/mpi_shrink.py): a domain over every host's chips
+  # (w.job_chips(), kept across runs), chip 1 of host 1 dies (PLEXUS_TEST_FAULT), the run
+  # raises PeerDead on both hosts, d.shrink(o) on every host, the survivors' allreduce bit for
+  # bit the rank-order fold, then host 1's d.revoke() makes host 0's allreduce raise Revoked
+  if(PX_PYTHON)
+    add_test(NAME mpi.python_shrink_2x2
+             COMMAND ${MPIEXEC_EXECUTABLE} -np 2 ${PX_PYTHON_EXE}
+                     ${CMAKE_SOURCE_DIR}/python/tests/mpi_shrink.py)
+    set_tests_properties(mpi.python_shrink_2x2 PROPERTIES TIMEOUT 120 RESOURCE_LOCK chips
+                         LABELS "mpi;python"
+                         ENVIRONMENT "${PX_MPI_ENV};PLEXUS_COMM_TIMEOUT_S=20;PYTHONPATH=${CMAKE_BINARY_DIR}/python;PYTHONDONTWRITEBYTECODE=1"
+                         FAIL_REGULAR_EXPRESSION "FAIL|Traceback|non-zero status|exited on signal"
+                         PASS_REGULAR_EXPRESSION "host 0 of 2: 4 ranks shrunk to 3 [^\n]*\nPASS\n.*host 1 of 2: [^\n]*\nPASS\n|host 1 of 2: [^\n]*\nPASS\n.*host 0 of 2: 4 ranks shrunk to 3 [^\n]*\nPASS\n")
+  endif()
   # a host that does not reach a spanning allocation in time is named by the others
   add_test(NAME mpi.alloc_late_host
            COMMAND ${MPIEXEC_EXECUTABLE} -np 2 $<TARGET_FILE:test_mpi_suite> 1 late)
