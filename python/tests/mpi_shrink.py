@@ -38,6 +38,7 @@ import plexus  # noqa: E402
 
 CHIPS = 2
 COUNT = 1000         # the allreduce's doubles
+REVOKE_COUNT = 16    # the doubles of host 0's allreduce that the revoke stops (inline)
 MARK = 64            # marker doubles
 QUICK_S = 5.0        # a revoke seen on every host within this (the deadline is 20 s)
 DEAD = CHIPS + 1     # the global id (host * CHIPS + chip) of chip 1 of host 1
@@ -193,7 +194,10 @@ def steps(w: plexus.Worker) -> str:
                 s["own"] = str(e)
         else:
             s["t0"] = time.monotonic()
-            o.allreduce(nd, "x", COUNT, np.float64, "sum")
+            # REVOKE_COUNT doubles go inline with the proxies' headers: a larger pair
+            # allreduce that the revoke cuts off keeps its sends to host 1 in flight, and
+            # removing the domain then waits up to PLEXUS_TIMEOUT_S (an open defect, issue 37)
+            o.allreduce(nd, "x", REVOKE_COUNT, np.float64, "sum")
     if host == 1:
         w.run(revoke)
         if "revoked by the orchestration" not in s["own"]:
