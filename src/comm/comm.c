@@ -28,8 +28,7 @@
 #include "util/util.h"
 #include "util/wait.h"
 
-#define PX_COMM_SLICE_NS (5 * 1000 * 1000) /* a sleep's slice: deaths and revokes seen within it
-                                             * (50 ms made every shrink wait out one) */
+#define PX_COMM_SLICE_NS (50 * 1000 * 1000) /* a sleep's slice: deaths seen within it */
 #define PX_COMM_WAIT_MAX_S 10000000          /* the longest wait (as PLEXUS_COMM_TIMEOUT_S) */
 
 static const char *const comm_cmp_names[] = {"==", "!=", ">", ">=", "<", "<="};
