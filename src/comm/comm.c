@@ -262,6 +262,19 @@ const char *comm_peer_why(const px_comm *c, int q)
     return comm_dead_why(c, q);
 }
 
+const char *comm_dead_note(const px_comm *c, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    for (int q = 0; q < c->n; q++) {
+        if (q != c->rank && comm_peer_is_dead(c, q)) {
+            snprintf(buf, n, ": rank %d of the domain is dead: %s; every wait of this domain "
+                     "fails now: %s", q, comm_dead_why(c, q), comm_go_on(c));
+            break;
+        }
+    }
+    return buf;
+}
+
 /* 1 when c's domain is revoked (one load; two for a kernel generation). */
 static int comm_revoked(const px_comm *c)
 {

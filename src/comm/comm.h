@@ -446,6 +446,11 @@ px_status comm_check_dead(const px_comm *c);
 /* 1 when rank q of c is on the deaths board (this worker's, or another host's as its proxy
  * told it); comm_peer_why: why it died, in the board's words. */
 int comm_peer_dead(const px_comm *c, int q);
+/* A peer's collective call failed with PX_EPEERDEAD: the member the deaths boards show dead,
+ * as ": rank R of the domain is dead: why; every wait ... fails now: what to do" into buf (n),
+ * so every member's error names the death and the advice, not only the peer that saw it
+ * first; "" when none is known here yet. */
+const char *comm_dead_note(const px_comm *c, char *buf, size_t n);
 const char *comm_peer_why(const px_comm *c, int q);
 
 /* A private buffer of at least n bytes for a collective, or NULL (message set). */

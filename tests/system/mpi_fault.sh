@@ -136,8 +136,9 @@ print("dfxstop: outputs written with host 1 missing:", miss[0]["why"][:120])
 PY
 fi
 if [ "$MODE" = chip ]; then
-    # (a chip's log line: host 1 may end first and mpirun then ends host 0 before its FAIL)
-    grep -q "failed with PX_EPEERDEAD: domain \"allreduce\" rank [01]: rank $CHIPS of the domain is dead: chip 0 of host 1" "$LOG" ||
+    # (a chip's log line: host 1 may end first and mpirun then ends host 0 before its FAIL;
+    # a rank whose peer's call failed first names the death after the peer's failure)
+    grep -Eq "failed with PX_EPEERDEAD: domain \"allreduce\" rank [01]: (.* failed with PX_EPEERDEAD \(its error says why\): )?rank $CHIPS of the domain is dead: chip 0 of host 1" "$LOG" ||
         fail "host 0 did not fail with PX_EPEERDEAD naming chip 0 of host 1"
     # the advice is what works for a domain that spans hosts: the orchestrations' shrink, not
     # the kernels' (px_comm_shrink is PX_ENOTSUP there)

@@ -63,7 +63,7 @@ static px_status comm_bar_timeout(px_comm *c, int q, uint64_t e, uint64_t v, uin
  * mark names, or PX_EINVAL for another call's signature. */
 static px_status comm_bar_check(px_comm *c, int q, uint64_t e, uint64_t v)
 {
-    char mine[96], theirs[96];
+    char mine[96], theirs[96], dead[640] = "";
 
     if ((v & COMM_BAR_FAILED) != 0 && (uint32_t)((uint32_t)e - (uint32_t)v) - 1 >= 1u << 31)
         return PX_OK; /* it passed barrier e, then failed: e was announced */
@@ -77,9 +77,11 @@ static px_status comm_bar_check(px_comm *c, int q, uint64_t e, uint64_t v)
                                 "names both); every rank must call the same collectives with "
                                 "the same count, dtype, op and root, in the same order",
                                 c->name, c->rank, mine, q);
+        if (pst == PX_EPEERDEAD)
+            comm_dead_note(c, dead, sizeof(dead));
         return px_set_error(pst, "domain \"%s\" rank %d: %s failed because rank %d's "
                             "collective call of this domain failed with %s (its error says "
-                            "why)", c->name, c->rank, mine, q, px_status_name(pst));
+                            "why)%s", c->name, c->rank, mine, q, px_status_name(pst), dead);
     }
     if ((uint32_t)v == (uint32_t)e && (uint32_t)(v >> 32) != c->coll_sig) {
         comm_sig_text(c->coll_sig, c, 1, mine, sizeof(mine));

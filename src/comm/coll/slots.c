@@ -43,10 +43,13 @@ px_status comm_coll_wait(px_comm *c, int src, const char *what)
     bar = atomic_load_explicit(w.bar, memory_order_acquire);
     if ((bar & COMM_BAR_FAILED) != 0) {
         px_status pst = (px_status)(int8_t)(uint8_t)(bar >> 32);
+        char dead[640] = "";
 
+        if (pst == PX_EPEERDEAD)
+            comm_dead_note(c, dead, sizeof(dead));
         return px_set_error(pst, "domain \"%s\" rank %d: %s failed because rank %d's "
                             "collective call of this domain failed with %s (its error says "
-                            "why)", c->name, c->rank, mine, src, px_status_name(pst));
+                            "why)%s", c->name, c->rank, mine, src, px_status_name(pst), dead);
     }
     return px_set_error(PX_ETIMEDOUT, "domain \"%s\" rank %d: waited %.3g s in %s for %s "
                         "from %s (its signal %llu%s). A rank still busy, or stopped: raise the "
