@@ -107,29 +107,27 @@ static int cli_parse_int(const cli_option *opt, const char *text, long long lo, 
 static int cli_parse_kill_chip(const cli_option *opt, const char *val, cli_opts *o, char *why,
                                size_t n)
 {
-    const char *colon = strchr(val, ':');
+    const char *colon = strchr(val, ':'), *chip = val;
     char host[16];
     long long h = 0, c = 0;
+    int bad = 0;
 
     if (colon != NULL) {
         size_t len = (size_t)(colon - val);
 
-        if (len == 0 || len >= sizeof(host)) {
-            snprintf(why, n, "option %s: \"%s\" is not valid; expected C or H:C (chip C of "
-                     "host H)", opt->name, val);
-            return -1;
+        bad = len == 0 || len >= sizeof(host);
+        if (!bad) {
+            memcpy(host, val, len);
+            host[len] = '\0';
+            bad = cli_parse_int(opt, host, 0, PX_CHIP_HOSTS_MAX - 1, &h, why, n) != 0;
         }
-        memcpy(host, val, len);
-        host[len] = '\0';
-        if (cli_parse_int(opt, host, 0, PX_CHIP_HOSTS_MAX - 1, &h, why, n) != 0) {
-            snprintf(why, n, "option %s: \"%s\" is not valid; expected C or H:C (chip C of "
-                     "host H, H 0..%d)", opt->name, val, PX_CHIP_HOSTS_MAX - 1);
-            return -1;
-        }
-        val = colon + 1;
+        chip = colon + 1;
     }
-    if (cli_parse_int(opt, val, 0, 63, &c, why, n) != 0)
+    if (bad || cli_parse_int(opt, chip, 0, 63, &c, why, n) != 0) {
+        snprintf(why, n, "option %s: \"%s\" is not valid; expected C or H:C (chip C 0..63 of "
+                 "host H 0..%d)", opt->name, val, PX_CHIP_HOSTS_MAX - 1);
         return -1;
+    }
     o->ex.kill_host = (int)h;
     o->ex.kill_chip = (int)c + 1;
     return 0;

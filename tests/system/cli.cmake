@@ -255,6 +255,9 @@ has one host [^\n]*pass --kill-chip C \\(0..3\\)\nexit status 1\n$" "" run train
             --cores 1 --kill-chip 1:1)
 px_cli_test(run_train_loop_bad_kill_form "FAIL: option --kill-chip: \"x:1\" is not valid; expected \
 C or H:C[^\n]*\nexit status 1\n$" "" run train_loop --chips 4 --cores 1 --kill-chip x:1)
+px_cli_test(run_train_loop_bad_kill_chip "FAIL: option --kill-chip: \"1:64\" is not valid; \
+expected C or H:C \\(chip C 0..63 of host H 0..16383\\)\nexit status 1\n$" "" run train_loop
+            --chips 4 --cores 1 --kill-chip 1:64)
 # --shrink kernel: the whole loop is one resilient task; the survivors shrink inside their
 # kernels (px_comm_shrink) and finish, bit-identical to a 3-chip run from iteration 50.
 px_cli_test(run_train_loop_kernel "train_loop: chip 2 died at iteration 50; the 3 survivors \
@@ -269,6 +272,7 @@ px_cli_test(run_train_loop_bad_shrink "FAIL: [^\n]*--shrink nowhere is not a pla
 use orchestration or kernel\nexit status 1\n$" "" run train_loop --chips 2 --shrink nowhere)
 set_tests_properties(cli.run_train_loop_kill cli.run_train_loop_staged
                      cli.run_train_loop_bad_kill cli.run_train_loop_bad_kill_host
-                     cli.run_train_loop_bad_kill_form cli.run_train_loop_kernel
+                     cli.run_train_loop_bad_kill_form cli.run_train_loop_bad_kill_chip
+                     cli.run_train_loop_kernel
                      cli.run_train_loop_kernel_staged cli.run_train_loop_bad_shrink
                      PROPERTIES RESOURCE_LOCK chips)
