@@ -231,15 +231,21 @@ static int comm_spans_hosts(const px_comm *c)
     return 0;
 }
 
-/* What a member can do after a death or a revocation of c: shrink it; across hosts only
- * from the orchestrations (a kernel-side shrink agrees on one worker's board), so the advice
- * is what works there. */
+/* What a member can do after a death or a revocation of c: shrink it, from the kernels or
+ * the orchestrations (of every host at the same point, when c spans hosts; a kernel-side
+ * shrink agrees among at most COMM_AGREE_MAX_RANKS), so the advice is what works there. */
 static const char *comm_go_on(const px_comm *c)
 {
+    if (c->n > COMM_AGREE_MAX_RANKS)
+        return comm_spans_hosts(c)
+                   ? "return, and shrink it from every host's orchestration at the same point "
+                     "(px_domain_shrink) or end the run"
+                   : "return, and shrink it from the orchestration (px_domain_shrink) or end "
+                     "the run";
     return comm_spans_hosts(c)
-               ? "return, and shrink it from every host's orchestration at the same point "
-                 "(px_domain_shrink; the domain spans hosts, where px_comm_shrink is not "
-                 "supported) or end the run"
+               ? "shrink it (px_comm_shrink in the kernels of a resilient task, or "
+                 "px_domain_shrink from every host's orchestration at the same point) or end "
+                 "the run"
                : "shrink it (px_comm_shrink in the kernels of a resilient task, or "
                  "px_domain_shrink from the orchestration) or end the run";
 }

@@ -176,29 +176,36 @@ typedef struct comm_revokes {
 /*
  * The agreement table of kernel-side shrinks (comm/shrink.c), after the revocations: one row
  * per revoke slot, zeroed by the parent with the slot. In a row, rank r of the communicator
- * being shrunk writes only its own entry: its proposal (the ranks it has seen dead) into
- * mask[attempt & 1], then tag = COMM_AGREE_TAG(generation, attempt, phase) with release;
- * every survivor reads every entry. revoke[g & 1] is the revocation word of the kernel
- * generation g > 0 (gen 0 is the domain's own word in comm_revokes), orch is set by the
- * orchestration's px_domain_revoke / px_domain_shrink (it revokes every kernel generation),
- * bell is bumped (futex, process-shared) after every tag so that a sleeping survivor looks
- * again; the lowest survivor of each kernel shrink records its outcome in kgens and
- * kexcluded before it says it is ready, for the parent's dfx.json.
+ * being shrunk writes only its own entry: its proposal (the ranks it has seen dead, a bitset)
+ * into mask[attempt & 1], then tag = COMM_AGREE_TAG(generation, attempt, phase) with release;
+ * every survivor reads every entry. In a domain spanning hosts each host's row holds every
+ * rank's entry: the local ranks write theirs, the MPI proxy copies the other hosts' into it
+ * (comm/proxy/agree.c). revoke[g & 1] is the revocation word of the kernel generation g > 0
+ * (gen 0 is the domain's own word in comm_revokes), orch is set by the orchestration's
+ * px_domain_revoke / px_domain_shrink (it revokes every kernel generation), bell is bumped
+ * (futex, process-shared) after every tag so that a sleeping survivor looks again; the lowest
+ * survivor of this host in each kernel shrink records its outcome in kgens, katt and
+ * kexcluded before it says it is ready, for the parent's dfx.json and the proxy.
  */
 #define COMM_AGREE_PROPOSED 1u /* phase: the proposal is there */
 #define COMM_AGREE_READY 2u    /* phase: drained and the new head zeroed */
 #define COMM_AGREE_TAG(gen, attempt, phase)                                                \
     ((uint64_t)(uint32_t)(gen) << 40 | (uint64_t)((attempt) & 0xFFFFFFFFu) << 8 |          \
      (uint64_t)(phase))
+#define COMM_AGREE_TAG_GEN(tag) ((int)((tag) >> 40))
+#define COMM_AGREE_TAG_ATT(tag) ((uint32_t)((tag) >> 8))
+#define COMM_AGREE_TAG_PHASE(tag) ((uint32_t)((tag)&0xFFu))
+
+/* ranks a kernel-side shrink agrees among: 4 hosts of 64 chips, or 16 of 16 (a bigger domain
+ * shrinks from the orchestrations, px_domain_shrink, up to PX_COMM_MAX_RANKS); every set of
+ * ranks is a bitset of COMM_AGREE_WORDS words */
+#define COMM_AGREE_MAX_RANKS 256
+#define COMM_AGREE_WORDS (COMM_AGREE_MAX_RANKS / 64)
 typedef struct comm_agree_entry {
     _Atomic uint64_t tag;
-    _Atomic uint64_t mask[2];
-    uint64_t pad_;
+    _Atomic uint64_t mask[2][COMM_AGREE_WORDS];
 } comm_agree_entry;
 
-/* ranks a kernel-side shrink agrees among: the chips of one worker (its board), whose sets
- * are 64-bit masks; a domain spanning hosts is refused before (shr_check) */
-#define COMM_AGREE_MAX_RANKS 64
 #define COMM_AGREE_GENS 8 /* kernel generations whose excluded sets a row keeps (dfx.json) */
 typedef struct comm_agree_row {
     _Atomic uint32_t revoke[2];
@@ -206,9 +213,14 @@ typedef struct comm_agree_row {
     _Atomic uint32_t bell;
     _Atomic uint32_t sleepers;
     _Atomic uint32_t kgens;                       /* kernel generations made so far */
-    uint32_t pad_[10];
-    _Atomic uint64_t kexcluded[COMM_AGREE_GENS];  /* [g]: the ranks of generation g that
-                                                   * generation g + 1 excluded */
+    _Atomic uint32_t katt[COMM_AGREE_GENS];       /* [g]: the attempt kexcluded[g] is of */
+    uint32_t pad_[2];
+    _Atomic uint64_t kexcluded[COMM_AGREE_GENS][COMM_AGREE_WORDS]; /* [g]: the ranks of
+                                                   * generation g that generation g + 1
+                                                   * excluded */
+    _Atomic uint64_t xtag;                        /* the last record: the READY tag of
+                                                   * its shrink (0 while rewritten) ... */
+    _Atomic uint64_t xexcl[COMM_AGREE_WORDS];     /* ... and the ranks it excluded */
     comm_agree_entry rank[COMM_AGREE_MAX_RANKS];
 } comm_agree_row;
 
@@ -296,9 +308,12 @@ struct px_comm {
      * side, and the attempts made on it (the same on every survivor) */
     comm_agree_row *agree;
     int kgen;
+    int *orig;                                /* n: each rank's number in the domain itself
+                                               * (generation 0): its agreement entry */
     const struct comm_shrink_ops *shrink_ops;
     void *shrink_arg;
-    uint32_t shrink_attempts;
+    uint32_t shrink_attempts;                 /* carried to the shrink's communicator: the
+                                               * tags grow across generations */
     int shrunk;                               /* px_comm_shrink replaced it: every call on it
                                                * fails (its heads may be taken again) */
     double timeout_s;                         /* default deadline of waits */
@@ -390,6 +405,7 @@ typedef struct px_comm_spec {
     comm_agree_row *agree;         /* kernel-side shrink's row, or NULL: px_comm_shrink is
                                     * refused */
     int kgen;
+    const int *orig;               /* n: each rank's generation-0 number; NULL: its rank */
     const struct comm_shrink_ops *shrink_ops;
     void *shrink_arg;
     const int *member;             /* n board indices (chips; another host's rank:

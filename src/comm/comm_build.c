@@ -116,6 +116,7 @@ static px_status comm_tables(px_comm *c, const px_comm_spec *s)
         (c->tl = calloc((size_t)s->n, sizeof(*c->tl))) == NULL ||
         (c->tl_state = calloc((size_t)s->n, sizeof(*c->tl_state))) == NULL ||
         (c->member = calloc((size_t)s->n, sizeof(*c->member))) == NULL ||
+        (c->orig = calloc((size_t)s->n, sizeof(*c->orig))) == NULL ||
         (c->site_start = calloc((size_t)s->n + 1, sizeof(*c->site_start))) == NULL ||
         (c->cseq_out = calloc((size_t)s->n, sizeof(*c->cseq_out))) == NULL ||
         (c->cseq_in = calloc((size_t)s->n, sizeof(*c->cseq_in))) == NULL ||
@@ -159,8 +160,10 @@ static void comm_take_spec(px_comm *c, const px_comm_spec *s)
     c->kgen = s->kgen;
     c->shrink_ops = s->shrink_ops;
     c->shrink_arg = s->shrink_arg;
-    for (int q = 0; q < s->n; q++)
+    for (int q = 0; q < s->n; q++) {
         c->member[q] = s->member != NULL ? s->member[q] : q;
+        c->orig[q] = s->orig != NULL ? s->orig[q] : q;
+    }
     c->timeout_s = s->timeout_s > 0 ? s->timeout_s : 60.0;
     c->spin_ns = s->spin_ns;
     c->yield_ns = s->yield_ns;
@@ -205,6 +208,7 @@ void comm_fini(px_comm *c)
     free(c->tl);
     free(c->tl_state);
     free(c->member);
+    free(c->orig);
     free(c->site_start);
     free(c->cseq_out);
     free(c->cseq_in);
@@ -217,4 +221,5 @@ void comm_fini(px_comm *c)
     c->tl = NULL;
     c->tl_state = NULL;
     c->member = NULL;
+    c->orig = NULL;
 }

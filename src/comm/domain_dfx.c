@@ -143,34 +143,37 @@ static void comm_dfx_kernel_gens(const comm_worker *cw, const px_domain *d, stru
     const comm_agree_row *row = cw->bells != NULL ? comm_board_agree(cw->bells,
                                                                      d->msg.revoke_slot) : NULL;
     const hier_deaths *board = hier_deaths_board(cw->w);
-    int chips[PX_COMM_MAX_RANKS], n = d->msg.n;
+    int orig[PX_COMM_MAX_RANKS], n = d->msg.n; /* each rank's generation-0 number */
     uint32_t gens = row != NULL && d->state != COMM_FREED && d->hosts == NULL
                         ? atomic_load_explicit(&row->kgens, memory_order_acquire) : 0;
 
     if (gens == 0)
         return;
-    memcpy(chips, d->chips, (size_t)n * sizeof(int));
+    for (int r = 0; r < n; r++)
+        orig[r] = r;
     dfxc_buf_puts(b, ", \"kernel_generations\": [");
     for (uint32_t g = 0; g < gens && g < COMM_AGREE_GENS; g++) {
-        uint64_t ex = atomic_load_explicit(&row->kexcluded[g], memory_order_relaxed);
+        const _Atomic uint64_t *ex = row->kexcluded[g]; /* generation-0 numbers */
         int k = 0, first = 1;
 
         dfxc_buf_printf(b, "%s{\"generation\": %u, \"excluded\": [", g ? ", " : "", g + 1);
         for (int r = 0; r < n; r++) {
-            if (ex >> r & 1) {
+            int o = orig[r];
+
+            if (atomic_load_explicit(&ex[o >> 6], memory_order_relaxed) >> (o & 63) & 1) {
                 dfxc_buf_printf(b, "%s{\"rank\": %d, \"chip\": %d, \"why\": ",
-                                first ? "" : ", ", r, chips[r]);
-                dfxc_buf_json_str(b, comm_dfx_why(board, chips[r]));
+                                first ? "" : ", ", r, d->chips[o]);
+                dfxc_buf_json_str(b, comm_dfx_why(board, d->chips[o]));
                 dfxc_buf_puts(b, "}");
                 first = 0;
             } else {
-                chips[k++] = chips[r];
+                orig[k++] = o;
             }
         }
         n = k;
         dfxc_buf_puts(b, "], \"members\": [");
         for (int r = 0; r < n; r++)
-            dfxc_buf_printf(b, "%s%d", r ? ", " : "", chips[r]);
+            dfxc_buf_printf(b, "%s%d", r ? ", " : "", d->chips[orig[r]]);
         dfxc_buf_puts(b, "]}");
     }
     dfxc_buf_puts(b, "]");

@@ -450,7 +450,11 @@ static px_status comm_proxied_add(comm_worker *cw, px_domain *d)
         comm_proxy_dom pd = {.id = d->wire_id, .n = n, .nsig = d->msg.nsig,
                              .data_bytes = d->msg.data_bytes, .window = d->hwin, .host = host,
                              .nrings = nr, .rings = rings,
-                             .revoke = d->hosts != NULL ? comm_revoke_word(d) : NULL};
+                             .revoke = d->hosts != NULL ? comm_revoke_word(d) : NULL,
+                             .agree = cw->bells != NULL
+                                          ? comm_board_agree(cw->bells, d->msg.revoke_slot)
+                                          : NULL,
+                             .chip = d->chips};
 
         if ((st = comm_proxy_add(cw->proxy, &pd, cw->w->cfg.timeout_s)) == PX_OK)
             d->in_proxy = 1;

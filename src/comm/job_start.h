@@ -15,7 +15,7 @@
 
 #include "mpi/mpi_ops.h"
 
-#define COMM_JOB_WIRE 2u       /* the proxies' wire format (raise it when a message changes) */
+#define COMM_JOB_WIRE 3u       /* the proxies' wire format (raise it when a message changes) */
 #define COMM_JOB_KNOBS 4       /* knobs compared: comm_job_knobs[] in job_start.c */
 #define COMM_JOB_VAL_MAX 40
 #define COMM_JOB_FINALIZE_S 2  /* a refused job's MPI_Finalize at exit, at most */

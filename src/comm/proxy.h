@@ -121,6 +121,11 @@ typedef struct comm_proxy_dom {
                                * store it into theirs unless revoked there already (the first
                                * revoker's word stays), so a revoke on one host reaches every
                                * member of every host */
+    comm_agree_row *agree; /* its kernel-side shrinks' agreement row on this worker's
+                                   * board, or NULL: the proxy copies this host's entries to
+                                   * every other host's row and theirs here, and follows the
+                                   * kernel generations (comm/proxy/agree.c) */
+    const int *chip;       /* n: the chip of each rank on its host (this host's are watched) */
 } comm_proxy_dom;
 
 /* Adds / removes a domain; return once the proxy thread has taken it (deadline timeout_s).

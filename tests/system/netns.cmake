@@ -140,3 +140,14 @@ foreach(v "1:1;2;1" "0:0;1;2")
                 -- $<TARGET_FILE:plexus> run train_loop --chips 2 --cores 1 --iters 20
                    --kill-chip ${kill} --at-iter 7)
 endforeach()
+
+# the same with --shrink kernel (issue 37): the survivors of both hosts shrink inside the
+# loop's kernel (px_comm_shrink through the proxies) and finish bit-identical
+px_netns_test(two_hosts_train_loop_kernel_1_1 2
+              "^train_loop: chip 1 of host 1 died at iteration 7; the 3 survivors shrank inside the loop's kernel"
+              "^train_loop: chip 1 of host 1 died at iteration 7; the 3 survivors shrank inside the loop's kernel"
+              "check ok: 20 iterations of 1024 parameters: chip 1 of host 1 killed at iteration 7, 3 survivors \\(shrunk in the kernel\\) bit-identical to a 3-chip run from iteration 7 and to the host \\(host 0 checked its 2 ranks\\)$"
+              "check ok: 20 iterations of 1024 parameters: chip 1 of host 1 killed at iteration 7, 3 survivors \\(shrunk in the kernel\\) bit-identical to a 3-chip run from iteration 7 and to the host \\(host 1 checked its 1 rank\\)$"
+              "^PASS$" "^PASS$"
+              -- $<TARGET_FILE:plexus> run train_loop --chips 2 --cores 1 --iters 20
+                 --kill-chip 1:1 --at-iter 7 --shrink kernel)

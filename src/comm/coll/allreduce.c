@@ -193,10 +193,12 @@ static px_status coll_proxied(px_comm *c, size_t off, size_t bytes, px_dtype dt,
 }
 
 /* 1 when the transport carries c's reductions (coll_proxied): two ranks, their pair on a
- * transport with pair_coll (mpi; the pair table's, so both ranks agree). */
+ * transport with pair_coll (mpi; the pair table's, so both ranks agree), of the domain itself
+ * (the proxies' pair collectives know the domain's own ranks: a kernel generation, which
+ * every member has alike, takes the one-sided algorithms). */
 static int coll_pair_proxied(const px_comm *c)
 {
-    return c->n == 2 && c->tl[1 - c->rank]->pair_coll != NULL;
+    return c->n == 2 && c->kgen == 0 && c->tl[1 - c->rank]->pair_coll != NULL;
 }
 
 static px_status allreduce_impl(px_comm *c, void *buf, size_t count, px_dtype dt, px_redop op)

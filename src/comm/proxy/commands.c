@@ -26,10 +26,11 @@ int proxy_close_poll(comm_proxy *p)
 
     if (d == NULL)
         return 0;
-    /* its revocation is told before it goes: a member that revoked it may have returned, and
-     * this host released it, before a sweep told the other hosts */
+    /* its revocation (and its kernel generation's, and its last agreement entries) is told
+     * before it goes: a member that revoked it may have returned, and this host released
+     * it, before a sweep told the other hosts */
     if (!p->failed)
-        (void)pdom_revoke_tell(p, d);
+        (void)(pdom_revoke_tell(p, d) + pdom_agree_closing(p, d));
     for (int r = 0; r < d->nrings; r++)
         for (uint32_t i = 0; i < COMM_STG_SLOTS; i++)
             if (!p->failed && !pring_sends_done(p, &d->rings[r], i))

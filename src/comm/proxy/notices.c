@@ -18,17 +18,23 @@
 
 _Static_assert(HIER_DEATHS_MAX <= 64, "a host's chips' deaths fit a 64-bit mask");
 
-/* Tells every other host each new death on this worker's board (once each). */
+/* Tells every other host each new death on this worker's board (once each), after the dead
+ * chips' last agreement entries (agree.c: nothing of their rings is sent on after). */
 int proxy_deaths_tell(comm_proxy *p)
 {
     const hier_deaths *b = atomic_load_explicit(&p->deaths, memory_order_acquire);
     uint64_t m, fresh;
     int work = 0;
 
-    if (b == NULL || p->size < 2)
+    if (b == NULL)
         return 0;
     m = atomic_load_explicit(&b->mask, memory_order_acquire);
     fresh = m & ~p->deaths_told;
+    proxy_agree_dead(p, fresh);
+    if (p->size < 2) {
+        p->deaths_told = m;
+        return 0;
+    }
     for (int c = 0; fresh != 0 && c < HIER_DEATHS_MAX; c++) { /* a worker's chips */
         if (!(fresh >> c & 1))
             continue;
@@ -75,6 +81,8 @@ static void pdom_revoke(comm_proxy *p, pdom *d, int h, uint32_t who)
     d->revoke_told = 1; /* it came from a host: not told back */
     if (d->revoke == NULL || who < COMM_REVOKED_ORCH || who >= COMM_REVOKED_HOST)
         return;
+    if (who == COMM_REVOKED_ORCH && d->agree != NULL) /* every kernel generation too */
+        atomic_store_explicit(&d->agree->orch, 1, memory_order_release);
     if (atomic_compare_exchange_strong_explicit(d->revoke, &zero, w, memory_order_acq_rel,
                                                 memory_order_acquire))
         PX_LOG_INFO("mpi proxy (host %d): domain %u revoked by host %d (%s %u)", p->rank,
@@ -108,7 +116,7 @@ int proxy_revokes_tell(comm_proxy *p)
     int work = 0;
 
     for (int i = 0; i < p->ndoms; i++)
-        work += pdom_revoke_tell(p, p->doms[i]);
+        work += pdom_revoke_tell(p, p->doms[i]) + pdom_krevoke_tell(p, p->doms[i]);
     return work;
 }
 
@@ -124,9 +132,14 @@ int proxy_on_revoke(comm_proxy *p, int h, const void *msg, size_t n)
     if (rm->magic != PROXY_MAGIC || !(rm->dom & PROXY_DOM_JOB))
         return 0; /* a domain of one host has no other host's word */
     if ((d = proxy_dom(p, rm->dom)) != NULL) {
-        pdom_revoke(p, d, h, rm->who);
+        if (rm->kgen > 0)
+            pdom_krevoke(p, d, h, rm->who, rm->kgen);
+        else
+            pdom_revoke(p, d, h, rm->who);
         return 0;
     }
+    if (rm->kgen > 0)
+        return 0; /* a kernel generation's: its domain was released here */
     if (p->nrpend == PROXY_RPEND) {
         memmove(&p->rpend[0], &p->rpend[1], (PROXY_RPEND - 1) * sizeof(p->rpend[0]));
         p->nrpend--;

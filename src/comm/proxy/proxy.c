@@ -12,8 +12,8 @@
  *      request in the ring (a get's bytes into the request's chunk), and `done` advances over
  *      every request answered in order, waking a requester asleep on it;
  *   4. sends of answers that MPI has finished are freed;
- *   5. the notices: a removal whose sends have finished, new deaths and revocations told to
- *      the other hosts.
+ *   5. the notices: a removal whose sends have finished, kernel-side shrinks' agreement
+ *      entries (agree.c), new deaths and revocations told to the other hosts.
  * Step 1 is commands.c's, 2 rma.c's and pcoll.c's, 3 and 4 wire.c's (its table dispatches
  * each message to rma.c, pcoll.c or notices.c), 5 commands.c's and notices.c's.
  * Between sweeps it waits the one wait (util/wait.h) on its doorbell, which this worker's
@@ -110,6 +110,7 @@ static int proxy_sweep(comm_proxy *p)
         work += proxy_reap(p);
     work += proxy_receive(p);
     work += proxy_close_poll(p);
+    work += proxy_agrees_tell(p);
     work += proxy_deaths_tell(p);
     work += proxy_revokes_tell(p);
     return work;

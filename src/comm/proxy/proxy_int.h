@@ -14,6 +14,9 @@
  *   pcoll.c     the pair collectives (a domain of two ranks on mpi: allreduce, reduce_scatter)
  *   notices.c   deaths, revocations and allgather arrivals told to every other host; the
  *               clock ping
+ *   agree.c     kernel-side shrinks of a domain spanning hosts: this host's agreement entries
+ *               copied to every other host, theirs into this host's row, and the view of the
+ *               domain following its kernel generations
  */
 #ifndef PX_COMM_PROXY_PROXY_INT_H
 #define PX_COMM_PROXY_PROXY_INT_H
@@ -41,6 +44,7 @@
 #define PROXY_CLOCK_ROUNDS 16                 /* pings per host of a clock estimate */
 #define PROXY_TAG_COLL 0x5208                 /* the pair allreduce: a segment's header */
 #define PROXY_TAG_REVOKE 0x5209               /* a domain was revoked there: proxy_revoke */
+#define PROXY_TAG_AGREE 0x520A                /* a kernel-side shrink's entry: proxy_agree */
 #define PROXY_DOM_JOB 0x80000000u             /* the id's bit of a domain spanning hosts (the
                                                * same id on every host; others: a host's own) */
 #define PROXY_RPEND 64                        /* revokes kept for domains not added yet */
@@ -60,9 +64,12 @@
 typedef struct comm_proxy_msg {
     uint32_t magic;
     uint32_t dom;
-    int32_t src, dst;     /* requesting rank, target rank (of the domain) */
+    int32_t src, dst;     /* requesting rank, target rank (of the domain: generation 0's
+                           * numbers, whatever the kernel generation) */
     uint32_t seq;         /* the request's number in src's ring */
     int32_t status;       /* answer: PX_OK, or PX_EINVAL when the target skipped it */
+    uint32_t kgen;        /* the kernel generation the requester was in (agree.c) */
+    uint32_t pad_;
     comm_stg_req q;
 } comm_proxy_msg;
 
@@ -76,13 +83,25 @@ typedef struct proxy_death {
 /* A domain spanning hosts was revoked on the sender's host: dom its id on the wire, who its
  * revocation word there (comm.h: COMM_REVOKED_ORCH, or COMM_REVOKED_RANK + the revoking
  * kernel's rank; a shrink's COMM_REVOKED_SHRUNK goes as COMM_REVOKED_ORCH; a word that came
- * from another host is never sent on). */
+ * from another host is never sent on), kgen the kernel generation (0: the domain's own word;
+ * g > 0: the agreement row's word of generation g, agree.c). */
 typedef struct proxy_revoke {
     uint32_t magic;
     uint32_t dom;
     uint32_t who;
-    uint32_t pad_;
+    uint32_t kgen;
 } proxy_revoke;
+
+/* A rank's agreement entry (comm.h: comm_agree_entry) on the sender's host: idx the entry
+ * (the rank's generation-0 number), its tag and both proposals' sets. */
+typedef struct proxy_agree {
+    uint32_t magic;
+    uint32_t dom;
+    uint32_t idx;
+    uint32_t pad_;
+    uint64_t tag;
+    uint64_t mask[2][COMM_AGREE_WORDS];
+} proxy_agree;
 
 /* An allgather's arrival notice, sent to every other host when one starts: a host that waits
  * too long then names the hosts it has not heard from. */
@@ -104,7 +123,9 @@ struct pcoll;
 /* A ring this proxy serves: rank a's one ring, its requests to every mpi peer (each names its
  * target rank, transport/mpi.c). */
 typedef struct pring {
-    int a;
+    int a;                            /* its rank (generation 0's number) */
+    int chip;                         /* its chip (of this worker) */
+    int dead;                         /* the chip died: nothing more of it is sent on */
     int b;                            /* a pair allreduce's peer (a domain of 2: 1 - a) */
     comm_stg_ring *r;
     char *data;                       /* its chunks */
@@ -117,9 +138,19 @@ typedef struct pring {
     uint32_t ncoll;                   /* COMM_STG_COLL requests taken so far */
 } pring;
 
+/* The domain's numbering in one kernel generation (agree.c): its ranks as generation 0's. */
+typedef struct pview {
+    int gen;                          /* the kernel generation */
+    uint32_t att;                     /* the shrink attempt it was made on (gen > 0) */
+    int n;
+    int *orig;                        /* n: each rank's generation-0 number */
+    int *pos;                         /* the domain's n: each generation-0 rank's number
+                                       * here, or -1 (excluded) */
+} pview;
+
 typedef struct pdom {
     uint32_t id;
-    int n;
+    int n;                            /* generation 0's ranks (window, host, ring_of) */
     uint32_t nsig;
     size_t data_bytes;
     void **window;
@@ -131,6 +162,14 @@ typedef struct pdom {
     _Atomic uint32_t *revoke;         /* its revocation word on this worker's board, or NULL */
     int revoke_told;                  /* its revocation went to the other hosts (or came from
                                        * one: not told back) */
+    /* kernel-side shrinks (agree.c) */
+    comm_agree_row *agree;            /* its agreement row here, or NULL */
+    int *chip;                        /* n: each rank's chip on its host */
+    pview cur, prev;                  /* the generation served now, and the one before */
+    size_t head0, spare;              /* generation 0's head bytes; the other head's offset */
+    uint64_t *agree_told;             /* COMM_AGREE_MAX_RANKS: each entry's tag sent on (or
+                                       * copied here) */
+    int krevoke_told;                 /* the kernel generation whose revocation was told */
 } pdom;
 
 /* A send of an answer in flight: buf is freed when MPI is done with it. */
@@ -285,6 +324,9 @@ pdom *proxy_dom(comm_proxy *p, uint32_t id); /* the domain served, or NULL */
 int pring_sends_done(comm_proxy *p, pring *g, uint32_t i); /* 1: slot i's sends finished */
 void pring_advance(pring *g); /* stores done over the answered prefix, wakes the requester */
 int pring_forward(comm_proxy *p, pdom *d, pring *g); /* ring g's new requests */
+/* generation-0 rank r's window head and data in d's current generation */
+px_comm_area *pdom_area(const pdom *d, int r);
+char *pdom_data(const pdom *d, int r);
 int proxy_answer(comm_proxy *p, int h, const void *msg, size_t n);
 int proxy_serve(comm_proxy *p, int h, const void *msg, size_t n);
 /* A served request's end (ok: carried out; op, a: it and its window head): its signal
@@ -314,5 +356,20 @@ int proxy_on_arrive(comm_proxy *p, int h, const void *msg, size_t n);
 int proxy_on_clock(comm_proxy *p, int h, const void *msg, size_t n);
 int proxy_on_clock_rep(comm_proxy *p, int h, const void *msg, size_t n);
 int proxy_clock_poll(comm_proxy *p); /* the clock estimate in flight */
+
+/* agree.c */
+int pdom_views_init(pdom *d);  /* generation 0's view; 0 when out of memory */
+void pdom_views_free(pdom *d);
+/* d's view moves to the next generation when this host's survivors of a shrink are ready
+ * (again, from the generation before, when a retry excluded more): 1 when it moved */
+int pdom_follow(comm_proxy *p, pdom *d);
+int proxy_agrees_tell(comm_proxy *p);           /* every domain's new entries, to the others */
+void proxy_agree_dead(comm_proxy *p, uint64_t chips); /* these chips died: their rings stop,
+                                                       * their last entries are told */
+int proxy_on_agree(comm_proxy *p, int h, const void *msg, size_t n);
+int pdom_krevoke_tell(comm_proxy *p, pdom *d);  /* d's kernel generation's revocation */
+int pdom_agree_closing(comm_proxy *p, pdom *d); /* d goes: its last entries, its kernel
+                                                 * generation's revocation told */
+void pdom_krevoke(comm_proxy *p, pdom *d, int h, uint32_t who, uint32_t kgen); /* host h's */
 
 #endif

@@ -30,6 +30,9 @@ void pdom_free(pdom *d)
         return;
     for (int i = 0; d->rings != NULL && i < d->nrings; i++)
         pcoll_free(d->rings[i].coll);
+    pdom_views_free(d);
+    free(d->chip);
+    free(d->agree_told);
     free(d->window);
     free(d->host);
     free(d->rings);
@@ -50,8 +53,14 @@ pdom *pdom_copy(const comm_proxy_dom *s)
     d->data_bytes = s->data_bytes;
     d->nrings = s->nrings;
     d->revoke = s->revoke;
+    d->agree = s->agree;
+    d->head0 = px_comm_area_bytes(s->n, s->nsig);
+    d->spare = comm_spare_head_off(d->head0, s->data_bytes);
     if ((d->window = calloc(n, sizeof(void *))) == NULL ||
         (d->host = calloc(n, sizeof(int))) == NULL ||
+        (d->chip = calloc(n, sizeof(int))) == NULL ||
+        (d->agree_told = calloc(COMM_AGREE_MAX_RANKS, sizeof(uint64_t))) == NULL ||
+        !pdom_views_init(d) ||
         (d->rings = calloc((size_t)(s->nrings > 0 ? s->nrings : 1), sizeof(pring))) == NULL ||
         (d->ring_of = malloc(n * sizeof(int))) == NULL) {
         pdom_free(d);
@@ -60,11 +69,14 @@ pdom *pdom_copy(const comm_proxy_dom *s)
     memcpy(d->window, s->window, n * sizeof(void *));
     memcpy(d->host, s->host, n * sizeof(int));
     for (size_t i = 0; i < n; i++)
+        d->chip[i] = s->chip != NULL ? s->chip[i] : -1;
+    for (size_t i = 0; i < n; i++)
         d->ring_of[i] = -1;
     for (int i = 0; i < s->nrings; i++) {
         pring *g = &d->rings[i];
 
         g->a = s->rings[i].a;
+        g->chip = d->chip[g->a];
         g->b = s->n == 2 ? 1 - g->a : -1;
         g->r = s->rings[i].ring;
         g->chunk = s->rings[i].chunk;
@@ -83,13 +95,26 @@ pdom *proxy_dom(comm_proxy *p, uint32_t id)
     return NULL;
 }
 
+/* The bounds of a request in d's current generation (its heads hold cur.n ranks). */
 static comm_stg_bounds pdom_bounds(const pdom *d, size_t chunk)
 {
     comm_stg_bounds b = {.win_bytes = d->data_bytes + 2 * (size_t)PX_COMM_SLOT_BYTES,
-                         .head_bytes = px_comm_area_bytes(d->n, d->nsig),
-                         .nslots = comm_slot_count(d->n, d->nsig), .chunk = chunk};
+                         .head_bytes = px_comm_area_bytes(d->cur.n, d->nsig),
+                         .nslots = comm_slot_count(d->cur.n, d->nsig), .chunk = chunk};
 
     return b;
+}
+
+/* A kernel generation's heads alternate between the window's start and its spare (comm.h:
+ * comm_spare_head_off); the data stays after generation 0's head. */
+px_comm_area *pdom_area(const pdom *d, int r)
+{
+    return (px_comm_area *)((char *)d->window[r] + (d->cur.gen & 1 ? d->spare : 0));
+}
+
+char *pdom_data(const pdom *d, int r)
+{
+    return (char *)d->window[r] + d->head0;
 }
 
 /* ---- the requester's side: rings of this worker's chips ---- */
@@ -132,20 +157,22 @@ void pring_advance(pring *g)
 /* Sends request i of ring g (its line, checked: op) to the target's proxy; 0 when MPI
  * failed (said). */
 static int pring_send(comm_proxy *p, pdom *d, pring *g, uint32_t i, const comm_stg_req *line,
-                      const comm_stg_op *op)
+                      const comm_stg_op *op, int dst)
 {
     comm_proxy_msg *m = &g->hdr[i];
-    int host = d->host[line->rank], e;
+    int host = d->host[dst], e;
 
     memset(m, 0, sizeof(*m));
     m->magic = PROXY_MAGIC;
     m->dom = d->id;
     m->src = g->a;
-    m->dst = (int32_t)line->rank;
+    m->dst = dst;
     m->seq = g->sent;
+    m->kgen = (uint32_t)d->cur.gen;
     /* the line as checked: every field its op does not use is 0 (the decoder's rule) */
     memcpy(&m->q, line, sizeof(m->q));
     atomic_init(&m->q.seq, 0);
+    m->q.rank = (uint32_t)dst;
     memset(m->q.data, 0, sizeof(m->q.data));
     if (op->inl)
         memcpy(m->q.data, op->data, op->n);
@@ -166,10 +193,20 @@ static int pring_send(comm_proxy *p, pdom *d, pring *g, uint32_t i, const comm_s
  * whole when malformed, as a staged target does (0); -1 when it cannot be taken now. */
 static int pring_take(comm_proxy *p, pdom *d, pring *g, uint32_t i, const comm_stg_req *line)
 {
-    comm_stg_bounds b = pdom_bounds(d, g->chunk);
+    comm_stg_bounds b;
     comm_stg_op op;
+    uint32_t gen = line->rank >> COMM_STG_GEN_SHIFT, t = line->rank & COMM_STG_RANK_MASK;
+    int me;
 
-    if (line->op == COMM_STG_COLL) {
+    /* a request of the next kernel generation: this host's survivors are ready, so the view
+     * follows now (agree.c) or at a later sweep */
+    if (gen > (uint32_t)d->cur.gen && d->agree != NULL)
+        (void)pdom_follow(p, d);
+    if (gen > (uint32_t)d->cur.gen)
+        return -1;
+    b = pdom_bounds(d, g->chunk);
+    me = d->cur.pos[g->a];
+    if (line->op == COMM_STG_COLL && d->cur.gen == 0) {
         if (!pcoll_take(p, d, g, i, line))
             return -1; /* the one before it is still being carried out */
         g->sent++;
@@ -177,16 +214,17 @@ static int pring_take(comm_proxy *p, pdom *d, pring *g, uint32_t i, const comm_s
         pring_advance(g);          /* (a request refused at once) */
         return 1;
     }
-    /* the target: another rank of the domain (the line's word, checked like the rest) */
-    if (line->rank >= (uint32_t)d->n || (int)line->rank == g->a ||
-        !comm_stg_decode(line, &b, &op)) {
+    /* the target: another rank of the domain in the generation served (the line's word,
+     * checked like the rest; a request of an older generation is a dead one's) */
+    if (gen < (uint32_t)d->cur.gen || me < 0 || line->op == COMM_STG_COLL ||
+        t >= (uint32_t)d->cur.n || (int)t == me || !comm_stg_decode(line, &b, &op)) {
         d->bad++;
         g->answered[i] = 1;
         g->sent++;
         pring_advance(g);
         return 0;
     }
-    if (!pring_send(p, d, g, i, line, &op))
+    if (!pring_send(p, d, g, i, line, &op, d->cur.orig[t]))
         return -1;
     g->sent++;
     p->forwarded++;
@@ -198,7 +236,7 @@ int pring_forward(comm_proxy *p, pdom *d, pring *g)
 {
     int work = g->coll != NULL ? pcoll_step(p, d, g) : 0;
 
-    while (!p->failed && g->sent - g->done < COMM_STG_SLOTS &&
+    while (!p->failed && !g->dead && g->sent - g->done < COMM_STG_SLOTS &&
            atomic_load_explicit(&g->r->req[g->sent % COMM_STG_SLOTS].seq,
                                 memory_order_acquire) == g->sent + 1) {
         uint32_t i = g->sent % COMM_STG_SLOTS;
@@ -308,10 +346,10 @@ void proxy_serve_end(comm_proxy *p, int src, const comm_proxy_msg *m, pdom *d, i
                      const comm_stg_op *op, px_comm_area *a)
 {
     comm_proxy_msg *ans;
-    char *win = ok ? (char *)a + px_comm_area_bytes(d->n, d->nsig) : NULL;
+    char *win = ok ? pdom_data(d, m->dst) : NULL;
 
     if (ok && op->signal)
-        comm_stg_apply_signal(a, d->n, op);
+        comm_stg_apply_signal(a, d->cur.n, op);
     if ((ans = malloc(sizeof(*ans))) == NULL) {
         PX_LOG_ERROR("mpi proxy (host %d): out of memory for an answer", p->rank);
         return;
@@ -341,18 +379,34 @@ int proxy_serve(comm_proxy *p, int src, const void *msg, size_t n)
     (void)n;
     if (!proxy_msg_ok(p, src, m))
         return 0;
+    /* a request of the next kernel generation: this host's survivors are ready (the
+     * requester saw their entries, which this proxy sent on after reading them), so the view
+     * follows now (agree.c) */
+    if (d != NULL && m->kgen > (uint32_t)d->cur.gen)
+        (void)pdom_follow(p, d);
     memset(&op, 0, sizeof(op));
+    /* both ranks members of the generation served here (generation-0 numbers on the wire):
+     * a request of another generation is a dead or revoked one's */
     ok = d != NULL && m->dst >= 0 && m->dst < d->n && m->src >= 0 && m->src < d->n &&
-         d->window[m->dst] != NULL && d->host[m->src] == src;
+         d->window[m->dst] != NULL && d->host[m->src] == src &&
+         m->kgen == (uint32_t)d->cur.gen && d->cur.pos[m->dst] >= 0 &&
+         d->cur.pos[m->src] >= 0;
     if (ok) {
         b = pdom_bounds(d, COMM_MPI_CHUNK);
         ok = comm_stg_decode(&m->q, &b, &op);
     }
     if (ok)
-        a = d->window[m->dst];
+        a = pdom_area(d, m->dst);
     else if (d == NULL) /* released here (a revoked domain's late requests): refused */
         PX_LOG_DEBUG("mpi proxy (host %d): a request from host %d for domain %u, which is not "
                      "(or no longer) served here: refused", p->rank, src, m->dom);
+    else if (m->kgen != (uint32_t)d->cur.gen || (m->dst >= 0 && m->dst < d->n &&
+                                                 d->cur.pos[m->dst] < 0) ||
+             (m->src >= 0 && m->src < d->n && d->cur.pos[m->src] < 0))
+        PX_LOG_DEBUG("mpi proxy (host %d): a request from host %d for domain %u rank %d -> %d "
+                     "of kernel generation %u, where generation %d is served (a dead or "
+                     "excluded rank's): refused", p->rank, src, m->dom, m->src, m->dst,
+                     m->kgen, d->cur.gen);
     else
         PX_LOG_WARN("mpi proxy (host %d): skipped a malformed request from host %d (domain "
                     "%u, rank %d -> %d, op %u)", p->rank, src, m->dom, m->src, m->dst, m->q.op);
@@ -363,13 +417,13 @@ int proxy_serve(comm_proxy *p, int src, const void *msg, size_t n)
             return 0;
         }
         *ps = (psrc){.kind = PSRC_PUT, .m = *m, .d = d, .op = op, .a = a};
-        if ((e = p->ops->irecv((char *)a + px_comm_area_bytes(d->n, d->nsig) + op.off, op.n,
-                               src, PROXY_TAG_DATA, &ps->req)) != 0)
+        if ((e = p->ops->irecv(pdom_data(d, m->dst) + op.off, op.n, src, PROXY_TAG_DATA,
+                               &ps->req)) != 0)
             proxy_mpi_fail(p, e, "MPI_Irecv of a put's bytes");
         return 0;
     }
     if (ok && op.op == COMM_STG_PUT && op.inl)
-        memcpy((char *)a + px_comm_area_bytes(d->n, d->nsig) + op.off, op.data, op.n);
+        memcpy(pdom_data(d, m->dst) + op.off, op.data, op.n);
     proxy_serve_end(p, src, m, d, ok, &op, a);
     return 0;
 }

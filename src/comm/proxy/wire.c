@@ -180,6 +180,7 @@ static const proxy_handler proxy_handlers[] = {
      pcoll_on_inline},
     {PROXY_TAG_DEATH, sizeof(proxy_death), sizeof(proxy_death), proxy_on_death},
     {PROXY_TAG_REVOKE, sizeof(proxy_revoke), sizeof(proxy_revoke), proxy_on_revoke},
+    {PROXY_TAG_AGREE, sizeof(proxy_agree), sizeof(proxy_agree), proxy_on_agree},
     {PROXY_TAG_ARRIVE, sizeof(proxy_arrive), sizeof(proxy_arrive), proxy_on_arrive},
     {PROXY_TAG_CLOCK, sizeof(proxy_clock_msg), sizeof(proxy_clock_msg), proxy_on_clock},
     {PROXY_TAG_CLOCK_REP, sizeof(proxy_clock_msg), sizeof(proxy_clock_msg), proxy_on_clock_rep},

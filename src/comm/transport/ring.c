@@ -257,7 +257,9 @@ static px_status stg_post(px_comm *c, int peer, stg_peer *p, const stg_req *rq,
     q->off = rq->off;
     q->n = rq->n;
     q->v = rq->v;
-    q->rank = p->t->per_rank ? (uint32_t)peer : 0; /* one ring for all: it names the target */
+    /* one ring for all: it names the target, and the kernel generation whose numbering the
+     * target is in (the proxy follows a kernel-side shrink: comm/proxy/agree.c) */
+    q->rank = p->t->per_rank ? (uint32_t)peer | (uint32_t)c->kgen << COMM_STG_GEN_SHIFT : 0;
     q->inl = src != NULL && rq->n <= COMM_STG_INLINE;
     if (q->inl)
         memcpy(q->data, src, rq->n);

@@ -55,6 +55,9 @@ enum { COMM_STG_PUT = 1, COMM_STG_GET, COMM_STG_SIGNAL, COMM_STG_GET_HEAD,
  * (release), and the consumer of number i waits for exactly that, so it reads one line.
  * Fields a request's op does not use are 0 (the decoder refuses anything else).
  */
+#define COMM_STG_GEN_SHIFT 16      /* comm_stg_req.rank of an mpi ring: target | gen << 16 */
+#define COMM_STG_RANK_MASK 0xFFFFu
+
 typedef struct comm_stg_req {
     _Atomic uint32_t seq;
     uint8_t op;      /* COMM_STG_PUT ... COMM_STG_GET_HEAD */
@@ -62,7 +65,8 @@ typedef struct comm_stg_req {
     uint8_t sigop;   /* signal, put with COMM_STG_F_SIGNAL: PX_SIG_SET or PX_SIG_ADD */
     uint8_t inl;     /* put: 1 when the bytes are in data[] below, not in the chunk */
     uint32_t slot;   /* signal: the slot (barrier slots, then user signals) */
-    uint32_t rank;   /* mpi: the target rank (a rank's one ring serves all its mpi peers);
+    uint32_t rank;   /* mpi: the target rank (a rank's one ring serves all its mpi peers)
+                      * | the requester's kernel generation << COMM_STG_GEN_SHIFT;
                       * staged: 0 (not read: the ring is the pair's) */
     uint64_t off;    /* put/get: data-relative; get_head: head-relative */
     uint64_t n;
