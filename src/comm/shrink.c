@@ -54,7 +54,7 @@
 #include "util/util.h"
 #include "util/wait.h"
 
-#define SHR_SLICE_NS (50 * 1000 * 1000) /* a sleep's slice: deaths are seen within it */
+#define SHR_SLICE_NS (5 * 1000 * 1000) /* a sleep's slice: deaths are seen within it */
 
 /* Bits of ranks 0 .. n-1. */
 static uint64_t shr_all(int n)
