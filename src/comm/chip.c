@@ -444,13 +444,24 @@ static void comm_chip_carry(comm_chip_dom *d, const comm_create_msg *m)
     memcpy(d->comm.data[d->rank], old->comm.data[old->rank], n);
 }
 
+/* The test hook PX_TEST_COMM_PROGRESS_OFF=<chip>: that chip's progress thread is given no
+ * communicator, so only its kernels' waits carry out what reaches it (and a kernel that
+ * sleeps in a wait carries out nothing): the tests put a request in flight exactly when a
+ * wait sees a death. */
+static int comm_chip_progress_off(int chip)
+{
+    const char *v = getenv("PX_TEST_COMM_PROGRESS_OFF");
+
+    return v != NULL && v[0] != '\0' && atoi(v) == chip;
+}
+
 /* The progress thread of this chip, started with the first communicator that needs one
  * (g_lock held). */
 static px_status comm_chip_progress(int chip, px_comm *c)
 {
     px_status st = PX_OK;
 
-    if (!c->progresses)
+    if (!c->progresses || comm_chip_progress_off(chip))
         return PX_OK;
     if (g_prog == NULL) {
         char name[16];

@@ -28,7 +28,8 @@
 #include "util/util.h"
 #include "util/wait.h"
 
-#define PX_COMM_SLICE_NS (50 * 1000 * 1000) /* a sleep's slice: deaths seen within it */
+#define PX_COMM_SLICE_NS (5 * 1000 * 1000) /* a sleep's slice: deaths and revokes seen within it
+                                             * (50 ms made every shrink wait out one) */
 #define PX_COMM_WAIT_MAX_S 10000000          /* the longest wait (as PLEXUS_COMM_TIMEOUT_S) */
 
 static const char *const comm_cmp_names[] = {"==", "!=", ">", ">=", "<", "<="};
@@ -494,17 +495,50 @@ typedef struct comm_waiting {
     int polling;  /* this thread polls c's transports (comm_poll_mark) */
 } comm_waiting;
 
+/* 1 when some request a peer posted to this rank has not been carried out yet (by any thread
+ * of this rank: one may be carrying it out now). */
+static int comm_in_flight(px_comm *c)
+{
+    for (int q = 0; q < c->n; q++)
+        if (q != c->rank && c->tl[q]->drained != NULL && !c->tl[q]->drained(c, q))
+            return 1;
+    return 0;
+}
+
+/*
+ * Before a death or a revocation ends a wait on c: carries out what reached this rank already
+ * and says whether the wait is over as it is (1: nothing is in flight any more, ready() has
+ * the last word; 0: another thread of this rank carries requests out now, look again). What
+ * a member posted before it died, or before a survivor revoked to shrink, may be exactly what
+ * the wait waits for (the last signal of a barrier that member passed): ending the wait
+ * before it is carried out would fail a call that its peers saw succeed, and the survivors
+ * would go on one call apart. A shrunk communicator's rings are its successor's: never here.
+ */
+static int comm_settled(px_comm *c)
+{
+    if (!c->progresses || c->shrunk)
+        return 1;
+    (void)comm_progress_all(c);
+    return !comm_in_flight(c);
+}
+
 static int comm_waiting_ready(void *arg)
 {
     comm_waiting *w = arg;
 
     if (w->ready(w->arg))
         return 1;
-    if (comm_revoked(w->c))
-        return w->revoked = 1;
+    if (comm_revoked(w->c)) {
+        if (!comm_settled(w->c))
+            return 0;
+        return w->ready(w->arg) ? 1 : (w->revoked = 1);
+    }
     /* one load of the board (read-mostly) per turn: a death ends the wait within a slice */
-    if (comm_any_dead(w->c) && comm_check_dead(w->c) != PX_OK)
-        return w->dead = 1;
+    if (comm_any_dead(w->c) && comm_check_dead(w->c) != PX_OK) {
+        if (!comm_settled(w->c))
+            return 0;
+        return w->ready(w->arg) ? 1 : (w->dead = 1);
+    }
     return 0;
 }
 
@@ -539,8 +573,9 @@ px_status comm_wait(px_comm *c, int (*ready)(void *arg), void *arg, _Atomic uint
 
     if (ready(arg))
         return PX_OK;
-    if (comm_revoked(c))
-        return comm_check_revoked(c);
+    /* revoked: over at once, once what reached this rank is carried out (comm_settled) */
+    if (comm_revoked(c) && comm_settled(c))
+        return ready(arg) ? PX_OK : comm_check_revoked(c);
     if (timeout_s <= 0)
         timeout_s = c->timeout_s;
     w.deadline_ns = px_now_ns() + (uint64_t)(timeout_s * 1e9);

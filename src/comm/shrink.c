@@ -62,7 +62,7 @@
 #include "util/util.h"
 #include "util/wait.h"
 
-#define SHR_SLICE_NS (50 * 1000 * 1000) /* a sleep's slice: deaths are seen within it */
+#define SHR_SLICE_NS (5 * 1000 * 1000) /* a sleep's slice: deaths are seen within it */
 
 /* A set of ranks of the communicator being shrunk (at most COMM_AGREE_MAX_RANKS). */
 typedef struct shr_set {

@@ -10,8 +10,9 @@
  * and a later run shrinks the domain: the new domain has the survivors in the old order
  * (px_domain_chip), generation 1, each survivor's window holding the bytes of its old window,
  * and an allreduce on it gives the survivors' sum. Revoke, from the orchestration and from a
- * member's kernel, ends waits of 30 s within a wait's slice with PX_EREVOKED. After the worker is
- * destroyed nothing is left in /dev/shm and no descriptor stays open.
+ * member's kernel, ends waits of 30 s within a wait's slice with PX_EREVOKED. A wait that a
+ * death ends first carries out what reached its rank (the dead member's last signal). After
+ * the worker is destroyed nothing is left in /dev/shm and no descriptor stays open.
  * Multi-process: ctest runs it under RESOURCE_LOCK "chips" (tests/system/domain_shrink.cmake).
  */
 #include "testutil.h"
@@ -31,13 +32,14 @@
 #define TS_CHIPS 4
 
 /* The runtime's waits a timed check goes through: a comm or shrink wait sees a revoke or a
- * death on the board within its slice (PX_COMM_SLICE_NS, SHR_SLICE_NS: 50 ms), and a death
- * gets on the board by the watch's pidfd poll (PX_HIER_CHECK_NS) */
+ * death on the board within its slice (PX_COMM_SLICE_NS, SHR_SLICE_NS: 5 ms, bounded here
+ * by the 50 ms they were), and a death gets on the board by the watch's pidfd poll
+ * (PX_HIER_CHECK_NS) */
 #define TS_SLICE_S 0.05
 #define TS_DEATH_SEEN_S ((double)PX_HIER_CHECK_NS / 1e9 + TS_SLICE_S)
 
-static px_kernel_id k_die, k_wait, k_revoke, k_kloop, k_knoop, k_late;
-static px_callable_id c_die, c_wait, c_revoke, c_kloop, c_knoop, c_late;
+static px_kernel_id k_die, k_wait, k_revoke, k_kloop, k_knoop, k_late, k_lastsig;
+static px_callable_id c_die, c_wait, c_revoke, c_kloop, c_knoop, c_late, c_lastsig;
 
 /* Rank 2 dies at once; the others enter an allreduce that cannot finish. */
 static px_status die_kernel(px_core_ctx *ctx, const px_task_args *a)
@@ -235,6 +237,34 @@ static px_status knoop_kernel(px_core_ctx *ctx, const px_task_args *a)
     return PX_OK;
 }
 
+/*
+ * A dead member's last request (issue 37): chip 3, whose progress thread carries nothing out
+ * (PX_TEST_COMM_PROGRESS_OFF=3), waits for its signal 0 to be 7 and goes to sleep in that
+ * wait (its spin and yield budgets are microseconds); 100 ms later chip 2 sets it and exits
+ * at once. The request is in chip 3's ring, not carried out (a sleeping wait leaves that to
+ * the progress thread), when chip 3's wait wakes at its slice and sees the death. The wait
+ * must carry it out and succeed: chip 2 sent it before it died. (A wait that ended on the
+ * death first made the survivors of a kernel-side shrink go on one call apart: one failed
+ * the barrier whose last signal had come before the death, the others passed it.)
+ */
+static px_status lastsig_kernel(px_core_ctx *ctx, const px_task_args *a)
+{
+    px_comm *c = px_arg_comm(a, px_arg_count(a) - 1);
+    int chip = px_chip_index();
+    px_status st;
+
+    (void)ctx;
+    if (c == NULL)
+        return PX_EINVAL;
+    if (chip == 2) {
+        tk_nap(100);
+        if ((st = px_comm_signal(c, 3, 0, PX_SIG_SET, 7)) == PX_OK)
+            _exit(9);
+        return st;
+    }
+    return chip == 3 ? px_comm_wait_until(c, 0, PX_CMP_EQ, 7, 5.0) : PX_OK;
+}
+
 /* How long the survivors of late_kernel wait before their last write. */
 #define TS_LATE_MS 300
 
@@ -272,6 +302,7 @@ TS_CALLABLE(revoke_callable, k_revoke)
 TS_CALLABLE(kloop_callable, k_kloop)
 TS_CALLABLE(knoop_callable, k_knoop)
 TS_CALLABLE(late_callable, k_late)
+TS_CALLABLE(lastsig_callable, k_lastsig)
 
 typedef enum { TS_DIRECT, TS_STAGED, TS_MIXED } ts_mode;
 
@@ -309,9 +340,12 @@ static px_worker *ts_worker(ts_mode mode)
     PX_ASSERT_OK(px_callable_register(w, "ts.knoop", knoop_callable, &c_knoop));
     PX_ASSERT_OK(px_kernel_register(w, "ts.late", late_kernel, NULL, &k_late));
     PX_ASSERT_OK(px_callable_register(w, "ts.late", late_callable, &c_late));
+    PX_ASSERT_OK(px_kernel_register(w, "ts.lastsig", lastsig_kernel, NULL, &k_lastsig));
+    PX_ASSERT_OK(px_callable_register(w, "ts.lastsig", lastsig_callable, &c_lastsig));
     PX_ASSERT_OK(px_worker_init(w));
     unsetenv("PX_TEST_COMM_MAP_FAIL"); /* the chips have their copy */
     unsetenv("PX_TEST_COMM_SHRINK_EXIT");
+    unsetenv("PX_TEST_COMM_PROGRESS_OFF");
     return w;
 }
 
@@ -905,6 +939,7 @@ typedef struct tk_scene {
     uint64_t die, die_at, late;
     int noop;                 /* knoop instead of kloop */
     int die_task;             /* ts.die instead of either */
+    int lastsig;              /* ts.lastsig instead of any */
 } tk_scene;
 
 static tk_scene g_k;
@@ -927,7 +962,7 @@ static px_status tk_loop_orch(px_orch *o, const px_task_args *args, void *user)
 {
     tk_scene *s = user;
     px_task_args per[TS_CHIPS];
-    px_callable_id c = s->die_task ? c_die : s->noop ? c_knoop : c_kloop;
+    px_callable_id c = s->lastsig ? c_lastsig : s->die_task ? c_die : s->noop ? c_knoop : c_kloop;
 
     (void)args;
     for (int r = 0; r < TS_CHIPS; r++) {
@@ -1189,6 +1224,25 @@ static void test_resilient_task_fails_with_survivors(void **state)
     tk_finish(s, shm0, fd0);
 }
 
+/* The last signal of a member that died right after it sent it is carried out before the
+ * wait for it looks at the death (lastsig_kernel): the resilient task succeeds. */
+static void test_dead_members_last_signal_arrives(void **state)
+{
+    int shm0 = px_test_shm_plexus_entries(), fd0 = px_test_open_fds();
+    tk_scene *s;
+    px_status st;
+
+    (void)state;
+    setenv("PX_TEST_COMM_PROGRESS_OFF", "3", 1);
+    s = tk_start(TS_STAGED, NULL);
+    s->lastsig = 1;
+    st = tk_run(s, tk_loop_orch);
+    if (st != PX_OK)
+        print_error("resilient task: %s: %s\n", px_status_name(st), px_last_error());
+    assert_int_equal(st, PX_OK);
+    tk_finish(s, shm0, fd0);
+}
+
 /* ---- DFX: the revoke, the agreement and the shrink on the survivors' tracks ---- */
 
 static dfxc_json *td_load(const char *name)
@@ -1389,6 +1443,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_kernel_shrink_nobody_dead_direct),
         cmocka_unit_test(test_kernel_shrink_nobody_dead_staged),
         cmocka_unit_test(test_resilient_task_fails_with_survivors),
+        cmocka_unit_test(test_dead_members_last_signal_arrives),
         cmocka_unit_test(test_shrink_dfx_spans),
     };
 

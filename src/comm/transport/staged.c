@@ -319,15 +319,19 @@ static px_status staged_flush(px_comm *c)
     return comm_ring_flush(c, &px_comm_tl_staged);
 }
 
-/* 1 when every request peer posted to this rank so far has been carried out (its head is
- * final once the peer stopped posting: a kernel-side shrink reads it after the peer's
- * proposal, which the peer publishes after its last request). */
+/* 1 when every request peer posted to this rank so far has been carried out: the request
+ * after the last one carried out is not there (a request is posted when its sequence word
+ * is stored; `head` comes after it, and a peer that died between the two never stores it).
+ * A kernel-side shrink reads it after the peer's proposal, which the peer publishes after its
+ * last request; a wait that a death or a revocation ends reads it after it carried out what
+ * was there (comm.c: comm_settled). */
 static int staged_drained(px_comm *c, int peer)
 {
     const stg_peer *p = c->tl_state[peer];
 
-    return p == NULL || atomic_load_explicit(&p->in->done, memory_order_acquire) ==
-                            atomic_load_explicit(&p->in->head, memory_order_acquire);
+    return p == NULL || !stg_ready(p->in, atomic_load_explicit(&p->in->done,
+                                                               memory_order_acquire),
+                                   memory_order_acquire);
 }
 
 /* staged: host memory both chips map (a memfd); the chips of one worker share the host. */

@@ -118,7 +118,9 @@ typedef struct comm_link {
  *   flush        waits until everything this rank posted has been carried out (a barrier
  *                does this first where its collective needs it)
  *   drained      1 when everything peer posted to this rank so far has been carried out
- *                here (a kernel-side shrink waits for it before it lets the communicator go)
+ *                here (a kernel-side shrink waits for it before it lets the communicator go,
+ *                and a wait that a death or a revoke ends, after carrying out what is
+ *                there, before it fails: comm.c, comm_settled)
  * Data, on peer q's window: slots are numbered as comm_slot says. signal() makes its slot
  * change visible after every byte of the caller's earlier puts to q, then wakes q if it
  * sleeps. An operation a transport cannot do returns PX_ENOTSUP; peer_ptr returns NULL when
