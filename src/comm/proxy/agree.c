@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/clock.h"
 #include "util/log.h"
 #include "util/wait.h"
 
@@ -198,18 +199,36 @@ int proxy_agrees_tell(comm_proxy *p)
     return work;
 }
 
-void proxy_agree_dead(comm_proxy *p, uint64_t chips)
+uint64_t proxy_agree_dead(comm_proxy *p, uint64_t chips)
 {
+    uint64_t ready = chips, now = px_now_ns();
+
     if (chips == 0)
-        return;
+        return 0;
+    for (int c = 0; c < HIER_DEATHS_MAX; c++)
+        if ((chips >> c & 1) && p->dead_since[c] == 0)
+            p->dead_since[c] = now;
+    /* what it posted before it died goes first (the sweep sent on what it could), as a
+     * dead chip's staged requests are carried out: its peers see its last signals */
     for (int i = 0; i < p->ndoms; i++)
         for (int r = 0; r < p->doms[i]->nrings; r++) {
             pring *g = &p->doms[i]->rings[r];
 
-            if (g->chip >= 0 && g->chip < 64 && (chips >> g->chip & 1))
+            if (g->chip >= 0 && g->chip < HIER_DEATHS_MAX && (chips >> g->chip & 1) &&
+                !g->dead && pring_untaken(g) &&
+                now - p->dead_since[g->chip] < PROXY_DEAD_FLUSH_NS)
+                ready &= ~(1ull << g->chip);
+        }
+    for (int i = 0; ready != 0 && i < p->ndoms; i++)
+        for (int r = 0; r < p->doms[i]->nrings; r++) {
+            pring *g = &p->doms[i]->rings[r];
+
+            if (g->chip >= 0 && g->chip < HIER_DEATHS_MAX && (ready >> g->chip & 1))
                 g->dead = 1;
         }
-    (void)proxy_agrees_tell(p);
+    if (ready != 0)
+        (void)proxy_agrees_tell(p);
+    return ready;
 }
 
 int proxy_on_agree(comm_proxy *p, int h, const void *msg, size_t n)

@@ -29,10 +29,9 @@ int proxy_deaths_tell(comm_proxy *p)
     if (b == NULL)
         return 0;
     m = atomic_load_explicit(&b->mask, memory_order_acquire);
-    fresh = m & ~p->deaths_told;
-    proxy_agree_dead(p, fresh);
+    fresh = proxy_agree_dead(p, m & ~p->deaths_told); /* its last requests and entries first */
     if (p->size < 2) {
-        p->deaths_told = m;
+        p->deaths_told |= fresh;
         return 0;
     }
     for (int c = 0; fresh != 0 && c < HIER_DEATHS_MAX; c++) { /* a worker's chips */
@@ -48,7 +47,7 @@ int proxy_deaths_tell(comm_proxy *p)
         PX_LOG_DEBUG("mpi proxy (host %d): told the other hosts that chip %d died", p->rank, c);
         work++;
     }
-    p->deaths_told = m;
+    p->deaths_told |= fresh;
     return work;
 }
 

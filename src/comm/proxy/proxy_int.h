@@ -51,6 +51,7 @@
 #define PROXY_DOMS 64
 #define PROXY_YIELD_NS 20000
 #define PROXY_FAILED_FINALIZE_S 2             /* a failed job's MPI_Finalize, at most */
+#define PROXY_DEAD_FLUSH_NS 2000000000ull     /* a dead chip's requests sent on within this */
 #define PCOLL_INLINE 4096u     /* a pair collective's segment up to this travels in its header's
                                 * message */
 
@@ -236,6 +237,8 @@ struct comm_proxy {
                                           * its board is about to go) */
     comm_rdeaths *rdeaths;            /* other hosts' (written) */
     uint64_t deaths_told;             /* the deaths sent on so far */
+    uint64_t dead_since[HIER_DEATHS_MAX]; /* when a chip's death was first seen here (its
+                                       * requests still being sent on: agree.c) */
     char host_id[COMM_HOST_ID_MAX];
     comm_host *hosts;
     char lib[160];
@@ -364,8 +367,10 @@ void pdom_views_free(pdom *d);
  * (again, from the generation before, when a retry excluded more): 1 when it moved */
 int pdom_follow(comm_proxy *p, pdom *d);
 int proxy_agrees_tell(comm_proxy *p);           /* every domain's new entries, to the others */
-void proxy_agree_dead(comm_proxy *p, uint64_t chips); /* these chips died: their rings stop,
-                                                       * their last entries are told */
+/* These chips died: those whose rings hold no request not yet sent on (or that waited
+ * PROXY_DEAD_FLUSH_NS for it) stop, and their last entries are told; returns them, whose
+ * deaths may be told now. */
+uint64_t proxy_agree_dead(comm_proxy *p, uint64_t chips);
 int proxy_on_agree(comm_proxy *p, int h, const void *msg, size_t n);
 int pdom_krevoke_tell(comm_proxy *p, pdom *d);  /* d's kernel generation's revocation */
 int pdom_agree_closing(comm_proxy *p, pdom *d); /* d goes: its last entries, its kernel
