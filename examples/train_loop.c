@@ -43,7 +43,7 @@
  * chip), rank r's shard being r; each host writes, reads back and checks its own ranks.
  * --kill-chip H:C kills chip C of host H; every host's orchestration shrinks (a host may see
  * its run fail with PX_EREVOKED: the dead chip's host shrank first). The kernel-side shrink
- * works inside one host only (PX_ENOTSUP across hosts).
+ * works across hosts too (the MPI proxies carry its agreement).
  */
 #include "examples.h"
 

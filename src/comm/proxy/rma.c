@@ -364,6 +364,24 @@ void proxy_serve_end(comm_proxy *p, int src, const comm_proxy_msg *m, pdom *d, i
     p->served++;
 }
 
+/* Says why request m from host src is refused (d: its domain here, or NULL). */
+static void proxy_serve_refused(comm_proxy *p, int src, const comm_proxy_msg *m, const pdom *d)
+{
+    if (d == NULL) /* released here (a revoked domain's late requests) */
+        PX_LOG_DEBUG("mpi proxy (host %d): a request from host %d for domain %u, which is not "
+                     "(or no longer) served here: refused", p->rank, src, m->dom);
+    else if (m->kgen != (uint32_t)d->cur.gen || (m->dst >= 0 && m->dst < d->n &&
+                                                 d->cur.pos[m->dst] < 0) ||
+             (m->src >= 0 && m->src < d->n && d->cur.pos[m->src] < 0))
+        PX_LOG_DEBUG("mpi proxy (host %d): a request from host %d for domain %u rank %d -> %d "
+                     "of kernel generation %u, where generation %d is served (a dead or "
+                     "excluded rank's): refused", p->rank, src, m->dom, m->src, m->dst,
+                     m->kgen, d->cur.gen);
+    else
+        PX_LOG_WARN("mpi proxy (host %d): skipped a malformed request from host %d (domain "
+                    "%u, rank %d -> %d, op %u)", p->rank, src, m->dom, m->src, m->dst, m->q.op);
+}
+
 /* A request from host src: decoded once into the operation, carried out against its target's
  * window (a put's bytes received straight into it), then answered. */
 int proxy_serve(comm_proxy *p, int src, const void *msg, size_t n)
@@ -397,19 +415,8 @@ int proxy_serve(comm_proxy *p, int src, const void *msg, size_t n)
     }
     if (ok)
         a = pdom_area(d, m->dst);
-    else if (d == NULL) /* released here (a revoked domain's late requests): refused */
-        PX_LOG_DEBUG("mpi proxy (host %d): a request from host %d for domain %u, which is not "
-                     "(or no longer) served here: refused", p->rank, src, m->dom);
-    else if (m->kgen != (uint32_t)d->cur.gen || (m->dst >= 0 && m->dst < d->n &&
-                                                 d->cur.pos[m->dst] < 0) ||
-             (m->src >= 0 && m->src < d->n && d->cur.pos[m->src] < 0))
-        PX_LOG_DEBUG("mpi proxy (host %d): a request from host %d for domain %u rank %d -> %d "
-                     "of kernel generation %u, where generation %d is served (a dead or "
-                     "excluded rank's): refused", p->rank, src, m->dom, m->src, m->dst,
-                     m->kgen, d->cur.gen);
     else
-        PX_LOG_WARN("mpi proxy (host %d): skipped a malformed request from host %d (domain "
-                    "%u, rank %d -> %d, op %u)", p->rank, src, m->dom, m->src, m->dst, m->q.op);
+        proxy_serve_refused(p, src, m, d);
     if (m->q.op == COMM_STG_PUT && !m->q.inl && m->q.n > 0) {
         if (!ok) {
             proxy_drain(p, src, m->q.n);
