@@ -38,7 +38,10 @@ import plexus  # noqa: E402
 
 CHIPS = 2
 COUNT = 1000         # the allreduce's doubles
-REVOKE_COUNT = 16    # the doubles of host 0's allreduce that the revoke stops (inline)
+REVOKE_COUNT = COUNT  # the doubles of host 0's allreduce that the revoke stops (past the
+                      # proxies' inline bytes: its segments go by rendezvous)
+RELEASE_S = 10.0     # the release after the revoke, at most (a cut-off call's sends are
+                     # left after 1 s; the deadline is 600 s)
 MARK = 64            # marker doubles
 QUICK_S = 5.0        # a revoke seen on every host within this (the deadline is 20 s)
 DEAD = CHIPS + 1     # the global id (host * CHIPS + chip) of chip 1 of host 1
@@ -65,6 +68,13 @@ def marker(g: int) -> np.ndarray:
 
 def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and bool(np.all(a.view(np.uint64) == b.view(np.uint64)))
+
+
+def say(text: str) -> None:
+    """Writes text and its newline in one write (the hosts' lines reach mpirun's output
+    whole: print's separate newline let another host's line in before it)."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
 
 
 class Failed(Exception):
@@ -148,8 +158,8 @@ def steps(w: plexus.Worker) -> str:
         w.run(lambda o: o.allreduce(d, "x", COUNT, np.float64, "sum"))
         raise Failed("the allreduce with chip 1 of host 1 dead passed")
     except (plexus.PeerDead, plexus.Revoked) as e:
-        print("host %d: the run with a member dead raised %s: %s"
-              % (host, type(e).__name__, e), flush=True)
+        say("host %d: the run with a member dead raised %s: %s"
+            % (host, type(e).__name__, e))
         if isinstance(e, plexus.PeerDead) and "of host 1: chip" in str(e) and \
                 (e.peer, e.host) != (1, 1):
             raise Failed("PeerDead names chip 1 of host 1, but its .peer, .host are %r, %r"
@@ -165,7 +175,7 @@ def steps(w: plexus.Worker) -> str:
             w.run(shrink)
             break
         except plexus.PeerDead as e:  # a death during the shrink: every host calls it again
-            print("host %d: shrink %d: %s; again" % (host, tries + 1, e), flush=True)
+            say("host %d: shrink %d: %s; again" % (host, tries + 1, e))
     else:
         raise Failed("the shrink failed 3 times")
     survivors = [g for g in range(hosts * CHIPS) if g != DEAD]
@@ -194,9 +204,8 @@ def steps(w: plexus.Worker) -> str:
                 s["own"] = str(e)
         else:
             s["t0"] = time.monotonic()
-            # REVOKE_COUNT doubles go inline with the proxies' headers: a larger pair
-            # allreduce that the revoke cuts off keeps its sends to host 1 in flight, and
-            # removing the domain then waits up to PLEXUS_TIMEOUT_S (an open defect, issue 37)
+            # a pair allreduce past the inline bytes, which the revoke cuts off: its sends to
+            # host 1 may never finish, and the release below must not wait for them
             o.allreduce(nd, "x", REVOKE_COUNT, np.float64, "sum")
     if host == 1:
         w.run(revoke)
@@ -213,13 +222,17 @@ def steps(w: plexus.Worker) -> str:
                 raise Failed("host 0 got Revoked after %.2f s (at most %.0f), saying: %s"
                              % (took, QUICK_S, e))
             seen = "%s (after %.2f s)" % (e, took)
-    print("host %d: the revoke: %s" % (host, seen), flush=True)
+    say("host %d: the revoke: %s" % (host, seen))
 
     # 5. the release
     def release(o):
         for x in (d, s["nd"], nd):
             x.release()
+    t0 = time.monotonic()
     w.run(release)
+    if time.monotonic() - t0 > RELEASE_S:
+        raise Failed("the release after the revoke took %.1f s (at most %.0f)"
+                     % (time.monotonic() - t0, RELEASE_S))
     return ("%d ranks shrunk to %d by every host from Python (chip 1 of host 1 dead), the "
             "markers carried, the allreduce bit for bit the rank-order fold before and after, "
             "and again after a second shrink; revoked by host 1's orchestration, seen by "
@@ -234,10 +247,10 @@ def main() -> int:
             w.init()
             host = w.host
             info = steps(w)
-            print("host %d of %d: %s\nPASS" % (host, w.hosts, info), flush=True)
+            say("host %d of %d: %s\nPASS" % (host, w.hosts, info))
         return 0
     except Exception as e:  # noqa: BLE001 - every failure is this host's FAIL line
-        print("host %s: FAIL: %s: %s" % (host, type(e).__name__, e), flush=True)
+        say("host %s: FAIL: %s: %s" % (host, type(e).__name__, e))
         return 1
 
 

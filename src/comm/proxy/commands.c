@@ -18,11 +18,41 @@
 #include "util/log.h"
 #include "util/wait.h"
 
-/* The domain being removed: once every send from its memory has finished, it is dropped and
- * its command is done. */
+/* 1 while something of d is in flight: a request's sends, a pair allreduce's sends from its
+ * windows, bytes coming into its memory. */
+static int pdom_busy(comm_proxy *p, pdom *d)
+{
+    for (int r = 0; r < d->nrings; r++)
+        for (uint32_t i = 0; i < COMM_STG_SLOTS; i++)
+            if (!pring_sends_done(p, &d->rings[r], i))
+                return 1;
+    for (int r = 0; r < d->nrings; r++)
+        if (d->rings[r].coll != NULL && !pcoll_idle(p, d->rings[r].coll))
+            return 1;
+    for (int h = 0; h < p->size; h++)
+        if (p->src[h].req != NULL && p->src[h].d == d)
+            return 1;
+    return 0;
+}
+
+static int pdom_revoked(const pdom *d)
+{
+    return (d->revoke != NULL && atomic_load_explicit(d->revoke, memory_order_acquire) != 0) ||
+           (d->agree != NULL && atomic_load_explicit(&d->agree->orch, memory_order_acquire));
+}
+
+/*
+ * The domain being removed: once every send from its memory has finished, it is dropped and
+ * its command is done. A revoked domain's sends may never finish: a call that the revocation
+ * cut off (a pair allreduce's segments, sent by rendezvous) waits for a receive that the
+ * other host, which gave the call up or ended, never posts. After PROXY_REVOKED_CLOSE_NS its
+ * removal leaves them: the domain is kept here, out of the sweeps, and its memory stays
+ * mapped (comm_proxy_remove says so), so a send that ends later reads mapped memory.
+ */
 int proxy_close_poll(comm_proxy *p)
 {
     pdom *d = p->closing;
+    int left = 0;
 
     if (d == NULL)
         return 0;
@@ -31,19 +61,16 @@ int proxy_close_poll(comm_proxy *p)
      * it, before a sweep told the other hosts */
     if (!p->failed)
         (void)(pdom_revoke_tell(p, d) + pdom_agree_closing(p, d));
-    for (int r = 0; r < d->nrings; r++)
-        for (uint32_t i = 0; i < COMM_STG_SLOTS; i++)
-            if (!p->failed && !pring_sends_done(p, &d->rings[r], i))
-                return 0;
-    for (int r = 0; r < d->nrings; r++) { /* a pair allreduce's sends from its windows */
-        struct pcoll *c = d->rings[r].coll;
-
-        if (!p->failed && c != NULL && !pcoll_idle(p, c))
+    if (!p->failed && pdom_busy(p, d)) {
+        if (!pdom_revoked(d) || p->nleft == PROXY_DOMS ||
+            px_now_ns() - p->closing_since < PROXY_REVOKED_CLOSE_NS)
             return 0;
+        PX_LOG_WARN("mpi proxy (host %d): domain %u (revoked): its sends to another host did "
+                    "not finish within %.0f s of its removal (a call the revocation cut off, "
+                    "which that host gave up); left in flight, its memory stays mapped",
+                    p->rank, d->id & 0x7FFFFFFFu, PROXY_REVOKED_CLOSE_NS / 1e9);
+        left = 1;
     }
-    for (int h = 0; h < p->size; h++) /* bytes still coming into its memory */
-        if (!p->failed && p->src[h].req != NULL && p->src[h].d == d)
-            return 0;
     for (int i = 0; i < p->ndoms; i++) {
         if (p->doms[i] == d) {
             p->doms[i] = p->doms[--p->ndoms];
@@ -53,7 +80,11 @@ int proxy_close_poll(comm_proxy *p)
     if (d->bad > 0)
         PX_LOG_WARN("mpi proxy (host %d): domain %u: skipped %u malformed requests of this "
                     "worker's chips (a defect)", p->rank, d->id, d->bad);
-    pdom_free(d);
+    if (left)
+        p->left[p->nleft++] = d; /* freed when the proxy stops */
+    else
+        pdom_free(d);
+    atomic_store_explicit(&p->closing_left, left, memory_order_relaxed);
     p->closing = NULL;
     proxy_cmd_finish(p, p->closing_seq);
     return 1;
@@ -138,6 +169,7 @@ int proxy_command(comm_proxy *p)
             if (p->doms[i]->id == p->cmd_id) {
                 p->closing = p->doms[i];
                 p->closing_seq = seq;
+                p->closing_since = px_now_ns();
                 p->cmd = CMD_NONE;
                 pthread_mutex_unlock(&p->lock);
                 return 1;
@@ -365,7 +397,9 @@ px_status comm_proxy_remove(comm_proxy *p, uint32_t id, double timeout_s)
         timeout_s = 1.0;
     snprintf(keep, sizeof(keep), "%s", px_last_error()); /* a failed set-up's own reason */
     st = proxy_post(p, CMD_REMOVE, NULL, id, timeout_s);
-
+    if (st == PX_OK && atomic_exchange_explicit(&p->closing_left, 0, memory_order_acquire))
+        st = px_set_error(PX_EREVOKED, "the revoked domain's sends to another host did not "
+                          "finish (a call the revocation cut off)");
     if (st != PX_OK) {
         PX_LOG_WARN("mpi proxy: domain %u: %s; its memory stays mapped (MPI may still read "
                     "it)", id, px_last_error());

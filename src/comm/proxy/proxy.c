@@ -98,6 +98,18 @@ static int proxy_in_flight(const comm_proxy *p)
     return p->nps > 0 || p->ag != NULL || p->closing != NULL || p->clk != NULL;
 }
 
+/* The domains served, and those a removal left with sends in flight (MPI is finalised
+ * after: what was left ends with it). */
+static void proxy_free_doms(comm_proxy *p)
+{
+    for (int i = 0; i < p->ndoms; i++)
+        pdom_free(p->doms[i]);
+    p->ndoms = 0;
+    for (int i = 0; i < p->nleft; i++)
+        pdom_free(p->left[i]);
+    p->nleft = 0;
+}
+
 static int proxy_sweep(comm_proxy *p)
 {
     int work = proxy_unwatch_poll(p) + proxy_command(p) + proxy_gather_poll(p) +
@@ -220,9 +232,7 @@ static void *proxy_main(void *arg)
     }
     while (proxy_command(p))
         ;
-    for (int i = 0; i < p->ndoms; i++)
-        pdom_free(p->doms[i]);
-    p->ndoms = 0;
+    proxy_free_doms(p);
     for (int i = 0; i < p->nps; i++) {
         p->ops->cancel(p->ps[i].req);
         free(p->ps[i].buf);

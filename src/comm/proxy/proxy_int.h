@@ -52,6 +52,8 @@
 #define PROXY_YIELD_NS 20000
 #define PROXY_FAILED_FINALIZE_S 2             /* a failed job's MPI_Finalize, at most */
 #define PROXY_DEAD_FLUSH_NS 2000000000ull     /* a dead chip's requests sent on within this */
+#define PROXY_REVOKED_CLOSE_NS 1000000000ull  /* a revoked domain's removal waits for its
+                                               * sends this long, then leaves them */
 #define PCOLL_INLINE 4096u     /* a pair collective's segment up to this travels in its header's
                                 * message */
 
@@ -261,7 +263,12 @@ struct comm_proxy {
     pgather *ag;                      /* the allgather in flight (thread) ... */
     uint32_t ag_seq;                  /* ... and its command's number */
     pdom *closing;             /* the domain being removed (thread) ... */
-    uint32_t closing_seq;             /* ... and its command's number */
+    uint32_t closing_seq;             /* ... and its command's number ... */
+    uint64_t closing_since;           /* ... and when it was posted */
+    _Atomic int closing_left;         /* the last removal left sends in flight: its memory
+                                       * stays mapped (comm_proxy_remove says so) */
+    pdom *left[PROXY_DOMS];           /* domains removed with sends in flight (kept) */
+    int nleft;
     _Atomic uint32_t cmd_seq, cmd_done, cmd_sleep;
     _Atomic uint32_t unwatch, unwatched, unwatch_sleep; /* the board goes: asked, done
                                           * (futex word); not a command, so a command still
