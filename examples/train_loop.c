@@ -47,6 +47,7 @@
  */
 #include "examples.h"
 
+#include <float.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,14 +152,47 @@ static px_status tl_step_callable(px_orch *o, const px_task_args *args, void *us
     return px_submit(o, tl_k_step, &a, NULL);
 }
 
+/*
+ * After a shrink the survivors agree on where they are: a survivor whose allreduce failed
+ * while its peers' passed (the death, or a peer's revoke as it began its shrink, ended its
+ * wait before the last signal came: one still on its way through the MPI proxies cannot be
+ * carried out before) is one iteration behind. It takes the iteration count and p of those
+ * ahead: a MAX of the counts, then a MAX of p in which it gives -FLT_MAX (a MAX of identical
+ * values: bit for bit theirs). Its own p comes back if that fails (shrink again).
+ */
+static px_status tl_realign(px_comm *c, float *p, size_t pb, float *g, uint64_t *it)
+{
+    size_t n = pb / sizeof(float);
+    float *mine = NULL;
+    px_status st;
+
+    g[0] = (float)*it;
+    if ((st = px_comm_allreduce(c, g, 1, PX_F32, PX_OP_MAX)) != PX_OK)
+        return st;
+    if ((uint64_t)g[0] > *it) {
+        if ((mine = malloc(pb)) == NULL)
+            return px_set_error(PX_ENOMEM, "train.loop: out of memory");
+        memcpy(mine, p, pb);
+        for (size_t i = 0; i < n; i++)
+            p[i] = -FLT_MAX;
+    }
+    st = px_comm_allreduce(c, p, n, PX_F32, PX_OP_MAX);
+    if (st == PX_OK)
+        *it = (uint64_t)g[0];
+    else if (mine != NULL)
+        memcpy(p, mine, pb);
+    free(mine);
+    return st;
+}
+
 /* train.loop on one rank: args (iters, at, die, shard, domain): every iteration in this
- * kernel; after a death the survivors shrink here (px_comm_shrink) and redo the iteration
- * (p changes only after an allreduce that succeeded, so every survivor redoes the same). */
+ * kernel; after a death the survivors shrink here (px_comm_shrink), agree on where they are
+ * (tl_realign) and redo the iteration (p changes only after an allreduce that succeeded). */
 static px_status tl_loop_kernel(px_core_ctx *ctx, const px_task_args *a)
 {
     px_comm *c = px_arg_comm(a, px_arg_count(a) - 1), *nc;
     uint64_t iters = px_arg_u64(a, 0), at = px_arg_u64(a, 1), die = px_arg_u64(a, 2);
-    int shard = (int)px_arg_i64(a, 3);
+    int shard = (int)px_arg_i64(a, 3), realign = 0;
     size_t pb, gb;
     float *p, *g;
     uint64_t *it;
@@ -170,8 +204,9 @@ static px_status tl_loop_kernel(px_core_ctx *ctx, const px_task_args *a)
     if ((st = tl_buffers(c, "train.loop", &p, &pb, &g, &gb, &it)) != PX_OK)
         return st;
     it[1] = 0;
-    while (*it < iters) {
-        st = tl_gradient(c, p, pb, g, gb, *it, at, die, shard);
+    while (*it < iters || realign) {
+        st = realign ? tl_realign(c, p, pb, g, it)
+                     : tl_gradient(c, p, pb, g, gb, *it, at, die, shard);
         if (st == PX_EPEERDEAD || st == PX_EREVOKED) {
             for (int tries = 0; (st = px_comm_shrink(c, &nc)) == PX_EPEERDEAD && tries < 3;
                  tries++)
@@ -180,10 +215,15 @@ static px_status tl_loop_kernel(px_core_ctx *ctx, const px_task_args *a)
                 return st;
             c = nc;
             it[1]++;
+            realign = 1;
             continue;
         }
         if (st != PX_OK)
             return st;
+        if (realign) {
+            realign = 0;
+            continue;
+        }
         tl_update(p, g, (int64_t)(pb / sizeof(float)), px_comm_size(c));
         ++*it;
     }

@@ -340,6 +340,26 @@ exec "$2" "$4" dead "$3" 2 2 1:1 train.step 13]=]
                        ENVIRONMENT "${PX_MPI_ENV};PLEXUS_TIMEOUT_S=20"
                        FAIL_REGULAR_EXPRESSION "FAIL|exit status [1-9]"
                        PASS_REGULAR_EXPRESSION "${tlk} \\(host [01] checked its [12] ranks?\\)\nPASS\n.*${tlk} \\(host [01] checked its [12] ranks?\\)\nPASS\n")
+  # the same past 64 ranks (the agreement's sets are bitsets: rank 65, chip 32 of host 1,
+  # dies) and over 3 hosts (a survivor whose last allreduce failed while its peers' passed
+  # takes their iteration: tl_realign)
+  foreach(v "66;2;33;1:32;65;host 1 checked its 32 ranks|host 0 checked its 33 ranks"
+            "3hosts;3;3;2:1;8;host [012] checked its [23] ranks")
+    list(GET v 0 tag)
+    list(GET v 1 np)
+    list(GET v 2 chips)
+    list(GET v 3 kill)
+    list(GET v 4 nsurv)
+    list(GET v 5 mine)
+    add_test(NAME mpi.train_loop_kernel_${tag}
+             COMMAND ${MPIEXEC_EXECUTABLE} -np ${np} $<TARGET_FILE:plexus> run train_loop
+                     --chips ${chips} --cores 1 --iters 8 --kill-chip ${kill} --at-iter 3
+                     --shrink kernel --size 256)
+    set_tests_properties(mpi.train_loop_kernel_${tag} PROPERTIES TIMEOUT 120 RESOURCE_LOCK chips
+                         ENVIRONMENT "${PX_MPI_ENV};PLEXUS_TIMEOUT_S=30;PLEXUS_COMM_TIMEOUT_S=20"
+                         FAIL_REGULAR_EXPRESSION "FAIL|non-zero status|exited on signal"
+                         PASS_REGULAR_EXPRESSION "${nsurv} survivors \\(shrunk in the kernel\\) bit-identical to a ${nsurv}-chip run from iteration 3 and to the host \\((${mine})\\)\nPASS\n")
+  endforeach()
   # the kernel-side shrink across hosts (issue 37): 2 hosts x 3 chips, one resilient task;
   # two deaths, each shrunk in the kernels (generations 1 and 2: the heads at the windows'
   # other head, then back), windows carried, allreduces bit for bit the rank-order fold, the
