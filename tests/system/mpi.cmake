@@ -296,7 +296,18 @@ rm -rf "$3" && "$0" -np 2 "$1" run train_loop --chips 2 --cores 1 --iters 20 --k
 exec "$2" "$4" dead "$3" 2 2 1:1 train.step 13]=]
                    ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:plexus> ${PX_PYTHON3_HOSTS}
                    ${PX_DFX_HOSTS_OUT}/dead ${CMAKE_CURRENT_SOURCE_DIR}/system/dfx_hosts_check.py)
-  foreach(t mpi.dfx_hosts_mpi mpi.dfx_hosts_forced mpi.dfx_hosts_dead_chip)
+  # the same with --shrink kernel (issue 37): every survivor's track of both hosts shows the
+  # kernel's revoke, its agreement (the dead chip of host 1 excluded, with why) and its shrink
+  # (the loop is one train.loop task around them: no task after)
+  add_test(NAME mpi.dfx_hosts_dead_chip_kernel
+           COMMAND sh -c [=[[ -x "$2" ] || { echo "skipped: python3 not found"; exit 77; }
+rm -rf "$3" && "$0" -np 2 "$1" run train_loop --chips 2 --cores 1 --iters 20 --kill-chip 1:1 \
+    --at-iter 7 --shrink kernel --dfx all --out "$3" >/dev/null || exit 1
+exec "$2" "$4" dead "$3" 2 2 1:1 train.loop 0]=]
+                   ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:plexus> ${PX_PYTHON3_HOSTS}
+                   ${PX_DFX_HOSTS_OUT}/dead_kernel ${CMAKE_CURRENT_SOURCE_DIR}/system/dfx_hosts_check.py)
+  foreach(t mpi.dfx_hosts_mpi mpi.dfx_hosts_forced mpi.dfx_hosts_dead_chip
+            mpi.dfx_hosts_dead_chip_kernel)
     set_tests_properties(${t} PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77 RESOURCE_LOCK chips
                          ENVIRONMENT "${PX_MPI_ENV}" PASS_REGULAR_EXPRESSION "\nPASS\n$")
   endforeach()
