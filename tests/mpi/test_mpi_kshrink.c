@@ -34,6 +34,8 @@
 
 #include <plexus/plexus.h>
 
+#include "mpi_fold.h"
+
 #define TK_QUICK_S 5.0 /* a revoke seen on every host within this (the deadline is 20 s) */
 #define TK_COUNT 1000  /* the allreduce's doubles */
 #define TK_MARK 64     /* marker doubles */
@@ -53,13 +55,6 @@ static double tk_now(void)
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-/* The input of the member with global id g (host * chips + chip) at element i: not an
- * integer, so the fold's order shows in the bits. */
-static double tk_in(int g, size_t i)
-{
-    return 0.1 * (g + 1) + 1e-3 * (double)i + 1.0 / (3.0 + (double)g);
-}
-
 /* The global ids dead once `deaths` of the planned deaths happened (1:1, then 0:0; with
  * g_during, 1:2 with the first), as a mask. */
 static uint64_t tk_dead(int deaths)
@@ -77,38 +72,7 @@ static uint64_t tk_dead(int deaths)
  * dead, bit for bit, after the marker check. */
 static px_status tk_sum(px_comm *c, double *x, int me, uint64_t dead)
 {
-    double *y = x + TK_MARK;
-    int n = 0;
-    px_status st;
-
-    for (int g = 0; g < 2 * g_chips; g++)
-        n += !(dead >> g & 1);
-    if (px_comm_size(c) != n)
-        return px_set_error(PX_EIO, "host %d chip %d: the communicator has %d ranks; %d "
-                            "expected", g_host, px_chip_index(), px_comm_size(c), n);
-    for (int i = 0; i < TK_MARK; i++)
-        if (x[i] != 1000.0 * me + i)
-            return px_set_error(PX_EIO, "host %d chip %d: marker %d is %g, expected %g (the "
-                                "window was not carried)", g_host, px_chip_index(), i, x[i],
-                                1000.0 * me + i);
-    for (size_t i = 0; i < TK_COUNT; i++)
-        y[i] = tk_in(me, i);
-    if ((st = px_comm_allreduce(c, y, TK_COUNT, PX_F64, PX_OP_SUM)) != PX_OK)
-        return st;
-    for (size_t i = 0; i < TK_COUNT; i++) {
-        double want = 0;
-
-        for (int g = 0, r = 0; g < 2 * g_chips; g++) {
-            if (dead >> g & 1)
-                continue;
-            want = r++ == 0 ? tk_in(g, i) : want + tk_in(g, i);
-        }
-        if (memcmp(&want, &y[i], sizeof(want)) != 0)
-            return px_set_error(PX_EIO, "host %d chip %d: element %zu is %.17g, the rank-order "
-                                "fold %.17g (%d ranks)", g_host, px_chip_index(), i, y[i], want,
-                                n);
-    }
-    return PX_OK;
+    return mpi_fold_check(c, x, TK_MARK, TK_COUNT, me, 2 * g_chips, dead, g_host);
 }
 
 /* The phase whose survivors c has (0: nobody dead yet, 1: after the first death, 2: after

@@ -47,6 +47,8 @@
 
 #include <plexus/plexus.h>
 
+#include "mpi_fold.h"
+
 #define TS_QUICK_S 5.0 /* a revoke seen on every host within this (the deadline is 20 s; measured:
                          * 0.05 s, plus the 0.3 s before the orchestration revokes) */
 #define TS_WAIT_S 30.0 /* a wait only a revoke can end */
@@ -97,42 +99,13 @@ static px_status ts_revoked(px_comm *c, px_status st, double t0, const char *wan
                         px_status_name(st), took);
 }
 
-/* The input of the member with global id g (host * chips + chip) at element i: not an
- * integer, so the fold's order shows in the bits. */
-static double ts_in(int g, size_t i)
-{
-    return 0.1 * (g + 1) + 1e-3 * (double)i + 1.0 / (3.0 + (double)g);
-}
-
 /* The survivors' allreduce against the serial rank-order fold, bit for bit (fresh: the
  * domain was just made, no marker to find). */
 static px_status ts_sum(px_comm *c, double *x, int me, int fresh)
 {
-    double *y = x + TS_MARK;
-    px_status st;
-
-    for (int i = 0; !fresh && i < TS_MARK; i++)
-        if (x[i] != 1000.0 * me + i)
-            return px_set_error(PX_EIO, "host %d chip %d: marker %d is %g, expected %g (the "
-                                "window was not carried)", g_host, px_chip_index(), i, x[i],
-                                1000.0 * me + i);
-    for (size_t i = 0; i < TS_COUNT; i++)
-        y[i] = ts_in(me, i);
-    if ((st = px_comm_allreduce(c, y, TS_COUNT, PX_F64, PX_OP_SUM)) != PX_OK)
-        return st;
-    for (size_t i = 0; i < TS_COUNT; i++) {
-        double want = 0;
-
-        for (int g = 0, r = 0; r < px_comm_size(c); g++) { /* every global id but the dead */
-            if (g_dead >> g & 1)
-                continue;
-            want = r++ == 0 ? ts_in(g, i) : want + ts_in(g, i);
-        }
-        if (memcmp(&want, &y[i], sizeof(want)) != 0)
-            return px_set_error(PX_EIO, "host %d chip %d: element %zu is %.17g, the rank-order "
-                                "fold %.17g", g_host, px_chip_index(), i, y[i], want);
-    }
-    return PX_OK;
+    if (!fresh)
+        return mpi_fold_check(c, x, TS_MARK, TS_COUNT, me, g_hosts * g_chips, g_dead, g_host);
+    return mpi_fold_check(c, x + TS_MARK, 0, TS_COUNT, me, g_hosts * g_chips, g_dead, g_host);
 }
 
 /* The shrink modes' steps on rank px_comm_rank(c). */
@@ -154,7 +127,7 @@ static px_status ts_shrink_kernel(px_comm *c, int mode)
             _exit(9);
         for (int k = 0; k < 1000 && st == PX_OK; k++) {
             for (size_t i = 0; i < TS_COUNT; i++)
-                x[TS_MARK + i] = ts_in(me, i);
+                x[TS_MARK + i] = mpi_fold_in(me, i);
             st = px_comm_allreduce(c, x + TS_MARK, TS_COUNT, PX_F64, PX_OP_SUM);
         }
         return st == PX_OK ? px_set_error(PX_EIO, "1000 allreduces passed with a member dead")

@@ -3,33 +3,32 @@
  * as the MPI proxies carry them.
  *
  * The agreement runs on each host's agreement row (comm.h: comm_agree_row), which holds an
- * entry for every rank of the domain: this host's ranks write theirs, and the proxy copies
- * them to every other host (a proxy_agree message per new tag, a proposal's set with it),
- * whose proxy stores the set, then the tag, into its row and wakes the survivors asleep on
- * it. So every survivor reads every rank's entry on its own board, as on one host. What makes
- * it the same agreement on every host:
- *   - an entry goes out only after every request its rank posted before it (the rank writes
- *     its requests, then its tag; the proxy reads the tag, and sends it on only when the
- *     rank's ring holds no request not yet sent on), and each host's messages are taken in
- *     order: where a rank's proposal is seen, its requests to that host were carried out
- *     (the drain of shrink.c's phase 2, for proxied pairs);
- *   - a chip's death is told only after its last entries (proxy_agree_dead, called by
- *     proxy_deaths_tell before it tells), and nothing of its ring is sent on after: where the
- *     death is seen, its last entry is there, as on one host ("its last writes are visible
- *     once its death is");
- *   - a copy is stored only when its tag is newer than the entry's (tags grow with the
- *     generation, the attempt and the phase).
- * The view: requests travel with generation 0's rank numbers and the requester's kernel
+ * entry for every rank of the domain, by its generation-0 number (the same chip's in every
+ * kernel generation): this host's ranks write theirs, and the proxy copies each new tag to
+ * every other host (proxy_agree: the tag and both proposal sets, so a tag read later than the
+ * proposal it follows still carries it), whose proxy stores the sets, then the tag, if newer,
+ * and wakes the survivors asleep on the row. So every survivor reads every rank's entry on its
+ * own board, as on one host. What makes it the same agreement on every host:
+ *   - an entry goes out only when its rank's ring holds no request not yet sent on (the rank
+ *     writes its requests, then its tag), and each host's messages are taken in order: where
+ *     a rank's proposal is seen, its requests to that host were carried out (the drain of
+ *     shrink.c's phase 2, for proxied pairs);
+ *   - a chip's death is told only after what its ring held was sent on (at most
+ *     PROXY_DEAD_FLUSH_NS) and after its last entry (proxy_agree_dead, called by
+ *     proxy_deaths_tell before it tells); nothing of its ring is sent on after: where the
+ *     death is seen, its last signals and its last entry are there, as on one host ("its last
+ *     writes are visible once its death is").
+ * The view: requests travel with generation-0 rank numbers and the requester's kernel
  * generation (comm_proxy_msg.kgen; the chips stamp it into each ring request), and the proxy
  * serves one generation per domain (pdom.cur; pdom.prev the one before). The lowest survivor
  * of this host records each shrink's outcome (shrink.c: shr_record: xtag, the READY tag of
- * its attempt, and xexcl); once every survivor of this host is ready on that attempt, the
- * view moves to the next generation (the survivors in order; its heads at the windows' other
- * head). A retry that excludes more (a survivor died before it was ready, on any host) moves
- * it again from the generation before. No request of the next generation can come before:
- * a survivor goes on only when every survivor is ready, and each host's requests, entries
- * and the view are taken in one order (a request of a newer generation makes the proxy
- * follow first: pdom_follow).
+ * its attempt, and xexcl, generation-0 numbers); once every survivor of this host is ready on
+ * that attempt, the view moves to the next generation (the survivors in order; its heads at
+ * the windows' other head). A retry that excludes more (a survivor died before it was ready,
+ * on any host) moves it again from the generation before. Nothing of the next generation can
+ * come before: a survivor goes on only when every survivor is ready, and a request, an entry
+ * or a revocation of the next generation makes the proxy follow first (pdom_follow: their
+ * senders saw this host's survivors ready).
  * The kernel generations' revocation words (comm_agree_row.revoke) are told like a domain's
  * own (proxy_revoke with its generation), and an orchestration's revocation that comes from
  * another host revokes every kernel generation here too (orch).
