@@ -84,6 +84,7 @@ void comm_free_domain(comm_worker *cw, px_domain *d, int chips_alive)
     if (d->vbase != NULL)
         munmap(d->vbase, d->vbytes);
     d->vbase = NULL;
+    comm_dfx_keep_kgens(cw, d);
     d->state = COMM_FREED;
 }
 
@@ -260,6 +261,7 @@ static void comm_log_choice(const px_domain *d)
 
 void comm_domain_tables_free(px_domain *d)
 {
+    free(d->kexcl);
     free(d->why_of);
     free(d->whys);
     free(d->chips);

@@ -87,12 +87,14 @@ static void comm_dfx_member(const px_domain *d, int r, struct dfxc_buf *b)
         dfxc_buf_printf(b, "%d", d->chips[r]);
 }
 
-/* Writes excluded rank r of d (the old domain) as {"rank", ["host",] "chip", "why"}; sep is
- * the separator after a colon or comma ("" in a slice's compact args, " " in dfx.json). */
-static void comm_dfx_excluded(const comm_worker *cw, const px_domain *d, int r, const char *sep,
-                              struct dfxc_buf *b)
+/* Writes excluded rank r of d (the old domain; named `rank`, its number where it was left
+ * out: r itself, or its number in a kernel generation) as {"rank", ["host",] "chip", "why"};
+ * sep is the separator after a colon or comma ("" in a slice's compact args, " " in
+ * dfx.json). */
+static void comm_dfx_excluded(const comm_worker *cw, const px_domain *d, int r, int rank,
+                              const char *sep, struct dfxc_buf *b)
 {
-    dfxc_buf_printf(b, "{\"rank\":%s%d,%s", sep, r, sep);
+    dfxc_buf_printf(b, "{\"rank\":%s%d,%s", sep, rank, sep);
     if (d->hosts != NULL)
         dfxc_buf_printf(b, "\"host\":%s%d,%s", sep, d->hosts[r], sep);
     dfxc_buf_printf(b, "\"chip\":%s%d,%s\"why\":%s", sep, d->chips[r], sep, sep);
@@ -126,45 +128,65 @@ static void comm_dfx_generation(const comm_worker *cw, const px_domain *d, struc
     dfxc_buf_printf(b, "%u, \"shrink_us\": %.1f, \"excluded\": [", d->from->id, d->shrink_us);
     for (int i = 0; i < d->nexcluded; i++) {
         dfxc_buf_puts(b, i ? ", " : "");
-        comm_dfx_excluded(cw, d->from, d->excluded[i], " ", b);
+        comm_dfx_excluded(cw, d->from, d->excluded[i], d->excluded[i], " ", b);
     }
     dfxc_buf_puts(b, "]");
 }
 
 /*
  * Writes d's ", \"kernel_generations\": [...]" when its members' kernels shrank it
- * (px_comm_shrink): each generation g > 0 with its members (chips in rank order) and the ranks
- * of generation g - 1 it excluded, each with its chip and why, from the agreement row the
- * lowest survivor of each shrink recorded (the first COMM_AGREE_GENS). Only for a domain the
- * chips still hold (a freed one's row may be another's now).
+ * (px_comm_shrink): each generation g > 0 with its members (in rank order, as "members" names
+ * them) and the ranks of generation g - 1 it excluded, each with its chip (and host) and why,
+ * from the agreement row the lowest survivor of this host recorded in each shrink (the first
+ * COMM_AGREE_GENS; sets of generation-0 numbers), or, once d is freed (its row may be
+ * another's then), from the copy comm_dfx_keep_kgens made. For a domain spanning hosts, only
+ * on a host with a survivor (which records the row).
  */
+void comm_dfx_keep_kgens(const comm_worker *cw, px_domain *d)
+{
+    const comm_agree_row *row = cw->bells != NULL && d->state != COMM_FREED
+                                    ? comm_board_agree(cw->bells, d->msg.revoke_slot) : NULL;
+    uint32_t gens = row != NULL ? atomic_load_explicit(&row->kgens, memory_order_acquire) : 0;
+
+    if (gens > COMM_AGREE_GENS)
+        gens = COMM_AGREE_GENS;
+    if (gens == 0 || d->kexcl != NULL ||
+        (d->kexcl = calloc(gens, sizeof(*d->kexcl))) == NULL)
+        return; /* (out of memory: dfx.json leaves them out) */
+    for (uint32_t g = 0; g < gens; g++)
+        for (int i = 0; i < COMM_AGREE_WORDS; i++)
+            d->kexcl[g][i] = atomic_load_explicit(&row->kexcluded[g][i], memory_order_relaxed);
+    d->kgens = gens;
+}
+
 static void comm_dfx_kernel_gens(const comm_worker *cw, const px_domain *d, struct dfxc_buf *b)
 {
-    const comm_agree_row *row = cw->bells != NULL ? comm_board_agree(cw->bells,
-                                                                     d->msg.revoke_slot) : NULL;
-    const hier_deaths *board = hier_deaths_board(cw->w);
+    const comm_agree_row *row = cw->bells != NULL && d->state != COMM_FREED
+                                    ? comm_board_agree(cw->bells, d->msg.revoke_slot) : NULL;
     int orig[PX_COMM_MAX_RANKS], n = d->msg.n; /* each rank's generation-0 number */
-    uint32_t gens = row != NULL && d->state != COMM_FREED && d->hosts == NULL
-                        ? atomic_load_explicit(&row->kgens, memory_order_acquire) : 0;
+    uint32_t gens = d->state == COMM_FREED ? d->kgens
+                    : row != NULL ? atomic_load_explicit(&row->kgens, memory_order_acquire) : 0;
 
-    if (gens == 0)
+    if (gens == 0 || n > COMM_AGREE_MAX_RANKS)
         return;
     for (int r = 0; r < n; r++)
         orig[r] = r;
     dfxc_buf_puts(b, ", \"kernel_generations\": [");
     for (uint32_t g = 0; g < gens && g < COMM_AGREE_GENS; g++) {
-        const _Atomic uint64_t *ex = row->kexcluded[g]; /* generation-0 numbers */
+        uint64_t ex[COMM_AGREE_WORDS];
         int k = 0, first = 1;
 
+        for (int i = 0; i < COMM_AGREE_WORDS; i++)
+            ex[i] = row != NULL ? atomic_load_explicit(&row->kexcluded[g][i],
+                                                       memory_order_relaxed)
+                                : d->kexcl[g][i];
         dfxc_buf_printf(b, "%s{\"generation\": %u, \"excluded\": [", g ? ", " : "", g + 1);
         for (int r = 0; r < n; r++) {
             int o = orig[r];
 
-            if (atomic_load_explicit(&ex[o >> 6], memory_order_relaxed) >> (o & 63) & 1) {
-                dfxc_buf_printf(b, "%s{\"rank\": %d, \"chip\": %d, \"why\": ",
-                                first ? "" : ", ", r, d->chips[o]);
-                dfxc_buf_json_str(b, comm_dfx_why(board, d->chips[o]));
-                dfxc_buf_puts(b, "}");
+            if (ex[o >> 6] >> (o & 63) & 1) {
+                dfxc_buf_puts(b, first ? "" : ", ");
+                comm_dfx_excluded(cw, d, o, r, " ", b);
                 first = 0;
             } else {
                 orig[k++] = o;
@@ -172,8 +194,10 @@ static void comm_dfx_kernel_gens(const comm_worker *cw, const px_domain *d, stru
         }
         n = k;
         dfxc_buf_puts(b, "], \"members\": [");
-        for (int r = 0; r < n; r++)
-            dfxc_buf_printf(b, "%s%d", r ? ", " : "", d->chips[orig[r]]);
+        for (int r = 0; r < n; r++) {
+            dfxc_buf_puts(b, r ? ", " : "");
+            comm_dfx_member(d, orig[r], b);
+        }
         dfxc_buf_puts(b, "]}");
     }
     dfxc_buf_puts(b, "]");
@@ -218,7 +242,7 @@ static void comm_dfx_shrink_events(const comm_worker *cw, const px_domain *nd,
                         d->generation, d->msg.n, nd->msg.n);
         for (int i = 0; i < nd->nexcluded; i++) {
             dfxc_buf_puts(&a, i ? "," : "");
-            comm_dfx_excluded(cw, d, nd->excluded[i], "", &a);
+            comm_dfx_excluded(cw, d, nd->excluded[i], nd->excluded[i], "", &a);
         }
         dfxc_buf_printf(&a, "],\"domain\":%u", d->id);
         comm_dfx_event(add, ctx, nd->chips[r], "comm.agree", nd->dfx_t[1], nd->dfx_t[2],

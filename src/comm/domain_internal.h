@@ -54,6 +54,10 @@ struct px_domain {
     double shrink_us;                /* how long the shrink that made it took (dfx.json) */
     int excluded[PX_COMM_MAX_RANKS]; /* that shrink's excluded old ranks (nexcluded) */
     int nexcluded;
+    uint32_t kgens;                  /* its kernel shrinks as its agreement row said when it was
+                                      * freed (the row may be another domain's then) ... */
+    uint64_t (*kexcl)[COMM_AGREE_WORDS]; /* ... and their excluded sets (kgens, at most
+                                      * COMM_AGREE_GENS), or NULL */
     /* DFX (the orchestration's slices on the chips' tracks, domain_dfx.c), in the parent's
      * DFX clock: for a shrink's domain, the shrink's start (its revoke of the old one), the
      * deaths board's snapshot, the agreement confirmed after the new domain was made, and its
@@ -255,6 +259,8 @@ px_status comm_builtins_register(comm_worker *cw);
 
 /* domain_dfx.c: the dfx_json hook: the domains and their pairs' transports. */
 void comm_dfx_json(void *arg, struct dfxc_buf *b);
+/* d is being freed: its kernel shrinks are copied from its agreement row for dfx.json. */
+void comm_dfx_keep_kgens(const comm_worker *cw, px_domain *d);
 
 /* domain_dfx.c: the dfx_events hook: the orchestration's revokes and shrinks of this run as
  * slices on the chips' tracks of the merged trace. */

@@ -108,6 +108,7 @@ void comm_sweep(comm_worker *cw)
             return;
         if (d->state == COMM_RELEASED && d->draining && !d->lost && comm_pend_prune(d) == 0 &&
             !comm_member_dead(cw, d) && comm_forget(cw, d)) {
+            comm_dfx_keep_kgens(cw, d);
             d->state = COMM_FREED;
             d->draining = 0;
         }

@@ -26,10 +26,13 @@ domain spanning every host and go on: STEPS more KERNEL tasks each):
     host's none; on every level (the top, which is host 0's, and each host's entry) the
     domain a shrink made has as members every chip but C of host H as {"host", "chip"} in
     host-major order, and excludes one rank: {"rank": H * CHIPS + C, "host": H, "chip": C,
-    "why": "...died..."}; the domain it was made from has every chip as a member;
-  trace.json: no process for the dead chip; on every survivor's track (of every host) the
-    orchestration's comm.revoke, comm.agree (excluding chip C of host H, with why) and
-    comm.shrink (to HOSTS * CHIPS - 1 survivors), then STEPS KERNEL tasks after the shrink.
+    "why": "...died..."}; the domain it was made from has every chip as a member (and, STEPS
+    0: the members' kernels shrank it first, its kernel_generations is generation 1 of those
+    survivors, excluding that rank the same way);
+  trace.json: no process for the dead chip; on every survivor's track (of every host) a
+    comm.revoke, comm.agree (excluding chip C of host H, with why) and comm.shrink (to
+    HOSTS * CHIPS - 1 survivors: the orchestration's, or with STEPS 0 the kernel's), then STEPS
+    KERNEL tasks after the shrink.
 Prints PASS or FAIL: <reason>.
 """
 import os
@@ -147,9 +150,11 @@ def check_report(d, names, kernel):
              "%s task" % (desc, kernel))
 
 
-def check_dead_domains(who: str, x: dict, hosts: int, chips: int, dead: tuple) -> None:
+def check_dead_domains(who: str, x: dict, hosts: int, chips: int, dead: tuple,
+                       in_kernel: bool) -> None:
     """Checks the domains of dfx.json level x (who names it) after chip dead[1] of host
-    dead[0] died and a shrink excluded it."""
+    dead[0] died and a shrink excluded it (in_kernel: the members' kernels shrank the first
+    domain first, which its kernel_generations say)."""
     everyone = [{"host": h, "chip": c} for h in range(hosts) for c in range(chips)]
     alive = [m for m in everyone if (m["host"], m["chip"]) != dead]
     doms = {d["id"]: d for d in x.get("domains", [])}
@@ -169,6 +174,17 @@ def check_dead_domains(who: str, x: dict, hosts: int, chips: int, dead: tuple) -
             "died" not in ex[0].get("why", ""):
         fail("%s: the shrink's excluded %r, expected rank %d, chip %d of host %d, with why"
              % (who, ex, rank, dead[1], dead[0]))
+    if not in_kernel:
+        return
+    kg = old.get("kernel_generations", [])
+    kex = kg[0].get("excluded", []) if len(kg) == 1 else []
+    if len(kg) != 1 or kg[0].get("generation") != 1 or kg[0].get("members") != alive or \
+            len(kex) != 1 or {k: kex[0].get(k) for k in ("rank", "host", "chip")} != \
+            {"rank": rank, "host": dead[0], "chip": dead[1]} or \
+            "died" not in kex[0].get("why", ""):
+        fail("%s: the first domain's kernel_generations %r, expected generation 1 of %r "
+             "excluding rank %d, chip %d of host %d, with why"
+             % (who, kg, alive, rank, dead[1], dead[0]))
 
 
 def check_dead_trace(d: str, hosts: int, chips: int, dead: tuple, kernel: str,
@@ -219,14 +235,15 @@ def check_dead(d: str, hosts: int, chips: int, dead: tuple, kernel: str, steps: 
     hs = x.get("hosts", [])
     if [h.get("host") for h in hs] != list(range(hosts)):
         fail("dfx.json: hosts %r, expected 0..%d" % ([h.get("host") for h in hs], hosts - 1))
-    check_dead_domains("dfx.json", x, hosts, chips, dead)
+    in_kernel = steps == 0
+    check_dead_domains("dfx.json", x, hosts, chips, dead, in_kernel)
     for h in hs:
         want = [dead[1]] if h["host"] == dead[0] else []
         if h.get("chips_missing") != want:
             fail("dfx.json host %d: chips_missing %r, expected %r" % (h["host"],
                                                                        h.get("chips_missing"),
                                                                        want))
-        check_dead_domains("dfx.json host %d" % h["host"], h, hosts, chips, dead)
+        check_dead_domains("dfx.json host %d" % h["host"], h, hosts, chips, dead, in_kernel)
     check_dead_trace(d, hosts, chips, dead, kernel, steps)
 
 
