@@ -21,7 +21,9 @@
  * test hook PX_TEST_COMM_SHRINK_EXIT, set on host 1 only): during1 fails the first attempt on
  * every survivor alike or excludes it at once, during2 leaves it in the first generation, whose
  * first allreduce fails, and a further shrink excludes it; either way the survivors end with
- * every chip but the dead ones and the checks of 3 hold at every generation.
+ * every chip but the dead ones and the checks of 3 hold at every generation. MODE pair: chip 2
+ * of host 0 dies with chip 1 of host 1 (two hosts' deaths at once: each survivor may have seen
+ * either first; the agreement excludes both on every host).
  * Prints "host H of 2: ..." and PASS, exit 0, when every step held on this host; else
  * "FAIL: <why>" and 1.
  */
@@ -44,6 +46,7 @@
 
 static int g_host, g_chips; /* this worker's host (the launcher's rank), chips per host */
 static int g_during;        /* 0, or the phase chip 2 of host 1 exits in (1 or 2) */
+static int g_pair;          /* MODE pair: chip 2 of host 0 dies with chip 1 of host 1 */
 static px_kernel_id k_step;
 static px_callable_id c_step;
 
@@ -62,7 +65,8 @@ static uint64_t tk_dead(int deaths)
     uint64_t m = 0;
 
     if (deaths >= 1)
-        m |= 1ull << (g_chips + 1) | (g_during ? 1ull << (g_chips + 2) : 0);
+        m |= 1ull << (g_chips + 1) | (g_during ? 1ull << (g_chips + 2) : 0) |
+             (g_pair ? 1ull << 2 : 0);
     if (deaths >= 2)
         m |= 1ull;
     return m;
@@ -214,8 +218,10 @@ int main(int argc, char **argv)
     g_chips = argc > 1 ? atoi(argv[1]) : 3;
     g_host = hr != NULL ? atoi(hr) : 0; /* before the fork, so the chips see it */
     g_during = strcmp(mode, "during1") == 0 ? 1 : strcmp(mode, "during2") == 0 ? 2 : 0;
-    if (g_chips < 3 || g_chips > 8 || (strcmp(mode, "kernel") != 0 && g_during == 0)) {
-        printf("FAIL: usage: test_mpi_kshrink CHIPS(3..8) kernel|during1|during2\n");
+    g_pair = strcmp(mode, "pair") == 0;
+    if (g_chips < 3 || g_chips > 8 ||
+        (strcmp(mode, "kernel") != 0 && g_during == 0 && !g_pair)) {
+        printf("FAIL: usage: test_mpi_kshrink CHIPS(3..8) kernel|during1|during2|pair\n");
         return 1;
     }
     if (g_during != 0 && g_host == 1) { /* chip 2 of host 1, inside the first shrink */
@@ -248,7 +254,8 @@ int main(int argc, char **argv)
            "revoke seen on every host\nPASS\n", g_host, hosts, 2 * g_chips,
            2 * g_chips - __builtin_popcountll(tk_dead(1)),
            2 * g_chips - __builtin_popcountll(tk_dead(2)),
-           g_during == 0 ? "chip 1 of host 1 died, then chip 0 of host 0"
+           g_pair ? "chip 1 of host 1 and chip 2 of host 0 died at once, then chip 0 of host 0"
+           : g_during == 0 ? "chip 1 of host 1 died, then chip 0 of host 0"
                          : g_during == 1 ? "chip 1 of host 1 died, chip 2 of host 1 in the first "
                                            "shrink after its proposal, then chip 0 of host 0"
                                          : "chip 1 of host 1 died, chip 2 of host 1 in the first "

@@ -375,12 +375,14 @@ exec "$2" "$4" dead "$3" 2 2 1:1 train.loop 0]=]
   # two deaths, each shrunk in the kernels (generations 1 and 2: the heads at the windows'
   # other head, then back), windows carried, allreduces bit for bit the rank-order fold, the
   # last generation revoked from host 0 and seen on host 1; during1/2: a survivor dies inside
-  # the first shrink after its proposal / its readiness (PX_TEST_COMM_SHRINK_EXIT on host 1)
+  # the first shrink after its proposal / its readiness (PX_TEST_COMM_SHRINK_EXIT on host 1);
+  # pair: a chip of each host dies at once
   add_executable(test_mpi_kshrink ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_mpi_kshrink.c)
   target_link_libraries(test_mpi_kshrink PRIVATE plexus_internal)
   foreach(v "kernel;6 ranks shrunk in their kernels to 5, then 4"
             "during1;6 ranks shrunk in their kernels to 4, then 3"
-            "during2;6 ranks shrunk in their kernels to 4, then 3")
+            "during2;6 ranks shrunk in their kernels to 4, then 3"
+            "pair;6 ranks shrunk in their kernels to 4, then 3")
     list(GET v 0 mode)
     list(GET v 1 want)
     add_test(NAME mpi.kshrink_${mode}_2x3
