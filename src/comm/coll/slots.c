@@ -35,8 +35,8 @@ px_status comm_coll_wait(px_comm *c, int src, const char *what)
         c->cseq_in[src]++;
         return PX_OK;
     }
-    if (st == PX_EPEERDEAD)
-        return st;
+    if (st != PX_OK && st != PX_ETIMEDOUT)
+        return st; /* a death or a revocation: its own error says so (not a timeout) */
     /* a stopped source is named silent, as a barrier names it: the parent kills its chip */
     blamed = comm_peer_text(c, src, who, sizeof(who)) == 'T' && comm_blame(c, src);
     comm_sig_text(c->coll_sig, c, 1, mine, sizeof(mine));
