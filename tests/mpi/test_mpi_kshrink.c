@@ -4,7 +4,8 @@
  * level-3 worker of CHIPS chips (3 or more); one resilient domain task
  * (px_submit_domain_task_resilient) runs over a domain of every host's chips (host-major
  * ranks), and each rank's kernel does every step itself:
- *   1. it writes a marker into its window and allreduces (checked);
+ *   1. it writes a marker into its window and allreduces (checked: 7, 1000 and 9001 doubles,
+ *      both sides of the one-shot's limit);
  *   2. chip 1 of host 1 dies as it enters the next allreduce; every survivor's allreduce fails
  *      (PX_EPEERDEAD, or PX_EREVOKED when a survivor's shrink revoked it first), and every
  *      survivor shrinks in its kernel (again after a PX_EPEERDEAD: a death during the shrink);
@@ -39,7 +40,7 @@
 #include "mpi_fold.h"
 
 #define TK_QUICK_S 5.0 /* a revoke seen on every host within this (the deadline is 20 s) */
-#define TK_COUNT 1000  /* the allreduce's doubles */
+#define TK_COUNT 9001  /* the allreduce's doubles, at most: past the one-shot's 64 KiB */
 #define TK_MARK 64     /* marker doubles */
 #define TK_BYTES ((TK_MARK + TK_COUNT) * sizeof(double))
 #define TK_TRIES 4     /* shrinks of one death, at most (a death during one: again) */
@@ -76,7 +77,14 @@ static uint64_t tk_dead(int deaths)
  * dead, bit for bit, after the marker check. */
 static px_status tk_sum(px_comm *c, double *x, int me, uint64_t dead)
 {
-    return mpi_fold_check(c, x, TK_MARK, TK_COUNT, me, 2 * g_chips, dead, g_host);
+    /* odd sizes on both sides of the one-shot's limit (PX_COMM_ONESHOT_MAX_DEFAULT: 64 KiB,
+     * 8192 doubles), so each generation's allreduce takes both algorithms */
+    static const size_t counts[] = {7, 1000, TK_COUNT};
+    px_status st = PX_OK;
+
+    for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]) && st == PX_OK; k++)
+        st = mpi_fold_check(c, x, TK_MARK, counts[k], me, 2 * g_chips, dead, g_host);
+    return st;
 }
 
 /* The phase whose survivors c has (0: nobody dead yet, 1: after the first death, 2: after
