@@ -184,7 +184,7 @@ typedef struct comm_revokes {
  * (gen 0 is the domain's own word in comm_revokes), orch is set by the orchestration's
  * px_domain_revoke / px_domain_shrink (it revokes every kernel generation), bell is bumped
  * (futex, process-shared) after every tag so that a sleeping survivor looks again; the lowest
- * survivor of this host in each kernel shrink records its outcome in kgens, katt and
+ * survivor of this host in each kernel shrink records its outcome in kgens and
  * kexcluded before it says it is ready, for the parent's dfx.json and the proxy.
  */
 #define COMM_AGREE_PROPOSED 1u /* phase: the proposal is there */
@@ -194,7 +194,6 @@ typedef struct comm_revokes {
      (uint64_t)(phase))
 #define COMM_AGREE_TAG_GEN(tag) ((int)((tag) >> 40))
 #define COMM_AGREE_TAG_ATT(tag) ((uint32_t)((tag) >> 8))
-#define COMM_AGREE_TAG_PHASE(tag) ((uint32_t)((tag)&0xFFu))
 
 /* ranks a kernel-side shrink agrees among: 4 hosts of 64 chips, or 16 of 16 (a bigger domain
  * shrinks from the orchestrations, px_domain_shrink, up to PX_COMM_MAX_RANKS); every set of
@@ -213,8 +212,10 @@ typedef struct comm_agree_row {
     _Atomic uint32_t bell;
     _Atomic uint32_t sleepers;
     _Atomic uint32_t kgens;                       /* kernel generations made so far */
-    _Atomic uint32_t katt[COMM_AGREE_GENS];       /* [g]: the attempt kexcluded[g] is of */
-    uint32_t pad_[2];
+    _Atomic uint32_t published;                   /* tags this host's ranks stored so far
+                                                   * (its MPI proxy reads the entries only
+                                                   * when it moved) */
+    uint32_t pad_[9];
     _Atomic uint64_t kexcluded[COMM_AGREE_GENS][COMM_AGREE_WORDS]; /* [g]: the ranks of
                                                    * generation g that generation g + 1
                                                    * excluded */

@@ -149,6 +149,7 @@ static void shr_hook(const px_comm *c, int phase)
 static void shr_publish(px_comm *c, uint64_t tag)
 {
     atomic_store_explicit(&shr_entry(c, c->rank)->tag, tag, memory_order_seq_cst);
+    atomic_fetch_add_explicit(&c->agree->published, 1, memory_order_release);
     util_bump_wake_sleepers(&c->agree->bell, &c->agree->sleepers, INT_MAX, 1);
 }
 
@@ -416,10 +417,8 @@ static void shr_record(px_comm *c, uint32_t at, const shr_set *excl)
         if (shr_has(excl, q))
             shr_add(&ex0, c->orig[q]);
     atomic_store_explicit(&row->revoke[(c->kgen + 1) & 1], 0, memory_order_relaxed);
-    if (c->kgen < COMM_AGREE_GENS) {
+    if (c->kgen < COMM_AGREE_GENS)
         shr_store(row->kexcluded[c->kgen], &ex0);
-        atomic_store_explicit(&row->katt[c->kgen], at, memory_order_relaxed);
-    }
     atomic_store_explicit(&row->kgens, (uint32_t)c->kgen + 1, memory_order_relaxed);
     atomic_store_explicit(&row->xtag, 0, memory_order_seq_cst);
     shr_store(row->xexcl, &ex0);

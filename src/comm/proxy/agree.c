@@ -160,8 +160,10 @@ static int pdom_agree_tell_one(comm_proxy *p, pdom *d, int r)
     if (tag == d->agree_told[r] || d->host[r] != p->rank)
         return 0;
     gi = d->ring_of[r];
-    if (gi >= 0 && !d->rings[gi].dead && pring_untaken(&d->rings[gi]))
-        return 0; /* its requests before it go first */
+    if (gi >= 0 && !d->rings[gi].dead && pring_untaken(&d->rings[gi])) {
+        d->agree_defer = 1; /* its requests before it go first: read again next sweep */
+        return 0;
+    }
     memset(&am, 0, sizeof(am)); /* padding too: the bytes go on the wire */
     am.magic = PROXY_MAGIC;
     am.dom = d->id;
@@ -178,12 +180,18 @@ static int pdom_agree_tell_one(comm_proxy *p, pdom *d, int r)
 static int pdom_agrees_tell(comm_proxy *p, pdom *d)
 {
     int work = 0, n = d->n < COMM_AGREE_MAX_RANKS ? d->n : COMM_AGREE_MAX_RANKS;
+    uint32_t seen;
 
     if (d->agree == NULL)
         return 0;
     work += pdom_follow(p, d);
-    if (p->size < 2)
+    /* this host's ranks count every tag they store after it: the entries are read only when
+     * the count moved, or an entry waited for its requests (not at every sweep) */
+    seen = atomic_load_explicit(&d->agree->published, memory_order_acquire);
+    if (p->size < 2 || (seen == d->agree_seen && !d->agree_defer))
         return work;
+    d->agree_seen = seen;
+    d->agree_defer = 0;
     for (int r = 0; r < n; r++)
         work += pdom_agree_tell_one(p, d, r);
     return work;
@@ -225,6 +233,9 @@ uint64_t proxy_agree_dead(comm_proxy *p, uint64_t chips)
             if (g->chip >= 0 && g->chip < HIER_DEATHS_MAX && (ready >> g->chip & 1))
                 g->dead = 1;
         }
+    for (int i = 0; ready != 0 && i < p->ndoms; i++)
+        p->doms[i]->agree_defer = 1; /* read every entry: a chip dead between its tag and
+                                      * its count left the count behind */
     if (ready != 0)
         (void)proxy_agrees_tell(p);
     return ready;
@@ -258,6 +269,7 @@ int proxy_on_agree(comm_proxy *p, int h, const void *msg, size_t n)
 
 int pdom_agree_closing(comm_proxy *p, pdom *d)
 {
+    d->agree_defer = 1; /* every entry read once more */
     return pdom_agrees_tell(p, d) + pdom_krevoke_tell(p, d);
 }
 

@@ -173,6 +173,9 @@ typedef struct pdom {
     uint64_t *agree_told;             /* COMM_AGREE_MAX_RANKS: each entry's tag sent on (or
                                        * copied here) */
     int krevoke_told;                 /* the kernel generation whose revocation was told */
+    uint32_t agree_seen;              /* the row's published count when its entries were last
+                                       * read ... */
+    int agree_defer;                  /* ... and whether an entry waited for its requests */
 } pdom;
 
 /* A send of an answer in flight: buf is freed when MPI is done with it. */
